@@ -1,0 +1,57 @@
+//! The crate's one error type.
+
+use crate::format::{EncodeError, Format};
+
+/// Everything that can go wrong in edo, with the fields a caller needs to act on it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A table value is NaN or infinite. `row` and `col` locate the first one.
+    #[error("row {row}, column {col}: value {value} is not finite (NaN and ±inf cannot be quantised)")]
+    NonFinite { row: usize, col: usize, value: f32 },
+    /// A finite value is beyond what `format` can represent (FP16 and the INT4 fp16 bias: ±65504).
+    #[error("row {row}, column {col}: value {value} is out of range for {format}")]
+    OutOfRange { row: usize, col: usize, value: f32, format: Format },
+    /// A table must have at least one column.
+    #[error("a table needs dim ≥ 1")]
+    ZeroDim,
+    /// Lengths that must agree do not.
+    #[error("{what}: expected {expected}, got {actual}")]
+    ShapeMismatch { what: &'static str, expected: usize, actual: usize },
+    /// `ids[index] = id` is not a row of a table with `rows` rows (bounds policy `Error`).
+    #[error("ids[{index}] = {id} is out of range for a table of {rows} rows")]
+    IdOutOfRange { index: usize, id: u32, rows: usize },
+    /// A size exceeds a device or platform limit.
+    #[error("{what}: {requested} exceeds the limit of {max}")]
+    LimitExceeded { what: &'static str, requested: u64, max: u64 },
+    /// No GPU adapter was found (edo falls back to the CPU path where it can).
+    #[error("no GPU adapter found")]
+    NoAdapter,
+    /// The adapter refused to create a device.
+    #[error("requesting a GPU device failed: {0}")]
+    RequestDevice(String),
+    /// The GPU ran out of memory for an allocation.
+    #[error("GPU out of memory while allocating {what}")]
+    OutOfMemory { what: &'static str },
+    /// wgpu reported a validation or internal error (a bug in edo, or a driver problem).
+    #[error("GPU error in {what}: {message}")]
+    Gpu { what: &'static str, message: String },
+    /// The device was lost (driver reset, GPU removed, browser tab in the background too long).
+    /// The engine cannot be used any more; create a new one.
+    #[error("GPU device lost: {0}")]
+    DeviceLost(String),
+    /// Mapping a buffer for readback failed.
+    #[error("reading back GPU results failed: {0}")]
+    Readback(String),
+    /// A table and an engine from different devices were mixed.
+    #[error("this table was uploaded with a different engine")]
+    WrongEngine,
+}
+
+impl Error {
+    pub(crate) fn from_encode(row: usize, e: EncodeError, format: Format) -> Self {
+        match e {
+            EncodeError::NonFinite { col, value } => Error::NonFinite { row, col, value },
+            EncodeError::OutOfRange { col, value } => Error::OutOfRange { row, col, value, format },
+        }
+    }
+}

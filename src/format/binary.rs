@@ -1,0 +1,80 @@
+//! Binary: one bit per value, `bit = x > 0`, packed exactly as `numpy.packbits` does (the
+//! sentence-transformers `ubinary` convention): element `i` is bit `7 − i mod 8` (MSB-first) of
+//! byte `i / 8`, bytes in little-endian order within each word, the last byte zero-padded.
+//!
+//! [`Binary`] decodes to `+1` / `−1`. [`BinaryScaled`] stores one more word, the row's mean |x|
+//! as f32, and decodes to `±scale`, the least-squares best multiple of the signs.
+//!
+//! Error bound: the sign is kept (`x > 0 ⇒ x̂ > 0`, `x ≤ 0 ⇒ x̂ < 0`) and `|x̂|` is 1 (or the scale),
+//! so `|x − x̂| = ||x| − |x̂||` for `x ≠ 0` and `|x̂|` for `x = 0`.
+
+use super::{check_finite, Codec, EncodeError, Format};
+
+/// Sign bits only; decodes to ±1.
+pub struct Binary;
+
+/// Sign bits plus an f32 per-row scale (mean |x|); decodes to ±scale.
+pub struct BinaryScaled;
+
+/// Bit position of element `i` (within its word) in packbits order.
+#[inline(always)]
+pub(crate) fn bit_shift(i: usize) -> u32 {
+    let byte = (i / 8) % 4;
+    (8 * byte + 7 - i % 8) as u32
+}
+
+fn encode_bits(row: &[f32], out: &mut [u32]) {
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut word = 0u32;
+        for (j, &x) in row.iter().skip(32 * k).take(32).enumerate() {
+            word |= ((x > 0.0) as u32) << bit_shift(j);
+        }
+        *o = word;
+    }
+}
+
+#[inline(always)]
+fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
+    for (col, o) in out.iter_mut().enumerate() {
+        let bit = (words[col / 32] >> bit_shift(col % 32)) & 1;
+        *o = if bit == 1 { scale } else { -scale };
+    }
+}
+
+impl Codec for Binary {
+    const FORMAT: Format = Format::Binary;
+    const VALUES_PER_WORD: usize = 32;
+    const PARAM_WORDS: usize = 0;
+
+    fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        check_finite(row)?;
+        encode_bits(row, out);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn decode_row(words: &[u32], out: &mut [f32]) {
+        decode_bits(words, 1.0, out)
+    }
+}
+
+impl Codec for BinaryScaled {
+    const FORMAT: Format = Format::BinaryScaled;
+    const VALUES_PER_WORD: usize = 32;
+    const PARAM_WORDS: usize = 1;
+
+    fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        check_finite(row)?;
+        let code_words = out.len() - 1;
+        encode_bits(row, &mut out[..code_words]);
+        let sum: f64 = row.iter().map(|x| x.abs() as f64).sum();
+        out[code_words] = ((sum / row.len() as f64) as f32).to_bits();
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn decode_row(words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 1;
+        decode_bits(&words[..code_words], f32::from_bits(words[code_words]), out)
+    }
+}

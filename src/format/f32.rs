@@ -1,0 +1,28 @@
+//! FP32: the values themselves, one per word. Exact; NaN and infinities are rejected so that a
+//! table never carries a value the other formats could not encode.
+
+use super::{check_finite, Codec, EncodeError, Format};
+
+/// Plain `f32` rows.
+pub struct F32;
+
+impl Codec for F32 {
+    const FORMAT: Format = Format::F32;
+    const VALUES_PER_WORD: usize = 1;
+    const PARAM_WORDS: usize = 0;
+
+    fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        check_finite(row)?;
+        for (o, x) in out.iter_mut().zip(row) {
+            *o = x.to_bits();
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn decode_row(words: &[u32], out: &mut [f32]) {
+        for (o, w) in out.iter_mut().zip(words) {
+            *o = f32::from_bits(*w);
+        }
+    }
+}

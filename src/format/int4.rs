@@ -1,0 +1,79 @@
+//! INT4 row-wise: FBGEMM's fused 4-bit convention (`embedding_bag_4bit_prepack`).
+//!
+//! Per row, as FBGEMM computes it: `bias = fp16(min)`; `scale = fp16((max − bias) / 15)`, replaced
+//! by 1 when it is 0 (a constant row) or its inverse overflows; `code = clamp(round_ties_even((x −
+//! bias) / scale), 0, 15)`. Element `2k` is the low nibble of byte `k`, `2k+1` the high nibble;
+//! the code bytes are padded to a word and followed by one word holding the fp16 scale (low half)
+//! and the fp16 bias (high half). Decoding is `code * scale + bias` in f32, where the product of a
+//! 4-bit code and an 11-bit fp16 scale is exact, so fused or not the result is the same bits.
+//!
+//! Error bound: `|x − x̂| ≤ scale/2 + 8·ulp₁₆(scale) + ulp₁₆(min) + ε` — half a step, plus the
+//! clamp of the top code when the fp16 scale rounded down (≤ 15 half-ulps of the scale), plus the
+//! rounding of the bias to fp16. A constant row decodes to `fp16(min)`. Values whose minimum or
+//! maximum is beyond ±65504 are [`EncodeError::OutOfRange`], since the bias could not be stored.
+
+use half::f16;
+
+use super::{finite_min_max, Codec, EncodeError, Format};
+
+/// 4-bit row-wise quantised rows.
+pub struct Int4;
+
+impl Codec for Int4 {
+    const FORMAT: Format = Format::Int4;
+    const VALUES_PER_WORD: usize = 8;
+    const PARAM_WORDS: usize = 1;
+
+    fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        let (min, max) = finite_min_max(row)?;
+        for v in [min, max] {
+            if f16::from_f32(v).is_infinite() {
+                let col = row.iter().position(|&x| x == v).unwrap_or(0);
+                return Err(EncodeError::OutOfRange { col, value: v });
+            }
+        }
+        let bias_h = f16::from_f32(min);
+        let bias = bias_h.to_f32();
+        let range = max - bias;
+        let mut scale_h = f16::from_f32(if range == 0.0 { 1.0 } else { range / 15.0 });
+        let mut scale = scale_h.to_f32();
+        if scale == 0.0 || (1.0 / scale).is_infinite() {
+            scale_h = f16::ONE;
+            scale = 1.0;
+        }
+        let inverse_scale = 1.0 / scale;
+        let code_words = out.len() - 1;
+        for (k, o) in out[..code_words].iter_mut().enumerate() {
+            let mut word = 0u32;
+            for (j, &x) in row.iter().skip(8 * k).take(8).enumerate() {
+                let q = ((x - bias) * inverse_scale).round_ties_even().clamp(0.0, 15.0) as u32;
+                word |= q << (4 * j);
+            }
+            *o = word;
+        }
+        out[code_words] = scale_h.to_bits() as u32 | (bias_h.to_bits() as u32) << 16;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn decode_row(words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 1;
+        let params = words[code_words];
+        let scale = f16::from_bits(params as u16).to_f32();
+        let bias = f16::from_bits((params >> 16) as u16).to_f32();
+        for (col, o) in out.iter_mut().enumerate() {
+            let q = (words[col / 8] >> (4 * (col % 8))) & 0xF;
+            *o = q as f32 * scale + bias;
+        }
+    }
+}
+
+/// The documented error bound of [`Int4`] for a row with this minimum and maximum.
+pub fn int4_error_bound(min: f32, max: f32) -> f32 {
+    let ulp16 = |x: f32| -> f32 {
+        let h = f16::from_f32(x.abs());
+        (f16::from_bits(h.to_bits() + 1).to_f32() - h.to_f32()).abs()
+    };
+    let scale = ((max - min) / 15.0).max(f32::MIN_POSITIVE);
+    scale / 2.0 + 8.0 * ulp16(scale) + ulp16(min) + min.abs().max(max.abs()) * (2f32).powi(-20)
+}

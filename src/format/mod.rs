@@ -1,0 +1,355 @@
+//! Packed row formats: pure Rust, no GPU.
+//!
+//! Every format packs one table row into whole little-endian `u32` words: first the codes, padded
+//! up to a word boundary, then the row's parameters (scale, bias) if the format has any. The same
+//! words are uploaded to the GPU unchanged, so a row's byte layout is identical on the host, in a
+//! table file and in a storage buffer. When the code bytes of a row are a multiple of four, the row
+//! bytes are exactly FBGEMM's fused row-wise layout (codes, then scale and bias).
+//!
+//! Each format implements [`Codec`]; its scalar [`Codec::decode_row`] is the oracle every GPU kernel
+//! is tested against. Dequantised values are `code * scale + bias` where the product is exact in
+//! f32 (INT4's fp16 scale has 11 significant bits, INT8's scale is rounded to 16), so the single
+//! rounding is the addition and CPU and GPU agree bit for bit whether or not a compiler fuses the
+//! multiply-add — WGSL allows either, and drivers differ.
+
+mod binary;
+mod f16;
+mod f32;
+mod int4;
+mod int8;
+
+pub use binary::{Binary, BinaryScaled};
+pub use f16::F16;
+pub use f32::F32;
+pub use int4::Int4;
+pub use int8::Int8;
+
+use crate::Error;
+
+/// Why a row could not be encoded. [`PackedTable::quantize`] adds the row index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EncodeError {
+    /// `value` at column `col` is NaN or infinite.
+    NonFinite { col: usize, value: f32 },
+    /// `value` at column `col` is finite but beyond what the format can store (FP16: |x| > 65504).
+    OutOfRange { col: usize, value: f32 },
+}
+
+/// One packed row format.
+///
+/// A row of `dim` values takes [`Codec::code_words`]`(dim)` words of codes followed by
+/// [`Codec::PARAM_WORDS`] words of parameters.
+pub trait Codec {
+    /// The runtime tag of this format.
+    const FORMAT: Format;
+    /// Values packed into one code word (1, 2, 4, 8 or 32).
+    const VALUES_PER_WORD: usize;
+    /// Words of per-row parameters stored after the codes.
+    const PARAM_WORDS: usize;
+
+    /// Code words of a row of `dim` values (the last one zero-padded).
+    fn code_words(dim: usize) -> usize {
+        dim.div_ceil(Self::VALUES_PER_WORD)
+    }
+
+    /// Encodes `row` into `out`, which has exactly `code_words(row.len()) + PARAM_WORDS` words.
+    fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError>;
+
+    /// Decodes a packed row (`code_words(out.len()) + PARAM_WORDS` words) into `out`.
+    fn decode_row(words: &[u32], out: &mut [f32]);
+}
+
+/// The packed formats edo stores tables in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Plain `f32`, 4 bytes per value: the reference the others are measured against.
+    F32,
+    /// IEEE half precision, two values per word, round to nearest even.
+    F16,
+    /// 8-bit codes with an `f32` scale and bias per row (FBGEMM fused 8-bit row-wise).
+    Int8,
+    /// 4-bit codes with an `f16` scale and bias per row (FBGEMM fused 4-bit row-wise).
+    Int4,
+    /// One sign bit per value, `numpy.packbits` order; decodes to ±1.
+    Binary,
+    /// One sign bit per value plus an `f32` per-row scale (mean |x|); decodes to ±scale.
+    BinaryScaled,
+}
+
+impl Format {
+    /// Every format, in the order tables and reports list them.
+    pub const ALL: [Format; 6] = [
+        Format::F32,
+        Format::F16,
+        Format::Int8,
+        Format::Int4,
+        Format::Binary,
+        Format::BinaryScaled,
+    ];
+
+    /// The short name used by the CLI and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::F32 => "fp32",
+            Format::F16 => "fp16",
+            Format::Int8 => "int8",
+            Format::Int4 => "int4",
+            Format::Binary => "binary",
+            Format::BinaryScaled => "binary+scale",
+        }
+    }
+
+    /// Parses [`Format::name`] (case-insensitive; `f32`, `f16`, `bin` accepted too).
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "fp32" | "f32" => Format::F32,
+            "fp16" | "f16" => Format::F16,
+            "int8" | "i8" => Format::Int8,
+            "int4" | "i4" => Format::Int4,
+            "binary" | "bin" => Format::Binary,
+            "binary+scale" | "binary-scaled" | "binary_scaled" => Format::BinaryScaled,
+            _ => return None,
+        })
+    }
+
+    /// Values per code word.
+    pub fn values_per_word(self) -> usize {
+        dispatch!(self, C => C::VALUES_PER_WORD)
+    }
+
+    /// Parameter words per row.
+    pub fn param_words(self) -> usize {
+        dispatch!(self, C => C::PARAM_WORDS)
+    }
+
+    /// Code words per row of `dim` values.
+    pub fn code_words(self, dim: usize) -> usize {
+        dim.div_ceil(self.values_per_word())
+    }
+
+    /// Words per packed row: codes plus parameters.
+    pub fn row_words(self, dim: usize) -> usize {
+        self.code_words(dim) + self.param_words()
+    }
+
+    /// Bytes per packed row as stored (word-padded).
+    pub fn row_bytes(self, dim: usize) -> usize {
+        4 * self.row_words(dim)
+    }
+
+    /// Bytes per row without word padding: the information-theoretic size of the format
+    /// (`dim * bits / 8` rounded up to a byte, plus the parameters).
+    pub fn unpadded_row_bytes(self, dim: usize) -> usize {
+        let bits = 32 / self.values_per_word();
+        (dim * bits).div_ceil(8) + 4 * self.param_words()
+    }
+
+    /// The documented bound on `|x − x̂|` for each value of `row` after a round trip through
+    /// this format (see each format's module docs). `row` must be finite.
+    pub fn error_bounds(self, row: &[f32]) -> Vec<f32> {
+        let (min, max) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        match self {
+            Format::F32 => vec![0.0; row.len()],
+            Format::F16 => row.iter().map(|&x| f16::f16_half_ulp(x)).collect(),
+            Format::Int8 => vec![int8::int8_error_bound(min, max); row.len()],
+            Format::Int4 => vec![int4::int4_error_bound(min, max); row.len()],
+            Format::Binary | Format::BinaryScaled => {
+                // |x̂| is 1, or the stored mean |x| (computed as the encoder does).
+                let s = match self {
+                    Format::Binary => 1.0,
+                    _ => (row.iter().map(|v| v.abs() as f64).sum::<f64>() / row.len() as f64) as f32,
+                };
+                row.iter().map(|&x| if x == 0.0 { s } else { (x.abs() - s).abs() }).collect()
+            }
+        }
+    }
+
+    fn encode_row(self, row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        dispatch!(self, C => C::encode_row(row, out))
+    }
+
+    fn decode_row(self, words: &[u32], out: &mut [f32]) {
+        dispatch!(self, C => C::decode_row(words, out))
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Calls a generic expression with the [`Codec`] type of a runtime [`Format`].
+macro_rules! dispatch {
+    ($format:expr, $c:ident => $body:expr) => {
+        match $format {
+            $crate::format::Format::F32 => {
+                type $c = $crate::format::F32;
+                $body
+            }
+            $crate::format::Format::F16 => {
+                type $c = $crate::format::F16;
+                $body
+            }
+            $crate::format::Format::Int8 => {
+                type $c = $crate::format::Int8;
+                $body
+            }
+            $crate::format::Format::Int4 => {
+                type $c = $crate::format::Int4;
+                $body
+            }
+            $crate::format::Format::Binary => {
+                type $c = $crate::format::Binary;
+                $body
+            }
+            $crate::format::Format::BinaryScaled => {
+                type $c = $crate::format::BinaryScaled;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use dispatch;
+
+/// A whole table packed in one format: `rows` rows of `dim` values, each
+/// [`Format::row_words`] words long, stored contiguously.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedTable {
+    format: Format,
+    rows: usize,
+    dim: usize,
+    words: Vec<u32>,
+}
+
+impl PackedTable {
+    /// Quantises a row-major `rows × dim` f32 table (`data.len() == rows * dim`).
+    ///
+    /// Fails with [`Error::NonFinite`] naming the first row (lowest index) holding a NaN or an
+    /// infinity, and with [`Error::OutOfRange`] for values the format cannot hold.
+    /// Runs on all cores natively.
+    pub fn quantize(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
+        check_shape(data.len(), rows, dim)?;
+        let row_words = format.row_words(dim);
+        let total = rows.checked_mul(row_words).ok_or(Error::LimitExceeded {
+            what: "packed table words",
+            requested: u64::MAX,
+            max: usize::MAX as u64,
+        })?;
+        let mut words = vec![0u32; total];
+        // Each worker encodes a contiguous block of rows and reports its first failure; the
+        // lowest failing row wins so the error is the same whatever the thread count.
+        let first_error = crate::par::for_each_chunk_mut(&mut words, row_words, 1024, |first_row, block| {
+            for (i, out) in block.chunks_exact_mut(row_words).enumerate() {
+                let r = first_row + i;
+                if let Err(e) = format.encode_row(&data[r * dim..(r + 1) * dim], out) {
+                    return Some(Error::from_encode(r, e, format));
+                }
+            }
+            None
+        });
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(PackedTable { format, rows, dim, words }),
+        }
+    }
+
+    /// Wraps already packed words (for instance read from a file), checking the length.
+    pub fn from_words(format: Format, rows: usize, dim: usize, words: Vec<u32>) -> Result<Self, Error> {
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        let expected = rows
+            .checked_mul(format.row_words(dim))
+            .ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })?;
+        if words.len() != expected {
+            return Err(Error::ShapeMismatch { what: "packed words", expected, actual: words.len() });
+        }
+        Ok(PackedTable { format, rows, dim, words })
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Words per packed row.
+    pub fn row_words(&self) -> usize {
+        self.format.row_words(self.dim)
+    }
+    /// All packed words, row after row.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+    /// The packed words of one row.
+    pub fn row(&self, r: usize) -> &[u32] {
+        let w = self.row_words();
+        &self.words[r * w..(r + 1) * w]
+    }
+    /// Bytes of packed storage (what the GPU holds).
+    pub fn bytes(&self) -> u64 {
+        4 * self.words.len() as u64
+    }
+    /// Bytes the same table takes as dense f32.
+    pub fn f32_bytes(&self) -> u64 {
+        4 * (self.rows as u64) * (self.dim as u64)
+    }
+
+    /// Decodes row `r` into `out` (`out.len() == dim`). Panics if `r >= rows`.
+    pub fn decode_row_into(&self, r: usize, out: &mut [f32]) {
+        self.format.decode_row(self.row(r), out)
+    }
+
+    /// Decodes the whole table to dense f32 (multi-threaded natively).
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0f32; self.rows * self.dim];
+        crate::par::for_each_chunk_mut(&mut out, self.dim, 1024, |first_row, block| {
+            for (i, dst) in block.chunks_exact_mut(self.dim).enumerate() {
+                self.decode_row_into(first_row + i, dst);
+            }
+            None::<()>
+        });
+        out
+    }
+}
+
+pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Error> {
+    if dim == 0 {
+        return Err(Error::ZeroDim);
+    }
+    let expected = rows
+        .checked_mul(dim)
+        .ok_or(Error::LimitExceeded { what: "rows × dim", requested: u64::MAX, max: usize::MAX as u64 })?;
+    if len != expected {
+        return Err(Error::ShapeMismatch { what: "table values (rows × dim)", expected, actual: len });
+    }
+    Ok(())
+}
+
+/// Minimum and maximum of a row, or the first non-finite value.
+pub(crate) fn finite_min_max(row: &[f32]) -> Result<(f32, f32), EncodeError> {
+    let mut lo = f32::INFINITY;
+    let mut hi = f32::NEG_INFINITY;
+    for &x in row {
+        lo = lo.min(x);
+        hi = hi.max(x);
+    }
+    // min/max ignore NaN and infinities end up in lo/hi: one check covers both after the fast loop.
+    if !lo.is_finite() || !hi.is_finite() || row.iter().any(|x| x.is_nan()) {
+        let col = row.iter().position(|x| !x.is_finite()).unwrap_or(0);
+        return Err(EncodeError::NonFinite { col, value: row[col] });
+    }
+    Ok((lo, hi))
+}
+
+/// The first non-finite value of a row.
+pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
+    match row.iter().position(|x| !x.is_finite()) {
+        Some(col) => Err(EncodeError::NonFinite { col, value: row[col] }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,61 @@
+//! Data parallelism over row blocks: scoped threads natively, one thread in the browser.
+//!
+//! The CPU path splits work into one contiguous block of rows per core; blocks are large enough
+//! that spawning costs nothing measurable, and contiguous so each thread streams its own output.
+
+/// Worker threads the CPU path uses (all available cores natively, 1 on wasm).
+pub fn threads() -> usize {
+    #[cfg(native)]
+    {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+    #[cfg(web)]
+    {
+        1
+    }
+}
+
+/// Splits `out` into blocks of whole rows (`row_len` elements each) and runs `f(first_row, block)`
+/// on each, in parallel when there are at least `min_rows_per_thread` rows per thread.
+/// Returns the result of the lowest block that returned `Some`.
+pub fn for_each_chunk_mut<T, E, F>(out: &mut [T], row_len: usize, min_rows_per_thread: usize, f: F) -> Option<E>
+where
+    T: Send,
+    E: Send,
+    F: Fn(usize, &mut [T]) -> Option<E> + Sync,
+{
+    let rows = if row_len == 0 { 0 } else { out.len() / row_len };
+    let n = threads().min(rows / min_rows_per_thread.max(1)).max(1);
+    if n == 1 {
+        return f(0, out);
+    }
+    let rows_per = rows.div_ceil(n);
+    #[cfg(native)]
+    {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = out
+                .chunks_mut(rows_per * row_len)
+                .enumerate()
+                .map(|(i, block)| {
+                    let f = &f;
+                    s.spawn(move || f(i * rows_per, block))
+                })
+                .collect();
+            // Join all, keep the first failure in block order.
+            let mut first = None;
+            for h in handles {
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                if first.is_none() {
+                    first = r;
+                }
+            }
+            first
+        })
+    }
+    #[cfg(web)]
+    {
+        // threads() is 1 on wasm, so the early return above is always taken.
+        let _ = rows_per;
+        f(0, out)
+    }
+}

@@ -1,0 +1,64 @@
+//! Deterministic synthetic data: the built-in default table of the demo and the benchmark, and
+//! the random tables of the tests. Same seed, same bits, on every platform.
+
+/// SplitMix64: tiny, fast, and good enough for test data.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+    /// Uniform in [0, 1).
+    pub fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u32) -> u32 {
+        ((self.next_u32() as u64 * n as u64) >> 32) as u32
+    }
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f32 {
+        let u1 = (self.next_f32() as f64).max(1e-12);
+        let u2 = self.next_f32() as f64;
+        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    }
+}
+
+/// A `rows × dim` table that looks like trained embeddings: each row a Gaussian vector with its
+/// own scale (0.02–0.2) and offset, as real embedding rows differ in norm. Deterministic in `seed`;
+/// generated on all cores natively (each block of rows has its own stream).
+pub fn embedding_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut data = vec![0f32; rows * dim];
+    if dim == 0 {
+        return data;
+    }
+    crate::par::for_each_chunk_mut(&mut data, dim, 4096, |first_row, block| {
+        for (i, row) in block.chunks_exact_mut(dim).enumerate() {
+            let mut rng = Rng::new(seed ^ ((first_row + i) as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let scale = 0.02 + 0.18 * rng.next_f32();
+            let offset = 0.01 * rng.normal();
+            for x in row.iter_mut() {
+                *x = offset + scale * rng.normal();
+            }
+        }
+        None::<()>
+    });
+    data
+}
+
+/// `n` ids uniform in `[0, rows)`, deterministic in `seed`.
+pub fn uniform_ids(n: usize, rows: usize, seed: u64) -> Vec<u32> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.below(rows as u32)).collect()
+}
