@@ -1,0 +1,51 @@
+//! What a lookup does with an id that is not a row of the table.
+
+use crate::Error;
+
+/// Bounds policy for ids ≥ rows, chosen per call (FBGEMM's bounds-check modes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Bounds {
+    /// Refuse the whole call, before any work, with [`Error::IdOutOfRange`] naming the first bad
+    /// id (FBGEMM `FATAL`). The default: a wrong id is a bug to hear about.
+    #[default]
+    Error,
+    /// Bad ids read as a zero row (FBGEMM `IGNORE`, ONNX Runtime's `GatherBlockQuantized`).
+    Zero,
+    /// Bad ids read the last row (`rows − 1`).
+    Clamp,
+}
+
+impl Bounds {
+    /// With [`Bounds::Error`], the first id that is out of range; otherwise nothing to check.
+    pub fn check(self, ids: &[u32], rows: usize) -> Result<(), Error> {
+        if self != Bounds::Error {
+            return Ok(());
+        }
+        match ids.iter().position(|&id| id as usize >= rows) {
+            Some(index) => Err(Error::IdOutOfRange { index, id: ids[index], rows }),
+            None => Ok(()),
+        }
+    }
+
+    /// The row an id reads, or `None` for a zero row. `rows` must be ≥ 1 for [`Bounds::Clamp`].
+    #[inline(always)]
+    pub fn resolve(self, id: u32, rows: usize) -> Option<usize> {
+        let id = id as usize;
+        if id < rows {
+            Some(id)
+        } else {
+            match self {
+                Bounds::Clamp => Some(rows - 1),
+                Bounds::Zero | Bounds::Error => None,
+            }
+        }
+    }
+
+    pub(crate) fn shader_code(self) -> u32 {
+        match self {
+            Bounds::Clamp => 1,
+            // Error has been checked on the host before a dispatch; treat as Zero.
+            Bounds::Zero | Bounds::Error => 0,
+        }
+    }
+}

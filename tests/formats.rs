@@ -1,0 +1,268 @@
+//! Formats and the CPU path: round trips within the documented bounds, exact layouts (numpy
+//! packbits, FBGEMM fused rows), edge cases, typed errors. No GPU needed.
+
+use edo::synth::{embedding_table, Rng};
+use edo::{Bounds, Error, Format, PackedTable};
+
+const DIMS: [usize; 8] = [1, 3, 7, 8, 33, 100, 384, 1000];
+
+fn random_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
+    // Mix of the embedding-like generator and rows with wide, shifted or tiny ranges.
+    let mut data = embedding_table(rows, dim, seed);
+    let mut rng = Rng::new(seed ^ 77);
+    for r in 0..rows {
+        let kind = r % 5;
+        for x in &mut data[r * dim..(r + 1) * dim] {
+            match kind {
+                1 => *x = *x * 1000.0 + 20.0,
+                2 => *x *= 1e-6,
+                3 => *x = rng.next_f32() * 2.0 - 1.0,
+                _ => {}
+            }
+        }
+    }
+    data
+}
+
+#[test]
+fn round_trips_stay_within_the_documented_bounds() {
+    for format in Format::ALL {
+        for (k, &dim) in DIMS.iter().enumerate() {
+            let rows = 37;
+            let data = random_table(rows, dim, 1000 + k as u64);
+            let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+            assert_eq!(table.words().len(), rows * format.row_words(dim));
+            let decoded = table.dequantize();
+            for r in 0..rows {
+                let row = &data[r * dim..(r + 1) * dim];
+                let bounds = format.error_bounds(row);
+                for c in 0..dim {
+                    let (x, y) = (row[c], decoded[r * dim + c]);
+                    assert!(
+                        (x - y).abs() <= bounds[c],
+                        "{format} dim {dim} row {r} col {c}: {x} -> {y}, |err| {} > bound {}",
+                        (x - y).abs(),
+                        bounds[c]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bounds_are_tight_enough_to_mean_something() {
+    // A bound that is always huge would pass any decoder: check the INT8 bound is about half a step.
+    let row: Vec<f32> = (0..256).map(|i| i as f32 / 255.0).collect();
+    let b = Format::Int8.error_bounds(&row)[0];
+    assert!(b < 0.0021 && b > 0.0019, "int8 bound for a unit range is ~1/510, got {b}");
+    let b4 = Format::Int4.error_bounds(&row)[0];
+    assert!(b4 < 0.04, "int4 bound for a unit range is ~1/30, got {b4}");
+    assert_eq!(Format::F32.error_bounds(&row), vec![0.0; 256]);
+}
+
+#[test]
+fn fp32_and_fp16_are_exact_where_they_should_be() {
+    let data = [0.0f32, -0.0, 1.0, -2.5, 65504.0, 6.1e-5, 3.0e-8];
+    let f32t = PackedTable::quantize(Format::F32, &data, 1, data.len()).unwrap();
+    assert_eq!(f32t.dequantize(), data);
+    let f16t = PackedTable::quantize(Format::F16, &data, 1, data.len()).unwrap();
+    let back = f16t.dequantize();
+    assert_eq!(&back[..5], &data[..5], "values representable in fp16 survive exactly");
+    // Element 2k is the low half of word k.
+    assert_eq!(f16t.words()[1] & 0xFFFF, half::f16::from_f32(1.0).to_bits() as u32);
+    assert_eq!(f16t.words()[1] >> 16, half::f16::from_f32(-2.5).to_bits() as u32);
+}
+
+#[test]
+fn int8_layout_is_fbgemm_fused_rowwise() {
+    // dim 4: one code word then scale, bias — byte for byte FBGEMM's fused 8-bit row.
+    let row = [-1.0f32, 0.0, 0.5, 1.0];
+    let t = PackedTable::quantize(Format::Int8, &row, 1, 4).unwrap();
+    let bytes: &[u8] = bytemuck::cast_slice(t.words());
+    assert_eq!(bytes.len(), 4 + 8);
+    // FBGEMM: inverse_scale = 255 / (range + 1e-8); code = lrintf((x - min) * inverse_scale).
+    let inv = 255.0f32 / (2.0 + 1e-8);
+    let expect: Vec<u8> = row.iter().map(|x| ((x + 1.0) * inv).round_ties_even() as u8).collect();
+    assert_eq!(&bytes[..4], &expect[..]);
+    assert_eq!(&bytes[..4], &[0, 128, 191, 255]);
+    let scale = f32::from_le_bytes(bytes[4..8].try_into().unwrap());
+    let bias = f32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    assert_eq!(bias, -1.0);
+    assert!((scale - 2.0 / 255.0).abs() <= 2.0 / 255.0 * 2f32.powi(-16), "scale {scale}");
+    assert_eq!(scale.to_bits() & 0xFF, 0, "scale has 16 significant bits");
+    // Every code times the scale is exact: decoding is the same fused or not.
+    for q in 0..=255u32 {
+        let p = q as f32 * scale;
+        assert_eq!((q as f64 * scale as f64) as f32, p);
+        assert_eq!(p as f64, q as f64 * scale as f64, "q = {q}");
+    }
+}
+
+#[test]
+fn int4_layout_is_fbgemm_fused_4bit() {
+    // Codes 0..15 rising: element 2k in the low nibble.
+    let row: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let t = PackedTable::quantize(Format::Int4, &row, 1, 16).unwrap();
+    let bytes: &[u8] = bytemuck::cast_slice(t.words());
+    assert_eq!(bytes.len(), 8 + 4);
+    assert_eq!(&bytes[..8], &[0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE]);
+    let scale = half::f16::from_le_bytes([bytes[8], bytes[9]]);
+    let bias = half::f16::from_le_bytes([bytes[10], bytes[11]]);
+    assert_eq!((scale.to_f32(), bias.to_f32()), (1.0, 0.0));
+    assert_eq!(t.dequantize(), row);
+}
+
+#[test]
+fn binary_layout_is_numpy_packbits() {
+    // numpy.packbits([1,0,1,1,0,0,0,1, 1,1]) == [0b10110001, 0b11000000]
+    let row = [0.3f32, -1.0, 2.0, 0.1, 0.0, -0.5, -0.1, 9.0, 1.0, 1.0];
+    for format in [Format::Binary, Format::BinaryScaled] {
+        let t = PackedTable::quantize(format, &row, 1, row.len()).unwrap();
+        let bytes: &[u8] = bytemuck::cast_slice(&t.words()[..1]);
+        assert_eq!(&bytes[..2], &[0b1011_0001, 0b1100_0000], "{format}");
+        assert_eq!(&bytes[2..], &[0, 0], "{format}: padding is zero");
+    }
+    let t = PackedTable::quantize(Format::Binary, &row, 1, row.len()).unwrap();
+    assert_eq!(t.dequantize(), row.iter().map(|&x| if x > 0.0 { 1.0 } else { -1.0 }).collect::<Vec<_>>());
+    let s = PackedTable::quantize(Format::BinaryScaled, &row, 1, row.len()).unwrap();
+    let mean_abs = row.iter().map(|x| x.abs()).sum::<f32>() / row.len() as f32;
+    let back = s.dequantize();
+    assert!((back[0] - mean_abs).abs() < 1e-6 && (back[1] + mean_abs).abs() < 1e-6);
+}
+
+#[test]
+fn constant_rows_decode_to_the_constant() {
+    for dim in [1, 5, 64] {
+        let data = vec![0.75f32; dim];
+        for format in [Format::F32, Format::F16, Format::Int8, Format::Int4] {
+            let t = PackedTable::quantize(format, &data, 1, dim).unwrap();
+            assert_eq!(t.dequantize(), data, "{format} dim {dim}");
+        }
+        // Binary: the sign survives; a zero row is all "not positive".
+        let zeros = vec![0.0f32; dim];
+        let t = PackedTable::quantize(Format::BinaryScaled, &zeros, 1, dim).unwrap();
+        assert_eq!(t.dequantize(), vec![-0.0; dim]);
+    }
+    // INT8 of a constant row: scale 0, bias the constant, all codes 0.
+    let t = PackedTable::quantize(Format::Int8, &[3.0; 4], 1, 4).unwrap();
+    assert_eq!(t.words(), &[0, 0f32.to_bits(), 3f32.to_bits()]);
+}
+
+#[test]
+fn non_finite_values_are_typed_errors_naming_the_row() {
+    let (rows, dim) = (50, 7);
+    for format in Format::ALL {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut data = embedding_table(rows, dim, 5);
+            data[17 * dim + 3] = bad;
+            data[40 * dim + 1] = bad; // a later bad row is not the one reported
+            match PackedTable::quantize(format, &data, rows, dim) {
+                Err(Error::NonFinite { row: 17, col: 3, value }) => assert!(value.is_nan() || value == bad),
+                other => panic!("{format} with {bad}: {other:?}"),
+            }
+        }
+    }
+    // The error is the lowest bad row however many threads encode (bad rows in every block).
+    let (rows, dim) = (20_000, 4);
+    let mut data = embedding_table(rows, dim, 6);
+    for r in [19_000, 12_345, 5_000] {
+        data[r * dim] = f32::NAN;
+    }
+    let err = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap_err();
+    assert!(matches!(err, Error::NonFinite { row: 5_000, col: 0, .. }), "{err}");
+    assert!(err.to_string().contains("row 5000"), "{err}");
+}
+
+#[test]
+fn values_beyond_fp16_range_are_out_of_range_errors() {
+    let data = [1.0f32, 70000.0];
+    assert!(matches!(
+        PackedTable::quantize(Format::F16, &data, 1, 2),
+        Err(Error::OutOfRange { row: 0, col: 1, format: Format::F16, .. })
+    ));
+    assert!(matches!(
+        PackedTable::quantize(Format::Int4, &[-1e6f32, 0.0], 1, 2),
+        Err(Error::OutOfRange { row: 0, col: 0, format: Format::Int4, .. })
+    ));
+    // INT8 stores f32 scales: huge values are fine unless max − min overflows.
+    assert!(PackedTable::quantize(Format::Int8, &data, 1, 2).is_ok());
+    assert!(matches!(
+        PackedTable::quantize(Format::Int8, &[-3e38f32, 3e38], 1, 2),
+        Err(Error::OutOfRange { row: 0, format: Format::Int8, .. })
+    ));
+}
+
+#[test]
+fn shapes_are_checked() {
+    assert_eq!(PackedTable::quantize(Format::Int8, &[1.0; 10], 3, 3), Err(Error::ShapeMismatch { what: "table values (rows × dim)", expected: 9, actual: 10 }));
+    assert_eq!(PackedTable::quantize(Format::Int8, &[], 3, 0), Err(Error::ZeroDim));
+    assert!(matches!(PackedTable::from_words(Format::Int4, 2, 9, vec![0; 5]), Err(Error::ShapeMismatch { expected: 6, actual: 5, .. })));
+    let empty = PackedTable::quantize(Format::Int4, &[], 0, 9).unwrap();
+    assert_eq!(empty.rows(), 0);
+    assert_eq!(edo::cpu::gather(&empty, &[], Bounds::Error).unwrap(), Vec::<f32>::new());
+    assert_eq!(edo::cpu::gather(&empty, &[0], Bounds::Zero).unwrap(), vec![0.0; 9]);
+    assert!(matches!(edo::cpu::gather(&empty, &[0], Bounds::Clamp), Err(Error::IdOutOfRange { .. })));
+}
+
+#[test]
+fn memory_is_within_one_percent_plus_a_word_per_row_of_theory() {
+    for format in Format::ALL {
+        for dim in DIMS {
+            let rows = 1000;
+            let theory = (rows * format.unpadded_row_bytes(dim)) as f64;
+            let bytes = (rows * format.row_bytes(dim)) as f64;
+            assert!(bytes <= theory * 1.01 + (4 * rows) as f64, "{format} dim {dim}: {bytes} vs {theory}");
+        }
+    }
+    // The headline ratios at dim 128.
+    let ratio = |f: Format| f.row_bytes(128) as f64 / (4.0 * 128.0);
+    assert_eq!(ratio(Format::F16), 0.5);
+    assert!((ratio(Format::Int8) - 0.2656).abs() < 1e-3);
+    assert_eq!(ratio(Format::Binary), 1.0 / 32.0);
+}
+
+#[test]
+fn cpu_gather_follows_the_bounds_policy() {
+    let (rows, dim) = (100, 7);
+    let data = embedding_table(rows, dim, 9);
+    for format in Format::ALL {
+        let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let decoded = t.dequantize();
+        let row = |r: usize| decoded[r * dim..(r + 1) * dim].to_vec();
+        let ids = [5u32, 100, 99, u32::MAX, 0];
+        assert_eq!(edo::cpu::gather(&t, &ids, Bounds::Error), Err(Error::IdOutOfRange { index: 1, id: 100, rows }));
+        let zero = edo::cpu::gather(&t, &ids, Bounds::Zero).unwrap();
+        let clamp = edo::cpu::gather(&t, &ids, Bounds::Clamp).unwrap();
+        let want = |bad: Vec<f32>| [row(5), bad.clone(), row(99), bad, row(0)].concat();
+        assert_eq!(zero, want(vec![0.0; dim]), "{format}");
+        assert_eq!(clamp, want(row(99)), "{format}");
+        let mut short = vec![0.0; 3];
+        assert!(matches!(edo::cpu::gather_into(&t, &ids, Bounds::Zero, &mut short), Err(Error::ShapeMismatch { .. })));
+    }
+}
+
+#[test]
+fn cpu_gather_on_many_threads_equals_row_by_row_decoding() {
+    let (rows, dim) = (5000, 37);
+    let data = random_table(rows, dim, 11);
+    let ids = edo::synth::uniform_ids(20_011, rows, 12);
+    for format in Format::ALL {
+        let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let got = edo::cpu::gather(&t, &ids, Bounds::Error).unwrap();
+        let mut want = vec![0f32; dim];
+        for (i, &id) in ids.iter().enumerate() {
+            t.decode_row_into(id as usize, &mut want);
+            assert_eq!(&got[i * dim..(i + 1) * dim], &want[..], "{format} id {id}");
+        }
+    }
+}
+
+#[test]
+fn format_names_round_trip() {
+    for f in Format::ALL {
+        assert_eq!(Format::from_name(f.name()), Some(f));
+    }
+    assert_eq!(Format::from_name("INT8"), Some(Format::Int8));
+    assert_eq!(Format::from_name("int3"), None);
+}
