@@ -1,0 +1,53 @@
+// Shared by every gather_<format>.wgsl: the parameter block and the bounds policy.
+// No bindings and no entry point here; the gather shaders are this file followed by their own.
+//
+// Thread layout (all gather kernels): a workgroup of WG_X × WG_Y invocations handles WG_Y ids;
+// the WG_X invocations of one id walk its row's columns with stride WG_X, one output value each,
+// so neighbouring invocations write neighbouring floats. Workgroups form a 2-D grid (x ≤ 65535).
+// A table split into shards is gathered by one dispatch per shard;
+// each writes only the output rows whose id lands in its shard, so every output row is written by
+// exactly one dispatch.
+
+struct GatherParams {
+    n_ids: u32,        // ids bound for this dispatch
+    dim: u32,          // values per row
+    row_words: u32,    // u32 words per packed row (codes + params)
+    code_words: u32,   // u32 words of codes per row
+    total_rows: u32,   // rows of the whole table (bounds are checked against this)
+    shard_first: u32,  // first table row held by the bound shard
+    shard_rows: u32,   // rows held by the bound shard
+    policy: u32,       // POLICY_ZERO or POLICY_CLAMP (policy Error is checked on the host first)
+    _pad3: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+const POLICY_ZERO: u32 = 0u;
+const POLICY_CLAMP: u32 = 1u;
+const ROW_SKIP: u32 = 0xffffffffu; // the id's row lives in another shard
+const ROW_ZERO: u32 = 0xfffffffeu; // out-of-range id under POLICY_ZERO: write a zero row
+
+// The row of `id` inside the bound shard, ROW_SKIP or ROW_ZERO.
+// WebGPU clamps out-of-bounds reads instead of trapping, so an unchecked id would silently read a
+// wrong row: every id goes through here before the table is touched. Zero rows for bad ids are
+// written by the dispatch of shard 0 only.
+fn resolve_row(id: u32, total_rows: u32, shard_first: u32, shard_rows: u32, policy: u32) -> u32 {
+    var row = id;
+    if (row >= total_rows) {
+        if (policy == POLICY_CLAMP) {
+            row = total_rows - 1u;
+        } else {
+            return select(ROW_SKIP, ROW_ZERO, shard_first == 0u);
+        }
+    }
+    if (row < shard_first || row - shard_first >= shard_rows) {
+        return ROW_SKIP;
+    }
+    return row - shard_first;
+}
+
+// Index of the id a workgroup row handles, over a 2-D grid of workgroups.
+fn id_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, rows_per_group: u32) -> u32 {
+    return (wid.y * nwg.x + wid.x) * rows_per_group + lid.y;
+}

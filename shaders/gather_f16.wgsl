@@ -1,0 +1,40 @@
+// gather_f16: out[i, :] = f32(table[ids[i], :]) for an FP16 table shard.
+// Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (two halves per u32, element 2k
+// in the low half; row_words = ceil(dim / 2)), 3 out (f32, n_ids × dim).
+// Decoded with unpack2x16float (exact): no shader-f16 feature needed.
+
+override WG_X: u32 = 32u;
+override WG_Y: u32 = 8u;
+
+@group(0) @binding(0) var<uniform> params: GatherParams;
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read> shard: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(WG_X, WG_Y)
+fn main(
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = id_index(wid, nwg, lid, WG_Y);
+    if (i >= params.n_ids) {
+        return;
+    }
+    let row = resolve_row(ids[i], params.total_rows, params.shard_first, params.shard_rows, params.policy);
+    if (row == ROW_SKIP) {
+        return;
+    }
+    let o = i * params.dim;
+    if (row == ROW_ZERO) {
+        for (var c = lid.x; c < params.dim; c += WG_X) {
+            out[o + c] = 0.0;
+        }
+        return;
+    }
+    let base = row * params.row_words;
+    for (var c = lid.x; c < params.dim; c += WG_X) {
+        let pair = unpack2x16float(shard[base + c / 2u]);
+        out[o + c] = select(pair.x, pair.y, (c & 1u) == 1u);
+    }
+}

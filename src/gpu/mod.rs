@@ -1,0 +1,317 @@
+//! The GPU path: a wgpu device, packed tables uploaded as storage-buffer shards, and the gather
+//! kernels of `shaders/`.
+//!
+//! Everything that waits on the GPU is `async`, because the browser cannot block; on native,
+//! [`crate::block_on`] (pollster) turns each future into a plain call. Work is submitted without
+//! waiting: a gather returns as soon as its dispatches are queued, and its output stays in a GPU
+//! buffer the caller can bind in its own pipelines, or read back with [`GpuRows::read`].
+
+mod shaders;
+mod table;
+
+pub use shaders::ShaderId;
+pub use table::{GatherJob, GpuRows, GpuTable};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::Error;
+
+/// How to pick and configure the GPU.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Prefer a discrete GPU over an integrated one.
+    pub power_preference: wgpu::PowerPreference,
+    /// Backends to try. Defaults to what `WGPU_BACKEND` names, else all compiled in.
+    pub backends: wgpu::Backends,
+    /// Upper bound on the bytes of one storage-buffer binding: a table shard, or the output range
+    /// of one dispatch. `None` uses the device's `max_storage_buffer_binding_size`. Set it lower
+    /// to spread tables over more, smaller buffers (the tests use this to force many shards and
+    /// many dispatches on small tables).
+    pub max_binding_bytes: Option<u64>,
+    /// Workgroup size of the kernels (≤ the device's `max_compute_invocations_per_workgroup`).
+    pub workgroup_size: u32,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+            max_binding_bytes: None,
+            workgroup_size: 256,
+        }
+    }
+}
+
+/// What the engine runs on, for reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+}
+
+impl std::fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, {}", self.name, self.backend, self.device_type)?;
+        if !self.driver.is_empty() {
+            write!(f, ", {}", self.driver)?;
+        }
+        write!(f, ")")
+    }
+}
+
+pub(crate) struct Context {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub limits: wgpu::Limits,
+    pub adapter: AdapterSummary,
+    pub max_binding_bytes: u64,
+    pub workgroup_size: u32,
+    pub gather_layout: wgpu::BindGroupLayout,
+    pub gather_pipeline_layout: wgpu::PipelineLayout,
+    pipelines: Mutex<HashMap<(ShaderId, bool, u32), wgpu::ComputePipeline>>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+/// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) ctx: Arc<Context>,
+}
+
+impl Engine {
+    /// Picks an adapter and creates a device with the adapter's own limits (not WebGPU's
+    /// defaults), so tables can use the largest bindings the hardware offers.
+    pub async fn new(options: EngineOptions) -> Result<Engine, Error> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = options.backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: options.power_preference,
+                ..Default::default()
+            })
+            .await
+            .map_err(|_| Error::NoAdapter)?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("edo"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::RequestDevice(e.to_string()))?;
+        let lost = Arc::new(Mutex::new(None));
+        {
+            let lost = lost.clone();
+            device.set_device_lost_callback(move |reason, message| {
+                if let Ok(mut l) = lost.lock() {
+                    *l = Some(format!("{reason:?}: {message}"));
+                }
+            });
+        }
+        let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
+        let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup);
+        let gather_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("edo gather"),
+            entries: &[
+                layout_entry(0, wgpu::BufferBindingType::Uniform),
+                layout_entry(1, wgpu::BufferBindingType::Storage { read_only: true }),
+                layout_entry(2, wgpu::BufferBindingType::Storage { read_only: true }),
+                layout_entry(3, wgpu::BufferBindingType::Storage { read_only: false }),
+            ],
+        });
+        let gather_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("edo gather"),
+            bind_group_layouts: &[Some(&gather_layout)],
+            immediate_size: 0,
+        });
+        let adapter = AdapterSummary {
+            name: info.name,
+            backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: [info.driver, info.driver_info].join(" ").trim().to_string(),
+        };
+        Ok(Engine {
+            ctx: Arc::new(Context {
+                device,
+                queue,
+                limits,
+                adapter,
+                max_binding_bytes,
+                workgroup_size,
+                gather_layout,
+                gather_pipeline_layout,
+                pipelines: Mutex::new(HashMap::new()),
+                lost,
+            }),
+        })
+    }
+
+    /// [`Engine::new`] for native code that does not run an async executor.
+    #[cfg(native)]
+    pub fn new_blocking(options: EngineOptions) -> Result<Engine, Error> {
+        pollster::block_on(Self::new(options))
+    }
+
+    /// The adapter this engine runs on.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.ctx.adapter
+    }
+
+    /// The device limits in force (the adapter's own).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.ctx.limits
+    }
+
+    /// The largest storage binding, in bytes, this engine uses (a table shard, an output range).
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.ctx.max_binding_bytes
+    }
+
+    /// The wgpu device, to build pipelines that consume edo's output buffers.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.ctx.device
+    }
+
+    /// The wgpu queue edo submits to.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.ctx.queue
+    }
+
+    /// Destroys the device, as a driver reset would. Every later call on this engine, its tables
+    /// and its outputs fails with [`Error::DeviceLost`]. Meant for testing recovery paths.
+    pub fn destroy_device(&self) {
+        self.ctx.device.destroy();
+        // The callback runs during destroy on native; make the state certain on every backend.
+        if let Ok(mut l) = self.ctx.lost.lock() {
+            l.get_or_insert_with(|| "Destroyed: device destroyed by the application".to_string());
+        }
+    }
+
+    /// Waits until all submitted GPU work has finished (native; a no-op in the browser).
+    pub fn wait_idle(&self) -> Result<(), Error> {
+        self.ctx.check_lost()?;
+        self.ctx.poll_wait()
+    }
+}
+
+impl Context {
+    pub(crate) fn check_lost(&self) -> Result<(), Error> {
+        match self.lost.lock().ok().and_then(|l| l.clone()) {
+            Some(reason) => Err(Error::DeviceLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn poll_wait(&self) -> Result<(), Error> {
+        #[cfg(native)]
+        {
+            self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| match e {
+                wgpu::PollError::Timeout => Error::Gpu { what: "wait", message: e.to_string() },
+                other => self.check_lost().err().unwrap_or(Error::DeviceLost(other.to_string())),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The compute pipeline of a kernel, compiled once per engine.
+    /// Workgroup shape `(WG_X, WG_Y)` of the gather kernels for rows of `dim` values: WG_X
+    /// invocations share a row (neighbours write neighbouring floats), WG_Y rows per workgroup.
+    pub(crate) fn workgroup_shape(&self, dim: usize) -> (u32, u32) {
+        let wg = self.workgroup_size.max(1);
+        let x = (dim as u32).next_power_of_two().clamp(1, 32).min(wg);
+        (x, (wg / x).max(1))
+    }
+
+    pub(crate) async fn pipeline(&self, shader: ShaderId, scaled: bool, dim: usize) -> Result<wgpu::ComputePipeline, Error> {
+        let (wg_x, wg_y) = self.workgroup_shape(dim);
+        let key = (shader, scaled, wg_x);
+        if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
+            return Ok(p.clone());
+        }
+        let source = shader.source();
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(shader.name()),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let mut constants: Vec<(&str, f64)> = vec![("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)];
+        if shader == ShaderId::GatherBinary {
+            constants.push(("SCALED", if scaled { 1.0 } else { 0.0 }));
+        }
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(shader.name()),
+            layout: Some(&self.gather_pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, ..Default::default() },
+            cache: None,
+        });
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu { what: shader.name(), message: e.to_string() });
+        }
+        self.pipelines.lock().map_err(|_| poisoned())?.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    /// Creates a buffer, turning out-of-memory and validation failures into typed errors.
+    pub(crate) async fn create_buffer(
+        &self,
+        what: &'static str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        contents: Option<&[u8]>,
+    ) -> Result<wgpu::Buffer, Error> {
+        self.check_lost()?;
+        if size > self.limits.max_buffer_size {
+            return Err(Error::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size });
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        // Buffers are at least 4 bytes so an empty lookup still has something to bind.
+        let size = size.max(4).next_multiple_of(4);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(what),
+            size,
+            usage,
+            mapped_at_creation: contents.is_some(),
+        });
+        if let Some(bytes) = contents {
+            if let Ok(mut view) = buffer.slice(..bytes.len() as u64).get_mapped_range_mut() {
+                view.copy_from_slice(bytes);
+            }
+            buffer.unmap();
+        }
+        let validation = validation.pop().await;
+        let oom = oom.pop().await;
+        if oom.is_some() {
+            return Err(Error::OutOfMemory { what });
+        }
+        if let Some(e) = validation {
+            return Err(Error::Gpu { what, message: e.to_string() });
+        }
+        self.check_lost()?;
+        Ok(buffer)
+    }
+}
+
+fn poisoned() -> Error {
+    Error::Gpu { what: "pipeline cache", message: "lock poisoned by a panic on another thread".into() }
+}
+
+fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
+        count: None,
+    }
+}

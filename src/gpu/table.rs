@@ -1,0 +1,308 @@
+//! Tables on the GPU: packed rows in storage-buffer shards, and gathers from them.
+
+use std::sync::Arc;
+
+use super::{Context, Engine, ShaderId};
+use crate::format::{Format, PackedTable};
+use crate::{Bounds, Error};
+
+/// The uniform block of the gather kernels (`GatherParams` in `shaders/gather_common.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct GatherParams {
+    n_ids: u32,
+    dim: u32,
+    row_words: u32,
+    code_words: u32,
+    total_rows: u32,
+    shard_first: u32,
+    shard_rows: u32,
+    policy: u32,
+    _pad: [u32; 4],
+}
+const _: () = assert!(std::mem::size_of::<GatherParams>() == 48);
+
+struct Shard {
+    buffer: wgpu::Buffer,
+    first_row: u32,
+    rows: u32,
+}
+
+/// A packed table resident on the GPU, split into shards of whole rows, each within the device's
+/// storage-binding limit (or the engine's smaller `max_binding_bytes`).
+pub struct GpuTable {
+    ctx: Arc<Context>,
+    format: Format,
+    rows: usize,
+    dim: usize,
+    shards: Vec<Shard>,
+}
+
+impl GpuTable {
+    /// Uploads a packed table, shard by shard.
+    ///
+    /// Fails with [`Error::LimitExceeded`] when one row is larger than a shard may be, or the
+    /// table has more rows than a `u32` id can address, and with [`Error::OutOfMemory`] when the
+    /// device cannot hold it.
+    pub async fn upload(engine: &Engine, table: &PackedTable) -> Result<GpuTable, Error> {
+        let ctx = engine.ctx.clone();
+        ctx.check_lost()?;
+        let row_bytes = 4 * table.row_words() as u64;
+        let rows_per_shard = ctx.max_binding_bytes / row_bytes;
+        if rows_per_shard == 0 {
+            return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: row_bytes, max: ctx.max_binding_bytes });
+        }
+        if table.rows() as u64 > u32::MAX as u64 {
+            return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: table.rows() as u64, max: u32::MAX as u64 });
+        }
+        let rows = table.rows() as u64;
+        let mut shards = Vec::new();
+        let mut first = 0u64;
+        // An empty table still gets one (empty) shard, so zero rows for bad ids have a dispatch
+        // to write them.
+        while first < rows || shards.is_empty() {
+            let n = rows_per_shard.min(rows - first);
+            let words = &table.words()[(first as usize) * table.row_words()..((first + n) as usize) * table.row_words()];
+            let buffer = ctx
+                .create_buffer("table shard", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, Some(bytemuck::cast_slice(words)))
+                .await?;
+            shards.push(Shard { buffer, first_row: first as u32, rows: n as u32 });
+            first += n;
+        }
+        Ok(GpuTable { ctx, format: table.format(), rows: table.rows(), dim: table.dim(), shards })
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Number of storage buffers the table is split into.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+    /// Bytes of GPU memory the table's shards take.
+    pub fn bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.buffer.size()).sum()
+    }
+
+    /// Gathers `ids` into a new GPU buffer of `ids.len() × dim` f32 and submits the work.
+    ///
+    /// Returns as soon as the work is queued. With [`Bounds::Error`] the ids are checked first and
+    /// nothing is submitted if one is out of range; [`Bounds::Zero`] and [`Bounds::Clamp`] are
+    /// applied by the kernel.
+    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_gather(ids, bounds).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// Builds everything a gather needs (ids buffer, output buffer, bind groups) without
+    /// submitting it, so the same lookup can be encoded into a caller's command encoder, or
+    /// repeated by a benchmark.
+    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<GatherJob, Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        bounds.check(ids, self.rows)?;
+        if self.rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
+            return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
+        }
+        let dim = self.dim;
+        let out_bytes = (ids.len() as u64).checked_mul(4 * dim as u64).unwrap_or(u64::MAX);
+        if out_bytes > ctx.limits.max_buffer_size {
+            return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
+        }
+        let pipeline = ctx.pipeline(ShaderId::gather(self.format), self.format == Format::BinaryScaled, dim).await?;
+        let ids_buffer = ctx
+            .create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids)))
+            .await?;
+        let out = ctx
+            .create_buffer(
+                "gather output",
+                out_bytes,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                None,
+            )
+            .await?;
+
+        // Ids per dispatch: the output range of one dispatch must fit a storage binding, and its
+        // offset must be a multiple of the device's offset alignment (so must the ids offset).
+        let align = ctx.limits.min_storage_buffer_offset_alignment.max(4) as u64;
+        let granule = align / 4; // ids per aligned step of both the ids and the output binding
+        let max_binding = ctx.max_binding_bytes;
+        let mut chunk = (max_binding / (4 * dim as u64)) / granule * granule;
+        if chunk == 0 {
+            return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: 4 * dim as u64 * granule, max: max_binding });
+        }
+        chunk = chunk.min(ids.len().max(1) as u64);
+        let code_words = self.format.code_words(dim) as u32;
+        let row_words = self.format.row_words(dim) as u32;
+        let (_, wg_y) = ctx.workgroup_shape(dim);
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
+
+        let mut dispatches = Vec::new();
+        let mut start = 0u64;
+        while start < ids.len() as u64 {
+            let n = chunk.min(ids.len() as u64 - start);
+            let groups = n.div_ceil(wg_y as u64);
+            let gx = groups.min(max_groups);
+            let gy = groups.div_ceil(gx);
+            if gy > max_groups {
+                return Err(Error::LimitExceeded { what: "workgroups of one gather dispatch", requested: groups, max: max_groups * max_groups });
+            }
+            for shard in &self.shards {
+                let params = GatherParams {
+                    n_ids: n as u32,
+                    dim: dim as u32,
+                    row_words,
+                    code_words,
+                    total_rows: self.rows as u32,
+                    shard_first: shard.first_row,
+                    shard_rows: shard.rows,
+                    policy: bounds.shader_code(),
+                    _pad: [0; 4],
+                };
+                let uniform = ctx
+                    .create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)))
+                    .await?;
+                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("edo gather"),
+                    layout: &ctx.gather_layout,
+                    entries: &[
+                        wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                        buffer_range(1, &ids_buffer, 4 * start, 4 * n),
+                        wgpu::BindGroupEntry { binding: 2, resource: shard.buffer.as_entire_binding() },
+                        buffer_range(3, &out, 4 * dim as u64 * start, 4 * dim as u64 * n),
+                    ],
+                });
+                dispatches.push((bind_group, gx as u32, gy as u32));
+            }
+            start += n;
+        }
+        Ok(GatherJob {
+            ctx: ctx.clone(),
+            pipeline,
+            dispatches,
+            _ids: ids_buffer,
+            output: GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim },
+        })
+    }
+}
+
+fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) }),
+    }
+}
+
+/// A gather ready to run: its dispatches and its output buffer.
+pub struct GatherJob {
+    ctx: Arc<Context>,
+    pipeline: wgpu::ComputePipeline,
+    dispatches: Vec<(wgpu::BindGroup, u32, u32)>,
+    _ids: wgpu::Buffer,
+    output: GpuRows,
+}
+
+impl GatherJob {
+    /// Records the gather into `encoder` (one compute pass; one dispatch per shard and output
+    /// chunk).
+    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo gather"), timestamp_writes: None });
+        pass.set_pipeline(&self.pipeline);
+        for (bind_group, gx, gy) in &self.dispatches {
+            pass.set_bind_group(0, bind_group, &[]);
+            pass.dispatch_workgroups(*gx, *gy, 1);
+        }
+    }
+
+    /// Submits the gather on the engine's queue (does not wait).
+    pub fn submit(&self) -> Result<(), Error> {
+        self.ctx.check_lost()?;
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo gather") });
+        self.encode(&mut encoder);
+        self.ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// The buffer the gather writes.
+    pub fn output(&self) -> &GpuRows {
+        &self.output
+    }
+
+    /// Gives up the job, keeping its output.
+    pub fn into_output(self) -> GpuRows {
+        self.output
+    }
+}
+
+/// Dense f32 rows in a GPU buffer (`rows × dim`, row-major): the output of a lookup.
+pub struct GpuRows {
+    ctx: Arc<Context>,
+    buffer: wgpu::Buffer,
+    rows: usize,
+    dim: usize,
+}
+
+impl GpuRows {
+    /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
+    /// the caller's own pipelines.
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Overwrites every value with `value` (queued before any later submission). Tests fill
+    /// outputs with a sentinel so a kernel that never ran cannot pass for one that wrote zeros.
+    pub fn fill(&self, value: f32) -> Result<(), Error> {
+        self.ctx.check_lost()?;
+        let data = vec![value; self.rows * self.dim];
+        self.ctx.queue.write_buffer(&self.buffer, 0, bytemuck::cast_slice(&data));
+        Ok(())
+    }
+
+    /// Copies the rows back to the host once all work submitted before has finished.
+    pub async fn read(&self) -> Result<Vec<f32>, Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        let size = 4 * (self.rows * self.dim) as u64;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = ctx
+            .create_buffer("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None)
+            .await?;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo readback") });
+        encoder.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
+        ctx.queue.submit([encoder.finish()]);
+        let (tx, rx) = crate::oneshot::channel();
+        staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+        ctx.poll_wait()?;
+        match rx.await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string()))),
+            None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
+        }
+        let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
+        let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// [`GpuRows::read`] for native code without an executor.
+    #[cfg(native)]
+    pub fn read_blocking(&self) -> Result<Vec<f32>, Error> {
+        pollster::block_on(self.read())
+    }
+}

@@ -1,0 +1,45 @@
+//! # edo — a portable embedding engine
+//!
+//! Embedding tables stored compressed (FP16, INT8 and INT4 row-wise, binary) in packed GPU storage
+//! buffers, looked up by WGSL compute kernels through wgpu — Vulkan, Metal, DX12 natively and
+//! WebGPU in the browser — with a pure-Rust CPU path that computes the same results.
+//!
+//! Design, in the order of the modules:
+//! - [`format`](mod@format) is pure Rust: each format packs a row into whole `u32` words (codes, then the
+//!   row's scale and bias), the same words on the host, in files and on the GPU. The format's
+//!   scalar decoder is the oracle. Dequantisation is `code * scale + bias` with a product that is
+//!   exact in f32, so GPU and CPU results are equal bit for bit, fused multiply-add or not.
+//! - [`cpu`] runs the lookups on all cores; it is the test oracle and the fallback when there is
+//!   no GPU.
+//! - [`gpu`] uploads a table as one or more storage-buffer shards within the device's binding
+//!   limit and gathers rows with one kernel per format. Every call is `async` (a browser cannot
+//!   block); native code gets blocking wrappers through pollster.
+//! - [`Bounds`] is chosen per call: refuse bad ids before any work, read them as zeros, or clamp.
+//!
+//! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back.
+
+mod bounds;
+pub mod cpu;
+mod error;
+pub mod format;
+pub mod gpu;
+mod oneshot;
+pub(crate) mod par;
+
+#[cfg(native)]
+pub mod bench;
+pub mod synth;
+
+pub use bounds::Bounds;
+pub use error::Error;
+pub use format::{Codec, Format, PackedTable};
+pub use gpu::{AdapterSummary, Engine, EngineOptions, GatherJob, GpuRows, GpuTable};
+
+/// Runs a future to completion on the current thread (native only; the browser awaits instead).
+#[cfg(native)]
+pub use pollster::block_on;
+
+/// The README's examples run as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,97 @@
+//! Every kernel parsed and validated by naga, with its override constants applied as edo applies
+//! them, and written out for every backend wgpu targets: SPIR-V (Vulkan), MSL (Metal), HLSL (DX12)
+//! and GLSL. Needs no GPU.
+
+use edo::gpu::ShaderId;
+use naga::back::PipelineConstants;
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+/// The override values the engine uses: every workgroup shape, both binary variants.
+fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
+    let mut out = Vec::new();
+    for (x, y) in [(1.0, 256.0), (4.0, 64.0), (32.0, 8.0)] {
+        let mut c = PipelineConstants::default();
+        c.insert("WG_X".to_string(), x);
+        c.insert("WG_Y".to_string(), y);
+        if shader == ShaderId::GatherBinary {
+            for scaled in [0.0, 1.0] {
+                let mut c = c.clone();
+                c.insert("SCALED".to_string(), scaled);
+                out.push(c);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_shader_validates_and_translates_to_every_backend() {
+    for shader in ShaderId::ALL {
+        let source = shader.source();
+        let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{}: {}", shader.name(), e.emit_to_string(&source)));
+        let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {}", shader.name(), e.emit_to_string(&source)));
+        assert_eq!(module.entry_points.len(), 1, "{}: one entry point", shader.name());
+        for constants in variants(shader) {
+            let ep = (naga::ShaderStage::Compute, "main");
+            let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants)
+                .unwrap_or_else(|e| panic!("{} {constants:?}: {e}", shader.name()));
+            let wg = module.entry_points[0].workgroup_size;
+            assert_eq!(wg[0] as f64 * wg[1] as f64, constants["WG_X"] * constants["WG_Y"]);
+
+            let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None)
+                .unwrap_or_else(|e| panic!("{} SPIR-V: {e}", shader.name()));
+            assert_eq!(spv[0], 0x0723_0203, "SPIR-V magic");
+
+            let msl_pipeline = naga::back::msl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())), ..Default::default() };
+            // wgpu's Metal backend targets MSL 2.1 or newer on every device it supports.
+            let msl_options = naga::back::msl::Options { lang_version: (2, 1), ..Default::default() };
+            let (msl, _) = naga::back::msl::write_string(&module, &info, &msl_options, &msl_pipeline)
+                .unwrap_or_else(|e| panic!("{} MSL: {e}", shader.name()));
+            assert!(msl.contains("kernel void"), "{} MSL has a kernel", shader.name());
+
+            let mut hlsl = String::new();
+            let hlsl_pipeline = naga::back::hlsl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())) };
+            naga::back::hlsl::Writer::new(&mut hlsl, &Default::default(), &hlsl_pipeline)
+                .write(&module, &info, None)
+                .unwrap_or_else(|e| panic!("{} HLSL: {e}", shader.name()));
+            assert!(hlsl.contains("[numthreads("), "{} HLSL has numthreads", shader.name());
+
+            let mut glsl = String::new();
+            let glsl_options = naga::back::glsl::Options { version: naga::back::glsl::Version::Desktop(450), ..Default::default() };
+            let glsl_pipeline = naga::back::glsl::PipelineOptions {
+                shader_stage: naga::ShaderStage::Compute,
+                entry_point: "main".to_string(),
+                multiview: None,
+            };
+            naga::back::glsl::Writer::new(&mut glsl, &module, &info, &glsl_options, &glsl_pipeline, Default::default())
+                .and_then(|mut w| w.write())
+                .unwrap_or_else(|e| panic!("{} GLSL: {e}", shader.name()));
+            assert!(glsl.contains("layout(local_size_x"), "{} GLSL has a local size", shader.name());
+        }
+    }
+}
+
+/// Each kernel file starts with a comment stating its bindings (STYLE: shaders document their
+/// layout), and the shared file declares no bindings and no entry point.
+#[test]
+fn shader_files_document_their_bindings() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
+    let mut kernels = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(text.starts_with("//"), "{name} starts with a comment");
+        if name.ends_with("_common.wgsl") {
+            assert!(!text.contains("@binding") && !text.contains("@compute"), "{name} is helpers only");
+        } else {
+            assert!(text.contains("// Bindings:"), "{name} documents its bindings");
+            kernels += 1;
+        }
+    }
+    assert_eq!(kernels, ShaderId::ALL.len(), "every kernel file has a ShaderId");
+}
