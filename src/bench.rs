@@ -1,0 +1,311 @@
+//! The demo and the benchmark: every format on one synthetic table, GPU and CPU path, with
+//! figures reported as ratios to what the same device does in the same run (its own buffer copy,
+//! a memcpy), because the machines these run on are shared and noisy.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::format::{Format, PackedTable};
+use crate::{synth, Bounds, Engine, Error, GpuTable};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub rows: usize,
+    pub dim: usize,
+    pub ids: usize,
+    pub iters: usize,
+    pub seed: u64,
+    pub formats: Vec<Format>,
+    /// Measure quantisation error against the FP32 table (the demo does, the benchmark doesn't).
+    pub accuracy: bool,
+    /// Skip the GPU even if there is one.
+    pub cpu_only: bool,
+    pub max_binding_bytes: Option<u64>,
+}
+
+impl Default for Config {
+    /// The built-in default: 1 000 000 × 128 f32 (512 MB, more than one storage binding on most
+    /// devices), 65 536 uniformly random ids.
+    fn default() -> Self {
+        Config {
+            rows: 1_000_000,
+            dim: 128,
+            ids: 65_536,
+            iters: 10,
+            seed: 0xED0,
+            formats: Format::ALL.to_vec(),
+            accuracy: true,
+            cpu_only: false,
+            max_binding_bytes: None,
+        }
+    }
+}
+
+/// Quantisation error of a format against the f32 source.
+#[derive(Clone, Debug, Serialize)]
+pub struct Accuracy {
+    pub max_abs_error: f64,
+    pub mean_abs_error: f64,
+    pub mean_cosine: f64,
+}
+
+/// One gather measured on one path.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timing {
+    /// Seconds per gather (median of the iterations).
+    pub seconds: f64,
+    /// Output bytes (f32) written per second.
+    pub output_gbps: f64,
+    /// Bytes read and written per second (packed rows + ids read, f32 output written).
+    pub moved_gbps: f64,
+    /// `moved_gbps` over the reference bandwidth (the device's buffer copy, or memcpy).
+    pub ratio_to_copy: f64,
+}
+
+/// One format's line of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct FormatReport {
+    pub format: String,
+    pub bytes: u64,
+    pub ratio_to_fp32: f64,
+    pub shards: Option<usize>,
+    pub accuracy: Option<Accuracy>,
+    pub gpu: Option<Timing>,
+    pub cpu: Timing,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub rows: usize,
+    pub dim: usize,
+    pub ids: usize,
+    pub adapter: Option<String>,
+    pub no_gpu_reason: Option<String>,
+    pub threads: usize,
+    /// The device's `copy_buffer_to_buffer` of the output size, bytes read + written per second.
+    pub gpu_copy_gbps: Option<f64>,
+    /// memcpy of the output size on all CPU threads, bytes read + written per second.
+    pub cpu_memcpy_gbps: f64,
+    pub formats: Vec<FormatReport>,
+}
+
+impl Report {
+    /// GPU (or CPU) gather time of one format over FP32's, when both were measured.
+    pub fn time_ratio(&self, format: Format, gpu: bool) -> Option<f64> {
+        let t = |f: Format| {
+            let r = self.formats.iter().find(|r| r.format == f.name())?;
+            if gpu {
+                r.gpu.as_ref().map(|t| t.seconds)
+            } else {
+                Some(r.cpu.seconds)
+            }
+        };
+        Some(t(format)? / t(Format::F32)?)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Runs the demo or the benchmark. `progress` receives a line per step.
+pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Error> {
+    let Config { rows, dim, ids: n_ids, iters, seed, .. } = *config;
+    let iters = iters.max(1);
+    progress(&format!("generating a {rows} × {dim} f32 table ({:.1} MiB)", (rows * dim * 4) as f64 / (1 << 20) as f64));
+    let data = synth::embedding_table(rows, dim, seed);
+    let ids = synth::uniform_ids(n_ids, rows, seed + 1);
+    let out_bytes = (n_ids * dim * 4) as u64;
+
+    let (engine, no_gpu_reason) = if config.cpu_only {
+        (None, Some("--cpu given".to_string()))
+    } else {
+        let options = crate::EngineOptions { max_binding_bytes: config.max_binding_bytes, ..Default::default() };
+        match Engine::new_blocking(options) {
+            Ok(e) => (Some(e), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    };
+    let gpu_copy_gbps = match &engine {
+        Some(e) => {
+            progress("measuring the device's copy_buffer_to_buffer bandwidth");
+            Some(gpu_copy_gbps(e, out_bytes, iters)?)
+        }
+        None => None,
+    };
+    let cpu_memcpy_gbps = cpu_memcpy_gbps(out_bytes as usize, iters);
+
+    let mut formats = Vec::new();
+    for &format in &config.formats {
+        progress(&format!("{format}: quantising"));
+        let table = PackedTable::quantize(format, &data, rows, dim)?;
+        let accuracy = config.accuracy.then(|| accuracy(&data, &table));
+        let moved = (n_ids as u64) * (table.row_words() as u64 * 4 + dim as u64 * 4 + 4);
+
+        progress(&format!("{format}: CPU gather"));
+        let mut out = vec![0f32; n_ids * dim];
+        crate::cpu::gather_into(&table, &ids, Bounds::Error, &mut out)?;
+        let cpu_seconds = median(
+            (0..iters)
+                .map(|_| {
+                    let t = Instant::now();
+                    let r = crate::cpu::gather_into(&table, &ids, Bounds::Error, &mut out);
+                    debug_assert!(r.is_ok());
+                    t.elapsed().as_secs_f64()
+                })
+                .collect(),
+        );
+        let cpu_out = out;
+        let cpu = Timing {
+            seconds: cpu_seconds,
+            output_gbps: out_bytes as f64 / cpu_seconds / 1e9,
+            moved_gbps: moved as f64 / cpu_seconds / 1e9,
+            // memcpy is judged on the output bytes it copies: the gather's output throughput
+            // against memcpy's, as the target is stated.
+            ratio_to_copy: (out_bytes as f64 / cpu_seconds / 1e9) / (cpu_memcpy_gbps / 2.0),
+        };
+
+        let (gpu, shards) = match &engine {
+            Some(engine) => {
+                progress(&format!("{format}: uploading and GPU gather"));
+                let gpu_table = crate::block_on(GpuTable::upload(engine, &table))?;
+                let job = crate::block_on(gpu_table.prepare_gather(&ids, Bounds::Error))?;
+                job.submit()?;
+                let got = job.output().read_blocking()?;
+                if got != cpu_out {
+                    return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU gather differs from the CPU path") });
+                }
+                let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
+                let moved_gbps = moved as f64 / seconds / 1e9;
+                let t = Timing {
+                    seconds,
+                    output_gbps: out_bytes as f64 / seconds / 1e9,
+                    moved_gbps,
+                    ratio_to_copy: moved_gbps / gpu_copy_gbps.unwrap_or(f64::NAN),
+                };
+                (Some(t), Some(gpu_table.shard_count()))
+            }
+            None => (None, None),
+        };
+        formats.push(FormatReport {
+            format: format.name().to_string(),
+            bytes: table.bytes(),
+            ratio_to_fp32: table.bytes() as f64 / table.f32_bytes() as f64,
+            shards,
+            accuracy,
+            gpu,
+            cpu,
+        });
+    }
+    Ok(Report {
+        rows,
+        dim,
+        ids: n_ids,
+        adapter: engine.as_ref().map(|e| e.adapter().to_string()),
+        no_gpu_reason,
+        threads: crate::par::threads(),
+        gpu_copy_gbps,
+        cpu_memcpy_gbps,
+        formats,
+    })
+}
+
+/// Seconds per repetition of the work `encode` records: one warm-up, then `iters` timed
+/// submissions of a few repetitions each, median per repetition. Wall clock around submit and
+/// wait, so it includes the submission overhead a caller pays too.
+fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
+    const REPS: usize = 4;
+    let device = engine.device();
+    let run = || -> Result<f64, Error> {
+        let mut encoder = device.create_command_encoder(&Default::default());
+        for _ in 0..REPS {
+            encode(&mut encoder);
+        }
+        let t = Instant::now();
+        engine.queue().submit([encoder.finish()]);
+        engine.wait_idle()?;
+        Ok(t.elapsed().as_secs_f64() / REPS as f64)
+    };
+    run()?;
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        times.push(run()?);
+    }
+    Ok(median(times))
+}
+
+/// The device's own `copy_buffer_to_buffer` of `bytes`, in bytes read + written per second.
+pub fn gpu_copy_gbps(engine: &Engine, bytes: u64, iters: usize) -> Result<f64, Error> {
+    let bytes = bytes.max(4).next_multiple_of(4);
+    let mk = |usage| {
+        engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("copy bench"), size: bytes, usage, mapped_at_creation: false })
+    };
+    let src = mk(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE);
+    let dst = mk(wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE);
+    let seconds = time_gpu(engine, iters, |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes))?;
+    Ok(2.0 * bytes as f64 / seconds / 1e9)
+}
+
+/// memcpy of `bytes` split over the CPU path's threads, in bytes read + written per second.
+pub fn cpu_memcpy_gbps(bytes: usize, iters: usize) -> f64 {
+    let n = bytes / 4;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut dst = vec![0f32; n];
+    let chunk = 16 * 1024;
+    let once = |dst: &mut [f32]| {
+        crate::par::for_each_chunk_mut(dst, chunk.min(n.max(1)), 1, |first, block| {
+            let first = first * chunk.min(n.max(1));
+            block.copy_from_slice(&src[first..first + block.len()]);
+            None::<()>
+        });
+    };
+    once(&mut dst);
+    let seconds = median(
+        (0..iters.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                once(&mut dst);
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    );
+    std::hint::black_box(&dst);
+    2.0 * bytes as f64 / seconds / 1e9
+}
+
+/// Max and mean absolute error and mean row cosine of a packed table against its source.
+pub fn accuracy(data: &[f32], table: &PackedTable) -> Accuracy {
+    let dim = table.dim();
+    let rows = table.rows();
+    // Per row: (max abs err, sum abs err, cosine), reduced after.
+    let mut per_row = vec![[0f64; 3]; rows];
+    crate::par::for_each_chunk_mut(&mut per_row, 1, 1024, |first, block| {
+        let mut decoded = vec![0f32; dim];
+        for (i, stats) in block.iter_mut().enumerate() {
+            let r = first + i;
+            let x = &data[r * dim..(r + 1) * dim];
+            table.decode_row_into(r, &mut decoded);
+            let (mut max, mut sum, mut dot, mut nx, mut ny) = (0f64, 0f64, 0f64, 0f64, 0f64);
+            for (&a, &b) in x.iter().zip(&decoded) {
+                let (a, b) = (a as f64, b as f64);
+                let e = (a - b).abs();
+                max = max.max(e);
+                sum += e;
+                dot += a * b;
+                nx += a * a;
+                ny += b * b;
+            }
+            let cos = if nx == 0.0 || ny == 0.0 { (nx == ny) as u8 as f64 } else { dot / (nx.sqrt() * ny.sqrt()) };
+            *stats = [max, sum, cos];
+        }
+        None::<()>
+    });
+    let max_abs_error = per_row.iter().map(|s| s[0]).fold(0.0, f64::max);
+    let mean_abs_error = per_row.iter().map(|s| s[1]).sum::<f64>() / (rows * dim).max(1) as f64;
+    let mean_cosine = per_row.iter().map(|s| s[2]).sum::<f64>() / rows.max(1) as f64;
+    Accuracy { max_abs_error, mean_abs_error, mean_cosine }
+}
