@@ -56,6 +56,12 @@ fn parse_format(s: &str) -> Result<Format, String> {
 }
 
 fn main() -> ExitCode {
+    // Mesa's device-select Vulkan layer prints "XDG_RUNTIME_DIR is invalid" on headless machines
+    // and chooses nothing edo needs (wgpu picks the adapter). Leave it on if the user steers it.
+    if std::env::var_os("MESA_VK_DEVICE_SELECT").is_none() && std::env::var_os("NODEVICE_SELECT").is_none() {
+        // Nothing else runs yet: no other thread can be reading the environment.
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
     let cli = Cli::parse();
     let (common, accuracy) = match cli.command {
         Command::Demo(c) => (c, true),
