@@ -1,12 +1,13 @@
-// Shared by every gather_<format>.wgsl: the parameter block and the bounds policy.
-// No bindings and no entry point here; the gather shaders are this file followed by their own.
+// Shared by every gather shader: the parameter block, the bounds policy and the grid helpers.
+// No bindings and no entry point. A gather module is assembled as
+//   gather_common.wgsl + decode_<format>.wgsl + one driver (gather_rows.wgsl or gather_rows4.wgsl);
+// the decode file reads `shard` and `params`, which the driver declares.
 //
-// Thread layout (all gather kernels): a workgroup of WG_X × WG_Y invocations handles WG_Y ids;
-// the WG_X invocations of one id walk its row's columns with stride WG_X, one output value each,
-// so neighbouring invocations write neighbouring floats. Workgroups form a 2-D grid (x ≤ 65535).
-// A table split into shards is gathered by one dispatch per shard;
-// each writes only the output rows whose id lands in its shard, so every output row is written by
-// exactly one dispatch.
+// Thread layout: a workgroup of WG_X × WG_Y invocations handles WG_Y ids; the WG_X invocations of
+// one id walk its row with stride WG_X, one output value (gather_rows) or four (gather_rows4) each,
+// so neighbouring invocations write neighbouring memory. Workgroups form a 2-D grid (x ≤ 65535).
+// A table split into shards is gathered by one dispatch per shard; each writes only the output
+// rows whose id lands in its shard, so every output row is written by exactly one dispatch.
 
 struct GatherParams {
     n_ids: u32,        // ids bound for this dispatch
@@ -17,10 +18,10 @@ struct GatherParams {
     shard_first: u32,  // first table row held by the bound shard
     shard_rows: u32,   // rows held by the bound shard
     policy: u32,       // POLICY_ZERO or POLICY_CLAMP (policy Error is checked on the host first)
-    _pad3: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 const POLICY_ZERO: u32 = 0u;

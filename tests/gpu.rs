@@ -107,13 +107,15 @@ fn gather_matches_the_cpu_oracle_across_many_shards_and_output_chunks() {
 fn gather_uses_a_two_dimensional_grid_past_65535_workgroups() {
     // One id per workgroup: 70 001 ids need more than 65 535 workgroups in x.
     let Some(engine) = engine_with(EngineOptions { workgroup_size: 1, ..Default::default() }) else { return };
-    let (rows, dim) = (5000, 2);
-    let data = embedding_table(rows, dim, 3);
-    let table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
-    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
-    let ids = ids_with_bad(70_001, rows, 4);
-    let want = edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap();
-    assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Zero).unwrap(), &want, "2-D grid");
+    for dim in [2, 8] {
+        let rows = 5000;
+        let data = embedding_table(rows, dim, 3);
+        let table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        let ids = ids_with_bad(70_001, rows, 4);
+        let want = edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap();
+        assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Zero).unwrap(), &want, &format!("2-D grid, dim {dim}"));
+    }
 }
 
 #[test]

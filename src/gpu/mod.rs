@@ -72,7 +72,7 @@ pub(crate) struct Context {
     pub workgroup_size: u32,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
-    pipelines: Mutex<HashMap<(ShaderId, bool, u32), wgpu::ComputePipeline>>,
+    pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -223,17 +223,19 @@ impl Context {
     }
 
     /// The compute pipeline of a kernel, compiled once per engine.
-    /// Workgroup shape `(WG_X, WG_Y)` of the gather kernels for rows of `dim` values: WG_X
-    /// invocations share a row (neighbours write neighbouring floats), WG_Y rows per workgroup.
-    pub(crate) fn workgroup_shape(&self, dim: usize) -> (u32, u32) {
+    /// Workgroup shape `(WG_X, WG_Y)` of a gather kernel writing rows of `units` steps: WG_X
+    /// invocations share a row (neighbours write neighbouring memory), WG_Y rows per workgroup.
+    pub(crate) fn workgroup_shape(&self, units: usize) -> (u32, u32) {
         let wg = self.workgroup_size.max(1);
-        let x = (dim as u32).next_power_of_two().clamp(1, 32).min(wg);
+        // About four steps per invocation, so the id and the row's scale and bias are read once
+        // per four stores; at most 32 invocations (a warp) per row.
+        let x = (units.div_ceil(4).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
         (x, (wg / x).max(1))
     }
 
-    pub(crate) async fn pipeline(&self, shader: ShaderId, scaled: bool, dim: usize) -> Result<wgpu::ComputePipeline, Error> {
-        let (wg_x, wg_y) = self.workgroup_shape(dim);
-        let key = (shader, scaled, wg_x);
+    /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
+    pub(crate) async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
+        let key = (shader, wg_x);
         if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
             return Ok(p.clone());
         }
@@ -243,10 +245,8 @@ impl Context {
             label: Some(shader.name()),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
-        let mut constants: Vec<(&str, f64)> = vec![("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)];
-        if shader == ShaderId::GatherBinary {
-            constants.push(("SCALED", if scaled { 1.0 } else { 0.0 }));
-        }
+        let mut constants = shader.constants();
+        constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]);
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
             layout: Some(&self.gather_pipeline_layout),

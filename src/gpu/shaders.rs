@@ -1,56 +1,85 @@
-//! The WGSL sources, one enum variant per kernel; the variant is the pipeline cache key.
+//! The WGSL sources and how they are assembled; a [`ShaderId`] is the pipeline cache key.
+//!
+//! A gather module is `gather_common.wgsl` (parameters, bounds policy) + `decode_<format>.wgsl`
+//! (how one packed row decodes, no bindings) + a driver with the bindings and the entry point:
+//! `gather_rows.wgsl` (any dim, one value per step) or `gather_rows4.wgsl` (dim a multiple of 4,
+//! one vec4 store per step). Five decoders × two drivers from seven small files, with no
+//! preprocessor: WGSL resolves module-scope names in any order, so a decoder can use the `shard`
+//! and `params` its driver declares.
 
 use crate::format::Format;
+
+const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
+const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
+const GATHER_ROWS4: &str = include_str!("../../shaders/gather_rows4.wgsl");
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ShaderId {
-    GatherF32,
-    GatherF16,
-    GatherInt8,
-    GatherInt4,
-    /// Binary and scaled binary share one source; `SCALED` is an override constant.
-    GatherBinary,
+    /// Gather rows of `format` into dense f32; `vec4` selects the driver for dims that are a
+    /// multiple of 4.
+    Gather { format: Format, vec4: bool },
 }
-
-const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
 
 impl ShaderId {
     /// Every kernel, for tests that validate them all.
-    pub const ALL: [ShaderId; 5] =
-        [ShaderId::GatherF32, ShaderId::GatherF16, ShaderId::GatherInt8, ShaderId::GatherInt4, ShaderId::GatherBinary];
+    pub fn all() -> Vec<ShaderId> {
+        Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::Gather { format, vec4 })).collect()
+    }
 
-    /// The gather kernel of a format.
-    pub fn gather(format: Format) -> ShaderId {
-        match format {
-            Format::F32 => ShaderId::GatherF32,
-            Format::F16 => ShaderId::GatherF16,
-            Format::Int8 => ShaderId::GatherInt8,
-            Format::Int4 => ShaderId::GatherInt4,
-            Format::Binary | Format::BinaryScaled => ShaderId::GatherBinary,
+    /// The gather kernel for rows of `dim` values of `format`.
+    pub fn gather(format: Format, dim: usize) -> ShaderId {
+        ShaderId::Gather { format, vec4: dim % 4 == 0 }
+    }
+
+    /// Output values each invocation writes per step (1, or 4 for the vec4 driver).
+    pub fn values_per_step(self) -> usize {
+        match self {
+            ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
         }
     }
 
     /// A short name for labels and error messages.
     pub fn name(self) -> &'static str {
         match self {
-            ShaderId::GatherF32 => "gather_f32",
-            ShaderId::GatherF16 => "gather_f16",
-            ShaderId::GatherInt8 => "gather_int8",
-            ShaderId::GatherInt4 => "gather_int4",
-            ShaderId::GatherBinary => "gather_binary",
+            ShaderId::Gather { format, vec4 } => match (format, vec4) {
+                (Format::F32, false) => "gather_rows/decode_f32",
+                (Format::F32, true) => "gather_rows4/decode_f32",
+                (Format::F16, false) => "gather_rows/decode_f16",
+                (Format::F16, true) => "gather_rows4/decode_f16",
+                (Format::Int8, false) => "gather_rows/decode_int8",
+                (Format::Int8, true) => "gather_rows4/decode_int8",
+                (Format::Int4, false) => "gather_rows/decode_int4",
+                (Format::Int4, true) => "gather_rows4/decode_int4",
+                (Format::Binary | Format::BinaryScaled, false) => "gather_rows/decode_binary",
+                (Format::Binary | Format::BinaryScaled, true) => "gather_rows4/decode_binary",
+            },
         }
     }
 
-    /// The complete WGSL module: shared helpers followed by the kernel.
+    /// The complete WGSL module.
     pub fn source(self) -> String {
-        let kernel = match self {
-            ShaderId::GatherF32 => include_str!("../../shaders/gather_f32.wgsl"),
-            ShaderId::GatherF16 => include_str!("../../shaders/gather_f16.wgsl"),
-            ShaderId::GatherInt8 => include_str!("../../shaders/gather_int8.wgsl"),
-            ShaderId::GatherInt4 => include_str!("../../shaders/gather_int4.wgsl"),
-            ShaderId::GatherBinary => include_str!("../../shaders/gather_binary.wgsl"),
-        };
-        [GATHER_COMMON, kernel].concat()
+        match self {
+            ShaderId::Gather { format, vec4 } => {
+                let decode = match format {
+                    Format::F32 => include_str!("../../shaders/decode_f32.wgsl"),
+                    Format::F16 => include_str!("../../shaders/decode_f16.wgsl"),
+                    Format::Int8 => include_str!("../../shaders/decode_int8.wgsl"),
+                    Format::Int4 => include_str!("../../shaders/decode_int4.wgsl"),
+                    Format::Binary | Format::BinaryScaled => include_str!("../../shaders/decode_binary.wgsl"),
+                };
+                [GATHER_COMMON, decode, if vec4 { GATHER_ROWS4 } else { GATHER_ROWS }].concat()
+            }
+        }
+    }
+
+    /// Override constants fixed by the kernel's identity (the workgroup shape is added per
+    /// pipeline).
+    pub fn constants(self) -> Vec<(&'static str, f64)> {
+        match self {
+            ShaderId::Gather { format: Format::Binary, .. } => vec![("SCALED", 0.0)],
+            ShaderId::Gather { format: Format::BinaryScaled, .. } => vec![("SCALED", 1.0)],
+            ShaderId::Gather { .. } => vec![],
+        }
     }
 }

@@ -116,7 +116,9 @@ impl GpuTable {
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
-        let pipeline = ctx.pipeline(ShaderId::gather(self.format), self.format == Format::BinaryScaled, dim).await?;
+        let shader = ShaderId::gather(self.format, dim);
+        let (wg_x, wg_y) = ctx.workgroup_shape(dim / shader.values_per_step());
+        let pipeline = ctx.pipeline(shader, (wg_x, wg_y)).await?;
         let ids_buffer = ctx
             .create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids)))
             .await?;
@@ -141,7 +143,6 @@ impl GpuTable {
         chunk = chunk.min(ids.len().max(1) as u64);
         let code_words = self.format.code_words(dim) as u32;
         let row_words = self.format.row_words(dim) as u32;
-        let (_, wg_y) = ctx.workgroup_shape(dim);
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
 
         let mut dispatches = Vec::new();

@@ -1,9 +1,9 @@
-// gather_int4: out[i, :] = code * scale + bias for an INT4 row-wise table shard.
-// Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (per row: code_words words of
-// eight 4-bit codes, element 8k+j at bits 4j..4j+3 of word k — FBGEMM's low-nibble-first order —
-// then one word: fp16 scale in the low half, fp16 bias in the high half; row_words =
-// code_words + 1), 3 out (f32, n_ids × dim).
-// A 4-bit code times an fp16 scale is exact in f32, so fused or not the result is the oracle's.
+// gather_rows: out[i, :] = decode(table[ids[i], :]) for any dim, one output value per invocation
+// step. The decode_<format>.wgsl before it supplies row_params(base) (read once per row) and
+// decode1(base, c, row_params).
+// Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (the packed rows of one shard,
+// row_words words each), 3 out (f32, n_ids × dim, dense; each row written whole by the dispatch
+// of the shard that holds it, or as zeros by shard 0's for a bad id under POLICY_ZERO).
 
 override WG_X: u32 = 32u;
 override WG_Y: u32 = 8u;
@@ -35,9 +35,8 @@ fn main(
         return;
     }
     let base = row * params.row_words;
-    let sb = unpack2x16float(shard[base + params.code_words]);
+    let rp = row_params(base);
     for (var c = lid.x; c < params.dim; c += WG_X) {
-        let q = f32(extractBits(shard[base + c / 8u], 4u * (c & 7u), 4u));
-        out[o + c] = q * sb.x + sb.y;
+        out[o + c] = decode1(base, c, rp);
     }
 }

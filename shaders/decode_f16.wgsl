@@ -1,0 +1,17 @@
+// decode_f16: FP16 rows, two halves per word, element 2k in the low half of word k
+// (row_words = ceil(dim / 2)). Decoded with unpack2x16float, which is exact: no shader-f16
+// feature needed. Helpers for a gather driver, which declares `shard` and `params`.
+
+fn row_params(base: u32) -> vec2<f32> {
+    return vec2<f32>(0.0);
+}
+
+fn decode1(base: u32, c: u32, rp: vec2<f32>) -> f32 {
+    let pair = unpack2x16float(shard[base + c / 2u]);
+    return select(pair.x, pair.y, (c & 1u) == 1u);
+}
+
+fn decode4(base: u32, c: u32, rp: vec2<f32>) -> vec4<f32> {
+    let p = base + c / 2u;
+    return vec4<f32>(unpack2x16float(shard[p]), unpack2x16float(shard[p + 1u]));
+}

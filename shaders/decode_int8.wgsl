@@ -1,0 +1,20 @@
+// decode_int8: INT8 row-wise rows: code_words words of four u8 codes (element 4k+j in byte j of
+// word k), then the f32 scale and the f32 bias (row_words = code_words + 2) — FBGEMM's fused
+// 8-bit row. Value = code * scale + bias. edo's scales have 16 significant bits, so code * scale
+// is exact and the add is the one rounding: the result is the CPU oracle's bit for bit whether
+// or not the driver fuses the multiply-add. Helpers for a gather driver (declares shard, params).
+
+// (scale, bias) of the row.
+fn row_params(base: u32) -> vec2<f32> {
+    return bitcast<vec2<f32>>(vec2<u32>(shard[base + params.code_words], shard[base + params.code_words + 1u]));
+}
+
+fn decode1(base: u32, c: u32, sb: vec2<f32>) -> f32 {
+    let q = f32(extractBits(shard[base + c / 4u], 8u * (c & 3u), 8u));
+    return q * sb.x + sb.y;
+}
+
+fn decode4(base: u32, c: u32, sb: vec2<f32>) -> vec4<f32> {
+    let q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
+    return q * sb.x + sb.y;
+}
