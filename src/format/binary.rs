@@ -35,9 +35,18 @@ fn encode_bits(row: &[f32], out: &mut [u32]) {
 
 #[inline(always)]
 fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
-    for (col, o) in out.iter_mut().enumerate() {
-        let bit = (words[col / 32] >> bit_shift(col % 32)) & 1;
-        *o = if bit == 1 { scale } else { -scale };
+    // Branch-free: a clear bit flips the sign bit of `scale`.
+    let s = scale.to_bits();
+    let value = |w: u32, j: usize| f32::from_bits(s ^ ((!(w >> bit_shift(j)) & 1) << 31));
+    let full = out.len() / 32;
+    let mut chunks = out.chunks_exact_mut(32);
+    for (dst, &w) in (&mut chunks).zip(words) {
+        for (j, o) in dst.iter_mut().enumerate() {
+            *o = value(w, j);
+        }
+    }
+    for (j, o) in chunks.into_remainder().iter_mut().enumerate() {
+        *o = value(words[full], j);
     }
 }
 
