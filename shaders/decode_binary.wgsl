@@ -1,14 +1,14 @@
 // decode_binary: binary rows: code_words words of sign bits in numpy.packbits order (element
 // 32k+j is bit 7 − (j mod 8) of byte j / 8 of word k), then, when SCALED, one f32 scale
 // (row_words = code_words + SCALED). Value = +s for a set bit, −s otherwise, with s = 1 or the
-// row's scale. Helpers for a gather driver (declares shard, params).
+// row's scale. Helpers for a driver, which declares `shard`.
 
 override SCALED: bool = false;
 
 // (s, unused): the magnitude every value of the row decodes to.
-fn row_params(base: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> vec2<f32> {
     if (SCALED) {
-        return vec2<f32>(bitcast<f32>(shard[base + params.code_words]), 0.0);
+        return vec2<f32>(bitcast<f32>(shard[base + code_words]), 0.0);
     }
     return vec2<f32>(1.0, 0.0);
 }

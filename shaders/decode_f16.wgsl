@@ -1,8 +1,8 @@
 // decode_f16: FP16 rows, two halves per word, element 2k in the low half of word k
 // (row_words = ceil(dim / 2)). Decoded with unpack2x16float, which is exact: no shader-f16
-// feature needed. Helpers for a gather driver, which declares `shard` and `params`.
+// feature needed. Helpers for a driver, which declares `shard`.
 
-fn row_params(base: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> vec2<f32> {
     return vec2<f32>(0.0);
 }
 

@@ -1,7 +1,7 @@
-// decode_f32: FP32 rows, one value per word (row_words = dim). Helpers for a gather driver, which
-// declares `shard` (array<u32>) and `params`; no bindings or entry point here.
+// decode_f32: FP32 rows, one value per word (row_words = dim). Helpers for a driver, which
+// declares `shard` (array<u32>); no bindings or entry point here.
 
-fn row_params(base: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> vec2<f32> {
     return vec2<f32>(0.0);
 }
 

@@ -2,11 +2,11 @@
 // 4j..4j+3 of word k — FBGEMM's low-nibble-first order), then one word holding the fp16 scale
 // (low half) and fp16 bias (high half) (row_words = code_words + 1) — FBGEMM's fused 4-bit row.
 // Value = code * scale + bias; a 4-bit code times an fp16 scale is exact in f32, so fused or not
-// the result is the CPU oracle's. Helpers for a gather driver (declares shard, params).
+// the result is the CPU oracle's. Helpers for a driver, which declares `shard`.
 
 // (scale, bias) of the row, from their fp16 halves.
-fn row_params(base: u32) -> vec2<f32> {
-    return unpack2x16float(shard[base + params.code_words]);
+fn row_params(base: u32, code_words: u32) -> vec2<f32> {
+    return unpack2x16float(shard[base + code_words]);
 }
 
 fn decode1(base: u32, c: u32, sb: vec2<f32>) -> f32 {

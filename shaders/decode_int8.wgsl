@@ -2,11 +2,11 @@
 // word k), then the f32 scale and the f32 bias (row_words = code_words + 2) — FBGEMM's fused
 // 8-bit row. Value = code * scale + bias. edo's scales have 16 significant bits, so code * scale
 // is exact and the add is the one rounding: the result is the CPU oracle's bit for bit whether
-// or not the driver fuses the multiply-add. Helpers for a gather driver (declares shard, params).
+// or not the driver fuses the multiply-add. Helpers for a driver, which declares `shard`.
 
 // (scale, bias) of the row.
-fn row_params(base: u32) -> vec2<f32> {
-    return bitcast<vec2<f32>>(vec2<u32>(shard[base + params.code_words], shard[base + params.code_words + 1u]));
+fn row_params(base: u32, code_words: u32) -> vec2<f32> {
+    return bitcast<vec2<f32>>(vec2<u32>(shard[base + code_words], shard[base + code_words + 1u]));
 }
 
 fn decode1(base: u32, c: u32, sb: vec2<f32>) -> f32 {

@@ -1,7 +1,7 @@
 // Shared by every gather shader: the parameter block, the bounds policy and the grid helpers.
 // No bindings and no entry point. A gather module is assembled as
 //   gather_common.wgsl + decode_<format>.wgsl + one driver (gather_rows.wgsl or gather_rows4.wgsl);
-// the decode file reads `shard` and `params`, which the driver declares.
+// the decode file reads `shard`, which the driver declares.
 //
 // Thread layout: a workgroup of WG_X × WG_Y invocations handles WG_Y ids; the WG_X invocations of
 // one id walk its row with stride WG_X, one output value (gather_rows) or four (gather_rows4) each,

@@ -1,5 +1,5 @@
 // gather_rows: out[i, :] = decode(table[ids[i], :]) for any dim, one output value per invocation
-// step. The decode_<format>.wgsl before it supplies row_params(base) (read once per row) and
+// step. The decode_<format>.wgsl before it supplies row_params(base, code_words) (read once per row) and
 // decode1(base, c, row_params).
 // Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (the packed rows of one shard,
 // row_words words each), 3 out (f32, n_ids × dim, dense; each row written whole by the dispatch
@@ -35,7 +35,7 @@ fn main(
         return;
     }
     let base = row * params.row_words;
-    let rp = row_params(base);
+    let rp = row_params(base, params.code_words);
     for (var c = lid.x; c < params.dim; c += WG_X) {
         out[o + c] = decode1(base, c, rp);
     }

@@ -1,7 +1,7 @@
 // gather_rows4: out[i, :] = decode(table[ids[i], :]) for dim a multiple of 4, four output values
 // (one vec4 store) per invocation step — a quarter of the stores of gather_rows, which matters
 // most where stores are expensive (lavapipe runs each store one lane at a time). The
-// decode_<format>.wgsl before it supplies row_params(base) (read once per row) and
+// decode_<format>.wgsl before it supplies row_params(base, code_words) (read once per row) and
 // decode4(base, c, row_params) for c a multiple of 4.
 // Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (the packed rows of one shard,
 // row_words words each), 3 out (vec4<f32>, n_ids × dim / 4, dense; each row written whole by the
@@ -38,7 +38,7 @@ fn main(
         return;
     }
     let base = row * params.row_words;
-    let rp = row_params(base);
+    let rp = row_params(base, params.code_words);
     for (var k = lid.x; k < quads; k += WG_X) {
         out[o + k] = decode4(base, 4u * k, rp);
     }

@@ -4,8 +4,8 @@
 //! (how one packed row decodes, no bindings) + a driver with the bindings and the entry point:
 //! `gather_rows.wgsl` (any dim, one value per step) or `gather_rows4.wgsl` (dim a multiple of 4,
 //! one vec4 store per step). Five decoders × two drivers from seven small files, with no
-//! preprocessor: WGSL resolves module-scope names in any order, so a decoder can use the `shard`
-//! and `params` its driver declares.
+//! preprocessor: WGSL resolves module-scope names in any order, so a decoder can read the `shard`
+//! its driver declares.
 
 use crate::format::Format;
 
