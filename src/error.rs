@@ -42,9 +42,18 @@ pub enum Error {
     /// Mapping a buffer for readback failed.
     #[error("reading back GPU results failed: {0}")]
     Readback(String),
-    /// A table and an engine from different devices were mixed.
-    #[error("this table was uploaded with a different engine")]
-    WrongEngine,
+    /// A per-sample weight is NaN or infinite.
+    #[error("per_sample_weights[{index}] = {value} is not finite")]
+    NonFiniteWeight { index: usize, value: f32 },
+    /// Offsets of bags that do not describe bags of the indices.
+    #[error("offsets[{index}] = {value}: {reason}")]
+    BadOffsets { index: usize, value: u32, reason: &'static str },
+    /// A combination of arguments edo does not support.
+    #[error("unsupported: {what}")]
+    Unsupported { what: &'static str },
+    /// Tables given together must share a format.
+    #[error("tables batched together must share a format: table {index} is {found}, table 0 is {expected}")]
+    MixedFormats { index: usize, expected: Format, found: Format },
 }
 
 impl Error {

@@ -18,6 +18,7 @@
 //!
 //! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back.
 
+mod bags;
 mod bounds;
 pub mod cpu;
 mod error;
@@ -30,10 +31,11 @@ pub(crate) mod par;
 pub mod bench;
 pub mod synth;
 
+pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, EngineOptions, GatherJob, GpuRows, GpuTable};
+pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuRows, GpuTable, GpuTableBatch, LookupJob};
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

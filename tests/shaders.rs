@@ -81,7 +81,7 @@ fn shader_files_document_their_layout() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         assert!(text.starts_with("//"), "{name} starts with a comment");
         let has_bindings = text.contains("@binding") || text.contains("@compute");
-        if name.starts_with("gather_rows") {
+        if name.starts_with("gather_rows") || name == "bag.wgsl" {
             assert!(text.contains("// Bindings:") && has_bindings, "{name} is a driver and documents its bindings");
             drivers += 1;
         } else {
@@ -89,8 +89,9 @@ fn shader_files_document_their_layout() {
             decoders += name.starts_with("decode_") as usize;
         }
     }
-    assert_eq!((drivers, decoders), (2, 5));
-    // Every decoder is reachable from some ShaderId, and every source assembles differently.
+    assert_eq!((drivers, decoders), (3, 5));
+    // Every decoder is reachable from some ShaderId, and every source assembles differently
+    // (the bag driver's vec4 variant is an override constant, not another source).
     let sources: std::collections::HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
-    assert_eq!(sources.len(), 10, "5 decoders × 2 drivers");
+    assert_eq!(sources.len(), 15, "5 decoders × 3 drivers");
 }

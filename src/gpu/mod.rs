@@ -6,11 +6,13 @@
 //! waiting: a gather returns as soon as its dispatches are queued, and its output stays in a GPU
 //! buffer the caller can bind in its own pipelines, or read back with [`GpuRows::read`].
 
+mod bag;
 mod shaders;
 mod table;
 
+pub use bag::GpuTableBatch;
 pub use shaders::ShaderId;
-pub use table::{GatherJob, GpuRows, GpuTable};
+pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,10 +26,10 @@ pub struct EngineOptions {
     pub power_preference: wgpu::PowerPreference,
     /// Backends to try. Defaults to what `WGPU_BACKEND` names, else all compiled in.
     pub backends: wgpu::Backends,
-    /// Upper bound on the bytes of one storage-buffer binding: a table shard, or the output range
-    /// of one dispatch. `None` uses the device's `max_storage_buffer_binding_size`. Set it lower
-    /// to spread tables over more, smaller buffers (the tests use this to force many shards and
-    /// many dispatches on small tables).
+    /// Upper bound on the bytes of a table shard and of the output range of one gather dispatch.
+    /// `None` uses the device's `max_storage_buffer_binding_size`. Set it lower to spread tables
+    /// over more, smaller buffers (the tests use this to force many shards and many dispatches on
+    /// small tables). Bag outputs are bound whole and must fit the device's own limit.
     pub max_binding_bytes: Option<u64>,
     /// Workgroup size of the kernels (≤ the device's `max_compute_invocations_per_workgroup`).
     pub workgroup_size: u32,
@@ -72,6 +74,8 @@ pub(crate) struct Context {
     pub workgroup_size: u32,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
+    pub bag_layout: wgpu::BindGroupLayout,
+    pub bag_pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -133,6 +137,24 @@ impl Engine {
             bind_group_layouts: &[Some(&gather_layout)],
             immediate_size: 0,
         });
+        let read_only = wgpu::BufferBindingType::Storage { read_only: true };
+        let bag_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("edo bag"),
+            entries: &[
+                layout_entry(0, wgpu::BufferBindingType::Uniform),
+                layout_entry(1, read_only),
+                layout_entry(2, read_only),
+                layout_entry(3, read_only),
+                layout_entry(4, read_only),
+                layout_entry(5, read_only),
+                layout_entry(6, wgpu::BufferBindingType::Storage { read_only: false }),
+            ],
+        });
+        let bag_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("edo bag"),
+            bind_group_layouts: &[Some(&bag_layout)],
+            immediate_size: 0,
+        });
         let adapter = AdapterSummary {
             name: info.name,
             backend: format!("{:?}", info.backend),
@@ -149,6 +171,8 @@ impl Engine {
                 workgroup_size,
                 gather_layout,
                 gather_pipeline_layout,
+                bag_layout,
+                bag_pipeline_layout,
                 pipelines: Mutex::new(HashMap::new()),
                 lost,
             }),
@@ -249,7 +273,10 @@ impl Context {
         constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]);
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
-            layout: Some(&self.gather_pipeline_layout),
+            layout: Some(match shader {
+                ShaderId::Gather { .. } => &self.gather_pipeline_layout,
+                ShaderId::Bag { .. } => &self.bag_pipeline_layout,
+            }),
             module: &module,
             entry_point: Some("main"),
             compilation_options: wgpu::PipelineCompilationOptions { constants: &constants, ..Default::default() },

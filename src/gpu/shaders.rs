@@ -12,6 +12,7 @@ use crate::format::Format;
 const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
 const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
 const GATHER_ROWS4: &str = include_str!("../../shaders/gather_rows4.wgsl");
+const BAG: &str = include_str!("../../shaders/bag.wgsl");
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,12 +20,19 @@ pub enum ShaderId {
     /// Gather rows of `format` into dense f32; `vec4` selects the driver for dims that are a
     /// multiple of 4.
     Gather { format: Format, vec4: bool },
+    /// EmbeddingBag over one or several tables of `format`; `vec4` when every dim is a multiple
+    /// of 4 (an override constant of the one `bag.wgsl`).
+    Bag { format: Format, vec4: bool },
 }
 
 impl ShaderId {
     /// Every kernel, for tests that validate them all.
     pub fn all() -> Vec<ShaderId> {
-        Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::Gather { format, vec4 })).collect()
+        Format::ALL
+            .iter()
+            .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
+            .flatten()
+            .collect()
     }
 
     /// The gather kernel for rows of `dim` values of `format`.
@@ -36,6 +44,7 @@ impl ShaderId {
     pub fn values_per_step(self) -> usize {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
+            ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
         }
     }
 
@@ -54,32 +63,54 @@ impl ShaderId {
                 (Format::Binary | Format::BinaryScaled, false) => "gather_rows/decode_binary",
                 (Format::Binary | Format::BinaryScaled, true) => "gather_rows4/decode_binary",
             },
+            ShaderId::Bag { format, .. } => match format {
+                Format::F32 => "bag/decode_f32",
+                Format::F16 => "bag/decode_f16",
+                Format::Int8 => "bag/decode_int8",
+                Format::Int4 => "bag/decode_int4",
+                Format::Binary | Format::BinaryScaled => "bag/decode_binary",
+            },
         }
     }
 
     /// The complete WGSL module.
     pub fn source(self) -> String {
-        match self {
-            ShaderId::Gather { format, vec4 } => {
-                let decode = match format {
-                    Format::F32 => include_str!("../../shaders/decode_f32.wgsl"),
-                    Format::F16 => include_str!("../../shaders/decode_f16.wgsl"),
-                    Format::Int8 => include_str!("../../shaders/decode_int8.wgsl"),
-                    Format::Int4 => include_str!("../../shaders/decode_int4.wgsl"),
-                    Format::Binary | Format::BinaryScaled => include_str!("../../shaders/decode_binary.wgsl"),
-                };
-                [GATHER_COMMON, decode, if vec4 { GATHER_ROWS4 } else { GATHER_ROWS }].concat()
-            }
-        }
+        let driver = match self {
+            ShaderId::Gather { vec4: false, .. } => GATHER_ROWS,
+            ShaderId::Gather { vec4: true, .. } => GATHER_ROWS4,
+            ShaderId::Bag { .. } => BAG,
+        };
+        [GATHER_COMMON, decoder(self.format()), driver].concat()
     }
 
     /// Override constants fixed by the kernel's identity (the workgroup shape is added per
     /// pipeline).
     pub fn constants(self) -> Vec<(&'static str, f64)> {
-        match self {
-            ShaderId::Gather { format: Format::Binary, .. } => vec![("SCALED", 0.0)],
-            ShaderId::Gather { format: Format::BinaryScaled, .. } => vec![("SCALED", 1.0)],
-            ShaderId::Gather { .. } => vec![],
+        let mut c = match self.format() {
+            Format::Binary => vec![("SCALED", 0.0)],
+            Format::BinaryScaled => vec![("SCALED", 1.0)],
+            _ => vec![],
+        };
+        if let ShaderId::Bag { vec4, .. } = self {
+            c.push(("VEC4", vec4 as u8 as f64));
         }
+        c
+    }
+
+    /// The table format the kernel decodes.
+    pub fn format(self) -> Format {
+        match self {
+            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } => format,
+        }
+    }
+}
+
+fn decoder(format: Format) -> &'static str {
+    match format {
+        Format::F32 => include_str!("../../shaders/decode_f32.wgsl"),
+        Format::F16 => include_str!("../../shaders/decode_f16.wgsl"),
+        Format::Int8 => include_str!("../../shaders/decode_int8.wgsl"),
+        Format::Int4 => include_str!("../../shaders/decode_int4.wgsl"),
+        Format::Binary | Format::BinaryScaled => include_str!("../../shaders/decode_binary.wgsl"),
     }
 }

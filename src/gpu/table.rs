@@ -22,20 +22,113 @@ struct GatherParams {
 }
 const _: () = assert!(std::mem::size_of::<GatherParams>() == 48);
 
-struct Shard {
-    buffer: wgpu::Buffer,
-    first_row: u32,
-    rows: u32,
+pub(crate) struct Shard {
+    pub buffer: wgpu::Buffer,
+    /// Words `[word_start, word_end)` of the concatenated tables; always whole rows.
+    pub word_start: u32,
+    pub word_end: u32,
+}
+
+/// Where one table sits in the concatenation its shards hold.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    pub word_base: u32,
+    pub rows: u32,
+    pub dim: u32,
+    pub row_words: u32,
+    pub code_words: u32,
+}
+
+/// One or more tables of one format on the GPU: their packed rows concatenated table after
+/// table, split into shards of whole rows, each within the engine's binding limit.
+pub(crate) struct Resident {
+    pub ctx: Arc<Context>,
+    pub format: Format,
+    pub tables: Vec<Placement>,
+    pub shards: Vec<Shard>,
+}
+
+impl Resident {
+    pub(crate) async fn upload(engine: &Engine, tables: &[&PackedTable]) -> Result<Resident, Error> {
+        let ctx = engine.ctx.clone();
+        ctx.check_lost()?;
+        let Some(first) = tables.first() else {
+            return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
+        };
+        let format = first.format();
+        let cap_words = ctx.max_binding_bytes / 4;
+        let mut placements = Vec::with_capacity(tables.len());
+        let mut total_words = 0u64;
+        for (index, t) in tables.iter().enumerate() {
+            if t.format() != format {
+                return Err(Error::MixedFormats { index, expected: format, found: t.format() });
+            }
+            let row_bytes = 4 * t.row_words() as u64;
+            if row_bytes > 4 * cap_words {
+                return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: row_bytes, max: ctx.max_binding_bytes });
+            }
+            if t.rows() as u64 > u32::MAX as u64 {
+                return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: t.rows() as u64, max: u32::MAX as u64 });
+            }
+            placements.push(Placement {
+                word_base: total_words.min(u32::MAX as u64) as u32,
+                rows: t.rows() as u32,
+                dim: t.dim() as u32,
+                row_words: t.row_words() as u32,
+                code_words: t.format().code_words(t.dim()) as u32,
+            });
+            total_words += t.words().len() as u64;
+        }
+        if total_words > u32::MAX as u64 {
+            return Err(Error::LimitExceeded { what: "packed words of tables uploaded together", requested: total_words, max: u32::MAX as u64 });
+        }
+        // Greedy packing of whole rows into shards, in concatenation order. An empty batch still
+        // gets one empty shard, so zero rows for bad ids have a dispatch to write them.
+        let mut shards = Vec::new();
+        let mut pending: Vec<&[u32]> = Vec::new();
+        let mut pending_words = 0u64;
+        let mut start = 0u64;
+        for t in tables {
+            let rw = t.row_words();
+            let mut r = 0;
+            while r < t.rows() {
+                let fit = ((cap_words - pending_words) / rw as u64) as usize;
+                if fit == 0 {
+                    shards.push(make_shard(&ctx, &pending, start).await?);
+                    start += pending_words;
+                    pending.clear();
+                    pending_words = 0;
+                    continue;
+                }
+                let n = fit.min(t.rows() - r);
+                pending.push(&t.words()[r * rw..(r + n) * rw]);
+                pending_words += (n * rw) as u64;
+                r += n;
+            }
+        }
+        if pending_words > 0 || shards.is_empty() {
+            shards.push(make_shard(&ctx, &pending, start).await?);
+        }
+        Ok(Resident { ctx, format, tables: placements, shards })
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.shards.iter().map(|s| 4 * (s.word_end - s.word_start) as u64).sum()
+    }
+}
+
+async fn make_shard(ctx: &Context, pieces: &[&[u32]], start: u64) -> Result<Shard, Error> {
+    let words: Vec<u32> = pieces.concat();
+    let buffer = ctx
+        .create_buffer("table shard", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, Some(bytemuck::cast_slice(&words)))
+        .await?;
+    Ok(Shard { buffer, word_start: start as u32, word_end: (start + words.len() as u64) as u32 })
 }
 
 /// A packed table resident on the GPU, split into shards of whole rows, each within the device's
 /// storage-binding limit (or the engine's smaller `max_binding_bytes`).
 pub struct GpuTable {
-    ctx: Arc<Context>,
-    format: Format,
-    rows: usize,
-    dim: usize,
-    shards: Vec<Shard>,
+    pub(crate) res: Resident,
 }
 
 impl GpuTable {
@@ -45,49 +138,25 @@ impl GpuTable {
     /// table has more rows than a `u32` id can address, and with [`Error::OutOfMemory`] when the
     /// device cannot hold it.
     pub async fn upload(engine: &Engine, table: &PackedTable) -> Result<GpuTable, Error> {
-        let ctx = engine.ctx.clone();
-        ctx.check_lost()?;
-        let row_bytes = 4 * table.row_words() as u64;
-        let rows_per_shard = ctx.max_binding_bytes / row_bytes;
-        if rows_per_shard == 0 {
-            return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: row_bytes, max: ctx.max_binding_bytes });
-        }
-        if table.rows() as u64 > u32::MAX as u64 {
-            return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: table.rows() as u64, max: u32::MAX as u64 });
-        }
-        let rows = table.rows() as u64;
-        let mut shards = Vec::new();
-        let mut first = 0u64;
-        // An empty table still gets one (empty) shard, so zero rows for bad ids have a dispatch
-        // to write them.
-        while first < rows || shards.is_empty() {
-            let n = rows_per_shard.min(rows - first);
-            let words = &table.words()[(first as usize) * table.row_words()..((first + n) as usize) * table.row_words()];
-            let buffer = ctx
-                .create_buffer("table shard", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, Some(bytemuck::cast_slice(words)))
-                .await?;
-            shards.push(Shard { buffer, first_row: first as u32, rows: n as u32 });
-            first += n;
-        }
-        Ok(GpuTable { ctx, format: table.format(), rows: table.rows(), dim: table.dim(), shards })
+        Ok(GpuTable { res: Resident::upload(engine, &[table]).await? })
     }
 
     pub fn format(&self) -> Format {
-        self.format
+        self.res.format
     }
     pub fn rows(&self) -> usize {
-        self.rows
+        self.res.tables[0].rows as usize
     }
     pub fn dim(&self) -> usize {
-        self.dim
+        self.res.tables[0].dim as usize
     }
     /// Number of storage buffers the table is split into.
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.res.shards.len()
     }
-    /// Bytes of GPU memory the table's shards take.
+    /// Bytes of GPU memory the table's shards take (its packed words, nothing else).
     pub fn bytes(&self) -> u64 {
-        self.shards.iter().map(|s| s.buffer.size()).sum()
+        self.res.bytes()
     }
 
     /// Gathers `ids` into a new GPU buffer of `ids.len() × dim` f32 and submits the work.
@@ -104,19 +173,19 @@ impl GpuTable {
     /// Builds everything a gather needs (ids buffer, output buffer, bind groups) without
     /// submitting it, so the same lookup can be encoded into a caller's command encoder, or
     /// repeated by a benchmark.
-    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<GatherJob, Error> {
-        let ctx = &self.ctx;
+    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        let ctx = &self.res.ctx;
         ctx.check_lost()?;
-        bounds.check(ids, self.rows)?;
-        if self.rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
+        let (rows, dim) = (self.rows(), self.dim());
+        bounds.check(ids, rows)?;
+        if rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
             return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
         }
-        let dim = self.dim;
         let out_bytes = (ids.len() as u64).checked_mul(4 * dim as u64).unwrap_or(u64::MAX);
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
-        let shader = ShaderId::gather(self.format, dim);
+        let shader = ShaderId::gather(self.format(), dim);
         let (wg_x, wg_y) = ctx.workgroup_shape(dim / shader.values_per_step());
         let pipeline = ctx.pipeline(shader, (wg_x, wg_y)).await?;
         let ids_buffer = ctx
@@ -141,8 +210,7 @@ impl GpuTable {
             return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: 4 * dim as u64 * granule, max: max_binding });
         }
         chunk = chunk.min(ids.len().max(1) as u64);
-        let code_words = self.format.code_words(dim) as u32;
-        let row_words = self.format.row_words(dim) as u32;
+        let Placement { row_words, code_words, .. } = self.res.tables[0];
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
 
         let mut dispatches = Vec::new();
@@ -155,15 +223,15 @@ impl GpuTable {
             if gy > max_groups {
                 return Err(Error::LimitExceeded { what: "workgroups of one gather dispatch", requested: groups, max: max_groups * max_groups });
             }
-            for shard in &self.shards {
+            for shard in &self.res.shards {
                 let params = GatherParams {
                     n_ids: n as u32,
                     dim: dim as u32,
                     row_words,
                     code_words,
-                    total_rows: self.rows as u32,
-                    shard_first: shard.first_row,
-                    shard_rows: shard.rows,
+                    total_rows: rows as u32,
+                    shard_first: shard.word_start / row_words,
+                    shard_rows: (shard.word_end - shard.word_start) / row_words,
                     policy: bounds.shader_code(),
                     _pad: [0; 4],
                 };
@@ -184,37 +252,38 @@ impl GpuTable {
             }
             start += n;
         }
-        Ok(GatherJob {
+        Ok(LookupJob {
             ctx: ctx.clone(),
             pipeline,
             dispatches,
-            _ids: ids_buffer,
+            _inputs: vec![ids_buffer],
             output: GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim },
         })
     }
 }
 
-fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {
+pub(crate) fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry {
         binding,
         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) }),
     }
 }
 
-/// A gather ready to run: its dispatches and its output buffer.
-pub struct GatherJob {
-    ctx: Arc<Context>,
-    pipeline: wgpu::ComputePipeline,
-    dispatches: Vec<(wgpu::BindGroup, u32, u32)>,
-    _ids: wgpu::Buffer,
-    output: GpuRows,
+/// A lookup (gather, bags) ready to run: its pipeline, its dispatches and its output buffer.
+pub struct LookupJob {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) dispatches: Vec<(wgpu::BindGroup, u32, u32)>,
+    /// Input buffers the bind groups use, kept alive with the job.
+    pub(crate) _inputs: Vec<wgpu::Buffer>,
+    pub(crate) output: GpuRows,
 }
 
-impl GatherJob {
-    /// Records the gather into `encoder` (one compute pass; one dispatch per shard and output
-    /// chunk).
+impl LookupJob {
+    /// Records the lookup into `encoder` (one compute pass; one dispatch per shard, and per
+    /// output chunk for gathers).
     pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo gather"), timestamp_writes: None });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo lookup"), timestamp_writes: None });
         pass.set_pipeline(&self.pipeline);
         for (bind_group, gx, gy) in &self.dispatches {
             pass.set_bind_group(0, bind_group, &[]);
@@ -222,16 +291,16 @@ impl GatherJob {
         }
     }
 
-    /// Submits the gather on the engine's queue (does not wait).
+    /// Submits the lookup on the engine's queue (does not wait).
     pub fn submit(&self) -> Result<(), Error> {
         self.ctx.check_lost()?;
-        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo gather") });
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo lookup") });
         self.encode(&mut encoder);
         self.ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
 
-    /// The buffer the gather writes.
+    /// The buffer the lookup writes.
     pub fn output(&self) -> &GpuRows {
         &self.output
     }
@@ -244,10 +313,10 @@ impl GatherJob {
 
 /// Dense f32 rows in a GPU buffer (`rows × dim`, row-major): the output of a lookup.
 pub struct GpuRows {
-    ctx: Arc<Context>,
-    buffer: wgpu::Buffer,
-    rows: usize,
-    dim: usize,
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) rows: usize,
+    pub(crate) dim: usize,
 }
 
 impl GpuRows {

@@ -1,0 +1,154 @@
+//! EmbeddingBag inputs: indices grouped into bags by offsets, with PyTorch's and FBGEMM's
+//! semantics, validated once on the host for both paths.
+
+use crate::Error;
+
+/// How the rows of one bag are combined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Pooling {
+    /// Σ wᵢ·rowᵢ (wᵢ = 1 without per-sample weights). An empty bag is a zero row.
+    #[default]
+    Sum,
+    /// (Σ rowᵢ) / n over the n indices of the bag. An empty bag is a zero row.
+    Mean,
+    /// Element-wise maximum. An empty bag is a zero row.
+    Max,
+    /// No pooling: one output row per index (wᵢ·rowᵢ), FBGEMM's `NONE`.
+    None,
+}
+
+impl Pooling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Sum => "sum",
+            Pooling::Mean => "mean",
+            Pooling::Max => "max",
+            Pooling::None => "none",
+        }
+    }
+
+    pub(crate) fn shader_code(self) -> u32 {
+        match self {
+            Pooling::Sum => 0,
+            Pooling::Mean => 1,
+            Pooling::Max => 2,
+            Pooling::None => 3,
+        }
+    }
+}
+
+/// Bags of row indices, as `torch.nn.EmbeddingBag` takes them.
+///
+/// With `include_last_offset == false` (PyTorch's default) `offsets` has one entry per bag, the
+/// start of each, and the last bag runs to the end of `indices`. With `true`, it has one more
+/// entry, the end of the last bag (FBGEMM's convention). Offsets start at 0, never decrease and
+/// never pass `indices.len()`.
+///
+/// For several tables at once (FBGEMM's table-batched embedding), bags are feature-major: the
+/// `B` bags of table 0, then the `B` bags of table 1, and so on — `B·T` bags, `B·T + 1` offsets
+/// with the last included.
+#[derive(Clone, Copy, Debug)]
+pub struct Bags<'a> {
+    pub indices: &'a [u32],
+    pub offsets: &'a [u32],
+    pub include_last_offset: bool,
+    /// One weight per index, multiplied into its row (`Sum` and `None` pooling only, as PyTorch).
+    pub per_sample_weights: Option<&'a [f32]>,
+}
+
+impl<'a> Bags<'a> {
+    /// Bags with PyTorch's default offsets (one start per bag) and no weights.
+    pub fn new(indices: &'a [u32], offsets: &'a [u32]) -> Self {
+        Bags { indices, offsets, include_last_offset: false, per_sample_weights: None }
+    }
+
+    /// The same bags with `offsets` that include the end of the last bag.
+    pub fn include_last_offset(mut self, include: bool) -> Self {
+        self.include_last_offset = include;
+        self
+    }
+
+    /// The same bags with one weight per index.
+    pub fn weights(mut self, weights: &'a [f32]) -> Self {
+        self.per_sample_weights = Some(weights);
+        self
+    }
+
+    /// Number of bags the offsets describe.
+    pub fn len(&self) -> usize {
+        if self.include_last_offset {
+            self.offsets.len().saturating_sub(1)
+        } else {
+            self.offsets.len()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Checks everything that does not depend on the table and returns the offsets in the
+    /// `n_bags + 1` form. `expected_bags` is `B·T` for a batch of tables.
+    pub(crate) fn validate(&self, pooling: Pooling, expected_bags: Option<usize>) -> Result<Vec<u32>, Error> {
+        if self.include_last_offset && self.offsets.is_empty() {
+            return Err(Error::ShapeMismatch { what: "offsets with include_last_offset (bags + 1)", expected: 1, actual: 0 });
+        }
+        let n_bags = self.len();
+        if let Some(expected) = expected_bags {
+            if n_bags != expected {
+                let expected_len = expected + self.include_last_offset as usize;
+                return Err(Error::ShapeMismatch { what: "offsets (batch × tables, + 1 with include_last_offset)", expected: expected_len, actual: self.offsets.len() });
+            }
+        }
+        if self.indices.len() > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "indices in one call", requested: self.indices.len() as u64, max: u32::MAX as u64 });
+        }
+        if let Some(w) = self.per_sample_weights {
+            if w.len() != self.indices.len() {
+                return Err(Error::ShapeMismatch { what: "per_sample_weights (one per index)", expected: self.indices.len(), actual: w.len() });
+            }
+            if !matches!(pooling, Pooling::Sum | Pooling::None) {
+                return Err(Error::Unsupported { what: "per-sample weights with mean or max pooling (PyTorch allows them with sum only)" });
+            }
+            if let Some(index) = w.iter().position(|x| !x.is_finite()) {
+                return Err(Error::NonFiniteWeight { index, value: w[index] });
+            }
+        }
+        if n_bags == 0 && !self.indices.is_empty() {
+            return Err(Error::ShapeMismatch { what: "offsets (indices given but no bags)", expected: 1, actual: 0 });
+        }
+        let mut offsets = Vec::with_capacity(n_bags + 1);
+        offsets.extend_from_slice(&self.offsets[..n_bags]);
+        offsets.push(if self.include_last_offset { self.offsets[n_bags] } else { self.indices.len() as u32 });
+        if offsets[0] != 0 {
+            return Err(Error::BadOffsets { index: 0, value: offsets[0], reason: "the first offset must be 0" });
+        }
+        for i in 1..offsets.len() {
+            if offsets[i] < offsets[i - 1] {
+                return Err(Error::BadOffsets { index: i, value: offsets[i], reason: "offsets must not decrease" });
+            }
+            if offsets[i] as usize > self.indices.len() {
+                return Err(Error::BadOffsets { index: i, value: offsets[i], reason: "offset past the end of indices" });
+            }
+        }
+        if self.include_last_offset && *offsets.last().unwrap_or(&0) as usize != self.indices.len() && n_bags > 0 {
+            // PyTorch ignores indices past the last offset; say so rather than drop them silently.
+            return Err(Error::BadOffsets {
+                index: n_bags,
+                value: offsets[n_bags],
+                reason: "the last offset must equal the number of indices",
+            });
+        }
+        Ok(offsets)
+    }
+}
+
+/// How the outputs of several tables are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// `[B, Σ dims]`: each sample's pooled rows of all tables side by side (FBGEMM TBE's output).
+    #[default]
+    Concat,
+    /// Table after table, each `[B, dim_t]`.
+    PerTable,
+}

@@ -1,0 +1,49 @@
+//! Gather: ids → dense f32 rows.
+
+use crate::format::{dispatch, Codec, PackedTable};
+use crate::{Bounds, Error};
+
+/// Output rows per thread below which the CPU path stays on one thread.
+const MIN_ROWS_PER_THREAD: usize = 256;
+
+/// Gathers `ids` from `table` into a new `ids.len() × dim` f32 buffer.
+pub fn gather(table: &PackedTable, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+    let mut out = vec![0f32; ids.len() * table.dim()];
+    gather_into(table, ids, bounds, &mut out)?;
+    Ok(out)
+}
+
+/// Gathers `ids` from `table` into `out` (`ids.len() × dim` values).
+///
+/// With [`Bounds::Error`] the ids are checked before anything is written.
+pub fn gather_into(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [f32]) -> Result<(), Error> {
+    let dim = table.dim();
+    if out.len() != ids.len() * dim {
+        return Err(Error::ShapeMismatch { what: "gather output (ids × dim)", expected: ids.len() * dim, actual: out.len() });
+    }
+    bounds.check(ids, table.rows())?;
+    if table.rows() == 0 && !ids.is_empty() && bounds == Bounds::Clamp {
+        // Clamping into an empty table has no row to clamp to.
+        return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
+    }
+    crate::par::for_each_chunk_mut(out, dim, MIN_ROWS_PER_THREAD, |first, block| {
+        let ids = &ids[first..first + block.len() / dim];
+        dispatch!(table.format(), C => super::simd(|| gather_block::<C>(table, ids, bounds, block)));
+        None::<()>
+    });
+    Ok(())
+}
+
+#[inline(always)]
+fn gather_block<C: Codec>(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [f32]) {
+    let rows = table.rows();
+    let dim = table.dim();
+    let row_words = table.row_words();
+    let words = table.words();
+    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+        match bounds.resolve(id, rows) {
+            Some(r) => C::decode_row(&words[r * row_words..(r + 1) * row_words], dst),
+            None => dst.fill(0.0),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! EmbeddingBag on the GPU, over one table or a batch of tables of one format in one dispatch
+//! per shard.
+
+use super::table::{buffer_range, LookupJob, Placement, Resident};
+use super::{Engine, GpuRows, GpuTable, ShaderId};
+use crate::bags::{Bags, Layout, Pooling};
+use crate::cpu::bag::{Plan, TableShape};
+use crate::format::{Format, PackedTable};
+use crate::{Bounds, Error};
+
+/// The uniform block of `bag.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct BagParams {
+    batch: u32,
+    n_bags: u32,
+    pooling: u32,
+    policy: u32,
+    has_weights: u32,
+    shard_start: u32,
+    shard_end: u32,
+    first_pass: u32,
+    last_pass: u32,
+    _pad: [u32; 3],
+}
+const _: () = assert!(std::mem::size_of::<BagParams>() == 48);
+
+/// `TableMeta` of `bag.wgsl`: where a table is, and where its bags go.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct TableMeta {
+    word_base: u32,
+    rows: u32,
+    dim: u32,
+    row_words: u32,
+    code_words: u32,
+    out_base: u32,
+    out_stride: u32,
+    _pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<TableMeta>() == 32);
+
+impl TableShape for Placement {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows as usize, self.dim as usize)
+    }
+}
+
+/// Several tables of one format resident together — FBGEMM's table-batched embedding: one
+/// dispatch (per shard) pools the bags of all of them. Tables may differ in rows and dim.
+pub struct GpuTableBatch {
+    res: Resident,
+}
+
+impl GpuTableBatch {
+    /// Uploads `tables` (all of one format) concatenated, split into shards of whole rows.
+    pub async fn upload(engine: &Engine, tables: &[&PackedTable]) -> Result<GpuTableBatch, Error> {
+        Ok(GpuTableBatch { res: Resident::upload(engine, tables).await? })
+    }
+
+    pub fn format(&self) -> Format {
+        self.res.format
+    }
+    /// Number of tables.
+    pub fn len(&self) -> usize {
+        self.res.tables.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.res.tables.is_empty()
+    }
+    /// `(rows, dim)` of each table.
+    pub fn shapes(&self) -> Vec<(usize, usize)> {
+        self.res.tables.iter().map(|p| p.shape()).collect()
+    }
+    /// Number of storage buffers the tables are split into.
+    pub fn shard_count(&self) -> usize {
+        self.res.shards.len()
+    }
+    /// Bytes of GPU memory the tables take.
+    pub fn bytes(&self) -> u64 {
+        self.res.bytes()
+    }
+
+    /// Pools `B·T` bags (feature-major: the `batch` bags of table 0 first) and submits the work.
+    /// The output is `[B, Σ dims]` for [`Layout::Concat`] (`rows = B`, `dim = Σ dims`), or the
+    /// same values table after table for [`Layout::PerTable`].
+    pub async fn bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<GpuRows, Error> {
+        let job = self.prepare_bags(batch, bags, pooling, bounds, layout).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuTableBatch::bags`] without submitting: for encoding into the caller's encoder.
+    pub async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
+        self.res.prepare_bags(batch, bags, pooling, bounds, layout).await
+    }
+}
+
+impl GpuTable {
+    /// EmbeddingBag: pools `bags` of rows of this table into `bags.len() × dim` values
+    /// (`indices.len() × dim` for [`Pooling::None`]) and submits the work.
+    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_bag(bags, pooling, bounds).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuTable::bag`] without submitting.
+    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        self.res.prepare_bags(bags.len(), bags, pooling, bounds, Layout::Concat).await
+    }
+}
+
+impl Resident {
+    async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        let plan = Plan::new(&self.tables, batch, bags, pooling, bounds)?;
+        // Bags are not split over dispatches: their output and indices must fit one binding of the
+        // device (the engine's max_binding_bytes bounds table shards and gather outputs only).
+        let max_binding = ctx.limits.max_storage_buffer_binding_size;
+        let out_bytes = 4 * plan.out_len as u64;
+        for (what, bytes) in [("bag output bytes", out_bytes), ("bag indices bytes", 4 * bags.indices.len() as u64)] {
+            if bytes > max_binding {
+                return Err(Error::LimitExceeded { what, requested: bytes, max: max_binding });
+            }
+        }
+        let dims: Vec<usize> = self.tables.iter().map(|p| p.dim as usize).collect();
+        let vec4 = pooling != Pooling::None && dims.iter().all(|d| d % 4 == 0);
+        let shader = ShaderId::Bag { format: self.format, vec4 };
+        let max_dim = dims.iter().copied().max().unwrap_or(1);
+        let shape = ctx.workgroup_shape(max_dim.div_ceil(shader.values_per_step()));
+        let pipeline = ctx.pipeline(shader, shape).await?;
+
+        let mut metas = Vec::with_capacity(self.tables.len());
+        let mut out_base = 0u32;
+        for p in &self.tables {
+            let (base, stride) = match layout {
+                _ if pooling == Pooling::None => (0, p.dim),
+                Layout::Concat => (out_base, plan.total_dim as u32),
+                Layout::PerTable => (out_base, p.dim),
+            };
+            metas.push(TableMeta {
+                word_base: p.word_base,
+                rows: p.rows,
+                dim: p.dim,
+                row_words: p.row_words,
+                code_words: p.code_words,
+                out_base: base,
+                out_stride: stride,
+                _pad: 0,
+            });
+            out_base += match layout {
+                Layout::Concat => p.dim,
+                Layout::PerTable => p.dim * batch as u32,
+            };
+        }
+        let storage = wgpu::BufferUsages::STORAGE;
+        let metas = ctx.create_buffer("bag tables", 32 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
+        let indices = ctx.create_buffer("bag indices", 4 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
+        let offsets = ctx.create_buffer("bag offsets", 4 * plan.offsets.len() as u64, storage, Some(bytemuck::cast_slice(&plan.offsets))).await?;
+        let weights = bags.per_sample_weights.unwrap_or(&[0.0]);
+        let weights = ctx.create_buffer("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights))).await?;
+        let out = ctx
+            .create_buffer("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
+            .await?;
+
+        let n_bags = if pooling == Pooling::None { bags.indices.len() } else { batch * self.tables.len() } as u64;
+        let groups = n_bags.div_ceil(shape.1 as u64);
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
+        let gx = groups.min(max_groups);
+        let gy = groups.div_ceil(gx.max(1));
+        if gy > max_groups {
+            return Err(Error::LimitExceeded { what: "workgroups of one bag dispatch", requested: groups, max: max_groups * max_groups });
+        }
+        let mut dispatches = Vec::new();
+        let mut inputs = vec![metas, indices, offsets, weights];
+        if n_bags > 0 {
+            let last = self.shards.len() - 1;
+            for (k, shard) in self.shards.iter().enumerate() {
+                let params = BagParams {
+                    batch: batch.max(1) as u32,
+                    n_bags: n_bags as u32,
+                    pooling: pooling.shader_code(),
+                    policy: bounds.shader_code(),
+                    has_weights: bags.per_sample_weights.is_some() as u32,
+                    shard_start: shard.word_start,
+                    shard_end: shard.word_end,
+                    first_pass: (k == 0) as u32,
+                    last_pass: (k == last) as u32,
+                    _pad: [0; 3],
+                };
+                let uniform = ctx.create_buffer("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("edo bag"),
+                    layout: &ctx.bag_layout,
+                    entries: &[
+                        wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 1, resource: inputs[0].as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 2, resource: inputs[1].as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 3, resource: inputs[2].as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 4, resource: inputs[3].as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 5, resource: shard.buffer.as_entire_binding() },
+                        buffer_range(6, &out, 0, out_bytes),
+                    ],
+                });
+                dispatches.push((bind_group, gx as u32, gy as u32));
+                inputs.push(uniform);
+            }
+        }
+        let (rows, dim) = if pooling == Pooling::None { (bags.indices.len(), plan.total_dim) } else { (batch, plan.total_dim) };
+        Ok(LookupJob { ctx: ctx.clone(), pipeline, dispatches, _inputs: inputs, output: GpuRows { ctx: ctx.clone(), buffer: out, rows, dim } })
+    }
+}
