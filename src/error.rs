@@ -48,6 +48,12 @@ pub enum Error {
     /// Offsets of bags that do not describe bags of the indices.
     #[error("offsets[{index}] = {value}: {reason}")]
     BadOffsets { index: usize, value: u32, reason: &'static str },
+    /// A raw 64-bit id beyond what the table covers (`max` ids).
+    #[error("ids[{index}] = {id} is out of range for a table covering {max} ids")]
+    IdOutOfRange64 { index: usize, id: u64, max: u64 },
+    /// A hot id listed twice.
+    #[error("hot id {id} is listed twice")]
+    DuplicateHotId { id: u64 },
     /// A combination of arguments edo does not support.
     #[error("unsupported: {what}")]
     Unsupported { what: &'static str },

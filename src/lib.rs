@@ -24,6 +24,7 @@ pub mod cpu;
 mod error;
 pub mod format;
 pub mod gpu;
+pub mod hash;
 mod oneshot;
 pub(crate) mod par;
 
@@ -35,7 +36,7 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuHashedTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

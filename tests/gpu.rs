@@ -344,3 +344,71 @@ fn bag_errors_are_typed_and_mixed_formats_refused() {
     let err = block_on(gpu.bag(&Bags::new(&idx, &[0, 3, 1]), Pooling::Sum, Bounds::Zero)).err();
     assert!(matches!(err, Some(Error::BadOffsets { index: 2, .. })));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hashed lookups
+
+use edo::hash::{HashSpec, HashedBags};
+use edo::GpuHashedTables;
+
+fn random_ids(n: usize, seed: u64) -> Vec<u64> {
+    let mut rng = edo::synth::Rng::new(seed);
+    (0..n).map(|i| if i % 3 == 0 { rng.next_u64() } else { rng.next_u64() % 5000 }).collect()
+}
+
+#[test]
+fn hashed_bucket_ids_and_hot_rows_equal_the_cpu_exactly() {
+    let Some(engine) = engine() else { return };
+    let ids = random_ids(3001, 5);
+    for k in 1..=8u32 {
+        // Row r of a one-column table holds r, so a lookup returns the sum of the rows it read:
+        // exact in f32, so bucket ids and hot rows are compared exactly.
+        let hot: Vec<u64> = ids.iter().step_by(17).copied().take(40).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let spec = HashSpec { buckets: 997, seeds: (0..k).map(|s| 1000 + 7 * s).collect(), hot };
+        let data: Vec<f32> = (0..spec.rows()).map(|r| r as f32).collect();
+        let table = PackedTable::quantize(Format::F32, &data, spec.rows(), 1).unwrap();
+        let gpu = block_on(GpuHashedTables::upload(&engine, &[(&table, spec.clone())])).unwrap();
+        let want = edo::hash::hashed_lookup(&table, &spec, &ids).unwrap();
+        let got = block_on(gpu.lookup(&ids)).unwrap().read_blocking().unwrap();
+        assert_bits_eq(&got, &want, &format!("k = {k}"));
+    }
+}
+
+#[test]
+fn hashed_bags_over_many_tables_match_the_cpu() {
+    for max_binding in [None, Some(4 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        let specs = vec![HashSpec::new(300, 1).with_hot(vec![1, 2, 3]), HashSpec::new(50, 4), HashSpec::new(1000, 2).with_hot(vec![42])];
+        let dims = [16usize, 16, 8];
+        let tables: Vec<PackedTable> =
+            specs.iter().zip(dims).enumerate().map(|(t, (s, d))| PackedTable::quantize(Format::Int8, &embedding_table(s.rows(), d, t as u64), s.rows(), d).unwrap()).collect();
+        let refs: Vec<&PackedTable> = tables.iter().collect();
+        let pairs: Vec<(&PackedTable, HashSpec)> = refs.iter().copied().zip(specs.iter().cloned()).collect();
+        let gpu = block_on(GpuHashedTables::upload(&engine, &pairs)).unwrap();
+        let batch = 64;
+        let mut rng = edo::synth::Rng::new(9);
+        let mut ids = Vec::new();
+        let mut offsets = Vec::new();
+        for _ in 0..specs.len() * batch {
+            offsets.push(ids.len() as u32);
+            for _ in 0..rng.below(21) {
+                ids.push(if rng.below(4) == 0 { rng.below(4) as u64 } else { rng.next_u64() });
+            }
+        }
+        offsets.push(ids.len() as u32);
+        let weights: Vec<f32> = (0..ids.len()).map(|j| 1.0 + (j % 3) as f32).collect();
+        let max_abs = tables.iter().flat_map(|t| t.dequantize()).fold(0f32, |m, x| m.max(x.abs()));
+        for layout in [Layout::Concat, Layout::PerTable] {
+            for weighted in [false, true] {
+                let mut bags = HashedBags::new(&ids, &offsets).include_last_offset(true);
+                if weighted {
+                    bags = bags.weights(&weights);
+                }
+                let want = edo::hash::hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, layout).unwrap();
+                let got = run_job(block_on(gpu.prepare_bags(batch, &bags, Pooling::Sum, layout)).unwrap());
+                // Up to 20 ids × 4 hashes per bag, weights up to 3.
+                assert_pooled_close(&got, &want, 80.0, 3.0 * max_abs, false, &format!("{layout:?} weighted {weighted} binding {max_binding:?}"));
+            }
+        }
+    }
+}

@@ -111,16 +111,46 @@ impl GpuTable {
     }
 }
 
+/// Where the bag kernel reads its indices from.
+pub(crate) enum Indices<'a> {
+    /// Uploaded from the host (checked there against the bounds policy).
+    Host(&'a [u32]),
+    /// Written by an earlier kernel of the same job (hashing): `len` indices.
+    Device(wgpu::Buffer, usize),
+}
+
 impl Resident {
     async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
-        let ctx = &self.ctx;
-        ctx.check_lost()?;
+        self.ctx.check_lost()?;
         let plan = Plan::new(&self.tables, batch, bags, pooling, bounds)?;
+        let (pipeline, dispatches, inputs, output) =
+            self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?;
+        Ok(LookupJob { ctx: self.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+    }
+
+    /// The bag kernel's pass over validated offsets: its pipeline, dispatches, the buffers they
+    /// bind, and the output.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn encode_bags(
+        &self,
+        batch: usize,
+        plan: &Plan,
+        indices: Indices<'_>,
+        weights: Option<&[f32]>,
+        pooling: Pooling,
+        bounds: Bounds,
+        layout: Layout,
+    ) -> Result<(wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<wgpu::Buffer>, GpuRows), Error> {
+        let ctx = &self.ctx;
+        let n_indices = match &indices {
+            Indices::Host(i) => i.len(),
+            Indices::Device(_, n) => *n,
+        };
         // Bags are not split over dispatches: their output and indices must fit one binding of the
         // device (the engine's max_binding_bytes bounds table shards and gather outputs only).
         let max_binding = ctx.limits.max_storage_buffer_binding_size;
         let out_bytes = 4 * plan.out_len as u64;
-        for (what, bytes) in [("bag output bytes", out_bytes), ("bag indices bytes", 4 * bags.indices.len() as u64)] {
+        for (what, bytes) in [("bag output bytes", out_bytes), ("bag indices bytes", 4 * n_indices as u64)] {
             if bytes > max_binding {
                 return Err(Error::LimitExceeded { what, requested: bytes, max: max_binding });
             }
@@ -157,15 +187,19 @@ impl Resident {
         }
         let storage = wgpu::BufferUsages::STORAGE;
         let metas = ctx.create_buffer("bag tables", 32 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
-        let indices = ctx.create_buffer("bag indices", 4 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
+        let indices = match indices {
+            Indices::Host(i) => ctx.create_buffer("bag indices", 4 * i.len() as u64, storage, Some(bytemuck::cast_slice(i))).await?,
+            Indices::Device(buffer, _) => buffer,
+        };
         let offsets = ctx.create_buffer("bag offsets", 4 * plan.offsets.len() as u64, storage, Some(bytemuck::cast_slice(&plan.offsets))).await?;
-        let weights = bags.per_sample_weights.unwrap_or(&[0.0]);
+        let has_weights = weights.is_some();
+        let weights = weights.unwrap_or(&[0.0]);
         let weights = ctx.create_buffer("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights))).await?;
         let out = ctx
             .create_buffer("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
 
-        let n_bags = if pooling == Pooling::None { bags.indices.len() } else { batch * self.tables.len() } as u64;
+        let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
         let groups = n_bags.div_ceil(shape.1 as u64);
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
         let gx = groups.min(max_groups);
@@ -183,7 +217,7 @@ impl Resident {
                     n_bags: n_bags as u32,
                     pooling: pooling.shader_code(),
                     policy: bounds.shader_code(),
-                    has_weights: bags.per_sample_weights.is_some() as u32,
+                    has_weights: has_weights as u32,
                     shard_start: shard.word_start,
                     shard_end: shard.word_end,
                     first_pass: (k == 0) as u32,
@@ -208,7 +242,7 @@ impl Resident {
                 inputs.push(uniform);
             }
         }
-        let (rows, dim) = if pooling == Pooling::None { (bags.indices.len(), plan.total_dim) } else { (batch, plan.total_dim) };
-        Ok(LookupJob { ctx: ctx.clone(), pipeline, dispatches, _inputs: inputs, output: GpuRows { ctx: ctx.clone(), buffer: out, rows, dim } })
+        let rows = if pooling == Pooling::None { n_indices } else { batch };
+        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim }))
     }
 }

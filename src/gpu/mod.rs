@@ -7,10 +7,12 @@
 //! buffer the caller can bind in its own pipelines, or read back with [`GpuRows::read`].
 
 mod bag;
+mod hashed;
 mod shaders;
 mod table;
 
 pub use bag::GpuTableBatch;
+pub use hashed::GpuHashedTables;
 pub use shaders::ShaderId;
 pub use table::{GpuRows, GpuTable, LookupJob};
 
@@ -76,6 +78,8 @@ pub(crate) struct Context {
     pub gather_pipeline_layout: wgpu::PipelineLayout,
     pub bag_layout: wgpu::BindGroupLayout,
     pub bag_pipeline_layout: wgpu::PipelineLayout,
+    pub hash_layout: wgpu::BindGroupLayout,
+    pub hash_pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -155,6 +159,21 @@ impl Engine {
             bind_group_layouts: &[Some(&bag_layout)],
             immediate_size: 0,
         });
+        let hash_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("edo hash"),
+            entries: &[
+                layout_entry(0, wgpu::BufferBindingType::Uniform),
+                layout_entry(1, read_only),
+                layout_entry(2, read_only),
+                layout_entry(3, read_only),
+                layout_entry(4, wgpu::BufferBindingType::Storage { read_only: false }),
+            ],
+        });
+        let hash_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("edo hash"),
+            bind_group_layouts: &[Some(&hash_layout)],
+            immediate_size: 0,
+        });
         let adapter = AdapterSummary {
             name: info.name,
             backend: format!("{:?}", info.backend),
@@ -173,6 +192,8 @@ impl Engine {
                 gather_pipeline_layout,
                 bag_layout,
                 bag_pipeline_layout,
+                hash_layout,
+                hash_pipeline_layout,
                 pipelines: Mutex::new(HashMap::new()),
                 lost,
             }),
@@ -270,12 +291,16 @@ impl Context {
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
         let mut constants = shader.constants();
-        constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]);
+        match shader {
+            ShaderId::HashIds => constants.push(("WG", (wg_x * wg_y) as f64)),
+            _ => constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]),
+        }
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
             layout: Some(match shader {
                 ShaderId::Gather { .. } => &self.gather_pipeline_layout,
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
+                ShaderId::HashIds => &self.hash_pipeline_layout,
             }),
             module: &module,
             entry_point: Some("main"),

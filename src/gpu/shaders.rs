@@ -13,6 +13,8 @@ const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
 const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
 const GATHER_ROWS4: &str = include_str!("../../shaders/gather_rows4.wgsl");
 const BAG: &str = include_str!("../../shaders/bag.wgsl");
+const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
+const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +25,8 @@ pub enum ShaderId {
     /// EmbeddingBag over one or several tables of `format`; `vec4` when every dim is a multiple
     /// of 4 (an override constant of the one `bag.wgsl`).
     Bag { format: Format, vec4: bool },
+    /// Raw 64-bit ids → hashed row indices (no table format involved).
+    HashIds,
 }
 
 impl ShaderId {
@@ -32,6 +36,7 @@ impl ShaderId {
             .iter()
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
+            .chain([ShaderId::HashIds])
             .collect()
     }
 
@@ -45,6 +50,7 @@ impl ShaderId {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
             ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
+            ShaderId::HashIds => 1,
         }
     }
 
@@ -63,6 +69,7 @@ impl ShaderId {
                 (Format::Binary | Format::BinaryScaled, false) => "gather_rows/decode_binary",
                 (Format::Binary | Format::BinaryScaled, true) => "gather_rows4/decode_binary",
             },
+            ShaderId::HashIds => "hash_ids",
             ShaderId::Bag { format, .. } => match format {
                 Format::F32 => "bag/decode_f32",
                 Format::F16 => "bag/decode_f16",
@@ -79,16 +86,17 @@ impl ShaderId {
             ShaderId::Gather { vec4: false, .. } => GATHER_ROWS,
             ShaderId::Gather { vec4: true, .. } => GATHER_ROWS4,
             ShaderId::Bag { .. } => BAG,
+            ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
         };
-        [GATHER_COMMON, decoder(self.format()), driver].concat()
+        [GATHER_COMMON, decoder(self.format().unwrap_or(Format::F32)), driver].concat()
     }
 
     /// Override constants fixed by the kernel's identity (the workgroup shape is added per
     /// pipeline).
     pub fn constants(self) -> Vec<(&'static str, f64)> {
         let mut c = match self.format() {
-            Format::Binary => vec![("SCALED", 0.0)],
-            Format::BinaryScaled => vec![("SCALED", 1.0)],
+            Some(Format::Binary) => vec![("SCALED", 0.0)],
+            Some(Format::BinaryScaled) => vec![("SCALED", 1.0)],
             _ => vec![],
         };
         if let ShaderId::Bag { vec4, .. } = self {
@@ -97,10 +105,11 @@ impl ShaderId {
         c
     }
 
-    /// The table format the kernel decodes.
-    pub fn format(self) -> Format {
+    /// The table format the kernel decodes, if it reads a table.
+    pub fn format(self) -> Option<Format> {
         match self {
-            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } => format,
+            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } => Some(format),
+            ShaderId::HashIds => None,
         }
     }
 }

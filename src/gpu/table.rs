@@ -254,8 +254,7 @@ impl GpuTable {
         }
         Ok(LookupJob {
             ctx: ctx.clone(),
-            pipeline,
-            dispatches,
+            passes: vec![(pipeline, dispatches)],
             _inputs: vec![ids_buffer],
             output: GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim },
         })
@@ -272,8 +271,8 @@ pub(crate) fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, siz
 /// A lookup (gather, bags) ready to run: its pipeline, its dispatches and its output buffer.
 pub struct LookupJob {
     pub(crate) ctx: Arc<Context>,
-    pub(crate) pipeline: wgpu::ComputePipeline,
-    pub(crate) dispatches: Vec<(wgpu::BindGroup, u32, u32)>,
+    /// Kernels in order, each with its dispatches (bind group, workgroups x, y).
+    pub(crate) passes: Vec<(wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>)>,
     /// Input buffers the bind groups use, kept alive with the job.
     pub(crate) _inputs: Vec<wgpu::Buffer>,
     pub(crate) output: GpuRows,
@@ -284,10 +283,13 @@ impl LookupJob {
     /// output chunk for gathers).
     pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo lookup"), timestamp_writes: None });
-        pass.set_pipeline(&self.pipeline);
-        for (bind_group, gx, gy) in &self.dispatches {
-            pass.set_bind_group(0, bind_group, &[]);
-            pass.dispatch_workgroups(*gx, *gy, 1);
+        // Each dispatch sees the writes of the ones before it (WebGPU orders them in a pass).
+        for (pipeline, dispatches) in &self.passes {
+            pass.set_pipeline(pipeline);
+            for (bind_group, gx, gy) in dispatches {
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(*gx, *gy, 1);
+            }
         }
     }
 

@@ -1,0 +1,138 @@
+//! Hashed embedding tables on the GPU: raw 64-bit ids are hashed by one kernel (hot ids looked
+//! up first), and the resulting rows pooled by the bag kernel, in one job.
+
+use super::bag::Indices;
+use super::table::{LookupJob, Resident};
+use super::{Engine, GpuRows, ShaderId};
+use crate::cpu::bag::Plan;
+use crate::format::PackedTable;
+use crate::hash::{expand, HashSpec, HashedBags};
+use crate::{Bounds, Error, Layout, Pooling};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct HashParams {
+    n_ids: u32,
+    n_tables: u32,
+    _pad: [u32; 2],
+}
+
+/// `HashMeta` of `hash_ids.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct HashMeta {
+    id_start: u32,
+    id_end: u32,
+    out_base: u32,
+    k: u32,
+    buckets: u32,
+    hot_start: u32,
+    hot_len: u32,
+    _pad: u32,
+    seeds: [u32; 8],
+}
+const _: () = assert!(std::mem::size_of::<HashMeta>() == 64);
+
+/// Hashed tables of one format on the GPU, each with its [`HashSpec`]: table `t` has
+/// `specs[t].rows()` rows (buckets, then one per hot id).
+pub struct GpuHashedTables {
+    res: Resident,
+    specs: Vec<HashSpec>,
+    /// Hot ids of every table, sorted within each table: (low, high, row, 0).
+    hot: wgpu::Buffer,
+    hot_ranges: Vec<(u32, u32)>,
+}
+
+impl GpuHashedTables {
+    /// Uploads tables with their hashing specs (all tables of one format).
+    pub async fn upload(engine: &Engine, tables: &[(&PackedTable, HashSpec)]) -> Result<GpuHashedTables, Error> {
+        let mut hot = Vec::new();
+        let mut hot_ranges = Vec::new();
+        for (table, spec) in tables {
+            let map = spec.validate()?;
+            crate::hash::check_table_rows(table, spec)?;
+            hot_ranges.push((hot.len() as u32, map.len() as u32));
+            hot.extend(map.0.iter().map(|&(id, row)| [id as u32, (id >> 32) as u32, row, 0]));
+        }
+        let refs: Vec<&PackedTable> = tables.iter().map(|(t, _)| *t).collect();
+        let res = Resident::upload(engine, &refs).await?;
+        let hot = if hot.is_empty() { vec![[0u32; 4]] } else { hot };
+        let hot = res.ctx.create_buffer("hot ids", 16 * hot.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&hot))).await?;
+        Ok(GpuHashedTables { res, specs: tables.iter().map(|(_, s)| s.clone()).collect(), hot, hot_ranges })
+    }
+
+    /// Bytes of GPU memory: the tables and the hot-id map.
+    pub fn bytes(&self) -> u64 {
+        self.res.bytes() + self.hot.size()
+    }
+
+    /// Each id's embedding (its hot row, or the sum of its k bucket rows) from a single hashed
+    /// table: `ids.len() × dim`.
+    pub async fn lookup(&self, ids: &[u64]) -> Result<GpuRows, Error> {
+        if self.specs.len() != 1 {
+            return Err(Error::Unsupported { what: "lookup on several hashed tables: use bags with one id per bag" });
+        }
+        let offsets: Vec<u32> = (0..ids.len() as u32).collect();
+        self.bags(ids.len(), &HashedBags::new(ids, &offsets), Pooling::Sum, Layout::Concat).await
+    }
+
+    /// Pools bags of hashed ids (feature-major over the tables, as [`crate::GpuTableBatch::bags`])
+    /// and submits the work.
+    pub async fn bags(&self, batch: usize, bags: &HashedBags<'_>, pooling: Pooling, layout: Layout) -> Result<GpuRows, Error> {
+        let job = self.prepare_bags(batch, bags, pooling, layout).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuHashedTables::bags`] without submitting: the hashing pass, then the bag pass.
+    pub async fn prepare_bags(&self, batch: usize, bags: &HashedBags<'_>, pooling: Pooling, layout: Layout) -> Result<LookupJob, Error> {
+        let ctx = &self.res.ctx;
+        ctx.check_lost()?;
+        let ex = expand(&self.specs, batch, bags, pooling)?;
+        let storage = wgpu::BufferUsages::STORAGE;
+        if 8 * bags.ids.len() as u64 > ctx.limits.max_storage_buffer_binding_size {
+            return Err(Error::LimitExceeded { what: "bytes of ids in one call", requested: 8 * bags.ids.len() as u64, max: ctx.limits.max_storage_buffer_binding_size });
+        }
+        let metas: Vec<HashMeta> = self
+            .specs
+            .iter()
+            .zip(&ex.ranges)
+            .zip(&self.hot_ranges)
+            .map(|((spec, &(s, e, base)), &(hot_start, hot_len))| {
+                let mut seeds = [0u32; 8];
+                seeds[..spec.seeds.len()].copy_from_slice(&spec.seeds);
+                HashMeta { id_start: s, id_end: e, out_base: base, k: spec.seeds.len() as u32, buckets: spec.buckets, hot_start, hot_len, _pad: 0, seeds }
+            })
+            .collect();
+        let n_ids = bags.ids.len() as u32;
+        let params = HashParams { n_ids, n_tables: metas.len() as u32, _pad: [0; 2] };
+        let uniform = ctx.create_buffer("hash params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let metas = ctx.create_buffer("hash tables", 64 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
+        let ids = ctx.create_buffer("hashed ids", 8 * bags.ids.len() as u64, storage, Some(bytemuck::cast_slice(bags.ids))).await?;
+        let slots = ctx.create_buffer("hashed rows", 4 * ex.n_slots as u64, storage, None).await?;
+        let pipeline = ctx.pipeline(ShaderId::HashIds, (ctx.workgroup_size, 1)).await?;
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("edo hash"),
+            layout: &ctx.hash_layout,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: metas.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: ids.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 3, resource: self.hot.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 4, resource: slots.as_entire_binding() },
+            ],
+        });
+        let groups = (n_ids as u64).div_ceil(ctx.workgroup_size as u64);
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
+        let gx = groups.clamp(1, max_groups);
+        let gy = groups.div_ceil(gx);
+        let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx as u32, gy.max(1) as u32)] } else { vec![] });
+
+        let total_dim = self.res.tables.iter().map(|t| t.dim as usize).sum::<usize>();
+        let plan = Plan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };
+        let (bag_pipeline, bag_dispatches, mut inputs, output) =
+            self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
+        inputs.extend([uniform, metas, ids]);
+        Ok(LookupJob { ctx: ctx.clone(), passes: vec![hash_pass, (bag_pipeline, bag_dispatches)], _inputs: inputs, output })
+    }
+}

@@ -1,0 +1,353 @@
+//! Hashed embeddings: MurmurHash3 x86_32 (bit-exact with smhasher and the `mmh3` Python
+//! package), the hashing trick with k seeds, hot ids with rows of their own, and DLRM's
+//! quotient-remainder split. Pure Rust; the GPU kernels compute the same functions.
+
+use crate::format::PackedTable;
+use crate::Error;
+
+const C1: u32 = 0xcc9e_2d51;
+const C2: u32 = 0x1b87_3593;
+
+#[inline(always)]
+fn mix_k(k: u32) -> u32 {
+    k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2)
+}
+
+#[inline(always)]
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// MurmurHash3 x86_32 of `data` with `seed` (smhasher's `MurmurHash3_x86_32`; `mmh3.hash(data,
+/// seed, signed=False)` in Python).
+pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
+    let mut h = seed;
+    let mut blocks = data.chunks_exact(4);
+    for b in &mut blocks {
+        h ^= mix_k(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, &byte) in tail.iter().enumerate() {
+            k |= (byte as u32) << (8 * i);
+        }
+        h ^= mix_k(k);
+    }
+    fmix32(h ^ data.len() as u32)
+}
+
+/// MurmurHash3 x86_32 of a raw 64-bit id's 8 little-endian bytes (what the GPU kernel hashes).
+#[inline]
+pub fn hash_id(id: u64, seed: u32) -> u32 {
+    let mut h = seed;
+    for k in [id as u32, (id >> 32) as u32] {
+        h ^= mix_k(k);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    fmix32(h ^ 8)
+}
+
+/// MurmurHash3 x86_32 of a string's UTF-8 bytes.
+pub fn hash_str(s: &str, seed: u32) -> u32 {
+    murmur3_x86_32(s.as_bytes(), seed)
+}
+
+/// The hashing trick with `k = seeds.len()` hashes (1 to 8): id → `k` buckets, whose rows are
+/// summed (HashEmbed, Bloom embeddings). Ids listed in `hot` skip hashing: hot id `i` (in the
+/// order given) owns row `buckets + i`, so the most frequent ids never collide.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HashSpec {
+    pub buckets: u32,
+    pub seeds: Vec<u32>,
+    /// Hot ids, each with a row of its own after the buckets.
+    pub hot: Vec<u64>,
+}
+
+impl HashSpec {
+    /// `k` hashes into `buckets` buckets with seeds 0, 1, …, k − 1, no hot ids.
+    pub fn new(buckets: u32, k: u32) -> HashSpec {
+        HashSpec { buckets, seeds: (0..k).collect(), hot: Vec::new() }
+    }
+
+    /// The same spec with these hot ids.
+    pub fn with_hot(mut self, hot: Vec<u64>) -> HashSpec {
+        self.hot = hot;
+        self
+    }
+
+    /// Rows a table for this spec has: buckets, then one per hot id.
+    pub fn rows(&self) -> usize {
+        self.buckets as usize + self.hot.len()
+    }
+
+    /// Checks the spec and builds the sorted hot map (key, row) the lookup searches.
+    pub fn validate(&self) -> Result<HotMap, Error> {
+        if self.buckets == 0 {
+            return Err(Error::Unsupported { what: "a hashed table needs at least one bucket" });
+        }
+        if self.seeds.is_empty() || self.seeds.len() > 8 {
+            return Err(Error::LimitExceeded { what: "hashes per id (k)", requested: self.seeds.len() as u64, max: 8 });
+        }
+        if self.rows() > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "rows of a hashed table", requested: self.rows() as u64, max: u32::MAX as u64 });
+        }
+        let mut map: Vec<(u64, u32)> = self.hot.iter().enumerate().map(|(i, &id)| (id, self.buckets + i as u32)).collect();
+        map.sort_unstable_by_key(|e| e.0);
+        if let Some(w) = map.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(Error::DuplicateHotId { id: w[0].0 });
+        }
+        Ok(HotMap(map))
+    }
+
+    /// The rows id `id` reads: its hot row, or its k buckets.
+    pub fn rows_of(&self, map: &HotMap, id: u64, out: &mut Vec<u32>) {
+        out.clear();
+        match map.get(id) {
+            Some(row) => out.push(row),
+            None => out.extend(self.seeds.iter().map(|&s| hash_id(id, s) % self.buckets)),
+        }
+    }
+}
+
+/// Hot ids sorted, each with its row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HotMap(pub(crate) Vec<(u64, u32)>);
+
+impl HotMap {
+    pub fn get(&self, id: u64) -> Option<u32> {
+        self.0.binary_search_by_key(&id, |e| e.0).ok().map(|i| self.0[i].1)
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Hashed lookup on the CPU: each id's embedding is its hot row or the sum of its k bucket rows
+/// (summed in seed order). `table` has [`HashSpec::rows`] rows.
+pub fn hashed_lookup(table: &PackedTable, spec: &HashSpec, ids: &[u64]) -> Result<Vec<f32>, Error> {
+    let offsets: Vec<u32> = (0..ids.len() as u32).collect();
+    hashed_bags(&[table], std::slice::from_ref(spec), ids.len(), &HashedBags::new(ids, &offsets), crate::Pooling::Sum, crate::Layout::Concat)
+}
+
+/// Hashed lookup of strings (tokens, categorical values) on the CPU: each string is hashed from its
+/// UTF-8 bytes; hot ids do not apply (they are raw ids).
+pub fn hashed_lookup_str(table: &PackedTable, spec: &HashSpec, keys: &[&str]) -> Result<Vec<f32>, Error> {
+    spec.validate()?;
+    check_table_rows(table, spec)?;
+    let dim = table.dim();
+    let mut out = vec![0f32; keys.len() * dim];
+    let mut row = vec![0f32; dim];
+    for (i, key) in keys.iter().enumerate() {
+        let dst = &mut out[i * dim..(i + 1) * dim];
+        for &s in &spec.seeds {
+            table.decode_row_into((hash_str(key, s) % spec.buckets) as usize, &mut row);
+            for (a, x) in dst.iter_mut().zip(&row) {
+                *a += x;
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn check_table_rows(table: &PackedTable, spec: &HashSpec) -> Result<(), Error> {
+    if table.rows() != spec.rows() {
+        return Err(Error::ShapeMismatch { what: "rows of a hashed table (buckets + hot ids)", expected: spec.rows(), actual: table.rows() });
+    }
+    Ok(())
+}
+
+/// How the two rows of a quotient-remainder embedding combine (DLRM's `qr_operation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QrCombine {
+    /// Element-wise product (DLRM's default).
+    #[default]
+    Mult,
+    /// Element-wise sum.
+    Add,
+    /// The quotient row, then the remainder row (output dim doubles).
+    Concat,
+}
+
+impl QrCombine {
+    pub(crate) fn shader_code(self) -> u32 {
+        match self {
+            QrCombine::Mult => 0,
+            QrCombine::Add => 1,
+            QrCombine::Concat => 2,
+        }
+    }
+}
+
+/// Quotient-remainder split of an id: `(id / m, id % m)`.
+#[inline]
+pub fn qr_split(id: u64, m: u32) -> (u64, u32) {
+    (id / m as u64, (id % m as u64) as u32)
+}
+
+/// Quotient-remainder lookup on the CPU: `quotient` has `ceil(N / m)` rows, `remainder` has `m`;
+/// id `i` reads quotient row `i / m` and remainder row `i % m`, combined by `combine`. Ids whose
+/// quotient is out of range follow `bounds` (a zero or the last quotient row).
+pub fn qr_lookup(quotient: &PackedTable, remainder: &PackedTable, ids: &[u64], combine: QrCombine, bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
+    check_qr(quotient, remainder)?;
+    let m = remainder.rows() as u32;
+    let dim = quotient.dim();
+    if bounds == crate::Bounds::Error {
+        if let Some(index) = ids.iter().position(|&id| qr_split(id, m).0 >= quotient.rows() as u64) {
+            return Err(Error::IdOutOfRange64 { index, id: ids[index], max: quotient.rows() as u64 * m as u64 });
+        }
+    }
+    let out_dim = if combine == QrCombine::Concat { 2 * dim } else { dim };
+    let mut out = vec![0f32; ids.len() * out_dim];
+    let (mut q_row, mut r_row) = (vec![0f32; dim], vec![0f32; dim]);
+    for (i, &id) in ids.iter().enumerate() {
+        let (q, r) = qr_split(id, m);
+        let q = match q.min(u32::MAX as u64) as u32 {
+            q if (q as usize) < quotient.rows() => Some(q as usize),
+            _ => bounds.resolve(u32::MAX, quotient.rows()),
+        };
+        match q {
+            Some(q) => quotient.decode_row_into(q, &mut q_row),
+            None => q_row.fill(0.0),
+        }
+        remainder.decode_row_into(r as usize, &mut r_row);
+        let dst = &mut out[i * out_dim..(i + 1) * out_dim];
+        match combine {
+            QrCombine::Mult => dst.iter_mut().zip(q_row.iter().zip(&r_row)).for_each(|(o, (a, b))| *o = a * b),
+            QrCombine::Add => dst.iter_mut().zip(q_row.iter().zip(&r_row)).for_each(|(o, (a, b))| *o = a + b),
+            QrCombine::Concat => {
+                dst[..dim].copy_from_slice(&q_row);
+                dst[dim..].copy_from_slice(&r_row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn check_qr(quotient: &PackedTable, remainder: &PackedTable) -> Result<(), Error> {
+    if quotient.dim() != remainder.dim() {
+        return Err(Error::ShapeMismatch { what: "dims of the quotient and remainder tables", expected: quotient.dim(), actual: remainder.dim() });
+    }
+    if remainder.rows() == 0 || quotient.rows() == 0 {
+        return Err(Error::Unsupported { what: "quotient-remainder tables need at least one row each" });
+    }
+    Ok(())
+}
+
+/// Bags of raw 64-bit ids to hash, as [`crate::Bags`] has bags of row indices (same offsets
+/// conventions, feature-major over several tables).
+#[derive(Clone, Copy, Debug)]
+pub struct HashedBags<'a> {
+    pub ids: &'a [u64],
+    pub offsets: &'a [u32],
+    pub include_last_offset: bool,
+    /// One weight per id (sum pooling only).
+    pub per_sample_weights: Option<&'a [f32]>,
+}
+
+impl<'a> HashedBags<'a> {
+    pub fn new(ids: &'a [u64], offsets: &'a [u32]) -> Self {
+        HashedBags { ids, offsets, include_last_offset: false, per_sample_weights: None }
+    }
+    pub fn include_last_offset(mut self, include: bool) -> Self {
+        self.include_last_offset = include;
+        self
+    }
+    pub fn weights(mut self, weights: &'a [f32]) -> Self {
+        self.per_sample_weights = Some(weights);
+        self
+    }
+}
+
+/// Hashed bags turned into bags of row indices: each id becomes `k` slots of its table (a hot
+/// id: its row and `k − 1` × [`SKIP`]), offsets and weights scaled to match.
+pub(crate) struct Expanded {
+    /// `B·T + 1` offsets into the slots.
+    pub offsets: Vec<u32>,
+    pub weights: Option<Vec<f32>>,
+    /// Per table: first id, one past the last id, first slot.
+    pub ranges: Vec<(u32, u32, u32)>,
+    pub n_slots: usize,
+}
+
+/// A slot that reads nothing: out of range of every table, pooled as a zero row under
+/// [`crate::Bounds::Zero`], which contributes nothing to a sum.
+pub const SKIP: u32 = u32::MAX;
+
+pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Expanded, Error> {
+    let offsets = crate::bags::validate_offsets(bags.ids.len(), bags.offsets, bags.include_last_offset, bags.per_sample_weights, pooling, Some(batch * specs.len()))?;
+    if pooling == crate::Pooling::None {
+        return Err(Error::Unsupported { what: "pooling None over hashed ids (each id already sums its k rows: use lookup)" });
+    }
+    if pooling != crate::Pooling::Sum && specs.iter().any(|s| s.seeds.len() > 1) {
+        return Err(Error::Unsupported { what: "mean or max pooling over ids hashed k > 1 times (the k rows of an id are summed)" });
+    }
+    let mut out_offsets = Vec::with_capacity(offsets.len());
+    let mut ranges = Vec::with_capacity(specs.len());
+    let mut slot_base = 0u64;
+    for (t, spec) in specs.iter().enumerate() {
+        let k = spec.seeds.len() as u64;
+        let (s, e) = (offsets[t * batch], offsets[(t + 1) * batch]);
+        ranges.push((s, e, slot_base as u32));
+        for g in t * batch..(t + 1) * batch {
+            out_offsets.push((slot_base + (offsets[g] - s) as u64 * k) as u32);
+        }
+        slot_base += (e - s) as u64 * k;
+        if slot_base > u32::MAX as u64 {
+            return Err(Error::LimitExceeded { what: "hashed slots (ids × k) in one call", requested: slot_base, max: u32::MAX as u64 });
+        }
+    }
+    out_offsets.push(slot_base as u32);
+    let weights = bags.per_sample_weights.map(|w| {
+        let mut out = Vec::with_capacity(slot_base as usize);
+        for (t, spec) in specs.iter().enumerate() {
+            let (s, e, _) = ranges[t];
+            for &x in &w[s as usize..e as usize] {
+                out.extend(std::iter::repeat_n(x, spec.seeds.len()));
+            }
+        }
+        out
+    });
+    Ok(Expanded { offsets: out_offsets, weights, ranges, n_slots: slot_base as usize })
+}
+
+/// Hashed bags on the CPU: the GPU path's oracle. Table `t` has `specs[t].rows()` rows; each
+/// id reads its hot row or the sum of its k buckets; bags pool ids as [`crate::cpu::embedding_bags`]
+/// pools rows.
+pub fn hashed_bags(
+    tables: &[&PackedTable],
+    specs: &[HashSpec],
+    batch: usize,
+    bags: &HashedBags,
+    pooling: crate::Pooling,
+    layout: crate::Layout,
+) -> Result<Vec<f32>, Error> {
+    if tables.len() != specs.len() {
+        return Err(Error::ShapeMismatch { what: "hash specs (one per table)", expected: tables.len(), actual: specs.len() });
+    }
+    let maps = specs.iter().map(|s| s.validate()).collect::<Result<Vec<_>, _>>()?;
+    for (t, s) in tables.iter().zip(specs) {
+        check_table_rows(t, s)?;
+    }
+    let ex = expand(specs, batch, bags, pooling)?;
+    let mut slots = Vec::with_capacity(ex.n_slots);
+    let mut rows = Vec::with_capacity(8);
+    for (t, spec) in specs.iter().enumerate() {
+        let (s, e, _) = ex.ranges[t];
+        for &id in &bags.ids[s as usize..e as usize] {
+            spec.rows_of(&maps[t], id, &mut rows);
+            slots.extend_from_slice(&rows);
+            slots.extend(std::iter::repeat_n(SKIP, spec.seeds.len() - rows.len()));
+        }
+    }
+    let row_bags = crate::Bags { indices: &slots, offsets: &ex.offsets, include_last_offset: true, per_sample_weights: ex.weights.as_deref() };
+    crate::cpu::embedding_bags(tables, batch, &row_bags, pooling, crate::Bounds::Zero, layout)
+}
