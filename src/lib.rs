@@ -36,7 +36,7 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuHashedTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuHashedTables, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

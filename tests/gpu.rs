@@ -412,3 +412,43 @@ fn hashed_bags_over_many_tables_match_the_cpu() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Quotient-remainder lookups
+
+use edo::hash::QrCombine;
+use edo::GpuQrTables;
+
+#[test]
+fn quotient_remainder_lookups_equal_the_cpu_exactly() {
+    for max_binding in [None, Some(1 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for (m, q_rows, dim, format) in [(1000u32, 3000usize, 4usize, Format::F32), (7, 40, 5, Format::Int8), (65_537, 20, 16, Format::F16)] {
+            let qt = PackedTable::quantize(format, &embedding_table(q_rows, dim, 1), q_rows, dim).unwrap();
+            let rt = PackedTable::quantize(format, &embedding_table(m as usize, dim, 2), m as usize, dim).unwrap();
+            let gpu = block_on(GpuQrTables::upload(&engine, &qt, &rt)).unwrap();
+            let covered = q_rows as u64 * m as u64;
+            let mut rng = edo::synth::Rng::new(m as u64);
+            let good: Vec<u64> = (0..2001).map(|_| rng.next_u64() % covered).collect();
+            // Ids past the table, some beyond 2³² and some with quotients beyond 32 bits.
+            let mut mixed = good.clone();
+            for (i, id) in mixed.iter_mut().enumerate() {
+                match i % 50 {
+                    1 => *id = covered + i as u64,
+                    2 => *id = u64::MAX - i as u64,
+                    3 => *id = (1u64 << 40) + i as u64,
+                    _ => {}
+                }
+            }
+            for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
+                for (bounds, ids) in [(Bounds::Error, &good), (Bounds::Zero, &mixed), (Bounds::Clamp, &mixed)] {
+                    let want = edo::hash::qr_lookup(&qt, &rt, ids, combine, bounds).unwrap();
+                    let got = run_job(block_on(gpu.prepare_lookup(ids, combine, bounds)).unwrap());
+                    assert_bits_eq(&got, &want, &format!("m {m} {format} {combine:?} {bounds:?} binding {max_binding:?}"));
+                }
+            }
+            let err = block_on(gpu.lookup(&[1, covered], QrCombine::Mult, Bounds::Error)).err();
+            assert_eq!(err, Some(Error::IdOutOfRange64 { index: 1, id: covered, max: covered }));
+        }
+    }
+}

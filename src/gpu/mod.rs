@@ -8,11 +8,13 @@
 
 mod bag;
 mod hashed;
+mod qr;
 mod shaders;
 mod table;
 
 pub use bag::GpuTableBatch;
 pub use hashed::GpuHashedTables;
+pub use qr::GpuQrTables;
 pub use shaders::ShaderId;
 pub use table::{GpuRows, GpuTable, LookupJob};
 
@@ -298,7 +300,8 @@ impl Context {
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
             layout: Some(match shader {
-                ShaderId::Gather { .. } => &self.gather_pipeline_layout,
+                // qr.wgsl binds what a gather does: params, ids, one shard, the output.
+                ShaderId::Gather { .. } | ShaderId::Qr { .. } => &self.gather_pipeline_layout,
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
                 ShaderId::HashIds => &self.hash_pipeline_layout,
             }),

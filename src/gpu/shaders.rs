@@ -15,6 +15,7 @@ const GATHER_ROWS4: &str = include_str!("../../shaders/gather_rows4.wgsl");
 const BAG: &str = include_str!("../../shaders/bag.wgsl");
 const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
 const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
+const QR: &str = include_str!("../../shaders/qr.wgsl");
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,6 +28,8 @@ pub enum ShaderId {
     Bag { format: Format, vec4: bool },
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
+    /// Quotient-remainder lookup from tables of `format`.
+    Qr { format: Format },
 }
 
 impl ShaderId {
@@ -37,6 +40,7 @@ impl ShaderId {
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
             .chain([ShaderId::HashIds])
+            .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .collect()
     }
 
@@ -50,7 +54,7 @@ impl ShaderId {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
             ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
-            ShaderId::HashIds => 1,
+            ShaderId::HashIds | ShaderId::Qr { .. } => 1,
         }
     }
 
@@ -70,6 +74,7 @@ impl ShaderId {
                 (Format::Binary | Format::BinaryScaled, true) => "gather_rows4/decode_binary",
             },
             ShaderId::HashIds => "hash_ids",
+            ShaderId::Qr { .. } => "qr",
             ShaderId::Bag { format, .. } => match format {
                 Format::F32 => "bag/decode_f32",
                 Format::F16 => "bag/decode_f16",
@@ -86,6 +91,7 @@ impl ShaderId {
             ShaderId::Gather { vec4: false, .. } => GATHER_ROWS,
             ShaderId::Gather { vec4: true, .. } => GATHER_ROWS4,
             ShaderId::Bag { .. } => BAG,
+            ShaderId::Qr { .. } => QR,
             ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
         };
         [GATHER_COMMON, decoder(self.format().unwrap_or(Format::F32)), driver].concat()
@@ -108,7 +114,7 @@ impl ShaderId {
     /// The table format the kernel decodes, if it reads a table.
     pub fn format(self) -> Option<Format> {
         match self {
-            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } => Some(format),
+            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } => Some(format),
             ShaderId::HashIds => None,
         }
     }

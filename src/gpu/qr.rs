@@ -1,0 +1,125 @@
+//! Quotient-remainder embeddings on the GPU (DLRM's `QREmbeddingBag` lookup).
+
+use super::table::{LookupJob, Resident};
+use super::{Engine, GpuRows, ShaderId};
+use crate::format::PackedTable;
+use crate::hash::{check_qr, qr_split, QrCombine};
+use crate::{Bounds, Error};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct QrParams {
+    n_ids: u32,
+    m: u32,
+    stage: u32,
+    combine: u32,
+    policy: u32,
+    dim: u32,
+    out_stride: u32,
+    rows: u32,
+    row_words: u32,
+    code_words: u32,
+    shard_first: u32,
+    shard_rows: u32,
+}
+const _: () = assert!(std::mem::size_of::<QrParams>() == 48);
+
+/// The two tables of a quotient-remainder embedding on the GPU: `quotient` with `ceil(N / m)`
+/// rows and `remainder` with `m`, of one format and dim. Id `i` reads quotient row `i / m` and
+/// remainder row `i mod m`: `N` ids for `N / m + m` rows.
+pub struct GpuQrTables {
+    quotient: Resident,
+    remainder: Resident,
+}
+
+impl GpuQrTables {
+    pub async fn upload(engine: &Engine, quotient: &PackedTable, remainder: &PackedTable) -> Result<GpuQrTables, Error> {
+        check_qr(quotient, remainder)?;
+        if quotient.format() != remainder.format() {
+            return Err(Error::MixedFormats { index: 1, expected: quotient.format(), found: remainder.format() });
+        }
+        Ok(GpuQrTables { quotient: Resident::upload(engine, &[quotient]).await?, remainder: Resident::upload(engine, &[remainder]).await? })
+    }
+
+    /// Bytes of GPU memory of both tables.
+    pub fn bytes(&self) -> u64 {
+        self.quotient.bytes() + self.remainder.bytes()
+    }
+
+    /// Looks up raw 64-bit ids: `ids.len() × dim` (`× 2·dim` for [`QrCombine::Concat`]). Ids
+    /// whose quotient is past the table follow `bounds`, as [`crate::hash::qr_lookup`].
+    pub async fn lookup(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_lookup(ids, combine, bounds).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuQrTables::lookup`] without submitting.
+    pub async fn prepare_lookup(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<LookupJob, Error> {
+        let ctx = &self.quotient.ctx;
+        ctx.check_lost()?;
+        let (q, r) = (self.quotient.tables[0], self.remainder.tables[0]);
+        let m = r.rows;
+        if bounds == Bounds::Error {
+            if let Some(index) = ids.iter().position(|&id| qr_split(id, m).0 >= q.rows as u64) {
+                return Err(Error::IdOutOfRange64 { index, id: ids[index], max: q.rows as u64 * m as u64 });
+            }
+        }
+        let dim = q.dim;
+        let out_stride = if combine == QrCombine::Concat { 2 * dim } else { dim };
+        let out_bytes = 4 * ids.len() as u64 * out_stride as u64;
+        let max_binding = ctx.limits.max_storage_buffer_binding_size;
+        for (what, bytes) in [("qr output bytes", out_bytes), ("bytes of ids in one call", 8 * ids.len() as u64)] {
+            if bytes > max_binding {
+                return Err(Error::LimitExceeded { what, requested: bytes, max: max_binding });
+            }
+        }
+        let shape = ctx.workgroup_shape(dim as usize);
+        let pipeline = ctx.pipeline(ShaderId::Qr { format: self.quotient.format }, shape).await?;
+        let ids_buffer = ctx.create_buffer("qr ids", 8 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?;
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let out = ctx.create_buffer("qr output", out_bytes, usage, None).await?;
+        let groups = (ids.len() as u64).div_ceil(shape.1 as u64);
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
+        let gx = groups.clamp(1, max_groups);
+        let gy = groups.div_ceil(gx);
+        let mut dispatches = Vec::new();
+        let mut inputs = vec![ids_buffer];
+        for (stage, (res, p)) in [(&self.quotient, q), (&self.remainder, r)].into_iter().enumerate() {
+            for shard in &res.shards {
+                if ids.is_empty() {
+                    break;
+                }
+                let params = QrParams {
+                    n_ids: ids.len() as u32,
+                    m,
+                    stage: stage as u32,
+                    combine: combine.shader_code(),
+                    policy: bounds.shader_code(),
+                    dim,
+                    out_stride,
+                    rows: p.rows,
+                    row_words: p.row_words,
+                    code_words: p.code_words,
+                    shard_first: shard.word_start / p.row_words,
+                    shard_rows: (shard.word_end - shard.word_start) / p.row_words,
+                };
+                let uniform = ctx.create_buffer("qr params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("edo qr"),
+                    layout: &ctx.gather_layout,
+                    entries: &[
+                        wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 1, resource: inputs[0].as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 2, resource: shard.buffer.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 3, resource: out.as_entire_binding() },
+                    ],
+                });
+                dispatches.push((bind_group, gx as u32, gy as u32));
+                inputs.push(uniform);
+            }
+        }
+        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize };
+        Ok(LookupJob { ctx: ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+    }
+}
