@@ -27,6 +27,7 @@ pub mod gpu;
 pub mod hash;
 mod oneshot;
 pub(crate) mod par;
+pub mod prune;
 
 #[cfg(native)]
 pub mod bench;
@@ -36,7 +37,8 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuHashedTables, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{AdapterSummary, Engine, EngineOptions, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use prune::PrunedTable;
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

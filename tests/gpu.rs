@@ -452,3 +452,37 @@ fn quotient_remainder_lookups_equal_the_cpu_exactly() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Pruned tables
+
+use edo::{GpuPrunedTable, PrunedTable};
+
+#[test]
+fn pruned_gathers_and_bags_match_the_cpu() {
+    for max_binding in [None, Some(2 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        let (rows, dim) = (900, 12);
+        let data = embedding_table(rows, dim, 3);
+        let keep: Vec<bool> = (0..rows).map(|r| (r * 7) % 10 < 6).collect();
+        for format in Format::ALL {
+            let pruned = PrunedTable::quantize(format, &data, rows, dim, &keep).unwrap();
+            let gpu = block_on(GpuPrunedTable::upload(&engine, &pruned)).unwrap();
+            assert_eq!(gpu.bytes(), pruned.bytes());
+            let max_abs = data.iter().fold(1f32, |m, x| m.max(x.abs()));
+            for bounds in [Bounds::Error, Bounds::Zero, Bounds::Clamp] {
+                let ids = if bounds == Bounds::Error { uniform_ids(2001, rows, 8) } else { ids_with_bad(2001, rows, 8) };
+                let want = pruned.gather(&ids, bounds).unwrap();
+                let got = run_job(block_on(gpu.prepare_gather(&ids, bounds)).unwrap());
+                assert_bits_eq(&got, &want, &format!("pruned gather {format} {bounds:?}"));
+                let (indices, offsets) = random_bags(150, rows, 12, bounds != Bounds::Error, 4);
+                let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+                    let want = pruned.bag(&bags, pooling, bounds).unwrap();
+                    let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, bounds)).unwrap());
+                    assert_pooled_close(&got, &want, 12.0, max_abs, pooling == Pooling::Max, &format!("pruned bag {format} {pooling:?} {bounds:?}"));
+                }
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@ fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
         .into_iter()
         .map(|(x, y)| {
             let mut c: PipelineConstants = shader.constants().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-            if shader == ShaderId::HashIds {
+            if matches!(shader, ShaderId::HashIds | ShaderId::Remap) {
                 c.insert("WG".to_string(), x * y);
             } else {
                 c.insert("WG_X".to_string(), x);
@@ -86,7 +86,7 @@ fn shader_files_document_their_layout() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         assert!(text.starts_with("//"), "{name} starts with a comment");
         let has_bindings = text.contains("@binding") || text.contains("@compute");
-        if name.starts_with("gather_rows") || ["bag.wgsl", "hash_ids.wgsl", "qr.wgsl"].contains(&name.as_str()) {
+        if name.starts_with("gather_rows") || ["bag.wgsl", "hash_ids.wgsl", "qr.wgsl", "remap.wgsl"].contains(&name.as_str()) {
             assert!(text.contains("// Bindings:") && has_bindings, "{name} is a driver and documents its bindings");
             drivers += 1;
         } else {
@@ -94,9 +94,9 @@ fn shader_files_document_their_layout() {
             decoders += name.starts_with("decode_") as usize;
         }
     }
-    assert_eq!((drivers, decoders), (5, 5));
+    assert_eq!((drivers, decoders), (6, 5));
     // Every decoder is reachable from some ShaderId, and every source assembles differently
     // (the bag driver's vec4 variant is an override constant, not another source).
     let sources: std::collections::HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
-    assert_eq!(sources.len(), 21, "5 decoders × 4 drivers, and the hash kernel");
+    assert_eq!(sources.len(), 22, "5 decoders × 4 drivers, the hash and the remap kernels");
 }

@@ -123,6 +123,12 @@ impl TableShape for &PackedTable {
     }
 }
 
+impl TableShape for (usize, usize) {
+    fn shape(&self) -> (usize, usize) {
+        *self
+    }
+}
+
 /// Pools one bag into `out` (`dim` values).
 #[inline(always)]
 fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>, pooling: Pooling, bounds: Bounds, out: &mut [f32]) {

@@ -111,12 +111,24 @@ impl GpuTable {
     }
 }
 
-/// Where the bag kernel reads its indices from.
+/// One kernel's part of a job: pipeline, dispatches, the buffers they bind, the output.
+pub(crate) type Pass = (wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<wgpu::Buffer>, GpuRows);
+
+/// Where a kernel reads its indices from.
 pub(crate) enum Indices<'a> {
     /// Uploaded from the host (checked there against the bounds policy).
     Host(&'a [u32]),
     /// Written by an earlier kernel of the same job (hashing): `len` indices.
     Device(wgpu::Buffer, usize),
+}
+
+impl Indices<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Indices::Host(i) => i.len(),
+            Indices::Device(_, n) => *n,
+        }
+    }
 }
 
 impl Resident {
@@ -140,12 +152,9 @@ impl Resident {
         pooling: Pooling,
         bounds: Bounds,
         layout: Layout,
-    ) -> Result<(wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<wgpu::Buffer>, GpuRows), Error> {
+    ) -> Result<Pass, Error> {
         let ctx = &self.ctx;
-        let n_indices = match &indices {
-            Indices::Host(i) => i.len(),
-            Indices::Device(_, n) => *n,
-        };
+        let n_indices = indices.len();
         // Bags are not split over dispatches: their output and indices must fit one binding of the
         // device (the engine's max_binding_bytes bounds table shards and gather outputs only).
         let max_binding = ctx.limits.max_storage_buffer_binding_size;

@@ -8,12 +8,14 @@
 
 mod bag;
 mod hashed;
+mod pruned;
 mod qr;
 mod shaders;
 mod table;
 
 pub use bag::GpuTableBatch;
 pub use hashed::GpuHashedTables;
+pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use shaders::ShaderId;
 pub use table::{GpuRows, GpuTable, LookupJob};
@@ -294,14 +296,14 @@ impl Context {
         });
         let mut constants = shader.constants();
         match shader {
-            ShaderId::HashIds => constants.push(("WG", (wg_x * wg_y) as f64)),
+            ShaderId::HashIds | ShaderId::Remap => constants.push(("WG", (wg_x * wg_y) as f64)),
             _ => constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]),
         }
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
             layout: Some(match shader {
                 // qr.wgsl binds what a gather does: params, ids, one shard, the output.
-                ShaderId::Gather { .. } | ShaderId::Qr { .. } => &self.gather_pipeline_layout,
+                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap => &self.gather_pipeline_layout,
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
                 ShaderId::HashIds => &self.hash_pipeline_layout,
             }),

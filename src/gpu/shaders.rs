@@ -16,6 +16,7 @@ const BAG: &str = include_str!("../../shaders/bag.wgsl");
 const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
 const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
 const QR: &str = include_str!("../../shaders/qr.wgsl");
+const REMAP: &str = include_str!("../../shaders/remap.wgsl");
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,6 +31,8 @@ pub enum ShaderId {
     HashIds,
     /// Quotient-remainder lookup from tables of `format`.
     Qr { format: Format },
+    /// Ids of a pruned table → rows of its compact table.
+    Remap,
 }
 
 impl ShaderId {
@@ -39,7 +42,7 @@ impl ShaderId {
             .iter()
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
-            .chain([ShaderId::HashIds])
+            .chain([ShaderId::HashIds, ShaderId::Remap])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .collect()
     }
@@ -54,7 +57,7 @@ impl ShaderId {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
             ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
-            ShaderId::HashIds | ShaderId::Qr { .. } => 1,
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Qr { .. } => 1,
         }
     }
 
@@ -75,6 +78,7 @@ impl ShaderId {
             },
             ShaderId::HashIds => "hash_ids",
             ShaderId::Qr { .. } => "qr",
+            ShaderId::Remap => "remap",
             ShaderId::Bag { format, .. } => match format {
                 Format::F32 => "bag/decode_f32",
                 Format::F16 => "bag/decode_f16",
@@ -93,6 +97,7 @@ impl ShaderId {
             ShaderId::Bag { .. } => BAG,
             ShaderId::Qr { .. } => QR,
             ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
+            ShaderId::Remap => return REMAP.to_string(),
         };
         [GATHER_COMMON, decoder(self.format().unwrap_or(Format::F32)), driver].concat()
     }
@@ -115,7 +120,7 @@ impl ShaderId {
     pub fn format(self) -> Option<Format> {
         match self {
             ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } => Some(format),
-            ShaderId::HashIds => None,
+            ShaderId::HashIds | ShaderId::Remap => None,
         }
     }
 }

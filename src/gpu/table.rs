@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::bag::Indices;
 use super::{Context, Engine, ShaderId};
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
@@ -174,23 +175,32 @@ impl GpuTable {
     /// submitting it, so the same lookup can be encoded into a caller's command encoder, or
     /// repeated by a benchmark.
     pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        let ctx = &self.res.ctx;
-        ctx.check_lost()?;
-        let (rows, dim) = (self.rows(), self.dim());
+        self.res.ctx.check_lost()?;
+        let rows = self.rows();
         bounds.check(ids, rows)?;
         if rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
             return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
         }
-        let out_bytes = (ids.len() as u64).checked_mul(4 * dim as u64).unwrap_or(u64::MAX);
+        let (pipeline, dispatches, inputs, output) = self.encode_gather(Indices::Host(ids), bounds).await?;
+        Ok(LookupJob { ctx: self.res.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+    }
+
+    /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
+    pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<super::bag::Pass, Error> {
+        let ctx = &self.res.ctx;
+        let (rows, dim) = (self.rows(), self.dim());
+        let n_ids = ids.len();
+        let out_bytes = (n_ids as u64).checked_mul(4 * dim as u64).unwrap_or(u64::MAX);
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
         let shader = ShaderId::gather(self.format(), dim);
         let (wg_x, wg_y) = ctx.workgroup_shape(dim / shader.values_per_step());
         let pipeline = ctx.pipeline(shader, (wg_x, wg_y)).await?;
-        let ids_buffer = ctx
-            .create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids)))
-            .await?;
+        let ids_buffer = match ids {
+            Indices::Host(ids) => ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?,
+            Indices::Device(buffer, _) => buffer,
+        };
         let out = ctx
             .create_buffer(
                 "gather output",
@@ -209,14 +219,14 @@ impl GpuTable {
         if chunk == 0 {
             return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: 4 * dim as u64 * granule, max: max_binding });
         }
-        chunk = chunk.min(ids.len().max(1) as u64);
+        chunk = chunk.min(n_ids.max(1) as u64);
         let Placement { row_words, code_words, .. } = self.res.tables[0];
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
 
         let mut dispatches = Vec::new();
         let mut start = 0u64;
-        while start < ids.len() as u64 {
-            let n = chunk.min(ids.len() as u64 - start);
+        while start < n_ids as u64 {
+            let n = chunk.min(n_ids as u64 - start);
             let groups = n.div_ceil(wg_y as u64);
             let gx = groups.min(max_groups);
             let gy = groups.div_ceil(gx);
@@ -252,12 +262,7 @@ impl GpuTable {
             }
             start += n;
         }
-        Ok(LookupJob {
-            ctx: ctx.clone(),
-            passes: vec![(pipeline, dispatches)],
-            _inputs: vec![ids_buffer],
-            output: GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim },
-        })
+        Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim }))
     }
 }
 

@@ -1,0 +1,108 @@
+//! Pruned tables on the GPU: the compact table and the remap, which a kernel applies to the ids
+//! before the gather or bag kernel of the same job reads them.
+
+use super::bag::Indices;
+use super::table::LookupJob;
+use super::{Engine, GpuRows, GpuTable, ShaderId};
+use crate::bags::{Bags, Pooling};
+use crate::cpu::bag::Plan;
+use crate::prune::PrunedTable;
+use crate::{Bounds, Error};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct RemapParams {
+    n_ids: u32,
+    original_rows: u32,
+    policy: u32,
+    _pad: u32,
+}
+
+/// A [`PrunedTable`] on the GPU.
+pub struct GpuPrunedTable {
+    table: GpuTable,
+    remap: wgpu::Buffer,
+    original_rows: usize,
+}
+
+impl GpuPrunedTable {
+    pub async fn upload(engine: &Engine, pruned: &PrunedTable) -> Result<GpuPrunedTable, Error> {
+        let table = GpuTable::upload(engine, pruned.table()).await?;
+        let remap = if pruned.remap().is_empty() { &[crate::prune::ABSENT][..] } else { pruned.remap() };
+        let remap = table.res.ctx.create_buffer("prune remap", 4 * remap.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(remap))).await?;
+        Ok(GpuPrunedTable { table, remap, original_rows: pruned.original_rows() })
+    }
+
+    /// Bytes of GPU memory: the compact table and the remap.
+    pub fn bytes(&self) -> u64 {
+        self.table.bytes() + 4 * self.original_rows as u64
+    }
+
+    /// Gathers rows of the original table (pruned rows are zeros) and submits the work.
+    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_gather(ids, bounds).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuPrunedTable::gather`] without submitting: the remap pass, then the gather pass.
+    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, bounds).await?;
+        let (pipeline, dispatches, more, output) = self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?;
+        inputs.extend(more);
+        Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
+    }
+
+    /// EmbeddingBag over the original table's ids (pruned rows are zero rows) and submits.
+    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_bag(bags, pooling, bounds).await?;
+        job.submit()?;
+        Ok(job.output)
+    }
+
+    /// [`GpuPrunedTable::bag`] without submitting.
+    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        // Offsets and weights checked against the original table's ids; bounds by the remap.
+        let plan = Plan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;
+        let (remap_pass, mapped, mut inputs) = self.remap_pass(bags.indices, bounds).await?;
+        let (pipeline, dispatches, more, output) = self
+            .table
+            .res
+            .encode_bags(bags.len(), &plan, Indices::Device(mapped, bags.indices.len()), bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat)
+            .await?;
+        inputs.extend(more);
+        Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
+    }
+
+    #[allow(clippy::type_complexity)]
+    async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), wgpu::Buffer, Vec<wgpu::Buffer>), Error> {
+        let ctx = &self.table.res.ctx;
+        ctx.check_lost()?;
+        bounds.check(ids, self.original_rows)?;
+        if self.original_rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
+            return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
+        }
+        let storage = wgpu::BufferUsages::STORAGE;
+        let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: bounds.shader_code(), _pad: 0 };
+        let uniform = ctx.create_buffer("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let ids_buffer = ctx.create_buffer("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids))).await?;
+        let mapped = ctx.create_buffer("remapped ids", 4 * ids.len() as u64, storage, None).await?;
+        let pipeline = ctx.pipeline(ShaderId::Remap, (ctx.workgroup_size, 1)).await?;
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("edo remap"),
+            layout: &ctx.gather_layout,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: ids_buffer.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: self.remap.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 3, resource: mapped.as_entire_binding() },
+            ],
+        });
+        let groups = (ids.len() as u64).div_ceil(ctx.workgroup_size as u64);
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
+        let gx = groups.clamp(1, max_groups);
+        let gy = groups.div_ceil(gx);
+        let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx as u32, gy as u32)] };
+        Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))
+    }
+}
