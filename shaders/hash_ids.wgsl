@@ -72,10 +72,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (j >= params.n_ids) {
         return;
     }
+    // The table whose id range holds j: binary search of the ascending id_end (O(log T) loads).
     var t = 0u;
-    while (t + 1u < params.n_tables && j >= tables[t].id_end) {
-        t++;
+    var count = params.n_tables;
+    while (count > 0u) {
+        let half = count / 2u;
+        if (tables[t + half].id_end <= j) {
+            t = t + half + 1u;
+            count = count - half - 1u;
+        } else {
+            count = half;
+        }
     }
+    t = min(t, params.n_tables - 1u);
     let m = tables[t];
     let lo = ids[2u * j];
     let hi = ids[2u * j + 1u];

@@ -338,15 +338,23 @@ pub fn hashed_bags(
         check_table_rows(t, s)?;
     }
     let ex = expand(specs, batch, bags, pooling)?;
-    let mut slots = Vec::with_capacity(ex.n_slots);
-    let mut rows = Vec::with_capacity(8);
+    // Hash every id (in parallel), k slots each, SKIP after a hot row.
+    let mut slots = vec![SKIP; ex.n_slots];
+    let mut rest = &mut slots[..];
     for (t, spec) in specs.iter().enumerate() {
         let (s, e, _) = ex.ranges[t];
-        for &id in &bags.ids[s as usize..e as usize] {
-            spec.rows_of(&maps[t], id, &mut rows);
-            slots.extend_from_slice(&rows);
-            slots.extend(std::iter::repeat_n(SKIP, spec.seeds.len() - rows.len()));
-        }
+        let k = spec.seeds.len();
+        let (segment, tail) = rest.split_at_mut((e - s) as usize * k);
+        rest = tail;
+        let ids = &bags.ids[s as usize..e as usize];
+        crate::par::for_each_chunk_mut(segment, k, 4096, |first, block| {
+            let mut rows = Vec::with_capacity(8);
+            for (dst, &id) in block.chunks_exact_mut(k).zip(&ids[first..]) {
+                spec.rows_of(&maps[t], id, &mut rows);
+                dst[..rows.len()].copy_from_slice(&rows);
+            }
+            None::<()>
+        });
     }
     let row_bags = crate::Bags { indices: &slots, offsets: &ex.offsets, include_last_offset: true, per_sample_weights: ex.weights.as_deref() };
     crate::cpu::embedding_bags(tables, batch, &row_bags, pooling, crate::Bounds::Zero, layout)

@@ -140,6 +140,11 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
     // Decoded rows go through a small buffer that stays in L1.
     let mut row = [0f32; 256];
     for (j, &id) in indices.iter().enumerate() {
+        // Rows are scattered over a table much larger than the caches: ask for the row a few
+        // indices ahead now, so its cache misses overlap with this row's work.
+        if let Some(r) = indices.get(j + PREFETCH_DISTANCE).and_then(|&next| bounds.resolve(next, rows)) {
+            prefetch(&words[r * row_words..(r + 1) * row_words]);
+        }
         let w = weights.map_or(1.0, |w| w[j]);
         let Some(r) = bounds.resolve(id, rows) else {
             if max {
@@ -164,6 +169,21 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
         let n = indices.len() as f32;
         out.iter_mut().for_each(|o| *o /= n);
     }
+}
+
+/// Indices to look ahead when prefetching rows.
+const PREFETCH_DISTANCE: usize = 4;
+
+/// Hints the CPU to fetch the cache lines of `row` (a no-op where there is no prefetch hint).
+#[inline(always)]
+fn prefetch(row: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..row.len()).step_by(16) {
+        // SAFETY: a prefetch is a hint with no memory effect; the address is inside `row`.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row[line..].as_ptr() as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
 }
 
 #[inline(always)]

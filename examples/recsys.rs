@@ -1,0 +1,119 @@
+//! A DLRM-style inference step: 26 sparse features with raw (hashed) 64-bit ids, bags of about
+//! 20 ids per sample, batch 4096, 64-dim tables — pooled by one table-batched job on the GPU and
+//! by the CPU path, in INT8 and in FP32.
+//!
+//! Run: `cargo run --release --example recsys` (`-- --batch 512` for a quicker run).
+//! Prints GPU memory against dense FP32 tables, lookups per second on both paths, and each path's
+//! bandwidth as a ratio to what the same machine does in the same run (the GPU's buffer copy,
+//! memcpy on the CPU's threads).
+
+use std::time::Instant;
+
+use edo::hash::{HashSpec, HashedBags};
+use edo::{block_on, Engine, Format, GpuHashedTables, Layout, PackedTable, Pooling};
+
+const FEATURES: usize = 26;
+const DIM: usize = 64;
+const BUCKETS: u32 = 50_000;
+const POOLING: u32 = 20;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let batch: usize = std::env::args().skip_while(|a| a != "--batch").nth(1).map_or(Ok(4096), |s| s.parse())?;
+    let iters = 5;
+    println!("edo recsys: {FEATURES} hashed features × {BUCKETS} buckets × {DIM} dims, batch {batch}, ~{POOLING} ids per bag");
+
+    // Ids: a Zipf-like mix of frequent and rare raw ids per feature; each feature's 16 most
+    // frequent ids get rows of their own (hot ids).
+    let mut rng = edo::synth::Rng::new(7);
+    let mut ids = Vec::new();
+    let mut offsets = Vec::new();
+    for _f in 0..FEATURES {
+        for _b in 0..batch {
+            offsets.push(ids.len() as u32);
+            let len = POOLING / 2 + rng.below(POOLING + 1);
+            for _ in 0..len {
+                let r = rng.next_f32();
+                ids.push(if r < 0.3 { rng.below(16) as u64 } else { rng.next_u64() });
+            }
+        }
+    }
+    offsets.push(ids.len() as u32);
+    let lookups = ids.len();
+    let bags = HashedBags::new(&ids, &offsets).include_last_offset(true);
+    let specs: Vec<HashSpec> = (0..FEATURES).map(|f| HashSpec { buckets: BUCKETS, seeds: vec![f as u32], hot: (0..16).collect() }).collect();
+    let rows = specs[0].rows();
+    let dense_f32 = (FEATURES * rows * DIM * 4) as u64;
+
+    let engine = match Engine::new_blocking(Default::default()) {
+        Ok(e) => {
+            println!("GPU: {}", e.adapter());
+            Some(e)
+        }
+        Err(e) => {
+            println!("GPU: none ({e}); CPU path only");
+            None
+        }
+    };
+    let copy_gbps = match &engine {
+        Some(e) => Some(edo::bench::gpu_copy_gbps(e, (batch * FEATURES * DIM * 4) as u64 * 8, iters)?),
+        None => None,
+    };
+    let memcpy_gbps = edo::bench::cpu_memcpy_gbps(64 << 20, iters);
+
+    println!();
+    println!("{:<6} {:>10} {:>8} {:>14} {:>8} {:>14} {:>10}", "format", "GPU bytes", "vs fp32", "GPU lookups/s", "% copy", "CPU lookups/s", "% memcpy");
+    let mut gpu_rate = Vec::new();
+    for format in [Format::Int8, Format::F32] {
+        let tables: Vec<PackedTable> = (0..FEATURES)
+            .map(|f| PackedTable::quantize(format, &edo::synth::embedding_table(rows, DIM, f as u64), rows, DIM))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&PackedTable> = tables.iter().collect();
+        let row_bytes = format.row_bytes(DIM) as f64;
+        // Bytes a lookup step reads: one packed row per hashed id (k = 1), plus the ids.
+        let read_bytes = lookups as f64 * (row_bytes + 8.0);
+
+        let t = Instant::now();
+        for _ in 0..iters {
+            std::hint::black_box(edo::hash::hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat)?);
+        }
+        let cpu_s = t.elapsed().as_secs_f64() / iters as f64;
+        let cpu_pct = 100.0 * (read_bytes / cpu_s / 1e9) / (memcpy_gbps / 2.0);
+
+        let (bytes, gpu_cell, pct_cell) = match &engine {
+            Some(engine) => {
+                let pairs: Vec<(&PackedTable, HashSpec)> = refs.iter().copied().zip(specs.iter().cloned()).collect();
+                let gpu = block_on(GpuHashedTables::upload(engine, &pairs))?;
+                let job = block_on(gpu.prepare_bags(batch, &bags, Pooling::Sum, Layout::Concat))?;
+                job.submit()?;
+                engine.wait_idle()?;
+                let t = Instant::now();
+                for _ in 0..iters {
+                    job.submit()?;
+                }
+                engine.wait_idle()?;
+                let gpu_s = t.elapsed().as_secs_f64() / iters as f64;
+                gpu_rate.push(lookups as f64 / gpu_s);
+                let moved = read_bytes + (batch * FEATURES * DIM * 4) as f64;
+                let pct = 100.0 * (moved / gpu_s / 1e9) / copy_gbps.unwrap_or(f64::NAN);
+                (gpu.bytes(), format!("{:.3e}", lookups as f64 / gpu_s), format!("{pct:.1}"))
+            }
+            None => (tables.iter().map(|t| t.bytes()).sum(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<6} {:>10} {:>8.3} {:>14} {:>8} {:>14.3e} {:>10.1}",
+            format.name(),
+            format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64),
+            bytes as f64 / dense_f32 as f64,
+            gpu_cell,
+            pct_cell,
+            lookups as f64 / cpu_s,
+            cpu_pct
+        );
+    }
+    if let [int8, f32] = gpu_rate[..] {
+        println!("\nGPU INT8 / FP32 lookups per second: {:.2}×", int8 / f32);
+    }
+    println!("({lookups} lookups per step; % copy: bytes read and written per second over the GPU's own buffer copy;");
+    println!(" % memcpy: packed bytes read per second over a memcpy on the same CPU threads.)");
+    Ok(())
+}
