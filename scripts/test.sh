@@ -5,6 +5,9 @@
 # examples, the docs with warnings denied, and the library checked for wasm32.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
+# nothing wgpu needs; keep it quiet unless the user steers it.
+if [ -z "${MESA_VK_DEVICE_SELECT:-}" ]; then export NODEVICE_SELECT=1; fi
 
 echo "== cargo test (unit, integration, GPU, doctests)"
 cargo test --all-features
