@@ -47,18 +47,21 @@ impl Pooling {
 /// For several tables at once (FBGEMM's table-batched embedding), bags are feature-major: the
 /// `B` bags of table 0, then the `B` bags of table 1, and so on — `B·T` bags, `B·T + 1` offsets
 /// with the last included.
+///
+/// `I` is the index type: `u32` row ids, or `u64` raw ids for hashed tables
+/// ([`crate::hash::HashedBags`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Bags<'a> {
-    pub indices: &'a [u32],
+pub struct Bags<'a, I = u32> {
+    pub indices: &'a [I],
     pub offsets: &'a [u32],
     pub include_last_offset: bool,
     /// One weight per index, multiplied into its row (`Sum` and `None` pooling only, as PyTorch).
     pub per_sample_weights: Option<&'a [f32]>,
 }
 
-impl<'a> Bags<'a> {
+impl<'a, I> Bags<'a, I> {
     /// Bags with PyTorch's default offsets (one start per bag) and no weights.
-    pub fn new(indices: &'a [u32], offsets: &'a [u32]) -> Self {
+    pub fn new(indices: &'a [I], offsets: &'a [u32]) -> Self {
         Bags { indices, offsets, include_last_offset: false, per_sample_weights: None }
     }
 
@@ -90,40 +93,6 @@ impl<'a> Bags<'a> {
     /// Checks everything that does not depend on the table and returns the offsets in the
     /// `n_bags + 1` form. `expected_bags` is `B·T` for a batch of tables.
     pub(crate) fn validate(&self, pooling: Pooling, expected_bags: Option<usize>) -> Result<Vec<u32>, Error> {
-        validate_offsets(self.indices.len(), self.offsets, self.include_last_offset, self.per_sample_weights, pooling, expected_bags)
-    }
-}
-
-/// [`Bags::validate`] for any kind of index (row ids, or raw ids to hash).
-pub(crate) fn validate_offsets(
-    n_indices: usize,
-    offsets: &[u32],
-    include_last_offset: bool,
-    weights: Option<&[f32]>,
-    pooling: Pooling,
-    expected_bags: Option<usize>,
-) -> Result<Vec<u32>, Error> {
-    let bags = Lengths { n_indices, offsets, include_last_offset, weights };
-    bags.check(pooling, expected_bags)
-}
-
-struct Lengths<'a> {
-    n_indices: usize,
-    offsets: &'a [u32],
-    include_last_offset: bool,
-    weights: Option<&'a [f32]>,
-}
-
-impl Lengths<'_> {
-    fn len(&self) -> usize {
-        if self.include_last_offset {
-            self.offsets.len().saturating_sub(1)
-        } else {
-            self.offsets.len()
-        }
-    }
-
-    fn check(&self, pooling: Pooling, expected_bags: Option<usize>) -> Result<Vec<u32>, Error> {
         if self.include_last_offset && self.offsets.is_empty() {
             return Err(Error::ShapeMismatch { what: "offsets with include_last_offset (bags + 1)", expected: 1, actual: 0 });
         }
@@ -134,12 +103,12 @@ impl Lengths<'_> {
                 return Err(Error::ShapeMismatch { what: "offsets (batch × tables, + 1 with include_last_offset)", expected: expected_len, actual: self.offsets.len() });
             }
         }
-        if self.n_indices > u32::MAX as usize {
-            return Err(Error::LimitExceeded { what: "indices in one call", requested: self.n_indices as u64, max: u32::MAX as u64 });
+        if self.indices.len() > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "indices in one call", requested: self.indices.len() as u64, max: u32::MAX as u64 });
         }
-        if let Some(w) = self.weights {
-            if w.len() != self.n_indices {
-                return Err(Error::ShapeMismatch { what: "per_sample_weights (one per index)", expected: self.n_indices, actual: w.len() });
+        if let Some(w) = self.per_sample_weights {
+            if w.len() != self.indices.len() {
+                return Err(Error::ShapeMismatch { what: "per_sample_weights (one per index)", expected: self.indices.len(), actual: w.len() });
             }
             if !matches!(pooling, Pooling::Sum | Pooling::None) {
                 return Err(Error::Unsupported { what: "per-sample weights with mean or max pooling (PyTorch allows them with sum only)" });
@@ -148,12 +117,12 @@ impl Lengths<'_> {
                 return Err(Error::NonFiniteWeight { index, value: w[index] });
             }
         }
-        if n_bags == 0 && !(self.n_indices == 0) {
+        if n_bags == 0 && !(self.indices.len() == 0) {
             return Err(Error::ShapeMismatch { what: "offsets (indices given but no bags)", expected: 1, actual: 0 });
         }
         let mut offsets = Vec::with_capacity(n_bags + 1);
         offsets.extend_from_slice(&self.offsets[..n_bags]);
-        offsets.push(if self.include_last_offset { self.offsets[n_bags] } else { self.n_indices as u32 });
+        offsets.push(if self.include_last_offset { self.offsets[n_bags] } else { self.indices.len() as u32 });
         if offsets[0] != 0 {
             return Err(Error::BadOffsets { index: 0, value: offsets[0], reason: "the first offset must be 0" });
         }
@@ -161,11 +130,11 @@ impl Lengths<'_> {
             if offsets[i] < offsets[i - 1] {
                 return Err(Error::BadOffsets { index: i, value: offsets[i], reason: "offsets must not decrease" });
             }
-            if offsets[i] as usize > self.n_indices {
+            if offsets[i] as usize > self.indices.len() {
                 return Err(Error::BadOffsets { index: i, value: offsets[i], reason: "offset past the end of indices" });
             }
         }
-        if self.include_last_offset && *offsets.last().unwrap_or(&0) as usize != self.n_indices && n_bags > 0 {
+        if self.include_last_offset && *offsets.last().unwrap_or(&0) as usize != self.indices.len() && n_bags > 0 {
             // PyTorch ignores indices past the last offset; say so rather than drop them silently.
             return Err(Error::BadOffsets {
                 index: n_bags,

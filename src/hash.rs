@@ -242,30 +242,9 @@ pub(crate) fn check_qr(quotient: &PackedTable, remainder: &PackedTable) -> Resul
     Ok(())
 }
 
-/// Bags of raw 64-bit ids to hash, as [`crate::Bags`] has bags of row indices (same offsets
-/// conventions, feature-major over several tables).
-#[derive(Clone, Copy, Debug)]
-pub struct HashedBags<'a> {
-    pub ids: &'a [u64],
-    pub offsets: &'a [u32],
-    pub include_last_offset: bool,
-    /// One weight per id (sum pooling only).
-    pub per_sample_weights: Option<&'a [f32]>,
-}
-
-impl<'a> HashedBags<'a> {
-    pub fn new(ids: &'a [u64], offsets: &'a [u32]) -> Self {
-        HashedBags { ids, offsets, include_last_offset: false, per_sample_weights: None }
-    }
-    pub fn include_last_offset(mut self, include: bool) -> Self {
-        self.include_last_offset = include;
-        self
-    }
-    pub fn weights(mut self, weights: &'a [f32]) -> Self {
-        self.per_sample_weights = Some(weights);
-        self
-    }
-}
+/// Bags of raw 64-bit ids to hash: the same offsets conventions as bags of row indices,
+/// feature-major over several tables.
+pub type HashedBags<'a> = crate::Bags<'a, u64>;
 
 /// Hashed bags turned into bags of row indices: each id becomes `k` slots of its table (a hot
 /// id: its row and `k − 1` × [`SKIP`]), offsets and weights scaled to match.
@@ -283,7 +262,7 @@ pub(crate) struct Expanded {
 pub const SKIP: u32 = u32::MAX;
 
 pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Expanded, Error> {
-    let offsets = crate::bags::validate_offsets(bags.ids.len(), bags.offsets, bags.include_last_offset, bags.per_sample_weights, pooling, Some(batch * specs.len()))?;
+    let offsets = bags.validate(pooling, Some(batch * specs.len()))?;
     if pooling == crate::Pooling::None {
         return Err(Error::Unsupported { what: "pooling None over hashed ids (each id already sums its k rows: use lookup)" });
     }
@@ -346,7 +325,7 @@ pub fn hashed_bags(
         let k = spec.seeds.len();
         let (segment, tail) = rest.split_at_mut((e - s) as usize * k);
         rest = tail;
-        let ids = &bags.ids[s as usize..e as usize];
+        let ids = &bags.indices[s as usize..e as usize];
         crate::par::for_each_chunk_mut(segment, k, 4096, |first, block| {
             let mut rows = Vec::with_capacity(8);
             for (dst, &id) in block.chunks_exact_mut(k).zip(&ids[first..]) {

@@ -90,8 +90,8 @@ impl GpuHashedTables {
         ctx.check_lost()?;
         let ex = expand(&self.specs, batch, bags, pooling)?;
         let storage = wgpu::BufferUsages::STORAGE;
-        if 8 * bags.ids.len() as u64 > ctx.limits.max_storage_buffer_binding_size {
-            return Err(Error::LimitExceeded { what: "bytes of ids in one call", requested: 8 * bags.ids.len() as u64, max: ctx.limits.max_storage_buffer_binding_size });
+        if 8 * bags.indices.len() as u64 > ctx.limits.max_storage_buffer_binding_size {
+            return Err(Error::LimitExceeded { what: "bytes of ids in one call", requested: 8 * bags.indices.len() as u64, max: ctx.limits.max_storage_buffer_binding_size });
         }
         let metas: Vec<HashMeta> = self
             .specs
@@ -104,11 +104,11 @@ impl GpuHashedTables {
                 HashMeta { id_start: s, id_end: e, out_base: base, k: spec.seeds.len() as u32, buckets: spec.buckets, hot_start, hot_len, _pad: 0, seeds }
             })
             .collect();
-        let n_ids = bags.ids.len() as u32;
+        let n_ids = bags.indices.len() as u32;
         let params = HashParams { n_ids, n_tables: metas.len() as u32, _pad: [0; 2] };
         let uniform = ctx.create_buffer("hash params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
         let metas = ctx.create_buffer("hash tables", 64 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
-        let ids = ctx.create_buffer("hashed ids", 8 * bags.ids.len() as u64, storage, Some(bytemuck::cast_slice(bags.ids))).await?;
+        let ids = ctx.create_buffer("hashed ids", 8 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
         let slots = ctx.create_buffer("hashed rows", 4 * ex.n_slots as u64, storage, None).await?;
         let pipeline = ctx.pipeline(ShaderId::HashIds, (ctx.workgroup_size, 1)).await?;
         let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
