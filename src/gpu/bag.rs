@@ -209,13 +209,7 @@ impl Resident {
             .await?;
 
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
-        let groups = n_bags.div_ceil(shape.1 as u64);
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
-        let gx = groups.min(max_groups);
-        let gy = groups.div_ceil(gx.max(1));
-        if gy > max_groups {
-            return Err(Error::LimitExceeded { what: "workgroups of one bag dispatch", requested: groups, max: max_groups * max_groups });
-        }
+        let (gx, gy) = ctx.grid("workgroups of one bag dispatch", n_bags, shape.1 as u64)?;
         let mut dispatches = Vec::new();
         let mut inputs = vec![metas, indices, offsets, weights];
         if n_bags > 0 {
@@ -247,7 +241,7 @@ impl Resident {
                         buffer_range(6, &out, 0, out_bytes),
                     ],
                 });
-                dispatches.push((bind_group, gx as u32, gy as u32));
+                dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
             }
         }

@@ -122,11 +122,8 @@ impl GpuHashedTables {
                 wgpu::BindGroupEntry { binding: 4, resource: slots.as_entire_binding() },
             ],
         });
-        let groups = (n_ids as u64).div_ceil(ctx.workgroup_size as u64);
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
-        let gx = groups.clamp(1, max_groups);
-        let gy = groups.div_ceil(gx);
-        let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx as u32, gy.max(1) as u32)] } else { vec![] });
+        let (gx, gy) = ctx.grid("workgroups of one hash dispatch", n_ids as u64, ctx.workgroup_size as u64)?;
+        let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] });
 
         let total_dim = self.res.tables.iter().map(|t| t.dim as usize).sum::<usize>();
         let plan = Plan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };

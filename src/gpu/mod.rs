@@ -282,6 +282,20 @@ impl Context {
         (x, (wg / x).max(1))
     }
 
+    /// Workgroups `(x, y)` of a 2-D grid covering `items` items, `per_group` per workgroup:
+    /// WebGPU allows 65 535 workgroups per dimension, so larger dispatches fold into rows of the
+    /// grid, which the kernels flatten back (`id_index`, `gid.y · nwg.x · WG + gid.x`).
+    pub(crate) fn grid(&self, what: &'static str, items: u64, per_group: u64) -> Result<(u32, u32), Error> {
+        let groups = items.div_ceil(per_group.max(1));
+        let max = self.limits.max_compute_workgroups_per_dimension as u64;
+        let x = groups.clamp(1, max);
+        let y = groups.div_ceil(x).max(1);
+        if y > max {
+            return Err(Error::LimitExceeded { what, requested: groups, max: max * max });
+        }
+        Ok((x as u32, y as u32))
+    }
+
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
     pub(crate) async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
         let key = (shader, wg_x);

@@ -98,11 +98,8 @@ impl GpuPrunedTable {
                 wgpu::BindGroupEntry { binding: 3, resource: mapped.as_entire_binding() },
             ],
         });
-        let groups = (ids.len() as u64).div_ceil(ctx.workgroup_size as u64);
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
-        let gx = groups.clamp(1, max_groups);
-        let gy = groups.div_ceil(gx);
-        let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx as u32, gy as u32)] };
+        let (gx, gy) = ctx.grid("workgroups of one remap dispatch", ids.len() as u64, ctx.workgroup_size as u64)?;
+        let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx, gy)] };
         Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))
     }
 }

@@ -79,10 +79,7 @@ impl GpuQrTables {
         let ids_buffer = ctx.create_buffer("qr ids", 8 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
         let out = ctx.create_buffer("qr output", out_bytes, usage, None).await?;
-        let groups = (ids.len() as u64).div_ceil(shape.1 as u64);
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
-        let gx = groups.clamp(1, max_groups);
-        let gy = groups.div_ceil(gx);
+        let (gx, gy) = ctx.grid("workgroups of one qr dispatch", ids.len() as u64, shape.1 as u64)?;
         let mut dispatches = Vec::new();
         let mut inputs = vec![ids_buffer];
         for (stage, (res, p)) in [(&self.quotient, q), (&self.remainder, r)].into_iter().enumerate() {
@@ -115,7 +112,7 @@ impl GpuQrTables {
                         wgpu::BindGroupEntry { binding: 3, resource: out.as_entire_binding() },
                     ],
                 });
-                dispatches.push((bind_group, gx as u32, gy as u32));
+                dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
             }
         }

@@ -221,18 +221,12 @@ impl GpuTable {
         }
         chunk = chunk.min(n_ids.max(1) as u64);
         let Placement { row_words, code_words, .. } = self.res.tables[0];
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension as u64;
 
         let mut dispatches = Vec::new();
         let mut start = 0u64;
         while start < n_ids as u64 {
             let n = chunk.min(n_ids as u64 - start);
-            let groups = n.div_ceil(wg_y as u64);
-            let gx = groups.min(max_groups);
-            let gy = groups.div_ceil(gx);
-            if gy > max_groups {
-                return Err(Error::LimitExceeded { what: "workgroups of one gather dispatch", requested: groups, max: max_groups * max_groups });
-            }
+            let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
             for shard in &self.res.shards {
                 let params = GatherParams {
                     n_ids: n as u32,
@@ -258,7 +252,7 @@ impl GpuTable {
                         buffer_range(3, &out, 4 * dim as u64 * start, 4 * dim as u64 * n),
                     ],
                 });
-                dispatches.push((bind_group, gx as u32, gy as u32));
+                dispatches.push((bind_group, gx, gy));
             }
             start += n;
         }
