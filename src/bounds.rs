@@ -16,12 +16,16 @@ pub enum Bounds {
 }
 
 impl Bounds {
-    /// With [`Bounds::Error`], the first id that is out of range; otherwise nothing to check.
+    /// With [`Bounds::Error`], the first id that is out of range. With [`Bounds::Clamp`] on a
+    /// table of no rows there is no row to clamp to: the first id is out of range. Otherwise
+    /// nothing to check. After `check` passes, [`Bounds::resolve`] is safe for every id.
     pub fn check(self, ids: &[u32], rows: usize) -> Result<(), Error> {
-        if self != Bounds::Error {
-            return Ok(());
-        }
-        match ids.iter().position(|&id| id as usize >= rows) {
+        let first_bad = match self {
+            Bounds::Error => ids.iter().position(|&id| id as usize >= rows),
+            Bounds::Clamp if rows == 0 && !ids.is_empty() => Some(0),
+            _ => None,
+        };
+        match first_bad {
             Some(index) => Err(Error::IdOutOfRange { index, id: ids[index], rows }),
             None => Ok(()),
         }

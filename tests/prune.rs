@@ -49,3 +49,10 @@ fn bags_over_pruned_tables_and_the_bounds_policy() {
     nan[7 * dim] = f32::NAN;
     assert!(matches!(PrunedTable::quantize(Format::Int8, &nan, rows, dim, &keep), Err(Error::NonFinite { row: 7, .. })));
 }
+
+#[test]
+fn clamping_into_a_table_with_no_rows_is_an_error_not_a_panic() {
+    let p = PrunedTable::from_remap(PackedTable::quantize(Format::F32, &[], 0, 2).unwrap(), vec![]).unwrap();
+    assert!(matches!(p.gather(&[3], Bounds::Clamp), Err(Error::IdOutOfRange { index: 0, id: 3, rows: 0 })));
+    assert_eq!(p.gather(&[3], Bounds::Zero).unwrap(), vec![0.0, 0.0]);
+}

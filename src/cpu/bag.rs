@@ -102,9 +102,6 @@ impl Plan {
                 Error::IdOutOfRange { index, id, rows } => Error::IdOutOfRange { index: s + index, id, rows },
                 other => other,
             })?;
-            if rows == 0 && bounds == Bounds::Clamp && e > s {
-                return Err(Error::IdOutOfRange { index: s, id: bags.indices[s], rows: 0 });
-            }
         }
         let total_dim: usize = tables.iter().map(|t| t.shape().1).sum();
         let out_len = if pooling == Pooling::None { bags.indices.len() * total_dim } else { batch * total_dim };

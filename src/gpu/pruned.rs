@@ -79,9 +79,6 @@ impl GpuPrunedTable {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
         bounds.check(ids, self.original_rows)?;
-        if self.original_rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
-            return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
-        }
         let storage = wgpu::BufferUsages::STORAGE;
         let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: bounds.shader_code(), _pad: 0 };
         let uniform = ctx.create_buffer("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;

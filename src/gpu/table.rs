@@ -178,9 +178,6 @@ impl GpuTable {
         self.res.ctx.check_lost()?;
         let rows = self.rows();
         bounds.check(ids, rows)?;
-        if rows == 0 && bounds == Bounds::Clamp && !ids.is_empty() {
-            return Err(Error::IdOutOfRange { index: 0, id: ids[0], rows: 0 });
-        }
         let (pipeline, dispatches, inputs, output) = self.encode_gather(Indices::Host(ids), bounds).await?;
         Ok(LookupJob { ctx: self.res.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
     }
