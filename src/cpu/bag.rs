@@ -134,8 +134,16 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
     let words = table.words();
     let max = pooling == Pooling::Max;
     out.fill(if max { f32::NEG_INFINITY } else { 0.0 });
-    // Decoded rows go through a small buffer that stays in L1.
-    let mut row = [0f32; 256];
+    // Decoded rows go through a buffer that stays in L1: on the stack up to 256 values, else
+    // allocated once per bag (never per index).
+    let mut stack = [0f32; 256];
+    let mut heap = Vec::new();
+    let row: &mut [f32] = if out.len() <= stack.len() {
+        &mut stack[..out.len()]
+    } else {
+        heap.resize(out.len(), 0.0);
+        &mut heap
+    };
     for (j, &id) in indices.iter().enumerate() {
         // Rows are scattered over a table much larger than the caches: ask for the row a few
         // indices ahead now, so its cache misses overlap with this row's work.
@@ -149,16 +157,8 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
             }
             continue;
         };
-        let packed = &words[r * row_words..(r + 1) * row_words];
-        if out.len() <= row.len() {
-            let row = &mut row[..out.len()];
-            C::decode_row(packed, row);
-            accumulate(out, row, w, max);
-        } else {
-            let mut big = vec![0f32; out.len()];
-            C::decode_row(packed, &mut big);
-            accumulate(out, &big, w, max);
-        }
+        C::decode_row(&words[r * row_words..(r + 1) * row_words], row);
+        accumulate(out, row, w, max);
     }
     if indices.is_empty() {
         out.fill(0.0);
