@@ -47,6 +47,7 @@ impl GpuPrunedTable {
 
     /// [`GpuPrunedTable::gather`] without submitting: the remap pass, then the gather pass.
     pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        bounds.check(ids, self.original_rows)?;
         let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, bounds).await?;
         let (pipeline, dispatches, more, output) = self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?;
         inputs.extend(more);
@@ -62,7 +63,7 @@ impl GpuPrunedTable {
 
     /// [`GpuPrunedTable::bag`] without submitting.
     pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        // Offsets and weights checked against the original table's ids; bounds by the remap.
+        // Offsets, weights and bounds checked against the original table's ids.
         let plan = Plan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;
         let (remap_pass, mapped, mut inputs) = self.remap_pass(bags.indices, bounds).await?;
         let (pipeline, dispatches, more, output) = self
@@ -74,11 +75,11 @@ impl GpuPrunedTable {
         Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
     }
 
+    /// The remap pass over ids already checked against the bounds policy.
     #[allow(clippy::type_complexity)]
     async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), wgpu::Buffer, Vec<wgpu::Buffer>), Error> {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
-        bounds.check(ids, self.original_rows)?;
         let storage = wgpu::BufferUsages::STORAGE;
         let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: bounds.shader_code(), _pad: 0 };
         let uniform = ctx.create_buffer("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
