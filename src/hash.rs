@@ -210,11 +210,8 @@ pub fn qr_lookup(quotient: &PackedTable, remainder: &PackedTable, ids: &[u64], c
     let (mut q_row, mut r_row) = (vec![0f32; dim], vec![0f32; dim]);
     for (i, &id) in ids.iter().enumerate() {
         let (q, r) = qr_split(id, m);
-        let q = match q.min(u32::MAX as u64) as u32 {
-            q if (q as usize) < quotient.rows() => Some(q as usize),
-            _ => bounds.resolve(u32::MAX, quotient.rows()),
-        };
-        match q {
+        // A quotient past 32 bits saturates: out of range of any table, like the GPU's.
+        match bounds.resolve(q.min(u32::MAX as u64) as u32, quotient.rows()) {
             Some(q) => quotient.decode_row_into(q, &mut q_row),
             None => q_row.fill(0.0),
         }
