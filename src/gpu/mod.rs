@@ -131,53 +131,11 @@ impl Engine {
         let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
         let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup);
-        let gather_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("edo gather"),
-            entries: &[
-                layout_entry(0, wgpu::BufferBindingType::Uniform),
-                layout_entry(1, wgpu::BufferBindingType::Storage { read_only: true }),
-                layout_entry(2, wgpu::BufferBindingType::Storage { read_only: true }),
-                layout_entry(3, wgpu::BufferBindingType::Storage { read_only: false }),
-            ],
-        });
-        let gather_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("edo gather"),
-            bind_group_layouts: &[Some(&gather_layout)],
-            immediate_size: 0,
-        });
-        let read_only = wgpu::BufferBindingType::Storage { read_only: true };
-        let bag_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("edo bag"),
-            entries: &[
-                layout_entry(0, wgpu::BufferBindingType::Uniform),
-                layout_entry(1, read_only),
-                layout_entry(2, read_only),
-                layout_entry(3, read_only),
-                layout_entry(4, read_only),
-                layout_entry(5, read_only),
-                layout_entry(6, wgpu::BufferBindingType::Storage { read_only: false }),
-            ],
-        });
-        let bag_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("edo bag"),
-            bind_group_layouts: &[Some(&bag_layout)],
-            immediate_size: 0,
-        });
-        let hash_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("edo hash"),
-            entries: &[
-                layout_entry(0, wgpu::BufferBindingType::Uniform),
-                layout_entry(1, read_only),
-                layout_entry(2, read_only),
-                layout_entry(3, read_only),
-                layout_entry(4, wgpu::BufferBindingType::Storage { read_only: false }),
-            ],
-        });
-        let hash_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("edo hash"),
-            bind_group_layouts: &[Some(&hash_layout)],
-            immediate_size: 0,
-        });
+        // gather, qr, remap: params, 2 inputs, output. bag: params, 5 inputs, output. hash:
+        // params, 3 inputs, output.
+        let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", 2);
+        let (bag_layout, bag_pipeline_layout) = kernel_layout(&device, "edo bag", 5);
+        let (hash_layout, hash_pipeline_layout) = kernel_layout(&device, "edo hash", 3);
         let adapter = AdapterSummary {
             name: info.name,
             backend: format!("{:?}", info.backend),
@@ -378,11 +336,20 @@ fn poisoned() -> Error {
     Error::Gpu { what: "pipeline cache", message: "lock poisoned by a panic on another thread".into() }
 }
 
-fn layout_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
+/// The layout every edo kernel uses: binding 0 a uniform parameter block, then `inputs`
+/// read-only storage buffers, then one read-write storage buffer (the output).
+fn kernel_layout(device: &wgpu::Device, label: &str, inputs: u32) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
+    let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
         count: None,
-    }
+    };
+    let entries: Vec<_> = std::iter::once(entry(0, wgpu::BufferBindingType::Uniform))
+        .chain((1..=inputs).map(|b| entry(b, wgpu::BufferBindingType::Storage { read_only: true })))
+        .chain([entry(inputs + 1, wgpu::BufferBindingType::Storage { read_only: false })])
+        .collect();
+    let group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
+    let pipeline = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(label), bind_group_layouts: &[Some(&group)], immediate_size: 0 });
+    (group, pipeline)
 }
