@@ -60,6 +60,28 @@ pub enum Error {
     /// Tables given together must share a format.
     #[error("tables batched together must share a format: table {index} is {found}, table 0 is {expected}")]
     MixedFormats { index: usize, expected: Format, found: Format },
+    /// Reading or writing a file failed.
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    /// A file is not what it claims to be: truncated, not the expected kind of file, a header that
+    /// contradicts itself or the file's size. Nothing was allocated from its claims.
+    #[error("malformed {what}: {reason}")]
+    BadFile { what: &'static str, reason: String },
+    /// A table file written by a newer edo.
+    #[error("table file version {found} is not supported (this edo reads version {supported})")]
+    UnsupportedVersion { found: String, supported: u32 },
+    /// Stored bytes do not match their checksum: the file is damaged or changed underneath.
+    #[error("checksum mismatch in bytes {start}..{end} of the table rows: the file is damaged or was changed while in use")]
+    Checksum { start: u64, end: u64 },
+    /// A named tensor is not in the file.
+    #[error("no tensor named {name:?}; 2-D tensors in the file: {available}")]
+    MissingTensor { name: String, available: String },
+    /// A line of a text table cannot be read.
+    #[error("line {line}: {reason}")]
+    Parse { line: usize, reason: String },
+    /// A token that is not in the table's vocabulary.
+    #[error("token {token:?} is not in the vocabulary")]
+    UnknownToken { token: String },
 }
 
 impl Error {

@@ -140,8 +140,12 @@ impl Format {
     /// Bytes per row without word padding: the information-theoretic size of the format
     /// (`dim * bits / 8` rounded up to a byte, plus the parameters).
     pub fn unpadded_row_bytes(self, dim: usize) -> usize {
-        let bits = 32 / self.values_per_word();
-        (dim * bits).div_ceil(8) + 4 * self.param_words()
+        self.code_bytes(dim) + 4 * self.param_words()
+    }
+
+    /// Bytes of codes in a row, without the word padding: `dim * bits / 8` rounded up.
+    pub fn code_bytes(self, dim: usize) -> usize {
+        (dim * (32 / self.values_per_word())).div_ceil(8)
     }
 
     /// The documented bound on `|x − x̂|` for each value of `row` after a round trip through
@@ -214,12 +218,53 @@ pub(crate) use dispatch;
 
 /// A whole table packed in one format: `rows` rows of `dim` values, each
 /// [`Format::row_words`] words long, stored contiguously.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The words are either owned or borrowed from shared bytes (a memory-mapped table file), so a
+/// table larger than memory can be looked up and uploaded without being read whole.
+#[derive(Clone)]
 pub struct PackedTable {
     format: Format,
     rows: usize,
     dim: usize,
-    words: Vec<u32>,
+    words: Words,
+}
+
+/// The bytes a [`PackedTable`] can borrow its words from (a memory map, a fetched file).
+pub(crate) type SharedBytes = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+#[derive(Clone)]
+enum Words {
+    Owned(Vec<u32>),
+    /// `len` words starting at byte `start` of `bytes`; the start is 4-byte aligned in memory
+    /// (checked when built).
+    Shared { bytes: SharedBytes, start: usize, len: usize },
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            Words::Owned(w) => w,
+            Words::Shared { bytes, start, len } => bytemuck::cast_slice(&(**bytes).as_ref()[*start..*start + 4 * *len]),
+        }
+    }
+}
+
+impl PartialEq for PackedTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.format == other.format && self.rows == other.rows && self.dim == other.dim && *self.words == *other.words
+    }
+}
+
+impl std::fmt::Debug for PackedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedTable")
+            .field("format", &self.format)
+            .field("rows", &self.rows)
+            .field("dim", &self.dim)
+            .field("mapped", &matches!(self.words, Words::Shared { .. }))
+            .finish_non_exhaustive()
+    }
 }
 
 impl PackedTable {
@@ -231,11 +276,7 @@ impl PackedTable {
     pub fn quantize(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
         check_shape(data.len(), rows, dim)?;
         let row_words = format.row_words(dim);
-        let total = rows.checked_mul(row_words).ok_or(Error::LimitExceeded {
-            what: "packed table words",
-            requested: u64::MAX,
-            max: usize::MAX as u64,
-        })?;
+        let total = Self::expected_words(format, rows, dim)?;
         let mut words = vec![0u32; total];
         // Each worker encodes a contiguous block of rows and reports its first failure; the
         // lowest failing row wins so the error is the same whatever the thread count.
@@ -250,22 +291,45 @@ impl PackedTable {
         });
         match first_error {
             Some(e) => Err(e),
-            None => Ok(PackedTable { format, rows, dim, words }),
+            None => Ok(PackedTable { format, rows, dim, words: Words::Owned(words) }),
         }
     }
 
     /// Wraps already packed words (for instance read from a file), checking the length.
     pub fn from_words(format: Format, rows: usize, dim: usize, words: Vec<u32>) -> Result<Self, Error> {
-        if dim == 0 {
-            return Err(Error::ZeroDim);
-        }
-        let expected = rows
-            .checked_mul(format.row_words(dim))
-            .ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })?;
+        let expected = Self::expected_words(format, rows, dim)?;
         if words.len() != expected {
             return Err(Error::ShapeMismatch { what: "packed words", expected, actual: words.len() });
         }
-        Ok(PackedTable { format, rows, dim, words })
+        Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
+    }
+
+    /// Borrows the packed words from `bytes[start..]` without copying them when they are 4-byte
+    /// aligned in memory (a memory map always is), and copies them otherwise.
+    pub(crate) fn from_shared(format: Format, rows: usize, dim: usize, bytes: SharedBytes, start: usize) -> Result<Self, Error> {
+        let len = Self::expected_words(format, rows, dim)?;
+        let slice = (*bytes).as_ref();
+        let Some(body) = len.checked_mul(4).and_then(|n| slice.get(start..start.checked_add(n)?)) else {
+            return Err(Error::ShapeMismatch { what: "packed bytes", expected: len.saturating_mul(4), actual: slice.len().saturating_sub(start) });
+        };
+        if bytemuck::try_cast_slice::<u8, u32>(body).is_ok() {
+            return Ok(PackedTable { format, rows, dim, words: Words::Shared { bytes: bytes.clone(), start, len } });
+        }
+        let words = body.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
+    }
+
+    fn expected_words(format: Format, rows: usize, dim: usize) -> Result<usize, Error> {
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        rows.checked_mul(format.row_words(dim))
+            .ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })
+    }
+
+    /// Whether the words are borrowed from shared bytes (a memory-mapped file) rather than owned.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.words, Words::Shared { .. })
     }
 
     pub fn format(&self) -> Format {
