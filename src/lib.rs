@@ -18,10 +18,14 @@
 //!
 //! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back.
 
+#[cfg(target_endian = "big")]
+compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
+
 mod bags;
 mod bounds;
 pub mod cpu;
 mod error;
+pub mod file;
 pub mod format;
 pub mod gpu;
 pub mod hash;

@@ -1,0 +1,27 @@
+//! Every reader of untrusted bytes: the .edo table file, .npy, safetensors import and text
+//! import. None may panic, hang or allocate what a header claims without the bytes to back it.
+#![no_main]
+
+use edo::file::import::{self, Layout};
+use edo::file::TableFile;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(file) = TableFile::from_bytes(data.to_vec()) {
+        let _ = file.verify();
+        let t = file.table();
+        if t.rows() > 0 {
+            let _ = file.verify_rows(t.rows() - 1..t.rows());
+            let mut row = vec![0f32; t.dim()];
+            t.decode_row_into(t.rows() - 1, &mut row);
+        }
+        if let Some(v) = file.vocab() {
+            let _ = v.token(0);
+        }
+    }
+    for layout in [Layout::Dense, Layout::Fbgemm8, Layout::Fbgemm4 { dim: None }, Layout::Packbits { dim: None }] {
+        let _ = import::npy(data, layout);
+        let _ = import::safetensors(data, None, layout);
+    }
+    let _ = import::text(data);
+});

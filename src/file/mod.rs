@@ -1,0 +1,456 @@
+//! Table files, and import from / export to the formats embedding tables come in.
+//!
+//! # The `.edo` table file
+//!
+//! A table file is a [safetensors](https://huggingface.co/docs/safetensors) file — the ecosystem's
+//! tensor container, readable by any safetensors library — with a fixed set of tensors and
+//! `edo.*` keys in its `__metadata__`:
+//!
+//! | tensor         | dtype | shape                | holds                                            |
+//! |----------------|-------|----------------------|--------------------------------------------------|
+//! | `rows`         | U32   | `[rows, row_words]`  | the packed rows, exactly the words the GPU holds |
+//! | `crc32`        | U32   | `[chunks]`           | CRC-32 of each `edo.chunk_bytes` bytes of `rows` |
+//! | `vocab.offsets`| U64   | `[rows + 1]`         | optional: token `i` is `vocab.bytes[o[i]..o[i+1]]` |
+//! | `vocab.bytes`  | U8    | `[n]`                | optional: the tokens, UTF-8, concatenated        |
+//!
+//! Metadata: `edo.version` (`1`), `edo.format` ([`Format::name`]), `edo.rows`, `edo.dim`,
+//! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, and any user keys (which must
+//! not start with `edo.`). safetensors aligns the data to 8 bytes, so a memory-mapped file's rows
+//! are used in place: [`TableFile::open`] maps the file and reads nothing but the header;
+//! lookups touch only the pages of the rows they read, and a GPU upload reads the file shard by
+//! shard. Checksums are per 1 MiB chunk, so a reader can verify just the rows it uses
+//! ([`TableFile::verify_rows`]) or everything ([`TableFile::verify`]); each chunk is checked once.
+//!
+//! Every size in a header is checked against the file before anything is allocated from it: a
+//! truncated file, a file that is not safetensors, a header whose shapes overflow or disagree with
+//! the file, or a version from a newer edo gives a typed [`Error`], never a panic.
+//!
+//! # Import and export
+//!
+//! [`import`] reads a dense table (safetensors f32/f16/bf16 tensors, `.npy` f32/f16/f64, word2vec
+//! and GloVe text with their vocabulary) or an already packed one (FBGEMM fused 8-bit and 4-bit
+//! row-wise arrays, `numpy.packbits` codes, sentence-transformers' int8 `binary` codes). [`export`]
+//! writes the layouts PyTorch/FBGEMM, faiss and sentence-transformers read.
+
+pub mod export;
+pub mod import;
+pub mod npy;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use safetensors::tensor::{Dtype, TensorInfo};
+
+use crate::format::{Format, PackedTable, SharedBytes};
+use crate::Error;
+
+/// The table-file version this edo writes and reads.
+pub const VERSION: u32 = 1;
+/// Bytes of `rows` covered by one CRC-32.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+const WHAT: &str = "edo table file";
+
+/// Tokens naming the rows of a table (token `i` is row `i`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vocab {
+    tokens: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Vocab {
+    /// Builds a vocabulary. A token listed twice maps to its first row (the later row stays
+    /// reachable by id), as word2vec readers do.
+    pub fn new(tokens: Vec<String>) -> Vocab {
+        let mut index = HashMap::with_capacity(tokens.len());
+        for (i, t) in tokens.iter().enumerate() {
+            index.entry(t.clone()).or_insert(i as u32);
+        }
+        Vocab { tokens, index }
+    }
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+    /// The row of `token`.
+    pub fn id(&self, token: &str) -> Result<u32, Error> {
+        self.index.get(token).copied().ok_or_else(|| Error::UnknownToken { token: token.to_string() })
+    }
+    /// The token of row `id`.
+    pub fn token(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(String::as_str)
+    }
+    pub fn tokens(&self) -> &[String] {
+        &self.tokens
+    }
+    /// Tokens that appear more than once (each counted once per repeat).
+    pub fn duplicates(&self) -> usize {
+        self.tokens.len() - self.index.len()
+    }
+
+    fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut offsets = Vec::with_capacity(8 * (self.tokens.len() + 1));
+        let mut bytes = Vec::new();
+        offsets.extend_from_slice(&0u64.to_le_bytes());
+        for t in &self.tokens {
+            bytes.extend_from_slice(t.as_bytes());
+            offsets.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        }
+        (offsets, bytes)
+    }
+}
+
+/// A packed table with its vocabulary and metadata, as stored in a `.edo` file.
+pub struct TableFile {
+    table: PackedTable,
+    vocab: Option<Vocab>,
+    metadata: BTreeMap<String, String>,
+    crcs: Vec<u32>,
+    chunk_bytes: usize,
+    verified: Vec<AtomicBool>,
+}
+
+impl std::fmt::Debug for TableFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableFile")
+            .field("table", &self.table)
+            .field("vocab", &self.vocab.as_ref().map(Vocab::len))
+            .field("metadata", &self.metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableFile {
+    /// Wraps a table for writing; computes its checksums.
+    pub fn new(table: PackedTable) -> TableFile {
+        let bytes: &[u8] = bytemuck::cast_slice(table.words());
+        let crcs = chunk_crcs(bytes, CHUNK_BYTES);
+        let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
+        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified }
+    }
+
+    /// Attaches a vocabulary of exactly one token per row.
+    pub fn with_vocab(mut self, vocab: Vocab) -> Result<TableFile, Error> {
+        if vocab.len() != self.table.rows() {
+            return Err(Error::ShapeMismatch { what: "vocabulary tokens (one per row)", expected: self.table.rows(), actual: vocab.len() });
+        }
+        self.vocab = Some(vocab);
+        Ok(self)
+    }
+
+    /// Sets a user metadata entry. Keys starting with `edo.` are reserved.
+    pub fn set_metadata(&mut self, key: impl Into<String>, value: impl Into<String>) -> Result<(), Error> {
+        let key = key.into();
+        if key.starts_with("edo.") {
+            return Err(Error::Unsupported { what: "metadata keys starting with \"edo.\" are reserved" });
+        }
+        self.metadata.insert(key, value.into());
+        Ok(())
+    }
+
+    /// The packed table. Its rows are read from the file's bytes (in place when memory-mapped);
+    /// use [`TableFile::verify`] or [`TableFile::verify_rows`] to check them against the checksums.
+    pub fn table(&self) -> &PackedTable {
+        &self.table
+    }
+    pub fn vocab(&self) -> Option<&Vocab> {
+        self.vocab.as_ref()
+    }
+    /// User metadata (without the `edo.*` keys).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+    pub fn into_table(self) -> PackedTable {
+        self.table
+    }
+
+    /// The file's bytes. The same table, vocabulary and metadata always give the same bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let (tensors, info) = self.views();
+        let mut out = Vec::new();
+        write_safetensors(&mut out, &tensors, &info).expect("writing to a Vec cannot fail");
+        out
+    }
+
+    /// Writes the file to `path` (through a temporary file in the same directory, renamed over
+    /// `path` once complete, so a reader never sees half a file).
+    #[cfg(native)]
+    pub fn write(&self, path: impl AsRef<std::path::Path>) -> Result<(), Error> {
+        use std::io::Write;
+        let path = path.as_ref();
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".tmp{}", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
+        let (tensors, info) = self.views();
+        let result = std::fs::File::create(&tmp)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                write_safetensors(&mut w, &tensors, &info)?;
+                w.flush()?;
+                w.get_ref().sync_all()
+            })
+            .map_err(|e| io_error(&tmp, e))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_error(path, e)));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Reads a table file from bytes (a browser's `fetch`, a test). Parses and checks the header
+    /// only; the rows are borrowed from `bytes` when aligned.
+    pub fn from_bytes(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<TableFile, Error> {
+        TableFile::from_shared(Arc::new(bytes))
+    }
+
+    /// Memory-maps a table file. Only the header is read now; rows are paged in as they are used.
+    ///
+    /// The file must not be modified while mapped (edo's own writer replaces files by renaming,
+    /// which is safe); a change shows up as a [`Error::Checksum`] when the rows are verified.
+    #[cfg(native)]
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<TableFile, Error> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+        // SAFETY: the map is read-only and edo never writes a mapped file; another process
+        // truncating it underneath is outside what any mmap-based reader can defend against.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;
+        TableFile::from_shared(Arc::new(map)).map_err(|e| match e {
+            Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{}: {reason}", path.display()) },
+            e => e,
+        })
+    }
+
+    fn from_shared(bytes: SharedBytes) -> Result<TableFile, Error> {
+        let buf: &[u8] = (*bytes).as_ref();
+        let (header_len, meta) = safetensors::SafeTensors::read_metadata(buf).map_err(|e| bad(format!("not a readable safetensors file ({e})")))?;
+        let data_start = 8 + header_len;
+        let empty = HashMap::new();
+        let kv = meta.metadata().as_ref().unwrap_or(&empty);
+        let Some(version) = kv.get("edo.version") else {
+            return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
+        };
+        if version.trim() != VERSION.to_string() {
+            return Err(Error::UnsupportedVersion { found: version.clone(), supported: VERSION });
+        }
+        let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
+        let number = |key: &str| -> Result<usize, Error> {
+            let v = get(key)?;
+            v.parse::<usize>().map_err(|_| bad(format!("metadata {key} = {v:?} is not a count")))
+        };
+        let format_name = get("edo.format")?;
+        let format = Format::from_name(format_name).ok_or_else(|| bad(format!("unknown format {format_name:?}")))?;
+        let rows = number("edo.rows")?;
+        let dim = number("edo.dim")?;
+        let chunk_bytes = number("edo.chunk_bytes")?;
+        if dim == 0 || chunk_bytes == 0 {
+            return Err(bad("edo.dim and edo.chunk_bytes must be positive".into()));
+        }
+        let row_words = format.row_words(dim);
+
+        let tensor = |name: &str, dtype: Dtype| -> Result<&TensorInfo, Error> {
+            let info = meta.info(name).ok_or_else(|| bad(format!("tensor {name:?} is missing")))?;
+            if info.dtype != dtype {
+                return Err(bad(format!("tensor {name:?} is {:?}, expected {dtype:?}", info.dtype)));
+            }
+            Ok(info)
+        };
+        let rows_info = tensor("rows", Dtype::U32)?;
+        if rows_info.shape != [rows, row_words] {
+            return Err(bad(format!("tensor \"rows\" has shape {:?}, but {rows} rows of {format} dim {dim} need [{rows}, {row_words}]", rows_info.shape)));
+        }
+        let rows_bytes = rows_info.data_offsets.1 - rows_info.data_offsets.0;
+        let crc_info = tensor("crc32", Dtype::U32)?;
+        let chunks = rows_bytes.div_ceil(chunk_bytes);
+        if crc_info.shape != [chunks] {
+            return Err(bad(format!("tensor \"crc32\" has shape {:?}, expected [{chunks}]", crc_info.shape)));
+        }
+        let crcs: Vec<u32> = slice(buf, data_start, crc_info).chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+
+        let vocab = match (meta.info("vocab.offsets"), meta.info("vocab.bytes")) {
+            (None, None) => None,
+            (Some(_), Some(_)) => {
+                let offsets_info = tensor("vocab.offsets", Dtype::U64)?;
+                let bytes_info = tensor("vocab.bytes", Dtype::U8)?;
+                if offsets_info.shape != [rows + 1] {
+                    return Err(bad(format!("tensor \"vocab.offsets\" has shape {:?}, expected [{}]", offsets_info.shape, rows + 1)));
+                }
+                let offsets = slice(buf, data_start, offsets_info);
+                let text = slice(buf, data_start, bytes_info);
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(offsets);
+                crc.update(text);
+                let expected = get("edo.vocab_crc32")?;
+                if expected.parse::<u32>().ok() != Some(crc.finalize()) {
+                    return Err(bad("the vocabulary does not match its checksum".into()));
+                }
+                Some(decode_vocab(offsets, text)?)
+            }
+            _ => return Err(bad("tensors \"vocab.offsets\" and \"vocab.bytes\" come together".into())),
+        };
+
+        let table = PackedTable::from_shared(format, rows, dim, bytes.clone(), data_start + rows_info.data_offsets.0)?;
+        let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(TableFile { table, vocab, metadata, crcs, chunk_bytes, verified })
+    }
+
+    /// Checks every row against the checksums.
+    pub fn verify(&self) -> Result<(), Error> {
+        self.verify_chunks(0..self.crcs.len())
+    }
+
+    /// Checks the rows in `rows` (and the rest of the 1 MiB chunks they share) against the
+    /// checksums. Chunks already verified are not read again.
+    pub fn verify_rows(&self, rows: Range<usize>) -> Result<(), Error> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let row_bytes = 4 * self.table.row_words();
+        let first = rows.start.min(self.table.rows()) * row_bytes / self.chunk_bytes;
+        let last = (rows.end.min(self.table.rows()) * row_bytes).div_ceil(self.chunk_bytes);
+        self.verify_chunks(first..last)
+    }
+
+    /// Checks the rows of `ids` that exist (out-of-range ids are the lookup's bounds policy's
+    /// business).
+    pub fn verify_ids(&self, ids: &[u32]) -> Result<(), Error> {
+        for &id in ids {
+            let r = id as usize;
+            if r < self.table.rows() {
+                self.verify_rows(r..r + 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_chunks(&self, chunks: Range<usize>) -> Result<(), Error> {
+        let bytes: &[u8] = bytemuck::cast_slice(self.table.words());
+        for c in chunks {
+            if self.verified[c].load(Ordering::Relaxed) {
+                continue;
+            }
+            let start = c * self.chunk_bytes;
+            let end = (start + self.chunk_bytes).min(bytes.len());
+            if crc32fast::hash(&bytes[start..end]) != self.crcs[c] {
+                return Err(Error::Checksum { start: start as u64, end: end as u64 });
+            }
+            self.verified[c].store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The tensors in file order (8-byte, then 4-byte, then 1-byte elements, so each is aligned)
+    /// and the metadata.
+    fn views(&self) -> (Vec<(String, Tensor<'_>)>, BTreeMap<String, String>) {
+        let t = &self.table;
+        let mut info = self.metadata.clone();
+        info.insert("edo.version".into(), VERSION.to_string());
+        info.insert("edo.format".into(), t.format().name().into());
+        info.insert("edo.rows".into(), t.rows().to_string());
+        info.insert("edo.dim".into(), t.dim().to_string());
+        info.insert("edo.chunk_bytes".into(), self.chunk_bytes.to_string());
+        let mut views = Vec::new();
+        let vocab = self.vocab.as_ref().map(|v| {
+            let (offsets, bytes) = v.encode();
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&offsets);
+            crc.update(&bytes);
+            info.insert("edo.vocab_crc32".into(), crc.finalize().to_string());
+            views.push(("vocab.offsets".to_string(), Tensor { dtype: Dtype::U64, shape: vec![v.len() + 1], data: offsets.into() }));
+            ("vocab.bytes".to_string(), Tensor { dtype: Dtype::U8, shape: vec![bytes.len()], data: bytes.into() })
+        });
+        views.push(("crc32".to_string(), Tensor { dtype: Dtype::U32, shape: vec![self.crcs.len()], data: bytemuck::cast_slice(&self.crcs).to_vec().into() }));
+        views.push(("rows".to_string(), Tensor { dtype: Dtype::U32, shape: vec![t.rows(), t.row_words()], data: bytemuck::cast_slice(t.words()).into() }));
+        views.extend(vocab);
+        (views, info)
+    }
+}
+
+/// A tensor to serialise.
+pub(crate) struct Tensor<'a> {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub data: std::borrow::Cow<'a, [u8]>,
+}
+
+/// Writes a safetensors file: the header lists the metadata (keys sorted) and then the tensors in
+/// the order given, which is also their order in the data, so the same input always gives the same
+/// bytes (the `safetensors` crate's writer orders the metadata by hash).
+pub(crate) fn write_safetensors(out: &mut impl std::io::Write, tensors: &[(String, Tensor<'_>)], metadata: &BTreeMap<String, String>) -> std::io::Result<()> {
+    // Written by hand to keep the key order of the reference writer: dtype, shape, data_offsets.
+    let mut entries = Vec::new();
+    if !metadata.is_empty() {
+        entries.push(format!("\"__metadata__\":{}", serde_json::to_string(metadata).expect("strings serialise")));
+    }
+    let mut offset = 0usize;
+    for (name, t) in tensors {
+        let end = offset + t.data.len();
+        let shape: Vec<String> = t.shape.iter().map(usize::to_string).collect();
+        let name = serde_json::to_string(name).expect("strings serialise");
+        entries.push(format!("{name}:{{\"dtype\":\"{:?}\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}", t.dtype, shape.join(",")));
+        offset = end;
+    }
+    let mut text = format!("{{{}}}", entries.join(","));
+    text.push_str(&" ".repeat(text.len().next_multiple_of(8) - text.len()));
+    out.write_all(&(text.len() as u64).to_le_bytes())?;
+    out.write_all(text.as_bytes())?;
+    for (_, t) in tensors {
+        out.write_all(&t.data)?;
+    }
+    Ok(())
+}
+
+fn chunk_crcs(bytes: &[u8], chunk: usize) -> Vec<u32> {
+    let mut crcs = vec![0u32; bytes.len().div_ceil(chunk)];
+    crate::par::for_each_chunk_mut(&mut crcs, 1, 16, |first, block| {
+        for (i, c) in block.iter_mut().enumerate() {
+            let start = (first + i) * chunk;
+            *c = crc32fast::hash(&bytes[start..(start + chunk).min(bytes.len())]);
+        }
+        None::<()>
+    });
+    crcs
+}
+
+fn decode_vocab(offsets: &[u8], text: &[u8]) -> Result<Vocab, Error> {
+    let mut tokens = Vec::with_capacity(offsets.len() / 8);
+    let mut prev = 0usize;
+    for (i, o) in offsets.chunks_exact(8).enumerate() {
+        let o = u64::from_le_bytes(o.try_into().expect("chunks of 8"));
+        let o = usize::try_from(o).ok().filter(|&o| o >= prev && o <= text.len());
+        let Some(o) = o else {
+            return Err(bad(format!("vocab.offsets[{i}] is not within the vocabulary's bytes in order")));
+        };
+        if i == 0 {
+            if o != 0 {
+                return Err(bad("vocab.offsets[0] must be 0".into()));
+            }
+        } else {
+            let token = std::str::from_utf8(&text[prev..o]).map_err(|_| bad(format!("token {} is not UTF-8", i - 1)))?;
+            tokens.push(token.to_string());
+        }
+        prev = o;
+    }
+    if prev != text.len() {
+        return Err(bad("vocab.bytes has bytes after the last token".into()));
+    }
+    Ok(Vocab::new(tokens))
+}
+
+fn slice<'a>(buf: &'a [u8], data_start: usize, info: &TensorInfo) -> &'a [u8] {
+    // read_metadata checked that every tensor lies within the buffer.
+    &buf[data_start + info.data_offsets.0..data_start + info.data_offsets.1]
+}
+
+fn bad(reason: String) -> Error {
+    Error::BadFile { what: WHAT, reason }
+}
+
+#[cfg(native)]
+pub(crate) fn io_error(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
+    Error::Io { path: path.display().to_string(), message: e.to_string() }
+}

@@ -1,0 +1,375 @@
+//! Table files, import and export, against reference files written by numpy and safetensors
+//! (`scripts/make_file_fixtures.py`), and malformed files of every kind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use edo::file::import::{self, Layout, Table};
+use edo::file::{export, npy, TableFile, Vocab};
+use edo::synth::embedding_table;
+use edo::{Error, Format, PackedTable};
+
+const ROWS: usize = 37;
+const DIM: usize = 13;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/files").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The f32 values of a reference `.npy`.
+fn npy_f32(name: &str) -> Vec<f32> {
+    let bytes = fixture(name);
+    let a = npy::read(&bytes).unwrap();
+    assert_eq!(a.dtype, npy::Dtype::F32, "{name}");
+    a.data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+fn dense(imported: &import::Imported) -> (&[f32], usize, usize) {
+    match &imported.table {
+        Table::Dense { data, rows, dim } => (data, *rows, *dim),
+        Table::Packed(t) => panic!("expected dense, got {:?}", t.format()),
+    }
+}
+
+fn packed(imported: import::Imported) -> PackedTable {
+    match imported.table {
+        Table::Packed(t) => t,
+        Table::Dense { .. } => panic!("expected packed rows"),
+    }
+}
+
+fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a.to_bits() != b.to_bits()) {
+        panic!("{what}: first difference at value {i}: {} vs {}", got[i], want[i]);
+    }
+}
+
+#[test]
+fn npy_floats_import_exactly() {
+    let want = npy_f32("table_f32.npy");
+    let f32_table = import::npy(&fixture("table_f32.npy"), Layout::Dense).unwrap();
+    assert_eq!(dense(&f32_table), (&want[..], ROWS, DIM));
+    let f64_table = import::npy(&fixture("table_f64.npy"), Layout::Dense).unwrap();
+    assert_bits_eq(dense(&f64_table).0, &want, "f64 narrowed");
+    let f16_table = import::npy(&fixture("table_f16.npy"), Layout::Dense).unwrap();
+    let want16: Vec<f32> = want.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
+    assert_bits_eq(dense(&f16_table).0, &want16, "f16 widened");
+}
+
+#[test]
+fn export_writes_the_bytes_numpy_writes() {
+    let values = npy_f32("table_f32.npy");
+    for (format, reference) in [(Format::F32, "table_f32.npy"), (Format::F16, "table_f16.npy"), (Format::Int4, "fbgemm4.npy"), (Format::Binary, "ubinary.npy")] {
+        let table = PackedTable::quantize(format, &values, ROWS, DIM).unwrap();
+        assert!(export::packed_array(&table).to_npy() == fixture(reference), "{format} export differs from {reference}");
+    }
+    // Dense export of any table is its decoded values.
+    let t = PackedTable::quantize(Format::Int8, &values, ROWS, DIM).unwrap();
+    let a = npy::read(&export::dense_array(&t).to_npy()).unwrap().data.to_vec();
+    assert_eq!(a, bytemuck::cast_slice::<f32, u8>(&t.dequantize()));
+}
+
+#[test]
+fn fbgemm_8bit_rows_round_trip_byte_for_byte() {
+    let bytes = fixture("fbgemm8.npy");
+    let table = packed(import::npy(&bytes, Layout::Fbgemm8).unwrap());
+    assert_eq!((table.format(), table.rows(), table.dim()), (Format::Int8, ROWS, DIM));
+    assert_bits_eq(&table.dequantize(), &npy_f32("fbgemm8_dequant.npy"), "FBGEMM 8-bit decode");
+    assert!(export::packed_array(&table).to_npy() == bytes, "fbgemm8.npy export");
+
+    let st = fixture("fbgemm8.safetensors");
+    let from_st = packed(import::safetensors(&st, None, Layout::Fbgemm8).unwrap());
+    assert_eq!(from_st, table);
+    assert!(export::packed_array(&table).to_safetensors("weight", &BTreeMap::new()) == st, "safetensors export");
+
+    // edo's own INT8: FBGEMM's codes and bias, the scale rounded to 16 significant bits.
+    let ours = PackedTable::quantize(Format::Int8, &npy_f32("table_f32.npy"), ROWS, DIM).unwrap();
+    let ours = export::packed_array(&ours).data;
+    for (r, (a, b)) in ours.chunks_exact(DIM + 8).zip(bytes[bytes.len() - ROWS * (DIM + 8)..].chunks_exact(DIM + 8)).enumerate() {
+        assert_eq!(a[..DIM], b[..DIM], "row {r} codes");
+        assert_eq!(a[DIM + 4..], b[DIM + 4..], "row {r} bias");
+        let scale = |s: &[u8]| f32::from_le_bytes(s[DIM..DIM + 4].try_into().unwrap());
+        assert!((scale(a) - scale(b)).abs() <= scale(b) * 2f32.powi(-16), "row {r} scale");
+    }
+}
+
+#[test]
+fn fbgemm_4bit_rows_import_with_their_dim() {
+    let bytes = fixture("fbgemm4.npy");
+    let table = packed(import::npy(&bytes, Layout::Fbgemm4 { dim: Some(DIM) }).unwrap());
+    assert_eq!((table.format(), table.dim()), (Format::Int4, DIM));
+    assert_bits_eq(&table.dequantize(), &npy_f32("fbgemm4_dequant.npy"), "FBGEMM 4-bit decode");
+    assert!(export::packed_array(&table).to_npy() == bytes);
+    // 11 bytes per row also fit dim 14: that is what an unannotated array reads as.
+    assert_eq!(packed(import::npy(&bytes, Layout::Fbgemm4 { dim: None }).unwrap()).dim(), 14);
+    // A dim the width cannot hold is refused.
+    let e = import::npy(&bytes, Layout::Fbgemm4 { dim: Some(20) }).unwrap_err();
+    assert!(matches!(e, Error::BadFile { .. }), "{e}");
+}
+
+#[test]
+fn packbits_codes_import_as_binary() {
+    let values = npy_f32("table_f32.npy");
+    let want = PackedTable::quantize(Format::Binary, &values, ROWS, DIM).unwrap();
+    let ub = packed(import::npy(&fixture("ubinary.npy"), Layout::Packbits { dim: Some(DIM) }).unwrap());
+    assert_eq!(ub, want);
+    let b8 = packed(import::npy(&fixture("binary_int8.npy"), Layout::Packbits { dim: Some(DIM) }).unwrap());
+    assert_eq!(b8, want, "sentence-transformers int8 'binary' is packbits − 128");
+    // Bits past dim are cleared, whatever the file holds.
+    let mut dirty = export::packed_array(&want);
+    for r in 0..ROWS {
+        dirty.data[2 * r + 1] |= 0x07;
+    }
+    assert_eq!(packed(import::npy(&dirty.to_npy(), Layout::Packbits { dim: Some(DIM) }).unwrap()), want);
+    // A byte array needs its layout named.
+    let e = import::npy(&fixture("ubinary.npy"), Layout::Dense).unwrap_err();
+    assert!(e.to_string().contains("layout"), "{e}");
+}
+
+#[test]
+fn safetensors_checkpoint_tensors_by_name() {
+    let st = fixture("model.safetensors");
+    let words = import::safetensors(&st, Some("embeddings.word_embeddings.weight"), Layout::Dense).unwrap();
+    assert_eq!((words.rows(), words.dim()), (ROWS, DIM));
+    assert_bits_eq(dense(&words).0, &npy_f32("word_embeddings_as_f32.npy"), "BF16 widened");
+    let types = import::safetensors(&st, Some("embeddings.token_type_embeddings.weight"), Layout::Dense).unwrap();
+    assert_eq!(types.rows(), 2);
+
+    match import::safetensors(&st, None, Layout::Dense).unwrap_err() {
+        Error::MissingTensor { available, .. } => assert!(available.contains("embeddings.word_embeddings.weight [37, 13] BF16"), "{available}"),
+        e => panic!("{e}"),
+    }
+    match import::safetensors(&st, Some("word_embeddings"), Layout::Dense).unwrap_err() {
+        Error::MissingTensor { name, available } => {
+            assert_eq!(name, "word_embeddings");
+            assert!(!available.contains("LayerNorm"), "only 2-D tensors are offered: {available}");
+        }
+        e => panic!("{e}"),
+    }
+    let e = import::safetensors(&st, Some("embeddings.LayerNorm.weight"), Layout::Dense).unwrap_err();
+    assert!(e.to_string().contains("2-D"), "{e}");
+}
+
+#[test]
+fn word2vec_and_glove_text_keep_the_vocabulary() {
+    let want = npy_f32("table_f32.npy");
+    for name in ["glove.txt", "word2vec.txt"] {
+        let t = import::text(std::str::from_utf8(&fixture(name)).unwrap()).unwrap();
+        assert_bits_eq(dense(&t).0, &want, name);
+        let vocab = t.vocab.as_ref().unwrap();
+        assert_eq!(vocab.len(), ROWS);
+        assert_eq!(vocab.id("word5").unwrap(), 5);
+        assert_eq!(vocab.token(36), Some("word36"));
+        assert!(matches!(vocab.id("nope"), Err(Error::UnknownToken { .. })));
+        // Export as text and read back: same values, same tokens.
+        let table = t.to_format(Format::F32).unwrap();
+        let text = export::text(&table, Some(vocab)).unwrap();
+        let again = import::text(&text).unwrap();
+        assert_bits_eq(dense(&again).0, &want, "text round trip");
+        assert_eq!(again.vocab.as_ref(), Some(vocab));
+    }
+}
+
+#[test]
+fn malformed_text_names_the_line() {
+    let cases = [
+        ("a 1 2\nb 1 2 3\n", 2, "3 values"),
+        ("a 1 x\n", 1, "not a number"),
+        ("3 2\na 1 2\nb 1 2\n", 1, "declares 3 rows"),
+        ("2 3\na 1 2\n", 2, "declares dim 3"),
+        ("\n\n", 1, "no vectors"),
+        ("a\n", 1, "no values"),
+    ];
+    for (text, line, reason) in cases {
+        match import::text(text) {
+            Err(Error::Parse { line: l, reason: r }) => {
+                assert_eq!(l, line, "{text:?}: {r}");
+                assert!(r.contains(reason), "{text:?}: {r}");
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+    // fastText cuts multi-byte characters: such tokens are kept, with U+FFFD, and counted.
+    let t = import::text(b"caf\xc3 1 2\nok 3 4\n").unwrap();
+    assert_eq!(t.lossy_tokens, 1);
+    assert_eq!(t.vocab.as_ref().unwrap().token(0), Some("caf\u{FFFD}"));
+    // NaN in text reaches the quantiser, which names its row and column.
+    let t = import::text("a 1 2\nb nan 2\n").unwrap();
+    assert!(matches!(t.to_format(Format::Int8), Err(Error::NonFinite { row: 1, col: 0, .. })));
+}
+
+fn sample_file(format: Format) -> (TableFile, Vec<f32>) {
+    let (rows, dim) = (300, 37);
+    let values = embedding_table(rows, dim, 11);
+    let table = PackedTable::quantize(format, &values, rows, dim).unwrap();
+    let tokens = (0..rows).map(|i| format!("tok{i}·é")).collect();
+    let mut file = TableFile::new(table).with_vocab(Vocab::new(tokens)).unwrap();
+    file.set_metadata("source", "synthetic").unwrap();
+    (file, values)
+}
+
+#[test]
+fn table_files_round_trip_every_format() {
+    let dir = tempdir();
+    for format in Format::ALL {
+        let (file, _) = sample_file(format);
+        let bytes = file.to_bytes();
+        let back = TableFile::from_bytes(bytes.clone()).unwrap();
+        back.verify().unwrap();
+        assert_eq!(back.table(), file.table(), "{format}");
+        assert_eq!(back.vocab(), file.vocab());
+        assert_eq!(back.metadata().get("source").map(String::as_str), Some("synthetic"));
+
+        let path = dir.join(format!("t-{}.edo", format.name().replace('+', "_")));
+        file.write(&path).unwrap();
+        assert!(std::fs::read(&path).unwrap() == bytes, "write and to_bytes agree");
+        let mapped = TableFile::open(&path).unwrap();
+        assert!(mapped.table().is_mapped(), "rows used in place from the map");
+        mapped.verify_rows(5..7).unwrap();
+        assert_eq!(mapped.table(), file.table());
+        // Any safetensors reader sees the packed words.
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let rows = st.tensor("rows").unwrap();
+        assert_eq!(rows.shape(), [300, format.row_words(37)]);
+        assert_eq!(rows.data(), bytemuck::cast_slice::<u32, u8>(file.table().words()));
+    }
+}
+
+#[test]
+fn reserved_metadata_and_vocab_length_are_checked() {
+    let (mut file, _) = sample_file(Format::Int8);
+    assert!(matches!(file.set_metadata("edo.rows", "1"), Err(Error::Unsupported { .. })));
+    let t = file.table().clone();
+    let e = TableFile::new(t).with_vocab(Vocab::new(vec!["a".into()])).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { expected: 300, actual: 1, .. }), "{e}");
+}
+
+/// Rewrites the JSON header of a safetensors file (keeping it 8-byte aligned).
+fn with_header(bytes: &[u8], edit: impl Fn(&str) -> String) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap();
+    let mut new = edit(header.trim_end()).into_bytes();
+    new.resize(new.len().next_multiple_of(8), b' ');
+    let mut out = (new.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&new);
+    out.extend_from_slice(&bytes[8 + n..]);
+    out
+}
+
+#[test]
+fn malformed_table_files_are_typed_errors() {
+    let (file, _) = sample_file(Format::Int4);
+    let good = file.to_bytes();
+    let open = |b: Vec<u8>| TableFile::from_bytes(b).and_then(|f| f.verify().map(|()| f));
+
+    // Every truncation.
+    for len in 0..good.len() {
+        let e = open(good[..len].to_vec()).unwrap_err();
+        assert!(matches!(e, Error::BadFile { .. }), "truncated to {len}: {e}");
+    }
+    // Not a table file at all.
+    for junk in [b"hello world, not a table".to_vec(), fixture("table_f32.npy"), vec![0xff; 64]] {
+        assert!(matches!(open(junk), Err(Error::BadFile { .. })));
+    }
+    let e = open(fixture("model.safetensors")).unwrap_err();
+    assert!(e.to_string().contains("edo quantize"), "a plain safetensors file points to import: {e}");
+
+    // A lying header: more rows than the data holds, a shape whose product overflows, a version
+    // from the future, a format that does not exist.
+    let lies: [(&str, &str); 5] = [
+        ("\"edo.rows\":\"300\"", "\"edo.rows\":\"301\""),
+        ("[300,", "[4611686018427387904,"),
+        ("\"edo.version\":\"1\"", "\"edo.version\":\"2\""),
+        ("\"edo.format\":\"int4\"", "\"edo.format\":\"int3\""),
+        ("\"edo.chunk_bytes\":\"1048576\"", "\"edo.chunk_bytes\":\"0\""),
+    ];
+    for (from, to) in lies {
+        let bad = with_header(&good, |h| {
+            assert!(h.contains(from), "{from} not in {h}");
+            h.replace(from, to)
+        });
+        let e = open(bad).unwrap_err();
+        match to {
+            t if t.contains("version") => assert!(matches!(e, Error::UnsupportedVersion { .. }), "{e}"),
+            _ => assert!(matches!(e, Error::BadFile { .. }), "{to}: {e}"),
+        }
+    }
+
+    // Damaged rows: the checksum names the bytes; a damaged vocabulary is refused on open.
+    let rows_at = good.len() - 4 * file.table().words().len() - file.vocab().unwrap().tokens().iter().map(|t| t.len()).sum::<usize>();
+    let mut flipped = good.clone();
+    flipped[rows_at + 100] ^= 0x10;
+    let f = TableFile::from_bytes(flipped).unwrap();
+    assert!(matches!(f.verify_rows(0..1), Err(Error::Checksum { start: 0, .. })));
+    let mut flipped = good.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x01;
+    assert!(matches!(TableFile::from_bytes(flipped), Err(Error::BadFile { .. })));
+
+    // Single-byte damage anywhere: an error or a file that still verifies, never a panic.
+    for i in (0..good.len()).step_by(7) {
+        let mut b = good.clone();
+        b[i] = b[i].wrapping_add(1 + (i % 200) as u8);
+        let _ = open(b);
+    }
+}
+
+#[test]
+fn malformed_npy_files_are_typed_errors() {
+    let good = fixture("table_f32.npy");
+    for len in 0..good.len() {
+        assert!(matches!(import::npy(&good[..len], Layout::Dense), Err(Error::BadFile { .. })), "truncated to {len}");
+    }
+    let header_edit = |from: &str, to: &str| {
+        let s = String::from_utf8_lossy(&good[..128]).replace(from, to);
+        let mut b = s.into_bytes();
+        b.truncate(128);
+        b.extend_from_slice(&good[128..]);
+        b
+    };
+    let cases = [
+        header_edit("(37, 13)", "(38, 13)"),
+        header_edit("(37, 13)", "(9999999999999999999, 13)"),
+        header_edit("(37, 13)", "(-1, 13)"),
+        header_edit("False", "True "),
+        header_edit("<f4", ">f4"),
+        header_edit("<f4", "<c8"),
+    ];
+    for (i, bad) in cases.into_iter().enumerate() {
+        assert_eq!(bad.len(), good.len());
+        assert!(matches!(import::npy(&bad, Layout::Dense), Err(Error::BadFile { .. })), "case {i}");
+    }
+    let mut v9 = good.clone();
+    v9[6] = 9;
+    assert!(import::npy(&v9, Layout::Dense).unwrap_err().to_string().contains("version 9"));
+    // A 3-D array is not a table.
+    let cube = npy::write(npy::Dtype::F32, &[2, 2, 2], &[0u8; 32]);
+    assert!(import::npy(&cube, Layout::Dense).unwrap_err().to_string().contains("2-D"));
+}
+
+/// Replays the fuzz corpus: none of it may panic.
+#[test]
+fn fuzz_corpus_does_not_panic() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/table_file");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if let Ok(f) = TableFile::from_bytes(bytes.clone()) {
+            let _ = f.verify();
+            let rows = f.table().rows();
+            let _ = f.verify_rows(rows / 2..rows);
+        }
+        let _ = import::npy(&bytes, Layout::Dense);
+        let _ = import::safetensors(&bytes, None, Layout::Dense);
+        n += 1;
+    }
+    assert!(n >= 4, "corpus has {n} files");
+}
+
+fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edo-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
