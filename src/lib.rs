@@ -29,6 +29,8 @@ pub mod file;
 pub mod format;
 pub mod gpu;
 pub mod hash;
+#[cfg(native)]
+pub mod inspect;
 mod oneshot;
 pub(crate) mod par;
 pub mod prune;

@@ -55,3 +55,117 @@ fn bad_arguments_fail_with_a_message() {
     let out = edo(&["demo", "--dim", "0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/data/files/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("edo-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = edo(args);
+    assert!(out.status.success(), "edo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
+    let t = scratch("words.edo");
+    let t = t.to_str().unwrap();
+    let st = fixture("model.safetensors");
+    let out = ok(&["quantize", &st, "--tensor", "embeddings.word_embeddings.weight", "--format", "int8", "-o", t]);
+    assert!(out.contains("int8 37 × 13"), "{out}");
+
+    // inspect finds the recorded source, reports the error and writes the picture.
+    let png = scratch("words.png");
+    let _ = std::fs::remove_file(&png);
+    let out = ok(&["inspect", t]);
+    for needle in ["37 rows × 13 dim", "checksums OK", "embeddings.word_embeddings.weight", "RMSE", "37 of 37 rows within it", "picture:"] {
+        assert!(out.contains(needle), "inspect lacks {needle:?}:\n{out}");
+    }
+    let img = image::open(&png).expect("inspect wrote a PNG").to_rgb8();
+    assert_eq!(img.height(), 37 * 13, "37 rows magnified 13×");
+    assert!(img.width() > 2 * 13, "two panels");
+
+    let json: serde_json::Value = serde_json::from_str(&ok(&["inspect", t, "--json", "--no-png"])).unwrap();
+    assert_eq!(json["rows"], 37);
+    assert_eq!(json["format"], "int8");
+    assert!(json["error"]["max_abs"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["error"]["rows_beyond_bound"], 0);
+
+    // lookup: the same values as the library's CPU path on the same file.
+    let table = edo::file::TableFile::open(t).unwrap();
+    let want = edo::cpu::gather(table.table(), &[5, 0], edo::Bounds::Error).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&["lookup", t, "--ids", "5,0", "--json"])).unwrap();
+    let got: Vec<f32> = json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    assert_eq!(got, want);
+
+    // export as FBGEMM rows, then import those back: the same table.
+    let npy = scratch("words_fbgemm.npy");
+    ok(&["export", t, "-o", npy.to_str().unwrap()]);
+    let back = scratch("back.edo");
+    ok(&["quantize", npy.to_str().unwrap(), "--layout", "fbgemm8", "-f", "int8", "-o", back.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), table.table());
+}
+
+#[test]
+fn text_tables_keep_tokens_for_lookup() {
+    let t = scratch("glove.edo");
+    let t = t.to_str().unwrap();
+    ok(&["quantize", &fixture("glove.txt"), "-f", "fp16", "-o", t]);
+    let out = ok(&["lookup", t, "--tokens", "word3,word7"]);
+    assert!(out.starts_with("3 \"word3\": [0.25000, 0.25000"), "{out}");
+    assert!(out.contains("7 \"word7\""), "{out}");
+    let out = edo(&["lookup", t, "--tokens", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\" is not in the vocabulary"));
+    // Text export and re-import round trips the decoded values and tokens.
+    let txt = scratch("glove_out.txt");
+    ok(&["export", t, "-o", txt.to_str().unwrap()]);
+    let again = edo::file::import::text(std::fs::read(&txt).unwrap()).unwrap();
+    assert_eq!(again.vocab.unwrap().token(7), Some("word7"));
+}
+
+#[test]
+fn exit_codes_say_what_went_wrong() {
+    let t = scratch("codes.edo");
+    let t = t.to_str().unwrap();
+    ok(&["quantize", &fixture("table_f32.npy"), "-f", "int4", "-o", t]);
+    let code = |args: &[&str]| {
+        let out = edo(args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(err.starts_with("edo: error: ") || out.status.code() == Some(2), "{args:?}: {err}");
+        (out.status.code(), err)
+    };
+    // Missing input: 66.
+    assert_eq!(code(&["inspect", "/nonexistent/t.edo"]).0, Some(66));
+    assert_eq!(code(&["quantize", "/nonexistent/x.npy", "-f", "int8", "-o", t]).0, Some(66));
+    // Malformed input: 65, with the reason.
+    let junk = scratch("junk.edo");
+    std::fs::write(&junk, b"definitely not a table").unwrap();
+    let (c, err) = code(&["inspect", junk.to_str().unwrap()]);
+    assert_eq!(c, Some(65), "{err}");
+    assert!(err.contains("malformed edo table file"), "{err}");
+    let (c, err) = code(&["quantize", &fixture("ubinary.npy"), "-f", "int8", "-o", scratch("u.edo").to_str().unwrap()]);
+    assert_eq!(c, Some(65), "{err}");
+    assert!(err.contains("layout"), "{err}");
+    // Damaged rows: 65, and inspect still prints what it can.
+    let mut bytes = std::fs::read(t).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0x40;
+    let damaged = scratch("damaged.edo");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = edo(&["inspect", damaged.to_str().unwrap(), "--no-png"]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("checksums FAILED"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"));
+    // Bad arguments: 2.
+    assert_eq!(code(&["lookup", t, "--ids", "37"]).0, Some(2));
+    assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", scratch("x.npy").to_str().unwrap()]).0, Some(2));
+    // Unwritable output: 74.
+    assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", "/nonexistent/dir/t.edo"]).0, Some(74));
+}

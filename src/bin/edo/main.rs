@@ -1,13 +1,22 @@
 //! The `edo` command line.
 
+mod bench;
+mod tables;
+
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use edo::bench::{Config, Report};
+use edo::bench::Config;
 use edo::Format;
 
 #[derive(Parser)]
-#[command(name = "edo", version, about = "Portable embedding engine: compressed tables, GPU lookups")]
+#[command(
+    name = "edo",
+    version,
+    about = "Portable embedding engine: compressed tables, GPU lookups",
+    after_help = "Exit status: 0 success, 1 failure (GPU, internal), 2 bad arguments (including ids out of range and unknown \
+                  tokens), 65 malformed input data, 66 input file missing or unreadable, 74 output not writable."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,6 +30,17 @@ enum Command {
     /// Time the gather of every format on the GPU and the CPU path, as ratios to the device's
     /// own buffer copy and to memcpy measured in the same run.
     Bench(Common),
+    /// Read a table (safetensors, .npy, word2vec/GloVe text, FBGEMM or packbits arrays) and write
+    /// it in any format to an .edo table file.
+    Quantize(tables::QuantizeArgs),
+    /// Show an .edo file's shape, format, size, checksums and quantisation error against its
+    /// source, and write a picture of the table and its error.
+    Inspect(tables::InspectArgs),
+    /// Print rows of an .edo file by id or by token.
+    Lookup(tables::LookupArgs),
+    /// Write an .edo file's table as .npy, .safetensors (FBGEMM / packbits layouts or dense
+    /// f32) or word2vec text.
+    Export(tables::ExportArgs),
 }
 
 #[derive(Args)]
@@ -51,8 +71,41 @@ struct Common {
     json: bool,
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
+pub(crate) fn parse_format(s: &str) -> Result<Format, String> {
     Format::from_name(s).ok_or_else(|| format!("unknown format {s:?} (fp32, fp16, int8, int4, binary, binary+scale)"))
+}
+
+/// A failed command: the message for stderr and the exit status.
+pub(crate) struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+pub(crate) mod exit {
+    pub const FAILURE: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const DATA: u8 = 65;
+    pub const NO_INPUT: u8 = 66;
+    pub const CANT_CREATE: u8 = 74;
+}
+
+impl Failure {
+    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure { code, message: message.into() }
+    }
+}
+
+impl From<edo::Error> for Failure {
+    fn from(e: edo::Error) -> Failure {
+        use edo::Error as E;
+        let code = match &e {
+            E::BadFile { .. } | E::UnsupportedVersion { .. } | E::Checksum { .. } | E::Parse { .. } | E::NonFinite { .. } | E::OutOfRange { .. } | E::MissingTensor { .. } => exit::DATA,
+            E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
+            E::Io { .. } => exit::NO_INPUT,
+            _ => exit::FAILURE,
+        };
+        Failure { code, message: e.to_string() }
+    }
 }
 
 fn main() -> ExitCode {
@@ -62,11 +115,24 @@ fn main() -> ExitCode {
         // Nothing else runs yet: no other thread can be reading the environment.
         std::env::set_var("NODEVICE_SELECT", "1");
     }
-    let cli = Cli::parse();
-    let (common, accuracy) = match cli.command {
-        Command::Demo(c) => (c, true),
-        Command::Bench(c) => (c, false),
+    let result = match Cli::parse().command {
+        Command::Demo(c) => run_bench(c, true),
+        Command::Bench(c) => run_bench(c, false),
+        Command::Quantize(a) => tables::quantize(a),
+        Command::Inspect(a) => tables::inspect(a),
+        Command::Lookup(a) => tables::lookup(a),
+        Command::Export(a) => tables::export(a),
     };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("edo: error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run_bench(common: Common, accuracy: bool) -> Result<(), Failure> {
     let config = Config {
         rows: common.rows,
         dim: common.dim,
@@ -79,99 +145,18 @@ fn main() -> ExitCode {
         ..Config::default()
     };
     if config.rows == 0 || config.dim == 0 {
-        eprintln!("edo: --rows and --dim must be at least 1");
-        return ExitCode::from(2);
+        return Err(Failure::new(exit::USAGE, "--rows and --dim must be at least 1"));
     }
     let quiet = common.json;
-    let report = match edo::bench::run(&config, |step| {
+    let report = edo::bench::run(&config, |step| {
         if !quiet {
             eprintln!("  … {step}");
         }
-    }) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("edo: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    })?;
     if common.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("edo: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?);
     } else {
-        print_report(&report, accuracy);
+        bench::print_report(&report, accuracy);
     }
-    ExitCode::SUCCESS
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
-
-fn print_report(r: &Report, accuracy: bool) {
-    println!();
-    println!("edo {} — {} × {} f32 table ({}), {} random ids per lookup", if accuracy { "demo" } else { "bench" }, r.rows, r.dim, mib((r.rows * r.dim * 4) as u64), r.ids);
-    match (&r.adapter, &r.no_gpu_reason) {
-        (Some(a), _) => println!("GPU: {a}"),
-        (None, Some(why)) => println!("GPU: none ({why}) — running the CPU path only"),
-        (None, None) => println!("GPU: none"),
-    }
-    if let Some(copy) = r.gpu_copy_gbps {
-        println!("GPU copy_buffer_to_buffer: {copy:.1} GB/s (read + write), measured now");
-    }
-    println!("CPU memcpy on {} threads: {:.1} GB/s (read + write), measured now", r.threads, r.cpu_memcpy_gbps);
-    println!();
-    if accuracy {
-        println!("{:<13} {:>11} {:>7} {:>6} {:>11} {:>11} {:>9}", "format", "bytes", "vs fp32", "shards", "max |err|", "mean |err|", "mean cos");
-        for f in &r.formats {
-            let a = f.accuracy.as_ref();
-            println!(
-                "{:<13} {:>11} {:>7.3} {:>6} {:>11.3e} {:>11.3e} {:>9.5}",
-                f.format,
-                mib(f.bytes),
-                f.ratio_to_fp32,
-                f.shards.map_or("-".to_string(), |s| s.to_string()),
-                a.map_or(f64::NAN, |a| a.max_abs_error),
-                a.map_or(f64::NAN, |a| a.mean_abs_error),
-                a.map_or(f64::NAN, |a| a.mean_cosine),
-            );
-        }
-        println!();
-    }
-    println!(
-        "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}",
-        "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "CPU ms", "out GB/s", "% memcpy"
-    );
-    let fp32 = r.formats.iter().find(|f| f.format == "fp32");
-    for f in &r.formats {
-        let (gms, ggb, gpct, grat) = match &f.gpu {
-            Some(g) => (
-                format!("{:.3}", g.seconds * 1e3),
-                format!("{:.2}", g.moved_gbps),
-                format!("{:.1}", 100.0 * g.ratio_to_copy),
-                fp32.and_then(|b| b.gpu.as_ref()).map_or("-".into(), |b| format!("{:.2}", g.seconds / b.seconds)),
-            ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
-        };
-        println!(
-            "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10.3} {:>9.2} {:>9.1}",
-            f.format,
-            gms,
-            ggb,
-            gpct,
-            grat,
-            f.cpu.seconds * 1e3,
-            f.cpu.output_gbps,
-            100.0 * f.cpu.ratio_to_copy
-        );
-    }
-    println!();
-    println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
-    println!("buffer copy. vs fp32: time over the fp32 gather. % memcpy: CPU output bytes per second over a");
-    println!("memcpy of the same bytes on the same threads. Timings are medians; only ratios compare across");
-    println!("machines (software Vulkan such as lavapipe runs the GPU path on the CPU).");
+    Ok(())
 }

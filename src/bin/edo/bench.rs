@@ -1,0 +1,87 @@
+//! `edo demo` and `edo bench`: the report tables.
+
+use edo::bench::Report;
+
+/// Bytes in the largest binary unit that keeps the number at least 1.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+pub fn print_report(r: &Report, accuracy: bool) {
+    println!();
+    println!("edo {} — {} × {} f32 table ({}), {} random ids per lookup", if accuracy { "demo" } else { "bench" }, r.rows, r.dim, mib((r.rows * r.dim * 4) as u64), r.ids);
+    match (&r.adapter, &r.no_gpu_reason) {
+        (Some(a), _) => println!("GPU: {a}"),
+        (None, Some(why)) => println!("GPU: none ({why}) — running the CPU path only"),
+        (None, None) => println!("GPU: none"),
+    }
+    if let Some(copy) = r.gpu_copy_gbps {
+        println!("GPU copy_buffer_to_buffer: {copy:.1} GB/s (read + write), measured now");
+    }
+    println!("CPU memcpy on {} threads: {:.1} GB/s (read + write), measured now", r.threads, r.cpu_memcpy_gbps);
+    println!();
+    if accuracy {
+        println!("{:<13} {:>11} {:>7} {:>6} {:>11} {:>11} {:>9}", "format", "bytes", "vs fp32", "shards", "max |err|", "mean |err|", "mean cos");
+        for f in &r.formats {
+            let a = f.accuracy.as_ref();
+            println!(
+                "{:<13} {:>11} {:>7.3} {:>6} {:>11.3e} {:>11.3e} {:>9.5}",
+                f.format,
+                mib(f.bytes),
+                f.ratio_to_fp32,
+                f.shards.map_or("-".to_string(), |s| s.to_string()),
+                a.map_or(f64::NAN, |a| a.max_abs_error),
+                a.map_or(f64::NAN, |a| a.mean_abs_error),
+                a.map_or(f64::NAN, |a| a.mean_cosine),
+            );
+        }
+        println!();
+    }
+    println!(
+        "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}",
+        "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "CPU ms", "out GB/s", "% memcpy"
+    );
+    let fp32 = r.formats.iter().find(|f| f.format == "fp32");
+    for f in &r.formats {
+        let (gms, ggb, gpct, grat) = match &f.gpu {
+            Some(g) => (
+                format!("{:.3}", g.seconds * 1e3),
+                format!("{:.2}", g.moved_gbps),
+                format!("{:.1}", 100.0 * g.ratio_to_copy),
+                fp32.and_then(|b| b.gpu.as_ref()).map_or("-".into(), |b| format!("{:.2}", g.seconds / b.seconds)),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10.3} {:>9.2} {:>9.1}",
+            f.format,
+            gms,
+            ggb,
+            gpct,
+            grat,
+            f.cpu.seconds * 1e3,
+            f.cpu.output_gbps,
+            100.0 * f.cpu.ratio_to_copy
+        );
+    }
+    println!();
+    println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
+    println!("buffer copy. vs fp32: time over the fp32 gather. % memcpy: CPU output bytes per second over a");
+    println!("memcpy of the same bytes on the same threads. Timings are medians; only ratios compare across");
+    println!("machines (software Vulkan such as lavapipe runs the GPU path on the CPU).");
+}

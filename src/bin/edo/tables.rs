@@ -1,0 +1,422 @@
+//! `edo quantize`, `inspect`, `lookup` and `export`: table files from a shell.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use edo::file::import::{self, FileKind, Imported, Layout};
+use edo::file::{export as exp, TableFile};
+use edo::inspect::{error_stats, picture, ErrorStats};
+use edo::{Bounds, Error, Format, PackedTable};
+use serde_json::json;
+
+use crate::bench::human_bytes as mib;
+use crate::{exit, parse_format, Failure};
+
+/// Where a table comes from: a file, and how to read it.
+#[derive(Args, Clone)]
+pub struct SourceArgs {
+    /// Tensor to read from a safetensors file (e.g. embeddings.word_embeddings.weight); may be
+    /// left out when the file has one 2-D tensor.
+    #[arg(long)]
+    tensor: Option<String>,
+    /// How a byte (uint8/int8) array is laid out: fbgemm8, fbgemm4 or packbits. Float arrays are
+    /// dense and need no layout.
+    #[arg(long)]
+    layout: Option<String>,
+    /// Values per row of fbgemm4 or packbits arrays whose width leaves it ambiguous.
+    #[arg(long)]
+    dim: Option<usize>,
+}
+
+impl SourceArgs {
+    fn layout(&self) -> Result<Layout, Failure> {
+        match &self.layout {
+            None => Ok(Layout::Dense),
+            Some(name) => Layout::from_name(name, self.dim)
+                .ok_or_else(|| Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits)"))),
+        }
+    }
+
+    fn read(&self, path: &Path) -> Result<Imported, Failure> {
+        require_input(path)?;
+        if FileKind::from_path(path).is_none() {
+            return Err(Failure::new(exit::USAGE, format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display())));
+        }
+        Ok(import::path(path, self.tensor.as_deref(), self.layout()?)?)
+    }
+}
+
+fn require_input(path: &Path) -> Result<(), Failure> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(Failure::new(exit::NO_INPUT, format!("{}: not a file", path.display()))),
+        Err(e) => Err(Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display()))),
+    }
+}
+
+fn open_table(path: &Path) -> Result<TableFile, Failure> {
+    require_input(path)?;
+    if FileKind::from_path(path) != Some(FileKind::Edo) {
+        return Err(Failure::new(exit::USAGE, format!("{}: expected an .edo table file (make one with `edo quantize`)", path.display())));
+    }
+    Ok(TableFile::open(path)?)
+}
+
+fn write_failure(e: Error) -> Failure {
+    let mut f = Failure::from(e);
+    f.code = exit::CANT_CREATE;
+    f
+}
+
+#[derive(Args)]
+pub struct QuantizeArgs {
+    /// Input table: .safetensors, .npy, .txt/.vec (word2vec, GloVe) or .edo.
+    input: PathBuf,
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale.
+    #[arg(long, short, value_parser = parse_format)]
+    format: Format,
+    /// Output .edo file.
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Extra metadata to store, as key=value (repeatable).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    meta: Vec<String>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
+    if FileKind::from_path(&a.output) != Some(FileKind::Edo) {
+        return Err(Failure::new(exit::USAGE, format!("{}: the output of quantize is an .edo table file (use `edo export` for .npy / .safetensors)", a.output.display())));
+    }
+    let started = Instant::now();
+    let imported = a.source.read(&a.input)?;
+    let (rows, dim) = (imported.rows(), imported.dim());
+    if imported.lossy_tokens > 0 {
+        eprintln!("edo: warning: {} tokens were not valid UTF-8; they are stored with U+FFFD in place of the bad bytes", imported.lossy_tokens);
+    }
+    let table = match &imported.table {
+        import::Table::Packed(t) if t.format() == a.format => t.clone(),
+        _ => quantize_with_progress(&imported, a.format)?,
+    };
+    let decoded = table.dequantize();
+    let values = imported.values();
+    // The documented bound holds for tables edo quantised from floats.
+    let bound = matches!(imported.table, import::Table::Dense { .. }).then_some(a.format);
+    let stats = error_stats(&values, &decoded, dim, bound);
+    drop(values);
+
+    let mut file = TableFile::new(table);
+    if let Some(v) = imported.vocab.clone() {
+        file = file.with_vocab(v)?;
+    }
+    let source = std::fs::canonicalize(&a.input).unwrap_or_else(|_| a.input.clone());
+    file.set_metadata("source", source.display().to_string())?;
+    if let Some(t) = &a.source.tensor {
+        file.set_metadata("source.tensor", t)?;
+    }
+    if let Some(l) = &a.source.layout {
+        file.set_metadata("source.layout", l)?;
+    }
+    if let Some(d) = a.source.dim {
+        file.set_metadata("source.dim", d.to_string())?;
+    }
+    file.set_metadata("quantize.max_abs_error", format!("{:e}", stats.max_abs))?;
+    file.set_metadata("quantize.rmse", format!("{:e}", stats.rmse))?;
+    file.set_metadata("quantize.mean_cosine", format!("{}", stats.mean_cosine))?;
+    for kv in &a.meta {
+        let (k, v) = kv.split_once('=').ok_or_else(|| Failure::new(exit::USAGE, format!("--meta {kv:?} is not KEY=VALUE")))?;
+        file.set_metadata(k, v).map_err(|e| Failure::new(exit::USAGE, e.to_string()))?;
+    }
+    file.write(&a.output).map_err(write_failure)?;
+    let file_bytes = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);
+    let t = file.table();
+    if a.json {
+        let out = json!({
+            "output": a.output, "format": t.format().name(), "rows": rows, "dim": dim,
+            "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes,
+            "ratio_to_fp32": t.bytes() as f64 / t.f32_bytes().max(1) as f64,
+            "vocab": file.vocab().map(|v| v.len()), "error": stats, "seconds": started.elapsed().as_secs_f64(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+    } else {
+        println!(
+            "wrote {}: {} {rows} × {dim}, {} packed ({:.3} of fp32, {:.1}× smaller){}",
+            a.output.display(),
+            t.format(),
+            mib(t.bytes()),
+            t.bytes() as f64 / t.f32_bytes().max(1) as f64,
+            t.f32_bytes() as f64 / t.bytes().max(1) as f64,
+            file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
+        );
+        println!("error against the source: max |x − x̂| {:.3e}, RMSE {:.3e}, mean cosine {:.6}", stats.max_abs, stats.rmse, stats.mean_cosine);
+        println!("took {:.2} s; see it with: edo inspect {}", started.elapsed().as_secs_f64(), a.output.display());
+    }
+    Ok(())
+}
+
+/// Quantises in blocks of rows, with a progress bar on a terminal.
+fn quantize_with_progress(imported: &Imported, format: Format) -> Result<PackedTable, Failure> {
+    let (rows, dim) = (imported.rows(), imported.dim());
+    let values = imported.values();
+    let block = (rows / 100).max(4096);
+    let bar = indicatif::ProgressBar::new(rows as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("quantising {bar:40} {pos}/{len} rows ({eta})").expect("template"));
+    if rows < 4 * block {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut words = Vec::with_capacity(rows * format.row_words(dim));
+    for start in (0..rows).step_by(block) {
+        let n = block.min(rows - start);
+        let part = PackedTable::quantize(format, &values[start * dim..(start + n) * dim], n, dim).map_err(|e| match e {
+            Error::NonFinite { row, col, value } => Error::NonFinite { row: row + start, col, value },
+            Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: row + start, col, value, format },
+            e => e,
+        })?;
+        words.extend_from_slice(part.words());
+        bar.inc(n as u64);
+    }
+    bar.finish_and_clear();
+    Ok(PackedTable::from_words(format, rows, dim, words)?)
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The .edo table file.
+    file: PathBuf,
+    /// The table it was made from, to measure the error against (default: the source recorded
+    /// in the file by `edo quantize`, when it still exists).
+    #[arg(long)]
+    source: Option<PathBuf>,
+    #[command(flatten)]
+    read: SourceArgs,
+    /// Where to write the picture (default: the file's name with .png).
+    #[arg(long)]
+    png: Option<PathBuf>,
+    /// Write no picture.
+    #[arg(long, conflicts_with = "png")]
+    no_png: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
+    let file = open_table(&a.file)?;
+    let t = file.table();
+    let file_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
+    let checksums = file.verify();
+    let meta = file.metadata();
+
+    // The source: given, or recorded (with how it was read) and still there.
+    let (source_path, read) = match &a.source {
+        Some(p) => (Some(p.clone()), a.read.clone()),
+        None => {
+            let recorded = meta.get("source").map(PathBuf::from).filter(|p| p.is_file());
+            let read = SourceArgs {
+                tensor: meta.get("source.tensor").cloned(),
+                layout: meta.get("source.layout").cloned(),
+                dim: meta.get("source.dim").and_then(|d| d.parse().ok()),
+            };
+            (recorded, read)
+        }
+    };
+    let mut source_note = None;
+    let source = match &source_path {
+        Some(p) => {
+            let imported = read.read(p)?;
+            if (imported.rows(), imported.dim()) != (t.rows(), t.dim()) {
+                return Err(Failure::new(exit::DATA, format!("{} is {} × {}, the table is {} × {}", p.display(), imported.rows(), imported.dim(), t.rows(), t.dim())));
+            }
+            Some(imported)
+        }
+        None => {
+            source_note = Some(match meta.get("source") {
+                Some(s) => format!("source {s} is not there any more; pass --source to compare"),
+                None => "no source recorded; pass --source to compare".to_string(),
+            });
+            None
+        }
+    };
+    let decoded = t.dequantize();
+    let source_values = source.as_ref().map(|s| s.values());
+    let stats: Option<ErrorStats> = source_values.as_ref().map(|v| {
+        let bound = source.as_ref().is_some_and(|s| s.format() == Format::F32).then_some(t.format());
+        error_stats(v, &decoded, t.dim(), bound)
+    });
+
+    let png = if a.no_png { None } else { Some(a.png.clone().unwrap_or_else(|| a.file.with_extension("png"))) };
+    let legend = match &png {
+        Some(path) => {
+            let (img, legend) = picture(&decoded, t.dim(), source_values.as_deref());
+            img.save(path).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", path.display())))?;
+            Some(legend)
+        }
+        None => None,
+    };
+
+    let ratio = t.bytes() as f64 / t.f32_bytes().max(1) as f64;
+    if a.json {
+        let out = json!({
+            "file": a.file, "format": t.format().name(), "rows": t.rows(), "dim": t.dim(),
+            "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
+            "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
+            "source": source_path, "error": stats, "png": png, "picture": legend,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+    } else {
+        println!("{}", a.file.display());
+        println!("  format      {} (edo table file v{})", t.format(), edo::file::VERSION);
+        println!("  shape       {} rows × {} dim", t.rows(), t.dim());
+        println!("  size        {} packed, {} as fp32: {ratio:.3} of fp32, {:.1}× smaller", mib(t.bytes()), mib(t.f32_bytes()), 1.0 / ratio.max(f64::MIN_POSITIVE));
+        println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
+        if let Some(v) = file.vocab() {
+            let dup = v.duplicates();
+            println!("  vocabulary  {} tokens{}", v.len(), if dup > 0 { format!(" ({dup} repeated; a repeat maps to its first row)") } else { String::new() });
+        }
+        if !meta.is_empty() {
+            println!("  metadata");
+            for (k, v) in meta {
+                println!("    {k:<24} {v}");
+            }
+        }
+        match (&stats, &source_path) {
+            (Some(s), Some(p)) => {
+                println!("error against {}{}:", p.display(), read.tensor.as_ref().map_or(String::new(), |t| format!(" [{t}]")));
+                println!("  max |x − x̂|        {:.4e}", s.max_abs);
+                println!("  mean |x − x̂|       {:.4e}", s.mean_abs);
+                println!("  RMSE               {:.4e}", s.rmse);
+                let q = &s.row_relative;
+                println!("  row ‖x − x̂‖/‖x‖    median {:.4} · p90 {:.4} · p99 {:.4} · max {:.4} (row {})", q.p50, q.p90, q.p99, q.max, s.worst_row);
+                println!("  cosine(x, x̂)       mean {:.6} · min {:.6}", s.mean_cosine, s.min_cosine);
+                if let Some(n) = s.rows_beyond_bound {
+                    println!("  documented bound   {} of {} rows within it", t.rows() - n, t.rows());
+                }
+            }
+            _ => println!("error: {}", source_note.unwrap_or_default()),
+        }
+        if let (Some(path), Some(l)) = (&png, &legend) {
+            println!("picture: {} ({} × {} px)", path.display(), l.width, l.height);
+            println!("  left: values, blue −{0:.3} · white 0 · red +{0:.3} (99th percentile of |x|)", l.value_scale);
+            if let Some(e) = l.error_scale {
+                println!("  right: |x − x̂|, black 0 · red · yellow {e:.3e} (the largest)");
+            }
+            if l.rows_per_pixel > 1.0 || l.cols_per_pixel > 1 {
+                println!("  one pixel row per {:.1} table rows (sampled), {} columns averaged per pixel", l.rows_per_pixel, l.cols_per_pixel);
+            }
+        }
+    }
+    checksums.map_err(Failure::from)
+}
+
+#[derive(Args)]
+pub struct LookupArgs {
+    /// The .edo table file.
+    file: PathBuf,
+    /// Row ids, comma separated.
+    #[arg(long, value_delimiter = ',', required_unless_present = "tokens", conflicts_with = "tokens")]
+    ids: Vec<u32>,
+    /// Tokens, comma separated (needs a table with a vocabulary).
+    #[arg(long, value_delimiter = ',')]
+    tokens: Vec<String>,
+    /// Gather on the GPU (the table is uploaded from the memory-mapped file shard by shard).
+    #[arg(long)]
+    gpu: bool,
+    /// Values printed per row (all with --json).
+    #[arg(long, default_value_t = 8)]
+    show: usize,
+    /// Print the rows as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
+    let file = open_table(&a.file)?;
+    let t = file.table();
+    let ids: Vec<u32> = if a.tokens.is_empty() {
+        a.ids.clone()
+    } else {
+        let vocab = file.vocab().ok_or_else(|| Failure::new(exit::USAGE, format!("{} has no vocabulary; look rows up with --ids", a.file.display())))?;
+        a.tokens.iter().map(|tok| vocab.id(tok)).collect::<Result<_, _>>()?
+    };
+    Bounds::Error.check(&ids, t.rows())?;
+    file.verify_ids(&ids)?;
+    let values = if a.gpu {
+        let engine = edo::Engine::new_blocking(edo::EngineOptions::default())?;
+        file.verify()?;
+        let gpu = edo::block_on(edo::GpuTable::upload(&engine, t))?;
+        edo::block_on(edo::block_on(gpu.gather(&ids, Bounds::Error))?.read())?
+    } else {
+        edo::cpu::gather(t, &ids, Bounds::Error)?
+    };
+    let dim = t.dim();
+    let token = |id: u32| file.vocab().and_then(|v| v.token(id)).map(str::to_string);
+    if a.json {
+        let rows: Vec<_> = ids
+            .iter()
+            .zip(values.chunks_exact(dim))
+            .map(|(&id, row)| json!({ "id": id, "token": token(id), "values": row }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "format": t.format().name(), "dim": dim, "rows": rows })).expect("JSON"));
+    } else {
+        for (&id, row) in ids.iter().zip(values.chunks_exact(dim)) {
+            let shown: Vec<String> = row.iter().take(a.show).map(|v| format!("{v:.5}")).collect();
+            let more = if dim > a.show { format!(", … {} more", dim - a.show) } else { String::new() };
+            let name = token(id).map_or(String::new(), |t| format!(" {t:?}"));
+            println!("{id}{name}: [{}{more}]", shown.join(", "));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The .edo table file.
+    file: PathBuf,
+    /// Output: .npy, .safetensors or .txt (word2vec text, always decoded values).
+    #[arg(long, short)]
+    output: PathBuf,
+    /// Write decoded f32 values instead of the packed layout (FBGEMM fused rows, packbits).
+    #[arg(long)]
+    dense: bool,
+    /// Tensor name in a safetensors output.
+    #[arg(long, default_value = "weight")]
+    tensor: String,
+}
+
+pub fn export(a: ExportArgs) -> Result<(), Failure> {
+    let file = open_table(&a.file)?;
+    file.verify()?;
+    let t = file.table();
+    let array = || if a.dense { exp::dense_array(t) } else { exp::packed_array(t) };
+    let (bytes, what) = match FileKind::from_path(&a.output) {
+        Some(FileKind::Npy) => (array().to_npy(), layout_name(t.format(), a.dense)),
+        Some(FileKind::Safetensors) => {
+            let mut meta = BTreeMap::new();
+            meta.insert("edo.layout".to_string(), layout_name(t.format(), a.dense).to_string());
+            meta.insert("edo.dim".to_string(), t.dim().to_string());
+            (array().to_safetensors(&a.tensor, &meta), layout_name(t.format(), a.dense))
+        }
+        Some(FileKind::Text) => (exp::text(t, file.vocab())?.into_bytes(), "word2vec text (decoded f32)"),
+        _ => return Err(Failure::new(exit::USAGE, format!("{}: export writes .npy, .safetensors or .txt", a.output.display()))),
+    };
+    std::fs::write(&a.output, &bytes).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", a.output.display())))?;
+    println!("wrote {}: {} rows × {} dim as {what}, {}", a.output.display(), t.rows(), t.dim(), mib(bytes.len() as u64));
+    Ok(())
+}
+
+fn layout_name(format: Format, dense: bool) -> &'static str {
+    match (format, dense) {
+        (_, true) | (Format::F32, _) => "f32 [rows, dim]",
+        (Format::F16, _) => "f16 [rows, dim]",
+        (Format::Int8, _) => "FBGEMM fused 8-bit rows, u8 [rows, dim + 8]",
+        (Format::Int4, _) => "FBGEMM fused 4-bit rows, u8 [rows, ceil(dim/2) + 4]",
+        (Format::Binary, _) => "numpy.packbits sign bits, u8 [rows, ceil(dim/8)]",
+        (Format::BinaryScaled, _) => "packbits bits then f32 scale, u8 [rows, ceil(dim/8) + 4]",
+    }
+}
