@@ -486,3 +486,32 @@ fn pruned_gathers_and_bags_match_the_cpu() {
         }
     }
 }
+
+/// quantize → table file → memory map → GPU gather: the same rows as the in-memory table, on
+/// the GPU and on the CPU, with the mapped table split into several shards.
+#[test]
+fn mapped_table_file_gathers_like_the_in_memory_table() {
+    let Some(_) = engine() else { return };
+    let Some(small_shards) = engine_with(EngineOptions { max_binding_bytes: Some(16 << 10), ..Default::default() }) else { return };
+    let dir = std::env::temp_dir().join(format!("edo-gpu-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (rows, dim) = (5000, 77);
+    let data = embedding_table(rows, dim, 31);
+    let ids = ids_with_bad(3001, rows, 8);
+    for format in Format::ALL {
+        let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let path = dir.join(format!("{}.edo", format.name().replace('+', "_")));
+        edo::file::TableFile::new(table.clone()).write(&path).unwrap();
+        let file = edo::file::TableFile::open(&path).unwrap();
+        assert!(file.table().is_mapped());
+        file.verify().unwrap();
+        let from_file = block_on(GpuTable::upload(&small_shards, file.table())).unwrap();
+        let in_memory = block_on(GpuTable::upload(&small_shards, &table)).unwrap();
+        assert!(from_file.shard_count() > 3, "{format}: {} shards", from_file.shard_count());
+        let want = edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap();
+        assert_bits_eq(&gpu_gather(&from_file, &ids, Bounds::Zero).unwrap(), &want, &format!("{format} mapped file on the GPU"));
+        assert_bits_eq(&gpu_gather(&in_memory, &ids, Bounds::Zero).unwrap(), &want, &format!("{format} in memory on the GPU"));
+        assert_bits_eq(&edo::cpu::gather(file.table(), &ids, Bounds::Zero).unwrap(), &want, &format!("{format} mapped file on the CPU"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
