@@ -4,7 +4,7 @@
 use image::{Rgb, RgbImage};
 use serde::Serialize;
 
-use crate::format::Format;
+use crate::format::{Format, PackedTable};
 
 /// Error of a decoded table against the values it was made from.
 #[derive(Clone, Debug, Serialize)]
@@ -48,50 +48,94 @@ impl Quantiles {
 /// Compares `decoded` with `source` (both `rows × dim`). With `bound_format`, also counts the
 /// rows that miss that format's documented error bound.
 pub fn error_stats(source: &[f32], decoded: &[f32], dim: usize, bound_format: Option<Format>) -> ErrorStats {
-    assert_eq!(source.len(), decoded.len(), "source and decoded table differ in size");
-    let rows = source.len().checked_div(dim).unwrap_or(0);
-    let (mut max_abs, mut sum_abs, mut sum_sq) = (0f64, 0f64, 0f64);
-    let mut rel = Vec::with_capacity(rows);
-    let (mut cos_sum, mut cos_min) = (0f64, f64::INFINITY);
-    let mut beyond = 0usize;
-    for r in 0..rows {
-        let x = &source[r * dim..(r + 1) * dim];
-        let y = &decoded[r * dim..(r + 1) * dim];
-        let (mut e2, mut x2, mut y2, mut xy) = (0f64, 0f64, 0f64, 0f64);
-        for (&a, &b) in x.iter().zip(y) {
-            let (a, b) = (a as f64, b as f64);
-            let e = (a - b).abs();
-            max_abs = max_abs.max(e);
-            sum_abs += e;
-            e2 += e * e;
-            x2 += a * a;
-            y2 += b * b;
-            xy += a * b;
+    let mut acc = ErrorAccumulator::new(dim, bound_format);
+    acc.add(source, decoded);
+    acc.finish()
+}
+
+/// Compares `table` with the `source` it was made from, decoding a block of rows at a time so a
+/// large table is never held decoded in memory.
+pub fn table_error_stats(source: &[f32], table: &PackedTable, bound_format: Option<Format>) -> ErrorStats {
+    const BLOCK: usize = 4096;
+    let dim = table.dim();
+    assert_eq!(source.len(), table.rows() * dim, "source and table differ in size");
+    let mut acc = ErrorAccumulator::new(dim, bound_format);
+    let mut decoded = vec![0f32; BLOCK.min(table.rows()) * dim];
+    for start in (0..table.rows()).step_by(BLOCK) {
+        let n = BLOCK.min(table.rows() - start);
+        for (i, out) in decoded[..n * dim].chunks_exact_mut(dim).enumerate() {
+            table.decode_row_into(start + i, out);
         }
-        sum_sq += e2;
-        rel.push(if x2 > 0.0 { (e2 / x2).sqrt() } else { e2.sqrt() });
-        let cos = if x2 > 0.0 && y2 > 0.0 { xy / (x2.sqrt() * y2.sqrt()) } else if x2 == y2 { 1.0 } else { 0.0 };
-        cos_sum += cos;
-        cos_min = cos_min.min(cos);
-        if let Some(f) = bound_format {
-            let bounds = f.error_bounds(x);
-            if x.iter().zip(y).zip(&bounds).any(|((&a, &b), &bound)| (a - b).abs() > bound) {
-                beyond += 1;
+        acc.add(&source[start * dim..(start + n) * dim], &decoded[..n * dim]);
+    }
+    acc.finish()
+}
+
+/// [`ErrorStats`] gathered block of rows by block of rows.
+pub struct ErrorAccumulator {
+    dim: usize,
+    bound_format: Option<Format>,
+    values: usize,
+    max_abs: f64,
+    sum_abs: f64,
+    sum_sq: f64,
+    rel: Vec<f64>,
+    cos_sum: f64,
+    cos_min: f64,
+    beyond: usize,
+}
+
+impl ErrorAccumulator {
+    pub fn new(dim: usize, bound_format: Option<Format>) -> ErrorAccumulator {
+        ErrorAccumulator { dim, bound_format, values: 0, max_abs: 0.0, sum_abs: 0.0, sum_sq: 0.0, rel: Vec::new(), cos_sum: 0.0, cos_min: f64::INFINITY, beyond: 0 }
+    }
+
+    /// Adds whole rows: `source` and `decoded` hold the same rows, `dim` values each.
+    pub fn add(&mut self, source: &[f32], decoded: &[f32]) {
+        assert_eq!(source.len(), decoded.len(), "source and decoded rows differ in size");
+        let dim = self.dim.max(1);
+        for (x, y) in source.chunks_exact(dim).zip(decoded.chunks_exact(dim)) {
+            let (mut e2, mut x2, mut y2, mut xy) = (0f64, 0f64, 0f64, 0f64);
+            for (&a, &b) in x.iter().zip(y) {
+                let (a, b) = (a as f64, b as f64);
+                let e = (a - b).abs();
+                self.max_abs = self.max_abs.max(e);
+                self.sum_abs += e;
+                e2 += e * e;
+                x2 += a * a;
+                y2 += b * b;
+                xy += a * b;
+            }
+            self.sum_sq += e2;
+            self.rel.push(if x2 > 0.0 { (e2 / x2).sqrt() } else { e2.sqrt() });
+            let cos = if x2 > 0.0 && y2 > 0.0 { xy / (x2.sqrt() * y2.sqrt()) } else if x2 == y2 { 1.0 } else { 0.0 };
+            self.cos_sum += cos;
+            self.cos_min = self.cos_min.min(cos);
+            if let Some(f) = self.bound_format {
+                let bounds = f.error_bounds(x);
+                if x.iter().zip(y).zip(&bounds).any(|((&a, &b), &bound)| (a - b).abs() > bound) {
+                    self.beyond += 1;
+                }
             }
         }
+        self.values += source.len();
     }
-    let n = source.len().max(1) as f64;
-    let worst_row = rel.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
-    ErrorStats {
-        values: source.len(),
-        max_abs,
-        mean_abs: sum_abs / n,
-        rmse: (sum_sq / n).sqrt(),
-        row_relative: Quantiles::of(rel),
-        worst_row,
-        mean_cosine: if rows == 0 { 1.0 } else { cos_sum / rows as f64 },
-        min_cosine: if rows == 0 { 1.0 } else { cos_min },
-        rows_beyond_bound: bound_format.map(|_| beyond),
+
+    pub fn finish(self) -> ErrorStats {
+        let rows = self.rel.len();
+        let n = self.values.max(1) as f64;
+        let worst_row = self.rel.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+        ErrorStats {
+            values: self.values,
+            max_abs: self.max_abs,
+            mean_abs: self.sum_abs / n,
+            rmse: (self.sum_sq / n).sqrt(),
+            row_relative: Quantiles::of(self.rel),
+            worst_row,
+            mean_cosine: if rows == 0 { 1.0 } else { self.cos_sum / rows as f64 },
+            min_cosine: if rows == 0 { 1.0 } else { self.cos_min },
+            rows_beyond_bound: self.bound_format.map(|_| self.beyond),
+        }
     }
 }
 
@@ -106,19 +150,21 @@ pub struct PictureLegend {
     pub cols_per_pixel: usize,
     /// Values at ±`value_scale` are full blue / red (the 99th percentile of |x|).
     pub value_scale: f32,
-    /// |error| at `error_scale` is full yellow (the largest |error|); absent without a source.
+    /// |error| at `error_scale` is full yellow (the largest |error| among the rows shown);
+    /// absent without a source.
     pub error_scale: Option<f32>,
 }
 
 const MAX_SIDE: usize = 1024;
 const GAP: u32 = 12;
 
-/// A picture of `values` (`rows × dim`): blue for negative, white for zero, red for positive.
-/// With `source`, a second panel on the right shows `|source − values|` from black (0) through
-/// red to yellow (the largest error). Large tables are sampled to at most 1024 × 1024 cells; small
-/// ones are magnified so each value is visible.
-pub fn picture(values: &[f32], dim: usize, source: Option<&[f32]>) -> (RgbImage, PictureLegend) {
-    let rows = values.len().checked_div(dim).unwrap_or(0);
+/// A picture of `table`: blue for negative, white for zero, red for positive. With `source`
+/// (the values the table was made from), a second panel on the right shows `|source − x̂|` from
+/// black (0) through red to yellow (the largest error in the picture). Large tables are sampled
+/// to at most 1024 × 1024 cells, decoding only the rows shown; small ones are magnified so each
+/// value is visible.
+pub fn picture(table: &PackedTable, source: Option<&[f32]>) -> (RgbImage, PictureLegend) {
+    let (rows, dim) = (table.rows(), table.dim());
     let cols_per_pixel = dim.div_ceil(MAX_SIDE).max(1);
     let cells_x = dim.div_ceil(cols_per_pixel).max(1);
     let cells_y = rows.clamp(1, MAX_SIDE);
@@ -130,20 +176,25 @@ pub fn picture(values: &[f32], dim: usize, source: Option<&[f32]>) -> (RgbImage,
     let width = panel_w * panels + GAP * (panels - 1);
     let mut img = RgbImage::from_pixel(width, panel_h, Rgb([255, 255, 255]));
 
-    // cell(y, x) = mean over the pixel's columns of f(row, col).
-    let row_of = |cy: usize| if rows <= MAX_SIDE { cy } else { cy * rows / cells_y };
-    let cell = |f: &dyn Fn(usize) -> f32, cy: usize, cx: usize| -> f32 {
-        let r = row_of(cy);
+    // The rows shown, decoded, and their |error|.
+    let shown: Vec<usize> = (0..cells_y.min(rows)).map(|cy| if rows <= MAX_SIDE { cy } else { cy * rows / cells_y }).collect();
+    let mut decoded = vec![0f32; shown.len() * dim];
+    for (&r, out) in shown.iter().zip(decoded.chunks_exact_mut(dim.max(1))) {
+        table.decode_row_into(r, out);
+    }
+    let errors: Option<Vec<f32>> = source.map(|src| {
+        shown.iter().enumerate().flat_map(|(i, &r)| (0..dim).map(move |c| (i, r, c))).map(|(i, r, c)| (src[r * dim + c] - decoded[i * dim + c]).abs()).collect()
+    });
+    let cell = |v: &[f32], cy: usize, cx: usize| -> f32 {
         let c0 = cx * cols_per_pixel;
         let c1 = (c0 + cols_per_pixel).min(dim);
-        (c0..c1).map(|c| f(r * dim + c)).sum::<f32>() / (c1 - c0).max(1) as f32
+        v[cy * dim + c0..cy * dim + c1].iter().sum::<f32>() / (c1 - c0).max(1) as f32
     };
-    let mut mags: Vec<f32> = values.iter().step_by((values.len() / 100_000).max(1)).map(|v| v.abs()).collect();
+    let mut mags: Vec<f32> = decoded.iter().step_by((decoded.len() / 100_000).max(1)).map(|v| v.abs()).collect();
     mags.sort_by(f32::total_cmp);
     let value_scale = mags.get((mags.len().saturating_sub(1) as f64 * 0.99) as usize).copied().filter(|&s| s > 0.0).unwrap_or(1.0);
-    let value = |i: usize| values[i];
     let mut paint = |x0: u32, shade: &dyn Fn(usize, usize) -> Rgb<u8>| {
-        for cy in 0..cells_y.min(rows) {
+        for cy in 0..shown.len() {
             for cx in 0..cells_x {
                 let px = shade(cy, cx);
                 for dy in 0..zoom_y {
@@ -154,14 +205,13 @@ pub fn picture(values: &[f32], dim: usize, source: Option<&[f32]>) -> (RgbImage,
             }
         }
     };
-    paint(0, &|cy, cx| diverging(cell(&value, cy, cx) / value_scale));
+    paint(0, &|cy, cx| diverging(cell(&decoded, cy, cx) / value_scale));
     let mut error_scale = None;
-    if let Some(src) = source {
-        let err = |i: usize| (src[i] - values[i]).abs();
-        let max = (0..values.len()).map(err).fold(0f32, f32::max);
+    if let Some(err) = &errors {
+        let max = err.iter().copied().fold(0f32, f32::max);
         let scale = if max > 0.0 { max } else { 1.0 };
         error_scale = Some(max);
-        paint(panel_w + GAP, &|cy, cx| heat(cell(&err, cy, cx) / scale));
+        paint(panel_w + GAP, &|cy, cx| heat(cell(err, cy, cx) / scale));
     }
     let legend = PictureLegend {
         width,

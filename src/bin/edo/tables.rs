@@ -7,7 +7,7 @@ use std::time::Instant;
 use clap::Args;
 use edo::file::import::{self, FileKind, Imported, Layout};
 use edo::file::{export as exp, TableFile};
-use edo::inspect::{error_stats, picture, ErrorStats};
+use edo::inspect::{picture, table_error_stats, ErrorStats};
 use edo::{Bounds, Error, Format, PackedTable};
 use serde_json::json;
 
@@ -104,11 +104,10 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         import::Table::Packed(t) if t.format() == a.format => t.clone(),
         _ => quantize_with_progress(&imported, a.format)?,
     };
-    let decoded = table.dequantize();
     let values = imported.values();
     // The documented bound holds for tables edo quantised from floats.
     let bound = matches!(imported.table, import::Table::Dense { .. }).then_some(a.format);
-    let stats = error_stats(&values, &decoded, dim, bound);
+    let stats = table_error_stats(&values, &table, bound);
     drop(values);
 
     let mut file = TableFile::new(table);
@@ -243,17 +242,16 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             None
         }
     };
-    let decoded = t.dequantize();
     let source_values = source.as_ref().map(|s| s.values());
     let stats: Option<ErrorStats> = source_values.as_ref().map(|v| {
         let bound = source.as_ref().is_some_and(|s| s.format() == Format::F32).then_some(t.format());
-        error_stats(v, &decoded, t.dim(), bound)
+        table_error_stats(v, t, bound)
     });
 
     let png = if a.no_png { None } else { Some(a.png.clone().unwrap_or_else(|| a.file.with_extension("png"))) };
     let legend = match &png {
         Some(path) => {
-            let (img, legend) = picture(&decoded, t.dim(), source_values.as_deref());
+            let (img, legend) = picture(t, source_values.as_deref());
             img.save(path).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", path.display())))?;
             Some(legend)
         }
