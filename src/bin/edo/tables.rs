@@ -302,10 +302,13 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             println!("picture: {} ({} × {} px)", path.display(), l.width, l.height);
             println!("  left: values, blue −{0:.3} · white 0 · red +{0:.3} (99th percentile of |x|)", l.value_scale);
             if let Some(e) = l.error_scale {
-                println!("  right: |x − x̂|, black 0 · red · yellow {e:.3e} (the largest)");
+                println!("  right: |x − x̂|, black 0 · red · yellow {e:.3e} (the largest among the rows shown)");
             }
-            if l.rows_per_pixel > 1.0 || l.cols_per_pixel > 1 {
-                println!("  one pixel row per {:.1} table rows (sampled), {} columns averaged per pixel", l.rows_per_pixel, l.cols_per_pixel);
+            if l.rows_per_pixel > 1.0 {
+                println!("  one pixel row per {:.1} table rows (rows sampled evenly, not averaged)", l.rows_per_pixel);
+            }
+            if l.cols_per_pixel > 1 {
+                println!("  {} neighbouring columns averaged per pixel", l.cols_per_pixel);
             }
         }
     }
