@@ -344,6 +344,11 @@ fn malformed_npy_files_are_typed_errors() {
     let mut v9 = good.clone();
     v9[6] = 9;
     assert!(import::npy(&v9, Layout::Dense).unwrap_err().to_string().contains("version 9"));
+    // Zero rows of an absurd width: no overflow, whatever the layout.
+    let wide = npy::write(npy::Dtype::U8, &[0, usize::MAX / 3], &[]);
+    for layout in [Layout::Fbgemm8, Layout::Fbgemm4 { dim: None }, Layout::Packbits { dim: None }, Layout::Packbits { dim: Some(usize::MAX) }] {
+        let _ = import::npy(&wide, layout);
+    }
     // A 3-D array is not a table.
     let cube = npy::write(npy::Dtype::F32, &[2, 2, 2], &[0u8; 32]);
     assert!(import::npy(&cube, Layout::Dense).unwrap_err().to_string().contains("2-D"));

@@ -141,11 +141,11 @@ impl Array<'_> {
             (_, Elem::U8) | (Layout::Packbits { .. }, Elem::I8) => {
                 let (format, dim) = match layout {
                     Layout::Fbgemm8 => (Format::Int8, self.cols.checked_sub(8).filter(|&d| d > 0)),
-                    Layout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| 2 * c))),
-                    Layout::Packbits { dim } => (Format::Binary, dim.or(Some(8 * self.cols))),
+                    Layout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| c.saturating_mul(2)))),
+                    Layout::Packbits { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
                     Layout::Dense => unreachable!("matched above"),
                 };
-                let dim = dim.filter(|&d| d > 0 && format.unpadded_row_bytes(d) == self.cols).ok_or_else(|| {
+                let dim = dim.filter(|&d| d > 0 && d <= self.cols.saturating_mul(8) && format.unpadded_row_bytes(d) == self.cols).ok_or_else(|| {
                     bad(what, format!("{} columns are not a {format} row of any dim{}", self.cols, layout_dim_hint(layout)))
                 })?;
                 let flip = if self.elem == Elem::I8 { 0x80 } else { 0 };
@@ -196,6 +196,10 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
     let expected = rows.checked_mul(src_row).ok_or_else(|| bad(what, "shape overflows".into()))?;
     if data.len() != expected {
         return Err(Error::ShapeMismatch { what: "bytes of packed rows", expected, actual: data.len() });
+    }
+    if rows == 0 {
+        // Nothing to allocate: the width alone is the file's claim, not its bytes.
+        return PackedTable::from_words(format, 0, dim, Vec::new());
     }
     let mut words = vec![0u32; rows * row_words];
     let mut row_bytes = vec![0u8; 4 * row_words];

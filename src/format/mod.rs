@@ -145,7 +145,7 @@ impl Format {
 
     /// Bytes of codes in a row, without the word padding: `dim * bits / 8` rounded up.
     pub fn code_bytes(self, dim: usize) -> usize {
-        (dim * (32 / self.values_per_word())).div_ceil(8)
+        dim.saturating_mul(32 / self.values_per_word()).div_ceil(8)
     }
 
     /// The documented bound on `|x − x̂|` for each value of `row` after a round trip through
