@@ -34,6 +34,7 @@ pub mod inspect;
 mod oneshot;
 pub(crate) mod par;
 pub mod prune;
+pub mod search;
 
 #[cfg(native)]
 pub mod bench;

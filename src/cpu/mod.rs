@@ -11,14 +11,14 @@ mod gather;
 pub use bag::{embedding_bag, embedding_bags};
 pub use gather::{gather, gather_into};
 
-/// Runs `f` compiled for AVX2 when the CPU has it (x86-64), else as is. `f` is inlined into one
+/// Runs `f` compiled for AVX2 and POPCNT when the CPU has them (x86-64), else as is. `f` is inlined into one
 /// of two instantiations, so its loops are vectorised for the instruction set that runs them.
 #[inline(always)]
 pub(crate) fn simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU supports AVX2 and POPCNT, checked just above.
             return unsafe { simd_avx2(f) };
         }
     }
@@ -26,7 +26,7 @@ pub(crate) fn simd<R>(f: impl FnOnce() -> R) -> R {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 unsafe fn simd_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
