@@ -10,6 +10,7 @@ mod bag;
 mod hashed;
 mod pruned;
 mod qr;
+mod search;
 mod shaders;
 mod table;
 
@@ -17,7 +18,8 @@ pub use bag::GpuTableBatch;
 pub use hashed::GpuHashedTables;
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
-pub use shaders::ShaderId;
+pub use search::{GpuCodes, MAX_CANDIDATES};
+pub use shaders::{SearchKernel, ShaderId};
 pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;
@@ -269,13 +271,16 @@ impl Context {
         let mut constants = shader.constants();
         match shader {
             ShaderId::HashIds | ShaderId::Remap => constants.push(("WG", (wg_x * wg_y) as f64)),
+            // Fixed workgroup sizes: the chunk and sort arithmetic depends on them.
+            ShaderId::Search(_) | ShaderId::Rescore { .. } => {}
             _ => constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]),
         }
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(shader.name()),
             layout: Some(match shader {
                 // qr.wgsl binds what a gather does: params, ids, one shard, the output.
-                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap => &self.gather_pipeline_layout,
+                // So do the search kernels: params, queries, one shard, the workspace.
+                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Search(_) | ShaderId::Rescore { .. } => &self.gather_pipeline_layout,
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
                 ShaderId::HashIds => &self.hash_pipeline_layout,
             }),
@@ -330,6 +335,32 @@ impl Context {
         self.check_lost()?;
         Ok(buffer)
     }
+}
+
+/// Copies `size` bytes at `offset` of `buffer` (a `COPY_SRC` buffer) back to the host once all
+/// work submitted before has finished.
+pub(crate) async fn read_buffer(ctx: &Context, buffer: &wgpu::Buffer, offset: u64, size: u64) -> Result<Vec<u8>, Error> {
+    ctx.check_lost()?;
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    let staging = ctx.create_buffer("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None).await?;
+    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo readback") });
+    encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
+    ctx.queue.submit([encoder.finish()]);
+    let (tx, rx) = crate::oneshot::channel();
+    staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+    ctx.poll_wait()?;
+    match rx.await {
+        Some(Ok(())) => {}
+        Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string()))),
+        None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
+    }
+    let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
+    let out = view.to_vec();
+    drop(view);
+    staging.unmap();
+    Ok(out)
 }
 
 fn poisoned() -> Error {

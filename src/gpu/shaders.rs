@@ -17,6 +17,25 @@ const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
 const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
 const QR: &str = include_str!("../../shaders/qr.wgsl");
 const REMAP: &str = include_str!("../../shaders/remap.wgsl");
+const SEARCH_COMMON: &str = include_str!("../../shaders/search_common.wgsl");
+const HAMMING_COMMON: &str = include_str!("../../shaders/hamming_common.wgsl");
+const SORT_PAIRS: &str = include_str!("../../shaders/sort_pairs.wgsl");
+const RESCORE: &str = include_str!("../../shaders/rescore.wgsl");
+
+/// The passes of a Hamming search (see `gpu::search`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SearchKernel {
+    Hist,
+    Select,
+    Ties,
+    Scan,
+    Collect,
+    Sort,
+}
+
+impl SearchKernel {
+    pub const ALL: [SearchKernel; 6] = [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
+}
 
 /// Every compute kernel edo runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,6 +52,10 @@ pub enum ShaderId {
     Qr { format: Format },
     /// Ids of a pruned table → rows of its compact table.
     Remap,
+    /// One pass of a Hamming top-k search.
+    Search(SearchKernel),
+    /// Scores of search candidates against rows of a table of `format`.
+    Rescore { format: Format },
 }
 
 impl ShaderId {
@@ -44,6 +67,8 @@ impl ShaderId {
             .flatten()
             .chain([ShaderId::HashIds, ShaderId::Remap])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
+            .chain(SearchKernel::ALL.map(ShaderId::Search))
+            .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
             .collect()
     }
 
@@ -57,7 +82,7 @@ impl ShaderId {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
             ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Qr { .. } => 1,
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Qr { .. } | ShaderId::Search(_) | ShaderId::Rescore { .. } => 1,
         }
     }
 
@@ -79,6 +104,21 @@ impl ShaderId {
             ShaderId::HashIds => "hash_ids",
             ShaderId::Qr { .. } => "qr",
             ShaderId::Remap => "remap",
+            ShaderId::Search(k) => match k {
+                SearchKernel::Hist => "hamming_hist",
+                SearchKernel::Select => "hamming_select",
+                SearchKernel::Ties => "hamming_ties",
+                SearchKernel::Scan => "hamming_scan",
+                SearchKernel::Collect => "hamming_collect",
+                SearchKernel::Sort => "sort_pairs",
+            },
+            ShaderId::Rescore { format } => match format {
+                Format::F32 => "rescore/decode_f32",
+                Format::F16 => "rescore/decode_f16",
+                Format::Int8 => "rescore/decode_int8",
+                Format::Int4 => "rescore/decode_int4",
+                Format::Binary | Format::BinaryScaled => "rescore/decode_binary",
+            },
             ShaderId::Bag { format, .. } => match format {
                 Format::F32 => "bag/decode_f32",
                 Format::F16 => "bag/decode_f16",
@@ -98,6 +138,19 @@ impl ShaderId {
             ShaderId::Qr { .. } => QR,
             ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
             ShaderId::Remap => return REMAP.to_string(),
+            ShaderId::Search(SearchKernel::Sort) => return [SEARCH_COMMON, SORT_PAIRS].concat(),
+            ShaderId::Search(k) => {
+                let driver = match k {
+                    SearchKernel::Hist => include_str!("../../shaders/hamming_hist.wgsl"),
+                    SearchKernel::Select => include_str!("../../shaders/hamming_select.wgsl"),
+                    SearchKernel::Ties => include_str!("../../shaders/hamming_ties.wgsl"),
+                    SearchKernel::Scan => include_str!("../../shaders/hamming_scan.wgsl"),
+                    SearchKernel::Collect => include_str!("../../shaders/hamming_collect.wgsl"),
+                    SearchKernel::Sort => unreachable!("returned above"),
+                };
+                return [SEARCH_COMMON, HAMMING_COMMON, driver].concat();
+            }
+            ShaderId::Rescore { format } => return [SEARCH_COMMON, decoder(format), RESCORE].concat(),
         };
         [GATHER_COMMON, decoder(self.format().unwrap_or(Format::F32)), driver].concat()
     }
@@ -119,8 +172,8 @@ impl ShaderId {
     /// The table format the kernel decodes, if it reads a table.
     pub fn format(self) -> Option<Format> {
         match self {
-            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } => Some(format),
-            ShaderId::HashIds | ShaderId::Remap => None,
+            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } | ShaderId::Rescore { format } => Some(format),
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Search(_) => None,
         }
     }
 }

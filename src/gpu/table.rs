@@ -341,31 +341,8 @@ impl GpuRows {
 
     /// Copies the rows back to the host once all work submitted before has finished.
     pub async fn read(&self) -> Result<Vec<f32>, Error> {
-        let ctx = &self.ctx;
-        ctx.check_lost()?;
-        let size = 4 * (self.rows * self.dim) as u64;
-        if size == 0 {
-            return Ok(Vec::new());
-        }
-        let staging = ctx
-            .create_buffer("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None)
-            .await?;
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo readback") });
-        encoder.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
-        ctx.queue.submit([encoder.finish()]);
-        let (tx, rx) = crate::oneshot::channel();
-        staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
-        ctx.poll_wait()?;
-        match rx.await {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string()))),
-            None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
-        }
-        let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
-        let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
-        drop(view);
-        staging.unmap();
-        Ok(out)
+        let bytes = super::read_buffer(&self.ctx, &self.buffer, 0, 4 * (self.rows * self.dim) as u64).await?;
+        Ok(bytemuck::cast_slice::<u8, f32>(&bytes).to_vec())
     }
 
     /// [`GpuRows::read`] for native code without an executor.

@@ -1,0 +1,312 @@
+//! Binary search on the GPU: exact Hamming top-k over sharded codes, and rescoring of the
+//! candidates with a table of the same corpus, in one submission.
+//!
+//! Kernels (`shaders/hamming_*.wgsl`, `sort_pairs.wgsl`, `rescore.wgsl`), per batch of queries:
+//! 1. `hamming_hist`: each workgroup counts the distances of 1024 rows to one query in workgroup
+//!    memory and adds them to the query's histogram;
+//! 2. `hamming_select`: the k-th smallest distance `t` of each query, and how many rows at `t` to
+//!    keep;
+//! 3. `hamming_ties` + `hamming_scan`: rows at `t` per chunk, then their prefix sums, so the rows
+//!    kept at `t` are the lowest-indexed ones — the CPU path's answer exactly;
+//! 4. `hamming_collect`: every row below `t` and the kept rows at `t`, as (distance, row) pairs;
+//! 5. with rescoring, `rescore` replaces each candidate's key by its score;
+//! 6. `sort_pairs`: a bitonic sort of each query's pairs.
+//!
+//! Distances are recomputed in passes 1, 3 and 4 rather than stored, so the workspace is small
+//! (histograms, per-chunk counts and the results) and the corpus can be any number of shards.
+
+use super::shaders::{SearchKernel, ShaderId};
+use super::table::{buffer_range, Resident};
+use super::{Context, Engine, GpuTable};
+use crate::format::{Format, PackedTable};
+use crate::search::{self, Neighbors, Scored, MAX_BITS, MAX_K};
+use crate::Error;
+
+/// The uniform block of the search kernels (`SearchParams` in `shaders/search_common.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct SearchParams {
+    n_queries: u32,
+    code_words: u32,
+    corpus_row_words: u32,
+    query_row_words: u32,
+    bins: u32,
+    k: u32,
+    seg: u32,
+    chunks: u32,
+    shard_first: u32,
+    shard_rows: u32,
+    chunk_base: u32,
+    dim: u32,
+    off_hist: u32,
+    off_sel: u32,
+    off_ties: u32,
+    off_out: u32,
+    table_row_words: u32,
+    table_code_words: u32,
+    _pad: [u32; 2],
+}
+const _: () = assert!(std::mem::size_of::<SearchParams>() == 80);
+
+/// Rows per chunk (`CHUNK` in the shaders).
+const CHUNK: u64 = 1024;
+/// What a result slot holds until a kernel writes it (no row has this index).
+const UNWRITTEN: u32 = 0xffff_fffe;
+/// The most candidates rescoring takes per query.
+pub const MAX_CANDIDATES: usize = 8 * MAX_K;
+
+/// Binary codes on the GPU (sharded like any table), searched by Hamming distance.
+pub struct GpuCodes {
+    res: Resident,
+}
+
+impl GpuCodes {
+    /// Uploads a table of binary codes ([`Format::Binary`] or [`Format::BinaryScaled`]).
+    pub async fn upload(engine: &Engine, codes: &PackedTable) -> Result<GpuCodes, Error> {
+        if !matches!(codes.format(), Format::Binary | Format::BinaryScaled) {
+            return Err(Error::Unsupported { what: "Hamming search needs binary codes (Format::Binary or BinaryScaled)" });
+        }
+        if codes.dim() > MAX_BITS {
+            return Err(Error::LimitExceeded { what: "bits per code for Hamming search", requested: codes.dim() as u64, max: MAX_BITS as u64 });
+        }
+        Ok(GpuCodes { res: Resident::upload(engine, &[codes]).await? })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.res.tables[0].rows as usize
+    }
+    pub fn dim(&self) -> usize {
+        self.res.tables[0].dim as usize
+    }
+    /// Bytes of GPU memory the codes take.
+    pub fn bytes(&self) -> u64 {
+        self.res.bytes()
+    }
+    pub fn shard_count(&self) -> usize {
+        self.res.shards.len()
+    }
+
+    /// Exact Hamming top-`k` of each query row: the same ids and distances as
+    /// [`search::hamming_topk`], ties broken by the lower row.
+    pub async fn hamming_topk(&self, queries: &PackedTable, k: usize) -> Result<Neighbors, Error> {
+        search::check_codes(&self.as_shape(), queries, k)?;
+        let k_eff = k.min(self.rows());
+        let pairs = self.run(queries, k_eff, None).await?;
+        let (ids, distances) = pairs.into_iter().map(|(key, id)| (id, key)).unzip();
+        Ok(Neighbors { k: k_eff, ids, distances })
+    }
+
+    /// Binary search with rescoring in one submission: the Hamming top `k × multiplier` of the
+    /// binarised `queries`, ranked by the dot product of each float query with their rows of
+    /// `table` (INT8 or FP32 rows of the same corpus, or the binary rows for asymmetric scores).
+    /// Scores match [`search::search_rescored`]'s within rounding (the GPU sums in column order).
+    pub async fn search_rescored(&self, queries: &[f32], table: &GpuTable, k: usize, multiplier: usize) -> Result<Scored, Error> {
+        search::check_k(k)?;
+        let dim = self.dim();
+        if table.rows() != self.rows() || table.dim() != dim {
+            return Err(Error::ShapeMismatch { what: "rows of the rescoring table (the corpus rows)", expected: self.rows(), actual: table.rows() });
+        }
+        let codes = search::binarize(queries, dim)?; // also checks finiteness and shape
+        let kc = k.saturating_mul(multiplier.max(1)).min(self.rows());
+        if kc > MAX_CANDIDATES {
+            return Err(Error::LimitExceeded { what: "rescoring candidates (k × multiplier)", requested: kc as u64, max: MAX_CANDIDATES as u64 });
+        }
+        let k_out = k.min(kc);
+        let pairs = self.run(&codes, kc, Some((queries, table))).await?;
+        let nq = codes.rows();
+        let mut ids = Vec::with_capacity(nq * k_out);
+        let mut scores = Vec::with_capacity(nq * k_out);
+        for q in 0..nq {
+            for &(key, id) in &pairs[q * kc..q * kc + k_out] {
+                ids.push(id);
+                scores.push(score_of_key(key));
+            }
+        }
+        Ok(Scored { k: k_out, ids, scores })
+    }
+
+    /// A zero-row stand-in with this corpus's format and dim, for the shared argument checks.
+    fn as_shape(&self) -> PackedTable {
+        PackedTable::from_words(self.res.format, 0, self.dim(), Vec::new()).expect("dim ≥ 1")
+    }
+
+    /// Runs the kernels for every query, `kc` results each (`kc ≤ rows`), and returns the first
+    /// `kc` (key, row) pairs of each query, sorted.
+    async fn run(&self, codes: &PackedTable, kc: usize, rescore: Option<(&[f32], &GpuTable)>) -> Result<Vec<(u32, u32)>, Error> {
+        let ctx = &self.res.ctx;
+        ctx.check_lost()?;
+        let nq = codes.rows();
+        if kc == 0 || nq == 0 {
+            return Ok(Vec::new());
+        }
+        let seg = kc.next_power_of_two() as u64;
+        let bins = self.dim() as u64 + 1;
+        let chunks: u64 = self.shard_rows().map(|r| r.div_ceil(CHUNK)).sum();
+        // Queries per submission: the workspace fits one binding and a grid dimension.
+        let per_query = bins + 4 + chunks + 2 * seg;
+        let max_words = ctx.max_binding_bytes.min(ctx.limits.max_buffer_size) / 4;
+        let batch = (max_words / per_query).min(ctx.limits.max_compute_workgroups_per_dimension as u64);
+        if batch == 0 {
+            return Err(Error::LimitExceeded { what: "search workspace bytes for one query", requested: 4 * per_query, max: 4 * max_words });
+        }
+        let mut out = Vec::with_capacity(nq * kc);
+        for q0 in (0..nq).step_by(batch as usize) {
+            let n = (batch as usize).min(nq - q0);
+            let pairs = self.run_batch(ctx, codes, q0, n, kc, seg, bins, chunks, rescore).await?;
+            for q in 0..n {
+                let s = &pairs[q * seg as usize..];
+                out.extend_from_slice(&s[..kc]);
+            }
+        }
+        Ok(out)
+    }
+
+    fn shard_rows(&self) -> impl Iterator<Item = u64> + '_ {
+        let rw = self.res.tables[0].row_words;
+        self.res.shards.iter().map(move |s| ((s.word_end - s.word_start) / rw) as u64)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_batch(
+        &self,
+        ctx: &Context,
+        codes: &PackedTable,
+        q0: usize,
+        nq: usize,
+        kc: usize,
+        seg: u64,
+        bins: u64,
+        chunks: u64,
+        rescore: Option<(&[f32], &GpuTable)>,
+    ) -> Result<Vec<(u32, u32)>, Error> {
+        let nq64 = nq as u64;
+        let off_hist = 0;
+        let off_sel = off_hist + nq64 * bins;
+        let off_ties = off_sel + nq64 * 4;
+        let off_out = off_ties + nq64 * chunks;
+        let ws_words = off_out + nq64 * seg * 2;
+        let qrw = codes.row_words();
+        let query_words = &codes.words()[q0 * qrw..(q0 + nq) * qrw];
+        let queries = ctx.create_buffer("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words))).await?;
+        let ws = ctx
+            .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
+            .await?;
+        let placement = self.res.tables[0];
+        let base = SearchParams {
+            n_queries: nq as u32,
+            code_words: placement.code_words,
+            corpus_row_words: placement.row_words,
+            query_row_words: qrw as u32,
+            bins: bins as u32,
+            k: kc as u32,
+            seg: seg as u32,
+            chunks: chunks as u32,
+            off_hist: off_hist as u32,
+            off_sel: off_sel as u32,
+            off_ties: off_ties as u32,
+            off_out: off_out as u32,
+            ..Default::default()
+        };
+        // One bind group per corpus shard.
+        let mut shard_groups = Vec::new();
+        let mut chunk_base = 0u64;
+        for (shard, rows) in self.res.shards.iter().zip(self.shard_rows()) {
+            let params = SearchParams { shard_first: shard.word_start / placement.row_words, shard_rows: rows as u32, chunk_base: chunk_base as u32, ..base };
+            let group = bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
+            let grid = ctx.grid("chunks of one search shard", rows.div_ceil(CHUNK), 1)?;
+            shard_groups.push((group, grid));
+            chunk_base += rows.div_ceil(CHUNK);
+        }
+        let mut rescore_groups = Vec::new();
+        let mut rescore_pipeline = None;
+        let mut _fqueries = None;
+        if let Some((fq, table)) = rescore {
+            let dim = table.dim();
+            let fbuf = ctx
+                .create_buffer("search float queries", 4 * (nq * dim) as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])))
+                .await?;
+            let tp = table.res.tables[0];
+            for shard in &table.res.shards {
+                let params = SearchParams {
+                    shard_first: shard.word_start / tp.row_words,
+                    shard_rows: (shard.word_end - shard.word_start) / tp.row_words,
+                    dim: dim as u32,
+                    table_row_words: tp.row_words,
+                    table_code_words: tp.code_words,
+                    ..base
+                };
+                rescore_groups.push(bind_group(ctx, params, &fbuf, &shard.buffer, &ws).await?);
+            }
+            rescore_pipeline = Some(ctx.pipeline(ShaderId::Rescore { format: table.format() }, (64, 1)).await?);
+            _fqueries = Some(fbuf);
+        }
+        let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
+        let (hist, select, ties, scan, collect, sort) =
+            (pipe(SearchKernel::Hist).await?, pipe(SearchKernel::Select).await?, pipe(SearchKernel::Ties).await?, pipe(SearchKernel::Scan).await?, pipe(SearchKernel::Collect).await?, pipe(SearchKernel::Sort).await?);
+
+        // Counters start at zero; result slots start as a sentinel no kernel writes, so a slot
+        // left unwritten is caught below instead of passing for row 0.
+        ctx.queue.write_buffer(&ws, 4 * off_out, bytemuck::cast_slice(&vec![UNWRITTEN; (nq64 * seg * 2) as usize]));
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo search") });
+        encoder.clear_buffer(&ws, 0, Some(4 * off_out));
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo search"), timestamp_writes: None });
+            let per_shard = |pass: &mut wgpu::ComputePass<'_>, pipeline: &wgpu::ComputePipeline| {
+                pass.set_pipeline(pipeline);
+                for (group, (gx, gy)) in &shard_groups {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.dispatch_workgroups(*gx, *gy, nq as u32);
+                }
+            };
+            let first = &shard_groups[0].0;
+            per_shard(&mut pass, &hist);
+            pass.set_pipeline(&select);
+            pass.set_bind_group(0, first, &[]);
+            pass.dispatch_workgroups(nq.div_ceil(64) as u32, 1, 1);
+            per_shard(&mut pass, &ties);
+            pass.set_pipeline(&scan);
+            pass.set_bind_group(0, first, &[]);
+            pass.dispatch_workgroups(nq as u32, 1, 1);
+            per_shard(&mut pass, &collect);
+            if let Some(p) = &rescore_pipeline {
+                pass.set_pipeline(p);
+                for group in &rescore_groups {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.dispatch_workgroups(kc.div_ceil(64) as u32, nq as u32, 1);
+                }
+            }
+            pass.set_pipeline(&sort);
+            pass.set_bind_group(0, first, &[]);
+            pass.dispatch_workgroups(nq as u32, 1, 1);
+        }
+        ctx.queue.submit([encoder.finish()]);
+        let words: Vec<u32> = bytemuck::cast_slice(&super::read_buffer(ctx, &ws, 4 * off_out, 4 * nq64 * seg * 2).await?).to_vec();
+        let pairs: Vec<(u32, u32)> = words.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        for q in 0..nq {
+            if pairs[q * seg as usize..][..kc].iter().any(|&(_, id)| id == UNWRITTEN) {
+                return Err(Error::Gpu { what: "hamming search", message: format!("query {}: a result slot was never written", q0 + q) });
+            }
+        }
+        Ok(pairs)
+    }
+}
+
+async fn bind_group(ctx: &Context, params: SearchParams, input: &wgpu::Buffer, shard: &wgpu::Buffer, ws: &wgpu::Buffer) -> Result<wgpu::BindGroup, Error> {
+    let uniform = ctx.create_buffer("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+    Ok(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("edo search"),
+        layout: &ctx.gather_layout,
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+            buffer_range(1, input, 0, input.size()),
+            wgpu::BindGroupEntry { binding: 2, resource: shard.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 3, resource: ws.as_entire_binding() },
+        ],
+    }))
+}
+
+/// The score a `rescore.wgsl` key stands for (the inverse of `descending_key`).
+fn score_of_key(key: u32) -> f32 {
+    let ordered = !key;
+    f32::from_bits(if ordered & 0x8000_0000 != 0 { ordered & 0x7fff_ffff } else { !ordered })
+}
