@@ -70,7 +70,7 @@ impl Scored {
 
 /// Binary codes of f32 queries (`bit = x > 0`), as the binary format packs table rows.
 pub fn binarize(queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
-    let n = if dim == 0 { 0 } else { queries.len() / dim };
+    let n = queries.len().checked_div(dim).unwrap_or(0);
     PackedTable::quantize(Format::Binary, queries, n, dim)
 }
 
@@ -98,9 +98,10 @@ pub(crate) fn check_k(k: usize) -> Result<(), Error> {
 
 /// Exact Hamming top-k of every query row against every corpus row, on all cores.
 ///
-/// Distances are counted into a histogram while they are computed; the `k`-th smallest distance
-/// is read off it, and one pass over the stored distances keeps every row nearer than that and the
-/// lowest-indexed rows at it. Linear in the corpus, whatever `k`.
+/// Each query keeps a max-heap of its `k` best (distance, row) pairs while the corpus is scanned
+/// in row order, a block of rows (that fits the L1 cache) for all of a worker's queries at a
+/// time; a row enters only if it is strictly nearer than the heap's worst, which is exactly the
+/// "ties go to the lower row" rule. The distance loop is compiled for the common code widths.
 pub fn hamming_topk(corpus: &PackedTable, queries: &PackedTable, k: usize) -> Result<Neighbors, Error> {
     check_codes(corpus, queries, k)?;
     Ok(hamming_unchecked(corpus, queries, k))
@@ -111,83 +112,203 @@ fn hamming_unchecked(corpus: &PackedTable, queries: &PackedTable, k: usize) -> N
     let k_eff = k.min(corpus.rows());
     let mut out: Vec<(u32, u32)> = vec![(0, 0); queries.rows() * k_eff];
     if k_eff > 0 {
-        // Each worker takes a block of queries; its queries share each pass over the corpus.
         crate::par::for_each_chunk_mut(&mut out, k_eff, 1, |first_q, block| {
             let nq = block.len() / k_eff;
-            super::cpu::simd(|| hamming_block(corpus, queries, first_q, nq, k_eff, block));
+            let cw = corpus.format().code_words(corpus.dim());
+            super::cpu::simd(|| match cw {
+                1 => hamming_block::<1>(corpus, queries, first_q, nq, k_eff, block),
+                2 => hamming_block::<2>(corpus, queries, first_q, nq, k_eff, block),
+                4 => hamming_block::<4>(corpus, queries, first_q, nq, k_eff, block),
+                8 => hamming_block::<8>(corpus, queries, first_q, nq, k_eff, block),
+                12 => hamming_block::<12>(corpus, queries, first_q, nq, k_eff, block),
+                16 => hamming_block::<16>(corpus, queries, first_q, nq, k_eff, block),
+                24 => hamming_block::<24>(corpus, queries, first_q, nq, k_eff, block),
+                32 => hamming_block::<32>(corpus, queries, first_q, nq, k_eff, block),
+                _ => hamming_block::<0>(corpus, queries, first_q, nq, k_eff, block),
+            });
             None::<()>
         });
     }
-    let (ids, distances) = out.into_iter().unzip();
+    let (ids, distances) = out.into_iter().map(|(d, id)| (id, d)).unzip();
     Neighbors { k: k_eff, ids, distances }
 }
 
-/// Queries sharing one pass over the corpus (bounded so their distances stay within ~64 MiB).
-fn queries_per_pass(n: usize) -> usize {
-    ((64 << 20) / (2 * n.max(1))).clamp(1, 8)
-}
-
+/// Top-`k` of `nq` queries from `first_q` into `out` as (distance, row), sorted. `CW` is the
+/// number of code words when it is one of the compiled widths, 0 otherwise.
 #[inline(always)]
-fn hamming_block(corpus: &PackedTable, queries: &PackedTable, first_q: usize, nq: usize, k: usize, out: &mut [(u32, u32)]) {
+fn hamming_block<const CW: usize>(corpus: &PackedTable, queries: &PackedTable, first_q: usize, nq: usize, k: usize, out: &mut [(u32, u32)]) {
     let n = corpus.rows();
     let cw = corpus.format().code_words(corpus.dim());
-    let bins = corpus.dim() + 1;
-    let qb = queries_per_pass(n);
-    const ROWS: usize = 4096;
-    let mut dist = vec![0u16; qb * n];
-    let mut hist = vec![0u32; qb * bins];
-    for q0 in (0..nq).step_by(qb) {
-        let m = qb.min(nq - q0);
-        hist.fill(0);
-        for r0 in (0..n).step_by(ROWS) {
-            let r1 = (r0 + ROWS).min(n);
-            for j in 0..m {
-                let q = &queries.row(first_q + q0 + j)[..cw];
-                let d = &mut dist[j * n..(j + 1) * n];
-                let h = &mut hist[j * bins..(j + 1) * bins];
-                for r in r0..r1 {
-                    let x = hamming(q, &corpus.row(r)[..cw]);
-                    d[r] = x as u16;
-                    h[x as usize] += 1;
+    let stride = corpus.row_words();
+    let words = corpus.words();
+    let mut tops: Vec<TopK> = (0..nq).map(|_| TopK::new(k)).collect();
+    let avx512 = avx512::available() && !NO_AVX512.load(std::sync::atomic::Ordering::Relaxed);
+    // Rows per block: 32 KiB of codes, read from L1 by every query of the block.
+    let block_rows = ((32 << 10) / (4 * stride)).max(16);
+    for r0 in (0..n).step_by(block_rows) {
+        let r1 = (r0 + block_rows).min(n);
+        let rows = &words[r0 * stride..r1 * stride];
+        for j in 0..nq {
+            let q = &queries.row(first_q + j)[..cw];
+            let top = &mut tops[j];
+            if CW == 0 {
+                for (i, row) in rows.chunks_exact(stride).enumerate() {
+                    let d = hamming(q, &row[..cw]);
+                    if d < top.worst {
+                        top.offer(d, r0 + i);
+                    }
+                }
+            } else if avx512 && CW % 8 == 0 && stride == CW {
+                // SAFETY: the CPU has AVX-512F and VPOPCNTDQ (checked once above); the rows slice
+                // holds whole rows of CW words.
+                unsafe { avx512::scan::<CW>(q, rows, r0, top) };
+            } else {
+                let q = Fixed::<CW>::new(q);
+                for (i, row) in rows.chunks_exact(stride).enumerate() {
+                    let d = q.distance(&row[..CW]);
+                    if d < top.worst {
+                        top.offer(d, r0 + i);
+                    }
                 }
             }
         }
-        for j in 0..m {
-            let (threshold, less) = threshold(&hist[j * bins..(j + 1) * bins], k);
-            let res = &mut out[(q0 + j) * k..(q0 + j + 1) * k];
-            collect(&dist[j * n..(j + 1) * n], threshold, less, res);
+    }
+    for (top, res) in tops.into_iter().zip(out.chunks_exact_mut(k)) {
+        res.copy_from_slice(&top.heap.into_sorted_vec());
+    }
+}
+
+/// The `k` nearest rows met so far: a max-heap of (distance, row), and the distance a row must
+/// beat to enter (rows come in increasing order, so a tie never enters: ties go to the lower row).
+struct TopK {
+    heap: std::collections::BinaryHeap<(u32, u32)>,
+    k: usize,
+    worst: u32,
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK { heap: std::collections::BinaryHeap::with_capacity(k + 1), k, worst: u32::MAX }
+    }
+
+    #[cold]
+    fn offer(&mut self, d: u32, r: usize) {
+        if self.heap.len() == self.k {
+            self.heap.pop();
+        }
+        self.heap.push((d, r as u32));
+        if self.heap.len() == self.k {
+            self.worst = self.heap.peek().map_or(u32::MAX, |p| p.0);
         }
     }
 }
 
-/// The `k`-th smallest distance and the number of distances below it.
-pub(crate) fn threshold(hist: &[u32], k: usize) -> (u32, usize) {
-    let mut below = 0usize;
-    for (d, &c) in hist.iter().enumerate() {
-        if below + c as usize >= k {
-            return (d as u32, below);
+/// Turns the AVX-512 scan off (tests compare it with the portable one).
+static NO_AVX512: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Hamming distances of eight rows at a time with AVX-512 VPOPCNTDQ, where the CPU has it.
+mod avx512 {
+    use super::TopK;
+
+    pub fn available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
         }
-        below += c as usize;
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
-    unreachable!("k ≤ rows, and the histogram counts every row")
+
+    /// Offers every row of `rows` (whole rows of `CW` words, `CW` a multiple of 8, row `r0`
+    /// first) to `top`, in row order.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512 VPOPCNTDQ.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vpopcntdq")]
+    pub unsafe fn scan<const CW: usize>(q: &[u32], rows: &[u32], r0: usize, top: &mut TopK) {
+        use std::arch::x86_64::*;
+        let n = rows.len() / CW;
+        let segs = CW / 8;
+        let p = rows.as_ptr();
+        // Lanes of the pairwise sums that make each row's total (see below).
+        let lo = _mm512_setr_epi64(0, 4, 1, 5, 8, 12, 9, 13);
+        let hi = _mm512_setr_epi64(2, 6, 3, 7, 10, 14, 11, 15);
+        let mut i = 0;
+        while i + 8 <= n {
+            let mut sums = _mm512_setzero_si512();
+            for s in 0..segs {
+                let qz = _mm512_broadcast_i64x4(_mm256_loadu_si256(q.as_ptr().add(8 * s) as *const __m256i));
+                // Segment s of rows i + 2m and i + 2m + 1 in one register, XOR the query, count.
+                let pair = |m: usize| {
+                    let a = _mm256_loadu_si256(p.add((i + 2 * m) * CW + 8 * s) as *const __m256i);
+                    let b = _mm256_loadu_si256(p.add((i + 2 * m + 1) * CW + 8 * s) as *const __m256i);
+                    _mm512_popcnt_epi64(_mm512_xor_si512(_mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b), qz))
+                };
+                let (a, b, c, d) = (pair(0), pair(1), pair(2), pair(3));
+                // Adjacent words: [a0+a1, b0+b1, a2+a3, b2+b3, a4+a5, b4+b5, a6+a7, b6+b7].
+                let ab = _mm512_add_epi64(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+                let cd = _mm512_add_epi64(_mm512_unpacklo_epi64(c, d), _mm512_unpackhi_epi64(c, d));
+                // Row i = ab0 + ab2, i+1 = ab4 + ab6, i+2 = ab1 + ab3, i+3 = ab5 + ab7, then cd.
+                let rows8 = _mm512_add_epi64(_mm512_permutex2var_epi64(ab, lo, cd), _mm512_permutex2var_epi64(ab, hi, cd));
+                sums = _mm512_add_epi64(sums, rows8);
+            }
+            let below = _mm512_cmplt_epu64_mask(sums, _mm512_set1_epi64(top.worst as i64));
+            if below != 0 {
+                let mut d = [0u64; 8];
+                _mm512_storeu_si512(d.as_mut_ptr() as *mut __m512i, sums);
+                for (j, &dj) in d.iter().enumerate() {
+                    if (dj as u32) < top.worst {
+                        top.offer(dj as u32, r0 + i + j);
+                    }
+                }
+            }
+            i += 8;
+        }
+        for r in i..n {
+            let d = super::hamming(q, &rows[r * CW..(r + 1) * CW]);
+            if d < top.worst {
+                top.offer(d, r0 + r);
+            }
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub unsafe fn scan<const CW: usize>(_: &[u32], _: &[u32], _: usize, _: &mut TopK) {
+        unreachable!("available() is false")
+    }
 }
 
-/// Rows nearer than `threshold`, then the lowest-indexed rows at it, sorted by (distance, row).
-fn collect(dist: &[u16], threshold: u32, less: usize, out: &mut [(u32, u32)]) {
-    let need_eq = out.len() - less;
-    let (mut n_less, mut n_eq) = (0, 0);
-    for (r, &d) in dist.iter().enumerate() {
-        let d = d as u32;
-        if d < threshold {
-            out[n_less] = (r as u32, d);
-            n_less += 1;
-        } else if d == threshold && n_eq < need_eq {
-            out[less + n_eq] = (r as u32, d);
-            n_eq += 1;
-        }
+/// A query of exactly `CW` code words, as 64-bit words, for [`hamming`] unrolled.
+struct Fixed<const CW: usize> {
+    q: [u32; CW],
+}
+
+impl<const CW: usize> Fixed<CW> {
+    #[inline(always)]
+    fn new(q: &[u32]) -> Self {
+        Fixed { q: q.try_into().expect("CW words") }
     }
-    // Rows were met in index order: a stable sort by distance leaves ties by index.
-    out[..less].sort_by_key(|&(_, d)| d);
+
+    #[inline(always)]
+    fn distance(&self, row: &[u32]) -> u32 {
+        let b: &[u32; CW] = row.try_into().expect("CW words");
+        let a = &self.q;
+        let mut s = 0u32;
+        let mut i = 0;
+        while i + 1 < CW {
+            let x = a[i] as u64 | (a[i + 1] as u64) << 32;
+            let y = b[i] as u64 | (b[i + 1] as u64) << 32;
+            s += (x ^ y).count_ones();
+            i += 2;
+        }
+        if CW % 2 == 1 {
+            s += (a[CW - 1] ^ b[CW - 1]).count_ones();
+        }
+        s
+    }
 }
 
 /// Number of differing bits of two code rows.
@@ -226,7 +347,7 @@ fn check_queries(queries: &[f32], dim: usize) -> Result<usize, Error> {
     if dim == 0 {
         return Err(Error::ZeroDim);
     }
-    if queries.len() % dim != 0 {
+    if !queries.len().is_multiple_of(dim) {
         return Err(Error::ShapeMismatch { what: "query values (a multiple of dim)", expected: queries.len().next_multiple_of(dim), actual: queries.len() });
     }
     if let Some(i) = queries.iter().position(|x| !x.is_finite()) {
@@ -366,4 +487,24 @@ pub fn recall(found: &[u32], found_k: usize, truth: &[u32], truth_k: usize, k: u
         hits += t.iter().filter(|id| f.contains(id)).count();
     }
     hits as f64 / (queries * kt) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX-512 scan and the portable one give the same neighbours (on a CPU with AVX-512;
+    /// elsewhere both runs take the portable path).
+    #[test]
+    fn avx512_and_portable_scans_agree() {
+        for bits in [256, 512, 1000, 768] {
+            let corpus = crate::synth::random_codes(5003, bits, 1);
+            let queries = crate::synth::random_codes(9, bits, 2);
+            let fast = hamming_topk(&corpus, &queries, 37).unwrap();
+            NO_AVX512.store(true, std::sync::atomic::Ordering::Relaxed);
+            let portable = hamming_topk(&corpus, &queries, 37).unwrap();
+            NO_AVX512.store(false, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(fast, portable, "{bits} bits");
+        }
+    }
 }

@@ -40,7 +40,7 @@ fn codes(rows: usize, dim: usize, seed: u64) -> PackedTable {
 
 #[test]
 fn hamming_topk_matches_brute_force_with_ties_by_index() {
-    for (rows, dim, k) in [(1, 1, 1), (5, 3, 10), (1000, 7, 1), (3000, 13, 17), (2500, 64, 1024), (4097, 256, 10), (999, 1000, 100)] {
+    for (rows, dim, k) in [(1, 1, 1), (5, 3, 10), (1000, 7, 1), (3000, 13, 17), (2500, 64, 1024), (4097, 256, 10), (999, 1000, 100), (2000, 96, 50), (1234, 512, 64)] {
         let corpus = codes(rows, dim, rows as u64);
         let queries = codes(23, dim, 1 + rows as u64 * 3);
         let got = search::hamming_topk(&corpus, &queries, k).unwrap();
@@ -63,25 +63,10 @@ fn search_arguments_are_checked() {
     assert_eq!(got.k, 10);
 }
 
-/// Clustered unit vectors: the setting binary search with rescoring is meant for.
-fn clustered(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    let clusters = (rows / 20).max(1);
-    let centers: Vec<Vec<f32>> = (0..clusters).map(|_| (0..dim).map(|_| rng.normal()).collect()).collect();
-    let mut out = Vec::with_capacity(rows * dim);
-    for _ in 0..rows {
-        let c = &centers[rng.below(clusters as u32) as usize];
-        let v: Vec<f32> = c.iter().map(|&x| x + 0.6 * rng.normal()).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        out.extend(v.iter().map(|x| x / norm));
-    }
-    out
-}
-
 #[test]
 fn rescoring_lifts_recall_towards_fp32() {
     let (rows, dim, nq, k) = (20_000, 256, 50, 10);
-    let data = clustered(rows + nq, dim, 5);
+    let data = edo::synth::clustered(rows + nq, dim, 5);
     let (corpus_f32, queries) = data.split_at(rows * dim);
     let fp32 = PackedTable::quantize(Format::F32, corpus_f32, rows, dim).unwrap();
     let int8 = PackedTable::quantize(Format::Int8, corpus_f32, rows, dim).unwrap();
@@ -132,5 +117,15 @@ fn dot_topk_matches_a_sort_of_all_scores() {
                 assert!((all[j].0 - got.scores[q * 20 + j]).abs() < 1e-5, "query {q} rank {j}: {g} vs {w}");
             }
         }
+    }
+}
+
+#[test]
+fn random_codes_keep_the_padding_bits_clear() {
+    for bits in [1, 7, 8, 9, 31, 32, 33, 100, 256] {
+        let t = edo::synth::random_codes(50, bits, 3);
+        // Decoding and re-encoding gives the same words only if no bit past `bits` is set.
+        let again = PackedTable::quantize(Format::Binary, &t.dequantize(), 50, bits).unwrap();
+        assert_eq!(again, t, "{bits} bits");
     }
 }
