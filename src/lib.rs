@@ -28,6 +28,8 @@ mod error;
 pub mod file;
 pub mod format;
 pub mod gpu;
+#[cfg(native)]
+pub mod eval;
 pub mod hash;
 #[cfg(native)]
 pub mod inspect;

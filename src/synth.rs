@@ -62,3 +62,58 @@ pub fn uniform_ids(n: usize, rows: usize, seed: u64) -> Vec<u32> {
     let mut rng = Rng::new(seed);
     (0..n).map(|_| rng.below(rows as u32)).collect()
 }
+
+/// `rows` unit vectors in clusters of about 20 (a Gaussian centre per cluster plus noise of 0.6
+/// its per-value scale): neighbours are mostly cluster mates, as with real sentence embeddings,
+/// where binary search with rescoring is meant to work. Deterministic in `seed`.
+pub fn clustered(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let clusters = (rows / 20).max(1);
+    let centers: Vec<f32> = (0..clusters * dim).map(|_| rng.normal()).collect();
+    let mut out = Vec::with_capacity(rows * dim);
+    for _ in 0..rows {
+        let c = rng.below(clusters as u32) as usize;
+        let start = out.len();
+        out.extend(centers[c * dim..(c + 1) * dim].iter().map(|&x| x + 0.6 * rng.normal()));
+        crate::synth::normalize(&mut out[start..]);
+    }
+    out
+}
+
+/// Scales a vector to unit length (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// `rows` random binary codes of `bits` bits (each bit a fair coin), deterministic in `seed`.
+pub fn random_codes(rows: usize, bits: usize, seed: u64) -> crate::PackedTable {
+    let format = crate::Format::Binary;
+    let cw = format.code_words(bits);
+    let mut words = vec![0u32; rows * cw];
+    // Bits past `bits` stay zero, as the format requires.
+    let last_mask = match bits % 32 {
+        0 => u32::MAX,
+        r => {
+            let bytes = r.div_ceil(8);
+            let keep_in_last_byte = 0xffu32 << (8 - (r - 8 * (bytes - 1))) & 0xff;
+            let full = if bytes > 1 { u32::MAX >> (32 - 8 * (bytes - 1)) } else { 0 };
+            full | keep_in_last_byte << (8 * (bytes - 1))
+        }
+    };
+    if cw > 0 {
+        crate::par::for_each_chunk_mut(&mut words, cw, 4096, |first, block| {
+            let mut rng = Rng::new(seed ^ (first as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            for row in block.chunks_exact_mut(cw) {
+                for w in row.iter_mut() {
+                    *w = rng.next_u32();
+                }
+                row[cw - 1] &= last_mask;
+            }
+            None::<()>
+        });
+    }
+    crate::PackedTable::from_words(format, rows, bits.max(1), words).expect("sizes computed above")
+}

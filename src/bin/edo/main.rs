@@ -1,6 +1,7 @@
 //! The `edo` command line.
 
 mod bench;
+mod search;
 mod tables;
 
 use std::process::ExitCode;
@@ -41,6 +42,12 @@ enum Command {
     /// Write an .edo file's table as .npy, .safetensors (FBGEMM / packbits layouts or dense
     /// f32) or word2vec text.
     Export(tables::ExportArgs),
+    /// Recall@1/10/100, memory and latency of binary, binary + rescoring, asymmetric, INT4 and
+    /// INT8 search against exact FP32 search, on a synthetic or given float table.
+    Eval(search::EvalArgs),
+    /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
+    /// CPU path, as ratios to the device's buffer copy and to each other.
+    SearchBench(search::SearchBenchArgs),
 }
 
 #[derive(Args)]
@@ -122,6 +129,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => tables::inspect(a),
         Command::Lookup(a) => tables::lookup(a),
         Command::Export(a) => tables::export(a),
+        Command::Eval(a) => search::eval(a),
+        Command::SearchBench(a) => search::search_bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,7 +15,7 @@ use crate::bench::human_bytes as mib;
 use crate::{exit, parse_format, Failure};
 
 /// Where a table comes from: a file, and how to read it.
-#[derive(Args, Clone)]
+#[derive(Args, Clone, Default)]
 pub struct SourceArgs {
     /// Tensor to read from a safetensors file (e.g. embeddings.word_embeddings.weight); may be
     /// left out when the file has one 2-D tensor.
@@ -39,7 +39,13 @@ impl SourceArgs {
         }
     }
 
-    fn read(&self, path: &Path) -> Result<Imported, Failure> {
+    /// The same, reading byte arrays in `layout`.
+    pub fn with_layout(mut self, layout: &str) -> SourceArgs {
+        self.layout = Some(layout.to_string());
+        self
+    }
+
+    pub fn read(&self, path: &Path) -> Result<Imported, Failure> {
         require_input(path)?;
         if FileKind::from_path(path).is_none() {
             return Err(Failure::new(exit::USAGE, format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display())));

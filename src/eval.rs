@@ -1,0 +1,191 @@
+//! `edo eval` and `edo search-bench`: retrieval quality, memory and latency of each way to search
+//! a float table, and the speed of binary Hamming search on the GPU and the CPU path.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::format::{Format, PackedTable};
+use crate::search::{self, Scored};
+use crate::{Engine, Error, GpuCodes, GpuTable};
+
+/// One way to search, measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Method {
+    pub name: String,
+    /// "GPU" or "CPU".
+    pub path: &'static str,
+    /// Bytes the search reads: the codes, plus the rescoring table where there is one.
+    pub bytes: u64,
+    /// `bytes` over the FP32 table's.
+    pub ratio_to_fp32: f64,
+    /// Wall time of the whole batch of queries, per query, in milliseconds (median of runs).
+    pub ms_per_query: f64,
+    pub recall_at_1: f64,
+    pub recall_at_10: f64,
+    pub recall_at_100: f64,
+}
+
+/// The evaluation of every method on one table.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalReport {
+    pub rows: usize,
+    pub dim: usize,
+    pub queries: usize,
+    pub multiplier: usize,
+    pub adapter: Option<String>,
+    pub methods: Vec<Method>,
+}
+
+/// What `evaluate` compares.
+#[derive(Clone, Debug)]
+pub struct EvalConfig {
+    /// Candidates per result for rescoring.
+    pub multiplier: usize,
+    /// Timed repetitions per method (the median is reported).
+    pub iters: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig { multiplier: 4, iters: 3 }
+    }
+}
+
+const K: usize = 100;
+
+/// Evaluates search on `corpus` (`rows × dim`, normalised for cosine) with `queries`: exact FP32
+/// dot-product top-100 as the ground truth, then recall@1/10/100, memory and latency of INT8 and
+/// INT4 exhaustive search, binary Hamming search, binary search rescored with INT8 rows, and
+/// asymmetric search (float query against the binary+scale rows). With an engine, the binary
+/// searches run on the GPU too.
+pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config: &EvalConfig, engine: Option<&Engine>) -> Result<EvalReport, Error> {
+    let nq = queries.len() / dim.max(1);
+    let fp32 = PackedTable::quantize(Format::F32, corpus, rows, dim)?;
+    let int8 = PackedTable::quantize(Format::Int8, corpus, rows, dim)?;
+    let int4 = PackedTable::quantize(Format::Int4, corpus, rows, dim)?;
+    let bits = PackedTable::quantize(Format::Binary, corpus, rows, dim)?;
+    let scaled = PackedTable::quantize(Format::BinaryScaled, corpus, rows, dim)?;
+    let codes = search::binarize(queries, dim)?;
+    let iters = config.iters.max(1);
+
+    let (truth, truth_s) = timed(iters, || search::dot_topk(&fp32, queries, K))?;
+    let mut methods = Vec::new();
+    let mut add = |name: &str, path: &'static str, bytes: u64, seconds: f64, found: &[u32], k: usize| {
+        methods.push(Method {
+            name: name.to_string(),
+            path,
+            bytes,
+            ratio_to_fp32: bytes as f64 / fp32.bytes() as f64,
+            ms_per_query: 1e3 * seconds / nq.max(1) as f64,
+            recall_at_1: search::recall(found, k, &truth.ids, truth.k, 1),
+            recall_at_10: search::recall(found, k, &truth.ids, truth.k, 10),
+            recall_at_100: search::recall(found, k, &truth.ids, truth.k, 100),
+        });
+    };
+    add("fp32 exact (ground truth)", "CPU", fp32.bytes(), truth_s, &truth.ids, truth.k);
+    for (name, t) in [("int8 exhaustive", &int8), ("int4 exhaustive", &int4)] {
+        let (r, s) = timed(iters, || search::dot_topk(t, queries, K))?;
+        add(name, "CPU", t.bytes(), s, &r.ids, r.k);
+    }
+    let (r, s) = timed(iters, || search::hamming_topk(&bits, &codes, K))?;
+    add("binary hamming", "CPU", bits.bytes(), s, &r.ids, r.k);
+    let rescore_name = format!("binary + int8 rescore ×{}", config.multiplier);
+    let (r, s) = timed(iters, || search::search_rescored(&bits, queries, &int8, K, config.multiplier))?;
+    add(&rescore_name, "CPU", bits.bytes() + int8.bytes(), s, &r.ids, r.k);
+    let (r, s) = timed(iters, || search::dot_topk(&scaled, queries, K))?;
+    add("binary+scale asymmetric", "CPU", scaled.bytes(), s, &r.ids, r.k);
+
+    if let Some(engine) = engine {
+        let gpu_bits = crate::block_on(GpuCodes::upload(engine, &bits))?;
+        let gpu_int8 = crate::block_on(GpuTable::upload(engine, &int8))?;
+        let (r, s) = timed(iters, || crate::block_on(gpu_bits.hamming_topk(&codes, K)))?;
+        add("binary hamming", "GPU", bits.bytes(), s, &r.ids, r.k);
+        let (r, s): (Scored, f64) = timed(iters, || crate::block_on(gpu_bits.search_rescored(queries, &gpu_int8, K, config.multiplier)))?;
+        add(&rescore_name, "GPU", bits.bytes() + int8.bytes(), s, &r.ids, r.k);
+    }
+    Ok(EvalReport { rows, dim, queries: nq, multiplier: config.multiplier, adapter: engine.map(|e| e.adapter().to_string()), methods })
+}
+
+/// Median wall time of `iters` runs of `f` (after one untimed run), with the last result.
+pub fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T, Error>) -> Result<(T, f64), Error> {
+    let mut out = f()?;
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = Instant::now();
+        out = f()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((out, times[times.len() / 2]))
+}
+
+/// Binary Hamming top-k on each path, in the same run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchBench {
+    pub rows: usize,
+    pub bits: usize,
+    pub queries: usize,
+    pub k: usize,
+    pub threads: usize,
+    pub cpu_seconds: f64,
+    pub cpu_queries_per_second: f64,
+    /// Corpus bytes × queries per second.
+    pub cpu_scan_gbps: f64,
+    pub adapter: Option<String>,
+    pub gpu_seconds: Option<f64>,
+    pub gpu_queries_per_second: Option<f64>,
+    pub gpu_scan_gbps: Option<f64>,
+    /// The device's own buffer copy, bytes read + written per second, measured in this run.
+    pub gpu_copy_gbps: Option<f64>,
+    /// `gpu_scan_gbps / gpu_copy_gbps`.
+    pub gpu_scan_ratio_to_copy: Option<f64>,
+    /// Whether the GPU's ids and distances equal the CPU path's.
+    pub gpu_equals_cpu: Option<bool>,
+    /// Ids and distances of the CPU path (`queries × k`), for peers to compare.
+    pub ids: Vec<u32>,
+    pub distances: Vec<u32>,
+}
+
+/// Times Hamming top-`k` of `queries` against `corpus` on the CPU path and, with an engine, on
+/// the GPU (upload excluded; query upload and readback included).
+pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters: usize, engine: Option<&Engine>) -> Result<SearchBench, Error> {
+    let (cpu, cpu_s) = timed(iters, || search::hamming_topk(corpus, queries, k))?;
+    let code_bytes = (corpus.rows() * corpus.format().code_bytes(corpus.dim())) as f64;
+    let nq = queries.rows() as f64;
+    let mut b = SearchBench {
+        rows: corpus.rows(),
+        bits: corpus.dim(),
+        queries: queries.rows(),
+        k,
+        threads: crate::par::threads(),
+        cpu_seconds: cpu_s,
+        cpu_queries_per_second: nq / cpu_s,
+        cpu_scan_gbps: code_bytes * nq / cpu_s / 1e9,
+        adapter: None,
+        gpu_seconds: None,
+        gpu_queries_per_second: None,
+        gpu_scan_gbps: None,
+        gpu_copy_gbps: None,
+        gpu_scan_ratio_to_copy: None,
+        gpu_equals_cpu: None,
+        ids: Vec::new(),
+        distances: Vec::new(),
+    };
+    if let Some(engine) = engine {
+        let codes = crate::block_on(GpuCodes::upload(engine, corpus))?;
+        let (gpu, s) = timed(iters, || crate::block_on(codes.hamming_topk(queries, k)))?;
+        let copy = crate::bench::gpu_copy_gbps(engine, codes.bytes(), iters)?;
+        let scan = code_bytes * nq / s / 1e9;
+        b.adapter = Some(engine.adapter().to_string());
+        b.gpu_seconds = Some(s);
+        b.gpu_queries_per_second = Some(nq / s);
+        b.gpu_scan_gbps = Some(scan);
+        b.gpu_copy_gbps = Some(copy);
+        b.gpu_scan_ratio_to_copy = Some(scan / copy);
+        b.gpu_equals_cpu = Some(gpu == cpu);
+    }
+    b.ids = cpu.ids;
+    b.distances = cpu.distances;
+    Ok(b)
+}
