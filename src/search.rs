@@ -148,9 +148,8 @@ fn hamming_block<const CW: usize>(corpus: &PackedTable, queries: &PackedTable, f
     for r0 in (0..n).step_by(block_rows) {
         let r1 = (r0 + block_rows).min(n);
         let rows = &words[r0 * stride..r1 * stride];
-        for j in 0..nq {
+        for (j, top) in tops.iter_mut().enumerate() {
             let q = &queries.row(first_q + j)[..cw];
-            let top = &mut tops[j];
             if CW == 0 {
                 for (i, row) in rows.chunks_exact(stride).enumerate() {
                     let d = hamming(q, &row[..cw]);
@@ -158,7 +157,7 @@ fn hamming_block<const CW: usize>(corpus: &PackedTable, queries: &PackedTable, f
                         top.offer(d, r0 + i);
                     }
                 }
-            } else if avx512 && CW % 8 == 0 && stride == CW {
+            } else if avx512 && CW.is_multiple_of(8) && stride == CW {
                 // SAFETY: the CPU has AVX-512F and VPOPCNTDQ (checked once above); the rows slice
                 // holds whole rows of CW words.
                 unsafe { avx512::scan::<CW>(q, rows, r0, top) };

@@ -117,6 +117,10 @@ fn packbits_codes_import_as_binary() {
     assert_eq!(ub, want);
     let b8 = packed(import::npy(&fixture("binary_int8.npy"), Layout::Packbits { dim: Some(DIM) }).unwrap());
     assert_eq!(b8, want, "sentence-transformers int8 'binary' is packbits − 128");
+    // faiss packs LSB-first: the same bits, each byte reversed.
+    let mut lsb = export::packed_array(&want);
+    lsb.data.iter_mut().for_each(|b| *b = b.reverse_bits());
+    assert_eq!(packed(import::npy(&lsb.to_npy(), Layout::PackbitsLsb { dim: Some(DIM) }).unwrap()), want);
     // Bits past dim are cleared, whatever the file holds.
     let mut dirty = export::packed_array(&want);
     for r in 0..ROWS {

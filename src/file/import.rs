@@ -10,6 +10,7 @@
 //! | `Fbgemm4`    | u8 `[rows, ⌈dim/2⌉ + 4]`      | [`Format::Int4`] | `embedding_bag_4bit_prepack`                 |
 //! | `Packbits`   | u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | `numpy.packbits(x > 0, axis=-1)`, sentence-transformers `ubinary` |
 //! | `Packbits`   | i8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | sentence-transformers `binary` (packbits − 128) |
+//! | `PackbitsLsb`| u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | faiss (`pack_bitstrings`): LSB-first bits    |
 //!
 //! The dim of a 4-bit or binary array is ambiguous from its width (`⌈dim/2⌉`, `⌈dim/8⌉`); pass it
 //! when it is not the largest the width allows. Bits of a binary row past `dim` are cleared.
@@ -37,6 +38,9 @@ pub enum Layout {
     Fbgemm4 { dim: Option<usize> },
     /// `numpy.packbits` sign bits, MSB-first; as `u8` or as sentence-transformers' `int8`.
     Packbits { dim: Option<usize> },
+    /// Sign bits packed LSB-first, as faiss packs binary codes (`faiss.pack_bitstrings`,
+    /// `IndexBinary*` inputs): element `i` is bit `i mod 8` of byte `i / 8`.
+    PackbitsLsb { dim: Option<usize> },
 }
 
 impl Layout {
@@ -48,6 +52,7 @@ impl Layout {
             "fbgemm8" | "fused8" | "int8" => Layout::Fbgemm8,
             "fbgemm4" | "fused4" | "int4" => Layout::Fbgemm4 { dim },
             "packbits" | "ubinary" | "binary" => Layout::Packbits { dim },
+            "packbits-lsb" | "faiss" | "lsb" => Layout::PackbitsLsb { dim },
             _ => return None,
         })
     }
@@ -138,18 +143,19 @@ impl Array<'_> {
                 }
                 Ok(Table::Dense { data: self.floats()?, rows: self.rows, dim: self.cols })
             }
-            (_, Elem::U8) | (Layout::Packbits { .. }, Elem::I8) => {
+            (_, Elem::U8) | (Layout::Packbits { .. } | Layout::PackbitsLsb { .. }, Elem::I8) => {
                 let (format, dim) = match layout {
                     Layout::Fbgemm8 => (Format::Int8, self.cols.checked_sub(8).filter(|&d| d > 0)),
                     Layout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| c.saturating_mul(2)))),
-                    Layout::Packbits { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
+                    Layout::Packbits { dim } | Layout::PackbitsLsb { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
                     Layout::Dense => unreachable!("matched above"),
                 };
                 let dim = dim.filter(|&d| d > 0 && d <= self.cols.saturating_mul(8) && format.unpadded_row_bytes(d) == self.cols).ok_or_else(|| {
                     bad(what, format!("{} columns are not a {format} row of any dim{}", self.cols, layout_dim_hint(layout)))
                 })?;
                 let flip = if self.elem == Elem::I8 { 0x80 } else { 0 };
-                Ok(Table::Packed(from_unpadded(format, self.rows, dim, self.data, flip, what)?))
+                let lsb_first = matches!(layout, Layout::PackbitsLsb { .. });
+                Ok(Table::Packed(from_unpadded(format, self.rows, dim, self.data, flip, lsb_first, what)?))
             }
             (_, e) => Err(bad(what, format!("{layout:?} rows are bytes (uint8), not {e:?}"))),
         }
@@ -188,7 +194,7 @@ fn layout_dim_hint(layout: Layout) -> &'static str {
 
 /// Packs rows given without word padding (codes, then parameters: the FBGEMM and packbits
 /// layouts) into `format`'s words. Parameters must be finite; binary bits past `dim` are cleared.
-pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8], xor: u8, what: &'static str) -> Result<PackedTable, Error> {
+pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8], xor: u8, lsb_first: bool, what: &'static str) -> Result<PackedTable, Error> {
     let src_row = format.unpadded_row_bytes(dim);
     let code_bytes = format.code_bytes(dim);
     let row_words = format.row_words(dim);
@@ -206,7 +212,7 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
     for (r, (src, dst)) in data.chunks_exact(src_row.max(1)).zip(words.chunks_exact_mut(row_words)).enumerate() {
         row_bytes.fill(0);
         for (d, s) in row_bytes[..code_bytes].iter_mut().zip(&src[..code_bytes]) {
-            *d = s ^ xor;
+            *d = if lsb_first { (s ^ xor).reverse_bits() } else { s ^ xor };
         }
         row_bytes[4 * code_words..].copy_from_slice(&src[code_bytes..]);
         if matches!(format, Format::Binary | Format::BinaryScaled) && !dim.is_multiple_of(8) {

@@ -32,8 +32,9 @@ pub struct EvalArgs {
     /// last --queries rows are the queries. Default: synthetic clustered unit vectors.
     #[arg(long)]
     input: Option<PathBuf>,
-    #[command(flatten)]
-    source: SourceArgs,
+    /// Tensor to read from a safetensors --input.
+    #[arg(long, requires = "input")]
+    tensor: Option<String>,
     /// Rows of the synthetic corpus.
     #[arg(long, default_value_t = 50_000)]
     rows: usize,
@@ -60,7 +61,7 @@ pub struct EvalArgs {
 pub fn eval(a: EvalArgs) -> Result<(), Failure> {
     let (mut corpus, rows, dim, queries) = match &a.input {
         Some(path) => {
-            let imported = a.source.read(path)?;
+            let imported = SourceArgs::default().with_tensor(a.tensor.clone()).read(path)?;
             let (rows, dim) = (imported.rows(), imported.dim());
             if rows <= a.queries {
                 return Err(Failure::new(exit::USAGE, format!("{} has {rows} rows; --queries {} leaves none to search", path.display(), a.queries)));
@@ -144,7 +145,7 @@ pub struct SearchBenchArgs {
     json: bool,
 }
 
-fn read_codes(path: &PathBuf) -> Result<PackedTable, Failure> {
+fn read_codes(path: &std::path::Path) -> Result<PackedTable, Failure> {
     let imported = SourceArgs::default().with_layout("packbits").read(path)?;
     Ok(imported.to_format(Format::Binary)?)
 }

@@ -21,8 +21,8 @@ pub struct SourceArgs {
     /// left out when the file has one 2-D tensor.
     #[arg(long)]
     tensor: Option<String>,
-    /// How a byte (uint8/int8) array is laid out: fbgemm8, fbgemm4 or packbits. Float arrays are
-    /// dense and need no layout.
+    /// How a byte (uint8/int8) array is laid out: fbgemm8, fbgemm4, packbits (numpy /
+    /// sentence-transformers, MSB-first) or packbits-lsb (faiss). Float arrays need no layout.
     #[arg(long)]
     layout: Option<String>,
     /// Values per row of fbgemm4 or packbits arrays whose width leaves it ambiguous.
@@ -35,8 +35,14 @@ impl SourceArgs {
         match &self.layout {
             None => Ok(Layout::Dense),
             Some(name) => Layout::from_name(name, self.dim)
-                .ok_or_else(|| Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits)"))),
+                .ok_or_else(|| Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits, packbits-lsb)"))),
         }
+    }
+
+    /// The same, reading tensor `tensor` of a safetensors file.
+    pub fn with_tensor(mut self, tensor: Option<String>) -> SourceArgs {
+        self.tensor = tensor;
+        self
     }
 
     /// The same, reading byte arrays in `layout`.
