@@ -169,3 +169,34 @@ fn exit_codes_say_what_went_wrong() {
     // Unwritable output: 74.
     assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", "/nonexistent/dir/t.edo"]).0, Some(74));
 }
+
+#[test]
+fn eval_prints_recall_memory_and_latency_per_method() {
+    let out = ok(&["eval", "--rows", "3000", "--dim", "64", "--queries", "20", "--iters", "1", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let methods = r["methods"].as_array().unwrap();
+    let by = |name: &str, path: &str| methods.iter().find(|m| m["name"].as_str().unwrap().starts_with(name) && m["path"] == path).unwrap_or_else(|| panic!("no {name} on {path}"));
+    assert_eq!(by("fp32 exact", "CPU")["recall_at_10"], 1.0);
+    let plain = by("binary hamming", "CPU")["recall_at_10"].as_f64().unwrap();
+    let rescored = by("binary + int8 rescore", "CPU")["recall_at_10"].as_f64().unwrap();
+    assert!(rescored > plain && rescored >= 0.9, "rescored {rescored}, plain {plain}");
+    assert!(by("binary hamming", "CPU")["ratio_to_fp32"].as_f64().unwrap() < 0.04);
+    if r["adapter"].is_string() {
+        assert_eq!(by("binary + int8 rescore", "GPU")["recall_at_10"].as_f64().unwrap(), rescored);
+    }
+    // A table from a file: its last rows are the queries.
+    let out = ok(&["eval", "--input", &fixture("glove.txt"), "--queries", "5", "--iters", "1", "--cpu"]);
+    assert!(out.contains("32 × 13 corpus, 5 queries"), "{out}");
+}
+
+#[test]
+fn search_bench_checks_the_gpu_against_the_cpu() {
+    let out = ok(&["search-bench", "--rows", "5000", "--bits", "200", "--queries", "7", "--k", "5", "--iters", "1", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["ids"].as_array().unwrap().len(), 35);
+    assert!(r["cpu_queries_per_second"].as_f64().unwrap() > 0.0);
+    if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        assert_eq!(r["gpu_equals_cpu"], true);
+        assert!(r["gpu_scan_ratio_to_copy"].as_f64().unwrap() > 0.0);
+    }
+}
