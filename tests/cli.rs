@@ -200,3 +200,22 @@ fn search_bench_checks_the_gpu_against_the_cpu() {
         assert!(r["gpu_scan_ratio_to_copy"].as_f64().unwrap() > 0.0);
     }
 }
+
+/// Where faiss is installed (numpy + faiss-cpu), the peer script checks edo's distances against
+/// faiss IndexBinaryFlat's on the same codes, rank by rank.
+#[test]
+fn distances_equal_faiss_where_it_is_installed() {
+    let has_faiss = Command::new("python3").args(["-c", "import numpy, faiss"]).output().is_ok_and(|o| o.status.success());
+    if !has_faiss {
+        eprintln!("SKIPPED: faiss not installed (pip install numpy faiss-cpu)");
+        return;
+    }
+    let script = format!("{}/scripts/faiss_peer.py", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .args([&script, "--rows", "20000", "--bits", "200", "--queries", "12", "--k", "25", "--iters", "1", "--edo", env!("CARGO_BIN_EXE_edo")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("distances equal faiss's, rank by rank: yes"), "{text}");
+}

@@ -342,7 +342,7 @@ impl GpuRows {
     /// Copies the rows back to the host once all work submitted before has finished.
     pub async fn read(&self) -> Result<Vec<f32>, Error> {
         let bytes = super::read_buffer(&self.ctx, &self.buffer, 0, 4 * (self.rows * self.dim) as u64).await?;
-        Ok(bytemuck::cast_slice::<u8, f32>(&bytes).to_vec())
+        Ok(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes))
     }
 
     /// [`GpuRows::read`] for native code without an executor.
