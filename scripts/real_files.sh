@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs `edo quantize` and `edo inspect` on real embedding files made by other tools: the word2vec,
-# GloVe and fastText vectors that ship in gensim's wheel (fetched with pip, not committed), and a
-# BERT-shaped BF16 checkpoint written by the safetensors package. Needs python3 with numpy and
+# Runs `edo quantize` and `edo inspect` on real embedding files made by other tools, fetched with
+# pip (not committed): the trained token embeddings WordLlama ships in its wheel (a safetensors
+# checkpoint, F16 32000 × 256, tensor embedding.weight), the word2vec, GloVe and fastText vectors
+# of gensim's test data, and a BERT-shaped BF16 checkpoint written by the safetensors package. Needs python3 with numpy and
 # safetensors, and pip access to PyPI.
 #   ./scripts/real_files.sh [work dir]        (default: a fresh temporary directory)
 set -euo pipefail
@@ -11,9 +12,11 @@ mkdir -p "$work" && cd "$work"
 cargo build --release --manifest-path "$root/Cargo.toml" -q
 edo="$root/target/release/edo"
 
-pip download gensim --no-deps -q -d wheels
+pip download gensim wordllama --no-deps -q -d wheels
 python3 - <<'PY'
 import glob, zipfile
+w = zipfile.ZipFile(glob.glob("wheels/wordllama-*.whl")[0])
+open("l2_supercat_256.safetensors", "wb").write(w.read("wordllama/weights/l2_supercat_256.safetensors"))
 z = zipfile.ZipFile(glob.glob("wheels/gensim-*.whl")[0])
 for n in ["lee_fasttext.vec", "test_glove.txt", "EN.1-10.cbow1_wind5_hs0_neg10_size300_smpl1e-05.txt",
           "pang_lee_polarity_fasttext.vec", "crime-and-punishment.vec"]:
@@ -40,7 +43,10 @@ for f in lee_fasttext.vec test_glove.txt EN.1-10.cbow1_wind5_hs0_neg10_size300_s
          pang_lee_polarity_fasttext.vec crime-and-punishment.vec; do
   "$edo" quantize "$f" --format int8 -o "${f%.*}.edo"
 done
+"$edo" quantize l2_supercat_256.safetensors --tensor embedding.weight --format int8 -o wordllama.edo
+"$edo" inspect wordllama.edo
 "$edo" quantize bert_like.safetensors --tensor embeddings.word_embeddings.weight --format int8 -o bert.edo
-"$edo" inspect bert.edo
+"$edo" inspect bert.edo --no-png
+"$edo" eval --input l2_supercat_256.safetensors --tensor embedding.weight --queries 200 --iters 1
 "$edo" lookup lee_fasttext.edo --tokens the,of
 echo "files in $work"

@@ -116,6 +116,13 @@ impl From<edo::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    // `edo … | head` should end quietly when head has read enough, as other Unix tools do,
+    // rather than panic on a failed print: restore the default SIGPIPE action Rust ignores.
+    #[cfg(unix)]
+    // SAFETY: sets a signal disposition before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // Mesa's device-select Vulkan layer prints "XDG_RUNTIME_DIR is invalid" on headless machines
     // and chooses nothing edo needs (wgpu picks the adapter). Leave it on if the user steers it.
     if std::env::var_os("MESA_VK_DEVICE_SELECT").is_none() && std::env::var_os("NODEVICE_SELECT").is_none() {
