@@ -102,7 +102,9 @@ fn combine1(acc: f32, v: f32, w: f32) -> f32 {
 }
 
 fn start_value() -> f32 {
-    return select(0.0, bitcast<f32>(0xff800000u), params.pooling == POOL_MAX); // −∞ for max
+    // The lowest finite f32 for max: table values are finite, so it never wins. (Not −∞: a WGSL
+    // constant expression may not produce an infinity, and Chrome's compiler enforces it.)
+    return select(0.0, bitcast<f32>(0xff7fffffu), params.pooling == POOL_MAX); // −FLT_MAX
 }
 
 // The finished value of an accumulator over n indices.
