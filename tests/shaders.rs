@@ -110,3 +110,16 @@ fn shader_files_document_their_layout() {
     let sources: std::collections::HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
     assert_eq!(sources.len(), 33, "5 decoders × 5 drivers, the hash, remap and 6 search kernels");
 }
+
+/// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
+/// Chrome's compiler (Tint) rejects the module. No kernel may hold one.
+#[test]
+fn no_constant_infinities_or_nans() {
+    for shader in ShaderId::all() {
+        let src = shader.source().to_ascii_lowercase();
+        for bits in ["0x7f800000", "0xff800000", "0x7fc00000", "0xffc00000"] {
+            assert!(!src.contains(&format!("bitcast<f32>({bits}")), "{}: bitcast<f32>({bits}) is a constant ±inf or NaN", shader.name());
+        }
+        assert!(!src.contains("3.40282347e+38") && !src.contains("3.40282347e38"), "{}: a literal past f32's largest finite value", shader.name());
+    }
+}

@@ -65,7 +65,8 @@ pub struct AdapterSummary {
 
 impl std::fmt::Display for AdapterSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}, {}", self.name, self.backend, self.device_type)?;
+        let name = if self.name.is_empty() { "unnamed adapter" } else { &self.name };
+        write!(f, "{name} ({}, {}", self.backend, self.device_type)?;
         if !self.driver.is_empty() {
             write!(f, ", {}", self.driver)?;
         }

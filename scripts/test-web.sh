@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The browser tests: wasm-bindgen-test in headless Chromium with WebGPU (SwiftShader) and without
+# it (the CPU fallback), then the demo page end to end (scripts/web_e2e.py).
+# Needs: chromium, chromium-driver (apt), wasm-bindgen-cli of the pinned version, python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+chromium_bin="${CHROMIUM:-/usr/bin/chromium}"
+export CHROMEDRIVER="${CHROMEDRIVER:-/usr/bin/chromedriver}"
+export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-300}"
+
+webdriver() { # $1: extra Chromium flags, as a JSON list body
+  cat > web/webdriver.json <<JSON
+{"goog:chromeOptions": {"binary": "$chromium_bin", "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"$1]}}
+JSON
+}
+trap 'rm -f web/webdriver.json' EXIT
+
+echo "== browser tests with WebGPU"
+webdriver ', "--enable-unsafe-webgpu"'
+EDO_EXPECT_BACKEND=webgpu cargo test -q -p edo-web --target wasm32-unknown-unknown
+
+echo "== browser tests without WebGPU (the CPU fallback)"
+webdriver ', "--disable-features=WebGPU"'
+EDO_EXPECT_BACKEND=cpu cargo test -q -p edo-web --target wasm32-unknown-unknown
+
+echo "== the demo page, end to end"
+./scripts/build-web.sh
+python3 scripts/web_e2e.py

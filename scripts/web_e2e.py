@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""End-to-end test of the demo page: serves web/ (after scripts/build-web.sh), drives it in
+headless Chromium through chromedriver's WebDriver HTTP API (no Python packages needed), checks
+the numbers the page shows, and saves screenshots. Twice: with WebGPU (SwiftShader) and without
+it (the CPU fallback).
+
+    python3 scripts/web_e2e.py            # screenshots in target/web-e2e/
+"""
+
+import base64
+import functools
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WEB = os.path.join(ROOT, "web")
+OUT = os.path.join(ROOT, "target", "web-e2e")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic", "--window-size=1100,1500"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(base, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read() or b"{}").get("value")
+
+
+def bytes_per_row(fmt, dim):
+    words = {"fp32": dim, "fp16": -(-dim // 2), "int8": -(-dim // 4) + 2, "int4": -(-dim // 8) + 1,
+             "binary": -(-dim // 32), "binary+scale": -(-dim // 32) + 1}[fmt]
+    return 4 * words
+
+
+def run_page(driver, url, webgpu, shot):
+    args = FLAGS + (["--enable-unsafe-webgpu"] if webgpu else ["--disable-features=WebGPU"])
+    caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}
+    session = call(driver, "POST", "/session", caps)["sessionId"]
+    s = f"/session/{session}"
+    try:
+        call(driver, "POST", s + "/url", {"url": url})
+        deadline = time.time() + 180
+        state = None
+        while time.time() < deadline:
+            state = call(driver, "POST", s + "/execute/sync", {"script": "return document.getElementById('status').dataset.state", "args": []})
+            if state in ("ready", "error"):
+                break
+            time.sleep(0.25)
+        read = lambda js: call(driver, "POST", s + "/execute/sync", {"script": "return " + js, "args": []})
+        page = read("""({
+            status: document.getElementById('status').textContent,
+            backend: document.getElementById('backend').textContent,
+            adapter: document.getElementById('adapter').textContent,
+            first: document.getElementById('first-lookup-ms').textContent,
+            phases: document.getElementById('phases').textContent,
+            lookup: document.getElementById('lookup-ms').textContent,
+            equal: document.getElementById('check').dataset.equal,
+            rows: Number(document.getElementById('rows').value),
+            dim: Number(document.getElementById('dim').value),
+            bars: Array.from(document.querySelectorAll('.bar')).map(b => [b.dataset.format, Number(b.dataset.bytes)]),
+            side: document.querySelectorAll('#side tr').length,
+        })""")
+        png = base64.b64decode(call(driver, "GET", s + "/screenshot"))
+        with open(shot, "wb") as f:
+            f.write(png)
+        return state, page
+    finally:
+        call(driver, "DELETE", s)
+
+
+def main():
+    if not os.path.exists(os.path.join(WEB, "pkg", "edo_web_bg.wasm")):
+        sys.exit("web/pkg is missing: run scripts/build-web.sh first")
+    os.makedirs(OUT, exist_ok=True)
+    port = free_port()
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=WEB)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    dport = free_port()
+    driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = f"http://127.0.0.1:{dport}"
+    failures = []
+    try:
+        for _ in range(100):
+            try:
+                call(driver, "GET", "/status")
+                break
+            except OSError:
+                time.sleep(0.1)
+        for webgpu, want in ((True, "webgpu"), (False, "cpu")):
+            shot = os.path.join(OUT, f"demo-{want}.png")
+            state, page = run_page(driver, f"http://127.0.0.1:{port}/index.html", webgpu, shot)
+            print(f"{want}: {page['status']} backend {page['backend']} ({page['adapter']}); first lookup {page['first']} ms "
+                  f"after page load ({page['phases']}); lookup {page['lookup']} ms; GPU vs CPU equal: {page['equal']}; screenshot {os.path.relpath(shot, ROOT)}")
+            check = lambda ok, what: ok or failures.append(f"{want}: {what}")
+            check(state == "ready", f"page state {state}: {page['status']}")
+            check(page["backend"] == want, f"backend {page['backend']}, expected {want}")
+            check(page["equal"] == "true", "the page's rows differ from the CPU path")
+            check(page["first"].isdigit(), f"first lookup time {page['first']!r}")
+            bars = dict(page["bars"])
+            for fmt, size in bars.items():
+                check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
+            check(len(bars) == 6, f"{len(bars)} bars")
+            check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
+    finally:
+        driver_proc.terminate()
+        server.shutdown()
+    if failures:
+        sys.exit("FAILED:\n  " + "\n  ".join(failures))
+    print("demo page: all checks passed")
+
+
+if __name__ == "__main__":
+    main()

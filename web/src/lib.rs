@@ -1,0 +1,306 @@
+//! edo in the browser: the same engine behind a wasm-bindgen API.
+//!
+//! `EdoEngine.create()` takes WebGPU when `navigator.gpu` gives an adapter and falls back to the
+//! CPU path (plain WASM) otherwise, and says which. Tables are built from a `Float32Array` in any
+//! format or read from the bytes of a file (`.edo`, `.npy`, `.safetensors`, word2vec text);
+//! `engine.upload(table)` makes them resident for lookups, bags and Hamming search. Every call that
+//! touches the GPU returns a Promise; nothing blocks. Errors are exceptions carrying edo's typed
+//! message. wasm-bindgen writes the TypeScript definitions (`pkg/edo_web.d.ts`).
+
+
+use edo::file::import::{self, FileKind, Layout};
+use edo::file::{TableFile, Vocab};
+use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCodes, GpuTable, PackedTable, Pooling};
+use wasm_bindgen::prelude::*;
+
+fn err(e: edo::Error) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn format_of(name: &str) -> Result<Format, JsError> {
+    Format::from_name(name).ok_or_else(|| JsError::new(&format!("unknown format {name:?} (fp32, fp16, int8, int4, binary, binary+scale)")))
+}
+
+/// The lookup engine: WebGPU, or the CPU path.
+#[wasm_bindgen]
+pub struct EdoEngine {
+    gpu: Option<Engine>,
+    note: String,
+}
+
+#[wasm_bindgen]
+impl EdoEngine {
+    /// An engine on WebGPU when the browser offers an adapter (and `preferGpu` is not false),
+    /// else on the CPU path; `backend` and `note` say which and why. `maxShardBytes` lowers the
+    /// size of a table shard below the device's binding limit (tests force many shards with it).
+    pub async fn create(prefer_gpu: Option<bool>, max_shard_bytes: Option<f64>) -> EdoEngine {
+        if prefer_gpu == Some(false) {
+            return EdoEngine { gpu: None, note: "CPU path requested".into() };
+        }
+        let options = EngineOptions { max_binding_bytes: max_shard_bytes.map(|b| b as u64), ..Default::default() };
+        match Engine::new(options).await {
+            Ok(e) => {
+                let note = e.adapter().to_string();
+                EdoEngine { gpu: Some(e), note }
+            }
+            Err(e) => EdoEngine { gpu: None, note: format!("no WebGPU adapter ({e}); using the CPU path") },
+        }
+    }
+
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        if self.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+    }
+
+    /// The adapter, or why there is none.
+    #[wasm_bindgen(getter)]
+    pub fn note(&self) -> String {
+        self.note.clone()
+    }
+
+    /// The largest storage binding a table shard may use, in bytes (0 on the CPU path).
+    #[wasm_bindgen(getter, js_name = maxBindingBytes)]
+    pub fn max_binding_bytes(&self) -> f64 {
+        self.gpu.as_ref().map_or(0.0, |e| e.max_binding_bytes() as f64)
+    }
+
+    /// Makes a table resident for lookups: uploaded in shards on WebGPU, kept as is on the CPU
+    /// path.
+    pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, JsError> {
+        let packed = table.inner.clone();
+        let gpu = match &self.gpu {
+            None => None,
+            Some(e) => Some(GpuTable::upload(e, &packed).await.map_err(err)?),
+        };
+        Ok(EdoResident { inner: Resident { table: packed, gpu } })
+    }
+
+    /// Makes binary codes resident for Hamming search.
+    #[wasm_bindgen(js_name = uploadCodes)]
+    pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, JsError> {
+        let table = codes.inner.clone();
+        let gpu = match &self.gpu {
+            Some(e) => Some(GpuCodes::upload(e, &table).await.map_err(err)?),
+            None => {
+                if !matches!(table.format(), Format::Binary | Format::BinaryScaled) {
+                    return Err(JsError::new("Hamming search needs binary codes (format binary or binary+scale)"));
+                }
+                None
+            }
+        };
+        Ok(EdoCodes { inner: Codes { table, gpu } })
+    }
+}
+
+/// A packed table in host memory (WASM linear memory), with its vocabulary if it has one.
+#[wasm_bindgen]
+pub struct EdoTable {
+    inner: PackedTable,
+    vocab: Option<Vocab>,
+}
+
+#[wasm_bindgen]
+impl EdoTable {
+    /// Quantises a row-major `rows × dim` table to `format`.
+    #[wasm_bindgen(js_name = fromFloat32)]
+    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str) -> Result<EdoTable, JsError> {
+        Ok(EdoTable { inner: PackedTable::quantize(format_of(format)?, data, rows, dim).map_err(err)?, vocab: None })
+    }
+
+    /// edo's built-in synthetic table (the demo's default), as f32.
+    pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, JsError> {
+        let data = edo::synth::embedding_table(rows, dim, seed as u64);
+        EdoTable::from_float32(&data, rows, dim, "fp32")
+    }
+
+    /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
+    /// against its checksums), or a `.npy` / `.safetensors` / word2vec `.txt` table, which is
+    /// quantised to `format` (default: kept as f32, or as packed for FBGEMM / packbits arrays,
+    /// whose `layout` must be named: fbgemm8, fbgemm4, packbits, packbits-lsb).
+    #[wasm_bindgen(js_name = fromBytes)]
+    pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, JsError> {
+        let kind = FileKind::from_path(std::path::Path::new(name)).ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors and .txt/.vec files")))?;
+        let layout = match layout.as_deref() {
+            None | Some("") => Layout::Dense,
+            Some(l) => Layout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,
+        };
+        let imported = match kind {
+            FileKind::Edo => {
+                let file = TableFile::from_bytes(bytes).map_err(err)?;
+                file.verify().map_err(err)?;
+                let vocab = file.vocab().cloned();
+                import::Imported { table: import::Table::Packed(file.into_table()), vocab, lossy_tokens: 0 }
+            }
+            FileKind::Npy => import::npy(&bytes, layout).map_err(err)?,
+            FileKind::Safetensors => import::safetensors(&bytes, tensor.as_deref(), layout).map_err(err)?,
+            FileKind::Text => import::text(&bytes).map_err(err)?,
+        };
+        let target = match format.as_deref() {
+            Some(f) if !f.is_empty() => format_of(f)?,
+            _ => imported.format(),
+        };
+        Ok(EdoTable { inner: imported.to_format(target).map_err(err)?, vocab: imported.vocab })
+    }
+
+    /// The same table in another format (decoded and requantised).
+    pub fn quantize(&self, format: &str) -> Result<EdoTable, JsError> {
+        let f = format_of(format)?;
+        let inner = if f == self.inner.format() {
+            self.inner.clone()
+        } else {
+            PackedTable::quantize(f, &self.inner.dequantize(), self.inner.rows(), self.inner.dim()).map_err(err)?
+        };
+        Ok(EdoTable { inner, vocab: self.vocab.clone() })
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn format(&self) -> String {
+        self.inner.format().name().into()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    /// Bytes of packed storage (what the GPU holds).
+    #[wasm_bindgen(getter)]
+    pub fn bytes(&self) -> f64 {
+        self.inner.bytes() as f64
+    }
+    /// Bytes of the same table as f32.
+    #[wasm_bindgen(getter, js_name = f32Bytes)]
+    pub fn f32_bytes(&self) -> f64 {
+        self.inner.f32_bytes() as f64
+    }
+
+    /// Decoded rows of `ids` on the CPU path (an id out of range is an error).
+    pub fn gather(&self, ids: &[u32]) -> Result<Vec<f32>, JsError> {
+        edo::cpu::gather(&self.inner, ids, Bounds::Error).map_err(err)
+    }
+
+    /// The row of `token`, if the table has a vocabulary holding it.
+    #[wasm_bindgen(js_name = idOf)]
+    pub fn id_of(&self, token: &str) -> Option<u32> {
+        self.vocab.as_ref().and_then(|v| v.id(token).ok())
+    }
+
+    /// The table as `.edo` file bytes.
+    #[wasm_bindgen(js_name = toBytes)]
+    pub fn to_bytes(&self) -> Result<Vec<u8>, JsError> {
+        let mut file = TableFile::new(self.inner.clone());
+        if let Some(v) = &self.vocab {
+            file = file.with_vocab(v.clone()).map_err(err)?;
+        }
+        Ok(file.to_bytes())
+    }
+}
+
+struct Resident {
+    table: PackedTable,
+    gpu: Option<GpuTable>,
+}
+
+/// A table ready for lookups (on the GPU, or on the CPU path).
+#[wasm_bindgen]
+pub struct EdoResident {
+    inner: Resident,
+}
+
+fn pooling_of(name: &str) -> Result<Pooling, JsError> {
+    Ok(match name {
+        "sum" => Pooling::Sum,
+        "mean" => Pooling::Mean,
+        "max" => Pooling::Max,
+        "none" => Pooling::None,
+        _ => return Err(JsError::new(&format!("unknown pooling {name:?} (sum, mean, max, none)"))),
+    })
+}
+
+#[wasm_bindgen]
+impl EdoResident {
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        if self.inner.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+    }
+    /// Storage buffers the table is split into (0 on the CPU path).
+    #[wasm_bindgen(getter)]
+    pub fn shards(&self) -> usize {
+        self.inner.gpu.as_ref().map_or(0, |g| g.shard_count())
+    }
+
+    /// Decoded rows of `ids` (`ids.length × dim` values). An id out of range is an error.
+    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
+        match &self.inner.gpu {
+            Some(g) => g.gather(&ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
+            None => edo::cpu::gather(&self.inner.table, &ids, Bounds::Error).map_err(err),
+        }
+    }
+
+    /// EmbeddingBag with PyTorch's `indices` + `offsets` (one offset per bag), pooling `sum`,
+    /// `mean`, `max` or `none`, optional per-sample weights.
+    pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {
+        let pooling = pooling_of(pooling)?;
+        let mut bags = Bags::new(&indices, &offsets);
+        if let Some(w) = &weights {
+            bags = bags.weights(w);
+        }
+        match &self.inner.gpu {
+            Some(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
+            None => edo::cpu::embedding_bag(&self.inner.table, &bags, pooling, Bounds::Error).map_err(err),
+        }
+    }
+}
+
+struct Codes {
+    table: PackedTable,
+    gpu: Option<GpuCodes>,
+}
+
+/// Binary codes ready for Hamming search.
+#[wasm_bindgen]
+pub struct EdoCodes {
+    inner: Codes,
+}
+
+/// Search results: `ids` and `distances`, `k` per query, nearest first.
+#[wasm_bindgen]
+pub struct EdoNeighbors {
+    k: usize,
+    ids: Vec<u32>,
+    distances: Vec<u32>,
+}
+
+#[wasm_bindgen]
+impl EdoNeighbors {
+    #[wasm_bindgen(getter)]
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    #[wasm_bindgen(getter)]
+    pub fn ids(&self) -> Vec<u32> {
+        self.ids.clone()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn distances(&self) -> Vec<u32> {
+        self.distances.clone()
+    }
+}
+
+#[wasm_bindgen]
+impl EdoCodes {
+    /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`), ties to the lower row.
+    pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, JsError> {
+        let codes = edo::search::binarize(&queries, self.inner.table.dim()).map_err(err)?;
+        let n = match &self.inner.gpu {
+            Some(g) => g.hamming_topk(&codes, k).await,
+            None => edo::search::hamming_topk(&self.inner.table, &codes, k),
+        }
+        .map_err(err)?;
+        Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
+    }
+}

@@ -1,0 +1,100 @@
+//! The browser build in headless Chromium (`scripts/test-web.sh`): WebGPU against the CPU path
+//! inside the browser, every format, one shard and many. Run once with WebGPU and once without;
+//! `EDO_EXPECT_BACKEND` (set at build time by the script) says which backend the engine must pick.
+#![cfg(target_arch = "wasm32")]
+
+use edo_web::{EdoEngine, EdoNeighbors, EdoTable};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const FORMATS: [&str; 6] = ["fp32", "fp16", "int8", "int4", "binary", "binary+scale"];
+
+fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
+    // A small deterministic generator: values in (−1, 1).
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..rows * dim)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn ids(n: usize, rows: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % rows) as u32).collect()
+}
+
+async fn search(e: &EdoEngine, codes: &EdoTable, queries: Vec<f32>) -> (Vec<u32>, Vec<u32>) {
+    let c = e.upload_codes(codes).await.unwrap();
+    let n: EdoNeighbors = c.search(queries, 17).await.unwrap();
+    (n.ids(), n.distances())
+}
+
+#[wasm_bindgen_test]
+async fn the_engine_picks_the_expected_backend() {
+    let engine = EdoEngine::create(None, None).await;
+    if let Some(want) = option_env!("EDO_EXPECT_BACKEND") {
+        assert_eq!(engine.backend(), want, "{}", engine.note());
+    }
+    let cpu = EdoEngine::create(Some(false), None).await;
+    assert_eq!(cpu.backend(), "cpu");
+}
+
+#[wasm_bindgen_test]
+async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
+    let (rows, dim) = (3001, 37);
+    let values = data(rows, dim, 1);
+    let lookup = ids(2049, rows);
+    for shard in [None, Some(16384.0)] {
+        let engine = EdoEngine::create(None, shard).await;
+        for format in FORMATS {
+            let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+            let resident = engine.upload(&table).await.unwrap();
+            if engine.backend() == "webgpu" && shard.is_some() {
+                assert!(resident.shards() > 1, "{format}: {} shards", resident.shards());
+            }
+            let got = resident.gather(lookup.clone()).await.unwrap();
+            let want = table.gather(&lookup).unwrap();
+            assert_eq!(got.len(), want.len());
+            let first = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert!(first.is_none(), "{format} ({} backend, shard {shard:?}): first difference at {first:?}", engine.backend());
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+async fn bags_and_search_agree_with_the_cpu_path() {
+    let (rows, dim) = (2500, 64);
+    let values = data(rows, dim, 2);
+    let engine = EdoEngine::create(None, None).await;
+    let cpu = EdoEngine::create(Some(false), None).await;
+    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let (indices, offsets) = (ids(600, rows), vec![0, 5, 5, 100, 599]);
+    let got = engine.upload(&table).await.unwrap().bag(indices.clone(), offsets.clone(), "max", None).await.unwrap();
+    let want = cpu.upload(&table).await.unwrap().bag(indices, offsets, "max", None).await.unwrap();
+    assert_eq!(got, want, "max pooling is exact");
+
+    let codes = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let queries = data(9, dim, 3);
+    assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries).await, "Hamming top-k is exact");
+}
+
+#[wasm_bindgen_test]
+async fn errors_arrive_as_exceptions_with_the_typed_message() {
+    let engine = EdoEngine::create(None, None).await;
+    let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4").unwrap();
+    let resident = engine.upload(&table).await.unwrap();
+    let e = resident.gather(vec![3, 10]).await.err().expect("id 10 of 10 rows");
+    let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
+    assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
+    assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
+    assert!(EdoTable::from_bytes(b"not a table".to_vec(), "x.edo", None, None, None).is_err());
+    // An .edo file made in the browser reads back.
+    let bytes = table.to_bytes().unwrap();
+    let back = EdoTable::from_bytes(bytes, "t.edo", None, None, None).unwrap();
+    assert_eq!(back.gather(&[7]).unwrap(), table.gather(&[7]).unwrap());
+}
