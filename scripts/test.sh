@@ -2,7 +2,9 @@
 # All of edo's tests: formats and CPU path, shader validation for every backend, the GPU path
 # against the CPU oracle (needs a Vulkan/Metal/DX12 adapter; lavapipe works — without one the GPU
 # tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a failure), the doc
-# examples, the docs with warnings denied, and the library checked for wasm32.
+# examples, the docs with warnings denied, the library checked for wasm32, and the browser tests
+# (headless Chromium; they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without
+# them they print "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
@@ -20,5 +22,17 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -q '^
     rustup target add wasm32-unknown-unknown
 fi
 cargo check --lib --target wasm32-unknown-unknown --quiet
+
+echo "== browser (WASM + WebGPU in headless Chromium)"
+want=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' web/Cargo.toml)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && [ -x "${CHROMEDRIVER:-/usr/bin/chromedriver}" ] && [ "$have" = "$want" ]; then
+    ./scripts/test-web.sh
+elif [ "${EDO_REQUIRE_WEB:-}" = "1" ]; then
+    echo "EDO_REQUIRE_WEB=1 but the browser tests cannot run: need chromium, chromium-driver and wasm-bindgen-cli $want (found: ${have:-none})" >&2
+    exit 1
+else
+    echo "SKIPPED: browser tests (apt-get install chromium chromium-driver; cargo install wasm-bindgen-cli --version $want)"
+fi
 
 echo "== all tests passed"

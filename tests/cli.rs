@@ -15,6 +15,7 @@ fn readme_names_the_two_commands_and_ci_runs_the_same_tests() {
     assert!(readme.contains("\n./scripts/test.sh\n"), "README shows the test command");
     assert!(ci.lines().any(|l| l.trim() == "./scripts/test.sh"), ".ci/run runs the README's test command");
     assert!(ci.contains("EDO_REQUIRE_GPU=1") && ci.contains("mesa-vulkan-drivers"), ".ci/run requires a GPU and installs lavapipe");
+    assert!(ci.contains("EDO_REQUIRE_WEB=1") && ci.contains("chromium chromium-driver") && ci.contains("wasm-bindgen-cli"), ".ci/run requires the browser tests and installs what they need");
 }
 
 #[test]
