@@ -18,11 +18,11 @@ trap 'rm -f web/webdriver.json' EXIT
 
 echo "== browser tests with WebGPU"
 webdriver ', "--enable-unsafe-webgpu"'
-EDO_EXPECT_BACKEND=webgpu cargo test -q -p edo-web --target wasm32-unknown-unknown
+EDO_EXPECT_BACKEND=webgpu cargo test -p edo-web --target wasm32-unknown-unknown
 
 echo "== browser tests without WebGPU (the CPU fallback)"
 webdriver ', "--disable-features=WebGPU"'
-EDO_EXPECT_BACKEND=cpu cargo test -q -p edo-web --target wasm32-unknown-unknown
+EDO_EXPECT_BACKEND=cpu cargo test -p edo-web --target wasm32-unknown-unknown
 
 echo "== the demo page, end to end"
 ./scripts/build-web.sh
