@@ -117,7 +117,7 @@ impl<'a, I> Bags<'a, I> {
                 return Err(Error::NonFiniteWeight { index, value: w[index] });
             }
         }
-        if n_bags == 0 && !(self.indices.len() == 0) {
+        if n_bags == 0 && !self.indices.is_empty() {
             return Err(Error::ShapeMismatch { what: "offsets (indices given but no bags)", expected: 1, actual: 0 });
         }
         let mut offsets = Vec::with_capacity(n_bags + 1);

@@ -273,8 +273,8 @@ pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, poolin
         let k = spec.seeds.len() as u64;
         let (s, e) = (offsets[t * batch], offsets[(t + 1) * batch]);
         ranges.push((s, e, slot_base as u32));
-        for g in t * batch..(t + 1) * batch {
-            out_offsets.push((slot_base + (offsets[g] - s) as u64 * k) as u32);
+        for &o in &offsets[t * batch..(t + 1) * batch] {
+            out_offsets.push((slot_base + (o - s) as u64 * k) as u32);
         }
         slot_base += (e - s) as u64 * k;
         if slot_base > u32::MAX as u64 {

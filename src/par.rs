@@ -24,7 +24,7 @@ where
     E: Send,
     F: Fn(usize, &mut [T]) -> Option<E> + Sync,
 {
-    let rows = if row_len == 0 { 0 } else { out.len() / row_len };
+    let rows = out.len().checked_div(row_len).unwrap_or(0);
     let n = threads().min(rows / min_rows_per_thread.max(1)).max(1);
     if n == 1 {
         return f(0, out);

@@ -69,7 +69,7 @@ fn hashed_bags_pool_ids_like_rows() {
     let table = PackedTable::quantize(Format::Int8, &edo::synth::embedding_table(50, 8, 1), 50, 8).unwrap();
     let ids = [10u64, 20, 30, 40, 50];
     let per_id = hashed_lookup(&table, &spec, &ids).unwrap();
-    let bags = hashed_bags(&[&table], &[spec.clone()], 2, &HashedBags::new(&ids, &[0, 2]), Pooling::Sum, Layout::Concat).unwrap();
+    let bags = hashed_bags(&[&table], std::slice::from_ref(&spec), 2, &HashedBags::new(&ids, &[0, 2]), Pooling::Sum, Layout::Concat).unwrap();
     for c in 0..8 {
         let want0 = per_id[c] + per_id[8 + c];
         let want1 = per_id[16 + c] + per_id[24 + c] + per_id[32 + c];

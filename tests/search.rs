@@ -35,7 +35,7 @@ fn codes(rows: usize, dim: usize, seed: u64) -> PackedTable {
             data.push(if rng.below(10) == 0 { -x } else { x });
         }
     }
-    PackedTable::quantize(if seed % 2 == 0 { Format::Binary } else { Format::BinaryScaled }, &data, rows, dim).unwrap()
+    PackedTable::quantize(if seed.is_multiple_of(2) { Format::Binary } else { Format::BinaryScaled }, &data, rows, dim).unwrap()
 }
 
 #[test]

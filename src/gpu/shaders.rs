@@ -74,7 +74,7 @@ impl ShaderId {
 
     /// The gather kernel for rows of `dim` values of `format`.
     pub fn gather(format: Format, dim: usize) -> ShaderId {
-        ShaderId::Gather { format, vec4: dim % 4 == 0 }
+        ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
     }
 
     /// Output values each invocation writes per step (1, or 4 for the vec4 driver).

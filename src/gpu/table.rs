@@ -187,7 +187,7 @@ impl GpuTable {
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
-        let out_bytes = (n_ids as u64).checked_mul(4 * dim as u64).unwrap_or(u64::MAX);
+        let out_bytes = (n_ids as u64).saturating_mul(4 * dim as u64);
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
@@ -264,11 +264,14 @@ pub(crate) fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, siz
     }
 }
 
+/// One dispatch of a kernel: its bind group and workgroups in x and y.
+pub(crate) type Dispatch = (wgpu::BindGroup, u32, u32);
+
 /// A lookup (gather, bags) ready to run: its pipeline, its dispatches and its output buffer.
 pub struct LookupJob {
     pub(crate) ctx: Arc<Context>,
-    /// Kernels in order, each with its dispatches (bind group, workgroups x, y).
-    pub(crate) passes: Vec<(wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>)>,
+    /// Kernels in order, each with its dispatches.
+    pub(crate) passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>,
     /// Input buffers the bind groups use, kept alive with the job.
     pub(crate) _inputs: Vec<wgpu::Buffer>,
     pub(crate) output: GpuRows,
