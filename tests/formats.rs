@@ -266,3 +266,48 @@ fn format_names_round_trip() {
     assert_eq!(Format::from_name("INT8"), Some(Format::Int8));
     assert_eq!(Format::from_name("int3"), None);
 }
+
+/// Updating rows in place gives the table quantised from the updated values; a bad update
+/// changes nothing.
+#[test]
+fn update_rows_requantises_in_place_and_all_or_nothing() {
+    let (rows, dim) = (300, 13);
+    let mut data = edo::synth::embedding_table(rows, dim, 3);
+    let fresh = edo::synth::embedding_table(4, dim, 4);
+    for format in Format::ALL {
+        let mut t = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let before = t.clone();
+        // Row 7 twice: the last wins.
+        let ids = [0u32, 7, 299, 7];
+        t.update_rows(&ids, &fresh).unwrap();
+        let mut want = data.clone();
+        for (&id, row) in ids.iter().zip(fresh.chunks_exact(dim)) {
+            want[id as usize * dim..(id as usize + 1) * dim].copy_from_slice(row);
+        }
+        assert_eq!(t, PackedTable::quantize(format, &want, rows, dim).unwrap(), "{format}");
+        // A NaN in the second row, or an id out of range: an error naming it, nothing written.
+        let mut bad = fresh[..2 * dim].to_vec();
+        bad[dim + 5] = f32::NAN;
+        let mut u = before.clone();
+        assert!(matches!(u.update_rows(&[1, 2], &bad), Err(Error::NonFinite { row: 2, col: 5, .. })));
+        assert!(matches!(u.update_rows(&[1, 300], &fresh[..2 * dim]), Err(Error::IdOutOfRange { index: 1, id: 300, .. })));
+        assert!(matches!(u.update_rows(&[1], &fresh[..2 * dim]), Err(Error::ShapeMismatch { .. })));
+        assert_eq!(u, before, "{format}: a failed update changed the table");
+    }
+    data.truncate(0);
+}
+
+/// A table mapped from a file is copied on its first update; the file keeps the old rows.
+#[test]
+fn update_rows_of_a_mapped_table_copies_on_write() {
+    let (rows, dim) = (50, 8);
+    let data = edo::synth::embedding_table(rows, dim, 5);
+    let t = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let bytes = edo::file::TableFile::new(t.clone()).to_bytes();
+    let file = edo::file::TableFile::from_bytes(bytes).unwrap();
+    let mut mapped = file.table().clone();
+    mapped.update_rows(&[3], &[0.5; 8]).unwrap();
+    assert!(!mapped.is_mapped());
+    assert_eq!(file.table(), &t, "the file's rows are unchanged");
+    assert_eq!(edo::cpu::gather(&mapped, &[3], edo::Bounds::Error).unwrap(), vec![0.5; 8]);
+}

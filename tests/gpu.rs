@@ -595,3 +595,29 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
         }
     }
 }
+
+/// Rows rewritten on the GPU in place (runs of rows, across shard boundaries, duplicates) gather
+/// exactly like the updated host table, and the rest stays as it was.
+#[test]
+fn write_rows_updates_the_gpu_table_in_place() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(6144), ..Default::default() }) else { return };
+    let (rows, dim) = (2000, 21);
+    let data = embedding_table(rows, dim, 12);
+    let fresh = embedding_table(40, dim, 13);
+    for format in [Format::Int8, Format::F16, Format::Binary] {
+        let mut table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        assert!(gpu.shard_count() > 1, "{format}: {} shards", gpu.shard_count());
+        // Runs of consecutive rows that cross shard boundaries, single rows, and a duplicate.
+        let ids: Vec<u32> = (95..125).chain([0, 1999, 700, 700, 1000, 1001, 1002, 5, 6, 7]).collect();
+        table.update_rows(&ids, &fresh).unwrap();
+        gpu.write_rows(&table, &ids).unwrap();
+        let all: Vec<u32> = (0..rows as u32).collect();
+        let want = edo::cpu::gather(&table, &all, Bounds::Error).unwrap();
+        assert_bits_eq(&gpu_gather(&gpu, &all, Bounds::Error).unwrap(), &want, &format!("{format} after write_rows"));
+        // Mismatched host tables are refused.
+        let other = PackedTable::quantize(Format::F32, &data, rows, dim).unwrap();
+        assert!(matches!(gpu.write_rows(&other, &[1]), Err(Error::MixedFormats { .. })));
+        assert!(matches!(gpu.write_rows(&table, &[2000]), Err(Error::IdOutOfRange { .. })));
+    }
+}

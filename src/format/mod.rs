@@ -327,6 +327,32 @@ impl PackedTable {
             .ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })
     }
 
+    /// Re-quantises rows `ids` from `values` (`ids.len() × dim`, row after row) in place; the
+    /// other rows are untouched. All rows are encoded before any is written, so a bad id or value
+    /// (typed error, the row named by its table index) changes nothing. An id listed twice takes
+    /// its last row. A table borrowed from a mapped file is copied into memory first; the file
+    /// is not written.
+    pub fn update_rows(&mut self, ids: &[u32], values: &[f32]) -> Result<(), Error> {
+        let (dim, rw) = (self.dim, self.row_words());
+        if values.len() != ids.len() * dim {
+            return Err(Error::ShapeMismatch { what: "values of the updated rows (ids × dim)", expected: ids.len() * dim, actual: values.len() });
+        }
+        crate::Bounds::Error.check(ids, self.rows)?;
+        let mut encoded = vec![0u32; ids.len() * rw];
+        for ((&id, row), out) in ids.iter().zip(values.chunks_exact(dim)).zip(encoded.chunks_exact_mut(rw)) {
+            self.format.encode_row(row, out).map_err(|e| Error::from_encode(id as usize, e, self.format))?;
+        }
+        if let Words::Shared { .. } = self.words {
+            self.words = Words::Owned(self.words.to_vec());
+        }
+        let Words::Owned(words) = &mut self.words else { unreachable!("made owned above") };
+        for (&id, row) in ids.iter().zip(encoded.chunks_exact(rw)) {
+            let r = id as usize;
+            words[r * rw..(r + 1) * rw].copy_from_slice(row);
+        }
+        Ok(())
+    }
+
     /// Whether the words are borrowed from shared bytes (a memory-mapped file) rather than owned.
     pub fn is_mapped(&self) -> bool {
         matches!(self.words, Words::Shared { .. })

@@ -160,6 +160,46 @@ impl GpuTable {
         self.res.bytes()
     }
 
+    /// Overwrites rows `ids` on the GPU with those rows of `table` — the host copy, already
+    /// changed with [`PackedTable::update_rows`] — without re-uploading the rest: one queued write
+    /// per run of consecutive rows, visible to every lookup submitted after this call.
+    pub fn write_rows(&self, table: &PackedTable, ids: &[u32]) -> Result<(), Error> {
+        let ctx = &self.res.ctx;
+        ctx.check_lost()?;
+        if table.format() != self.format() {
+            return Err(Error::MixedFormats { index: 0, expected: self.format(), found: table.format() });
+        }
+        if (table.rows(), table.dim()) != (self.rows(), self.dim()) {
+            return Err(Error::ShapeMismatch { what: "rows of the host table (the GPU table's)", expected: self.rows(), actual: table.rows() });
+        }
+        Bounds::Error.check(ids, table.rows())?;
+        let mut rows: Vec<u32> = ids.to_vec();
+        rows.sort_unstable();
+        rows.dedup();
+        let rw = table.row_words() as u64;
+        let words = table.words();
+        let mut i = 0;
+        while i < rows.len() {
+            // A run of consecutive rows inside one shard.
+            let first = rows[i] as u64;
+            let shard = self
+                .res
+                .shards
+                .iter()
+                .find(|s| (s.word_start as u64..s.word_end as u64).contains(&(first * rw)))
+                .expect("every row lies in a shard");
+            let mut last = first;
+            while i + 1 < rows.len() && rows[i + 1] as u64 == last + 1 && (last + 2) * rw <= shard.word_end as u64 {
+                i += 1;
+                last += 1;
+            }
+            i += 1;
+            let (a, b) = ((first * rw) as usize, ((last + 1) * rw) as usize);
+            ctx.queue.write_buffer(&shard.buffer, 4 * (a as u64 - shard.word_start as u64), bytemuck::cast_slice(&words[a..b]));
+        }
+        Ok(())
+    }
+
     /// Gathers `ids` into a new GPU buffer of `ids.len() × dim` f32 and submits the work.
     ///
     /// Returns as soon as the work is queued. With [`Bounds::Error`] the ids are checked first and
