@@ -193,7 +193,7 @@ impl TableFile {
                 w.flush()?;
                 w.get_ref().sync_all()
             })
-            .map_err(|e| io_error(&tmp, e))
+            .map_err(|e| io_error(path, e))
             .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io_error(path, e)));
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
