@@ -621,3 +621,39 @@ fn write_rows_updates_the_gpu_table_in_place() {
         assert!(matches!(gpu.write_rows(&table, &[2000]), Err(Error::IdOutOfRange { .. })));
     }
 }
+
+/// A second handle to a table costs no GPU memory; the table lives while any handle does and is
+/// freed with the last; an engine's memory budget refuses an allocation before making it.
+#[test]
+fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
+    let Some(engine) = engine_with(EngineOptions { memory_budget: Some(1 << 20), ..Default::default() }) else { return };
+    let base = engine.allocated_bytes();
+    let (rows, dim) = (3000, 40);
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 1), rows, dim).unwrap();
+    let a = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    let held = engine.allocated_bytes();
+    assert_eq!(held - base, a.bytes(), "the engine holds the table's shards");
+    let b = a.clone();
+    assert_eq!(engine.allocated_bytes(), held, "a second handle costs no table memory");
+    drop(a);
+    assert_eq!(engine.allocated_bytes(), held, "the table lives while a handle does");
+    let ids = uniform_ids(500, rows, 3);
+    assert_bits_eq(&gpu_gather(&b, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "through the second handle");
+    assert_eq!(engine.allocated_bytes(), held, "a finished lookup gives its buffers back");
+    drop(b);
+    assert_eq!(engine.allocated_bytes(), base, "freed with the last handle");
+
+    // 1.5 MiB of FP32 against a 1 MiB budget: refused, and nothing stays allocated.
+    let big = PackedTable::quantize(Format::F32, &embedding_table(10_000, 40, 2), 10_000, 40).unwrap();
+    match block_on(GpuTable::upload(&engine, &big)) {
+        Err(Error::LimitExceeded { what, max, .. }) => assert!(what.contains("budget") && max == 1 << 20, "{what}"),
+        Ok(_) => panic!("a table over the budget was uploaded"),
+        Err(e) => panic!("{e}"),
+    }
+    assert_eq!(engine.allocated_bytes(), base);
+    // A table that fits, then a lookup whose output would not.
+    let t = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    let many = uniform_ids(20_000, rows, 4); // 20 000 × 40 × 4 = 3.2 MB of output
+    assert!(matches!(block_on(t.gather(&many, Bounds::Error)), Err(Error::LimitExceeded { .. })));
+    assert_eq!(engine.allocated_bytes(), held, "the refused lookup left nothing behind");
+}

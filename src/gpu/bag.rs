@@ -112,14 +112,14 @@ impl GpuTable {
 }
 
 /// One kernel's part of a job: pipeline, dispatches, the buffers they bind, the output.
-pub(crate) type Pass = (wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<wgpu::Buffer>, GpuRows);
+pub(crate) type Pass = (wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<super::Buffer>, GpuRows);
 
 /// Where a kernel reads its indices from.
 pub(crate) enum Indices<'a> {
     /// Uploaded from the host (checked there against the bounds policy).
     Host(&'a [u32]),
     /// Written by an earlier kernel of the same job (hashing): `len` indices.
-    Device(wgpu::Buffer, usize),
+    Device(super::Buffer, usize),
 }
 
 impl Indices<'_> {

@@ -39,7 +39,7 @@ pub struct GpuHashedTables {
     res: Resident,
     specs: Vec<HashSpec>,
     /// Hot ids of every table, sorted within each table: (low, high, row, 0).
-    hot: wgpu::Buffer,
+    hot: super::Buffer,
     hot_ranges: Vec<(u32, u32)>,
 }
 

@@ -23,6 +23,7 @@ pub use shaders::{SearchKernel, ShaderId};
 pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::Error;
@@ -41,6 +42,10 @@ pub struct EngineOptions {
     pub max_binding_bytes: Option<u64>,
     /// Workgroup size of the kernels (≤ the device's `max_compute_invocations_per_workgroup`).
     pub workgroup_size: u32,
+    /// Most bytes of GPU buffers the engine may hold at once (tables, shards, outputs, scratch);
+    /// an allocation past it fails with [`Error::LimitExceeded`] before anything is allocated.
+    /// `None`: the device's own memory is the limit.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -50,6 +55,7 @@ impl Default for EngineOptions {
             backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
             max_binding_bytes: None,
             workgroup_size: 256,
+            memory_budget: None,
         }
     }
 }
@@ -88,6 +94,9 @@ pub(crate) struct Context {
     pub hash_layout: wgpu::BindGroupLayout,
     pub hash_pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
+    /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
+    allocated: Arc<AtomicU64>,
+    memory_budget: Option<u64>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -160,6 +169,8 @@ impl Engine {
                 hash_layout,
                 hash_pipeline_layout,
                 pipelines: Mutex::new(HashMap::new()),
+                allocated: Arc::new(AtomicU64::new(0)),
+                memory_budget: options.memory_budget,
                 lost,
             }),
         })
@@ -179,6 +190,17 @@ impl Engine {
     /// The device limits in force (the adapter's own).
     pub fn limits(&self) -> &wgpu::Limits {
         &self.ctx.limits
+    }
+
+    /// Bytes of GPU buffers the engine holds now: tables (shards), outputs not yet dropped, and
+    /// the scratch of lookups in flight. Handles that share a table share its bytes.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.ctx.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The engine's memory budget ([`EngineOptions::memory_budget`]).
+    pub fn memory_budget(&self) -> Option<u64> {
+        self.ctx.memory_budget
     }
 
     /// The largest storage binding, in bytes, this engine uses (a table shard, an output range).
@@ -304,15 +326,23 @@ impl Context {
         size: u64,
         usage: wgpu::BufferUsages,
         contents: Option<&[u8]>,
-    ) -> Result<wgpu::Buffer, Error> {
+    ) -> Result<Buffer, Error> {
         self.check_lost()?;
         if size > self.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size });
         }
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         // Buffers are at least 4 bytes so an empty lookup still has something to bind.
         let size = size.max(4).next_multiple_of(4);
+        let held = self.allocated.fetch_add(size, Ordering::Relaxed) + size;
+        // From here on `counted` gives the bytes back if anything below fails.
+        let counted = Counted { bytes: size, allocated: self.allocated.clone() };
+        if let Some(budget) = self.memory_budget {
+            if held > budget {
+                return Err(Error::LimitExceeded { what: "GPU memory budget of the engine (bytes held)", requested: held, max: budget });
+            }
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(what),
             size,
@@ -334,7 +364,35 @@ impl Context {
             return Err(Error::Gpu { what, message: e.to_string() });
         }
         self.check_lost()?;
-        Ok(buffer)
+        Ok(Buffer { inner: buffer, _counted: Arc::new(counted) })
+    }
+}
+
+/// A GPU buffer edo allocated: its bytes count in the engine's [`Engine::allocated_bytes`] (and
+/// against its budget) until it is dropped. Derefs to the `wgpu::Buffer`.
+#[derive(Clone)]
+pub(crate) struct Buffer {
+    inner: wgpu::Buffer,
+    /// Shared by clones: the bytes are given back once, when the last clone goes (only its
+    /// drop matters).
+    _counted: Arc<Counted>,
+}
+
+struct Counted {
+    bytes: u64,
+    allocated: Arc<AtomicU64>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = wgpu::Buffer;
+    fn deref(&self) -> &wgpu::Buffer {
+        &self.inner
     }
 }
 

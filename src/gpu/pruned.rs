@@ -21,7 +21,7 @@ struct RemapParams {
 /// A [`PrunedTable`] on the GPU.
 pub struct GpuPrunedTable {
     table: GpuTable,
-    remap: wgpu::Buffer,
+    remap: super::Buffer,
     original_rows: usize,
 }
 
@@ -77,7 +77,7 @@ impl GpuPrunedTable {
 
     /// The remap pass over ids already checked against the bounds policy.
     #[allow(clippy::type_complexity)]
-    async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), wgpu::Buffer, Vec<wgpu::Buffer>), Error> {
+    async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), super::Buffer, Vec<super::Buffer>), Error> {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
         let storage = wgpu::BufferUsages::STORAGE;

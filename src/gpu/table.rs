@@ -23,8 +23,9 @@ struct GatherParams {
 }
 const _: () = assert!(std::mem::size_of::<GatherParams>() == 48);
 
+#[derive(Clone)]
 pub(crate) struct Shard {
-    pub buffer: wgpu::Buffer,
+    pub buffer: super::Buffer,
     /// Words `[word_start, word_end)` of the concatenated tables; always whole rows.
     pub word_start: u32,
     pub word_end: u32,
@@ -42,6 +43,7 @@ pub(crate) struct Placement {
 
 /// One or more tables of one format on the GPU: their packed rows concatenated table after
 /// table, split into shards of whole rows, each within the engine's binding limit.
+#[derive(Clone)]
 pub(crate) struct Resident {
     pub ctx: Arc<Context>,
     pub format: Format,
@@ -128,6 +130,11 @@ async fn make_shard(ctx: &Context, pieces: &[&[u32]], start: u64) -> Result<Shar
 
 /// A packed table resident on the GPU, split into shards of whole rows, each within the device's
 /// storage-binding limit (or the engine's smaller `max_binding_bytes`).
+///
+/// Cloning gives another handle to the same GPU buffers (no copy, no memory): models sharing a
+/// table each hold a handle, and the table is freed when the last one is dropped. Rows written
+/// through one handle ([`GpuTable::write_rows`]) are seen through all.
+#[derive(Clone)]
 pub struct GpuTable {
     pub(crate) res: Resident,
 }
@@ -313,7 +320,7 @@ pub struct LookupJob {
     /// Kernels in order, each with its dispatches.
     pub(crate) passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>,
     /// Input buffers the bind groups use, kept alive with the job.
-    pub(crate) _inputs: Vec<wgpu::Buffer>,
+    pub(crate) _inputs: Vec<super::Buffer>,
     pub(crate) output: GpuRows,
 }
 
@@ -355,7 +362,7 @@ impl LookupJob {
 /// Dense f32 rows in a GPU buffer (`rows × dim`, row-major): the output of a lookup.
 pub struct GpuRows {
     pub(crate) ctx: Arc<Context>,
-    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) buffer: super::Buffer,
     pub(crate) rows: usize,
     pub(crate) dim: usize,
 }
