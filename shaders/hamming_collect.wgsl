@@ -5,8 +5,6 @@
 
 @group(0) @binding(3) var<storage, read_write> ws: array<atomic<u32>>;
 
-var<workgroup> ranks: array<u32, 256>;
-
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let q = wid.z;
@@ -26,21 +24,11 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             }
         }
     }
-    ranks[lid.x] = mine;
-    workgroupBarrier();
-    if (lid.x == 0u) {
-        var acc = 0u;
-        for (var i = 0u; i < 256u; i++) {
-            let v = ranks[i];
-            ranks[i] = acc;
-            acc += v;
-        }
-    }
-    workgroupBarrier();
+    let before = exclusive_prefix(lid.x, mine);
     if (chunk * CHUNK >= params.shard_rows) {
         return;
     }
-    var rank = atomicLoad(&ws[params.off_ties + q * params.chunks + params.chunk_base + chunk]) + ranks[lid.x];
+    var rank = atomicLoad(&ws[params.off_ties + q * params.chunks + params.chunk_base + chunk]) + before;
     for (var j = 0u; j < 4u; j++) {
         var slot = NONE;
         if (d[j] < t) {

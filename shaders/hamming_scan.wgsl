@@ -4,8 +4,6 @@
 
 @group(0) @binding(3) var<storage, read_write> ws: array<u32>;
 
-var<workgroup> partial: array<u32, 256>;
-
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let q = chunk_of(wid, nwg);
@@ -19,19 +17,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             s += ws[base + i];
         }
     }
-    partial[lid.x] = s;
-    workgroupBarrier();
-    if (lid.x == 0u) {
-        var acc = 0u;
-        for (var i = 0u; i < 256u; i++) {
-            let v = partial[i];
-            partial[i] = acc;
-            acc += v;
-        }
-    }
-    workgroupBarrier();
+    let before = exclusive_prefix(lid.x, s);
     if (q < params.n_queries) {
-        var acc = partial[lid.x];
+        var acc = before;
         for (var i = start; i < end; i++) {
             let v = ws[base + i];
             ws[base + i] = acc;

@@ -41,3 +41,23 @@ const NONE: u32 = 0xffffffffu;
 fn chunk_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;
 }
+
+// Scratch of exclusive_prefix (only kernels that call it use it).
+var<workgroup> prefix: array<u32, 256>;
+
+// Each of a workgroup's 256 invocations gives `v`; each gets back the sum of the values given by
+// the invocations before it. Holds two barriers: call it from uniform control flow.
+fn exclusive_prefix(lid: u32, v: u32) -> u32 {
+    prefix[lid] = v;
+    workgroupBarrier();
+    if (lid == 0u) {
+        var acc = 0u;
+        for (var i = 0u; i < 256u; i++) {
+            let x = prefix[i];
+            prefix[i] = acc;
+            acc += x;
+        }
+    }
+    workgroupBarrier();
+    return prefix[lid];
+}
