@@ -116,8 +116,7 @@ pub fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T, Error>) -> Result
         out = f()?;
         times.push(t.elapsed().as_secs_f64());
     }
-    times.sort_by(f64::total_cmp);
-    Ok((out, times[times.len() / 2]))
+    Ok((out, crate::bench::median(times)))
 }
 
 /// Binary Hamming top-k on each path, in the same run.
