@@ -112,11 +112,12 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if imported.lossy_tokens > 0 {
         eprintln!("edo: warning: {} tokens were not valid UTF-8; they are stored with U+FFFD in place of the bad bytes", imported.lossy_tokens);
     }
+    // Decoded once (a packed source): the values to quantise and to measure the error against.
+    let values = imported.values();
     let table = match &imported.table {
         import::Table::Packed(t) if t.format() == a.format => t.clone(),
-        _ => quantize_with_progress(&imported, a.format)?,
+        _ => quantize_with_progress(&values, rows, dim, a.format)?,
     };
-    let values = imported.values();
     // The documented bound holds for tables edo quantised from floats.
     let bound = matches!(imported.table, import::Table::Dense { .. }).then_some(a.format);
     let stats = table_error_stats(&values, &table, bound);
@@ -172,9 +173,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
 }
 
 /// Quantises in blocks of rows, with a progress bar on a terminal.
-fn quantize_with_progress(imported: &Imported, format: Format) -> Result<PackedTable, Failure> {
-    let (rows, dim) = (imported.rows(), imported.dim());
-    let values = imported.values();
+fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Format) -> Result<PackedTable, Failure> {
     let block = (rows / 100).max(4096);
     let bar = indicatif::ProgressBar::new(rows as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("quantising {bar:40} {pos}/{len} rows ({eta})").expect("template"));
