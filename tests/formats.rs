@@ -311,3 +311,12 @@ fn update_rows_of_a_mapped_table_copies_on_write() {
     assert_eq!(file.table(), &t, "the file's rows are unchanged");
     assert_eq!(edo::cpu::gather(&mapped, &[3], edo::Bounds::Error).unwrap(), vec![0.5; 8]);
 }
+
+#[test]
+fn requantize_keeps_the_same_format_and_decodes_for_another() {
+    let data = edo::synth::embedding_table(40, 9, 8);
+    let int8 = PackedTable::quantize(Format::Int8, &data, 40, 9).unwrap();
+    assert_eq!(int8.requantize(Format::Int8).unwrap(), int8);
+    let int4 = int8.requantize(Format::Int4).unwrap();
+    assert_eq!(int4, PackedTable::quantize(Format::Int4, &int8.dequantize(), 40, 9).unwrap());
+}

@@ -106,8 +106,8 @@ impl Imported {
     /// `format`, or decoded and requantised otherwise.
     pub fn to_format(&self, format: Format) -> Result<PackedTable, Error> {
         match &self.table {
-            Table::Packed(t) if t.format() == format => Ok(t.clone()),
-            _ => PackedTable::quantize(format, &self.values(), self.rows(), self.dim()),
+            Table::Dense { data, rows, dim } => PackedTable::quantize(format, data, *rows, *dim),
+            Table::Packed(t) => t.requantize(format),
         }
     }
 }

@@ -394,6 +394,14 @@ impl PackedTable {
         self.format.decode_row(self.row(r), out)
     }
 
+    /// The same table in `format`: itself when already in it, else decoded and quantised again.
+    pub fn requantize(&self, format: Format) -> Result<PackedTable, Error> {
+        if format == self.format {
+            return Ok(self.clone());
+        }
+        PackedTable::quantize(format, &self.dequantize(), self.rows, self.dim)
+    }
+
     /// Decodes the whole table to dense f32 (multi-threaded natively).
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = vec![0f32; self.rows * self.dim];

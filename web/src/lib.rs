@@ -145,12 +145,7 @@ impl EdoTable {
 
     /// The same table in another format (decoded and requantised).
     pub fn quantize(&self, format: &str) -> Result<EdoTable, JsError> {
-        let f = format_of(format)?;
-        let inner = if f == self.inner.format() {
-            self.inner.clone()
-        } else {
-            PackedTable::quantize(f, &self.inner.dequantize(), self.inner.rows(), self.inner.dim()).map_err(err)?
-        };
+        let inner = self.inner.requantize(format_of(format)?).map_err(err)?;
         Ok(EdoTable { inner, vocab: self.vocab.clone() })
     }
 
