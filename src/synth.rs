@@ -94,15 +94,7 @@ pub fn random_codes(rows: usize, bits: usize, seed: u64) -> crate::PackedTable {
     let cw = format.code_words(bits);
     let mut words = vec![0u32; rows * cw];
     // Bits past `bits` stay zero, as the format requires.
-    let last_mask = match bits % 32 {
-        0 => u32::MAX,
-        r => {
-            let bytes = r.div_ceil(8);
-            let keep_in_last_byte = 0xffu32 << (8 - (r - 8 * (bytes - 1))) & 0xff;
-            let full = if bytes > 1 { u32::MAX >> (32 - 8 * (bytes - 1)) } else { 0 };
-            full | keep_in_last_byte << (8 * (bytes - 1))
-        }
-    };
+    let last_mask = (32 * cw.saturating_sub(1)..bits).fold(0u32, |m, i| m | 1 << crate::format::bit_shift(i));
     if cw > 0 {
         crate::par::for_each_chunk_mut(&mut words, cw, 4096, |first, block| {
             let mut rng = Rng::new(seed ^ (first as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));

@@ -18,6 +18,7 @@ mod f32;
 mod int4;
 mod int8;
 
+pub(crate) use binary::bit_shift;
 pub use binary::{Binary, BinaryScaled};
 pub use f16::F16;
 pub use f32::F32;
