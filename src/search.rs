@@ -74,17 +74,23 @@ pub fn binarize(queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
     PackedTable::quantize(Format::Binary, queries, n, dim)
 }
 
-pub(crate) fn check_codes(corpus: &PackedTable, queries: &PackedTable, k: usize) -> Result<(), Error> {
-    for t in [corpus, queries] {
-        if !matches!(t.format(), Format::Binary | Format::BinaryScaled) {
-            return Err(Error::Unsupported { what: "Hamming search needs binary codes (Format::Binary or BinaryScaled)" });
-        }
+/// Whether codes of `format` and `dim` bits can be searched: binary, at most [`MAX_BITS`] bits.
+pub fn check_corpus(format: Format, dim: usize) -> Result<(), Error> {
+    if !matches!(format, Format::Binary | Format::BinaryScaled) {
+        return Err(Error::Unsupported { what: "Hamming search needs binary codes (Format::Binary or BinaryScaled)" });
     }
-    if corpus.dim() != queries.dim() {
-        return Err(Error::ShapeMismatch { what: "query bits (the corpus dim)", expected: corpus.dim(), actual: queries.dim() });
+    if dim > MAX_BITS {
+        return Err(Error::LimitExceeded { what: "bits per code for Hamming search", requested: dim as u64, max: MAX_BITS as u64 });
     }
-    if corpus.dim() > MAX_BITS {
-        return Err(Error::LimitExceeded { what: "bits per code for Hamming search", requested: corpus.dim() as u64, max: MAX_BITS as u64 });
+    Ok(())
+}
+
+/// A search of `queries` against a corpus of `format` and `dim` bits, `k` results each.
+pub(crate) fn check_codes(format: Format, dim: usize, queries: &PackedTable, k: usize) -> Result<(), Error> {
+    check_corpus(format, dim)?;
+    check_corpus(queries.format(), queries.dim())?;
+    if dim != queries.dim() {
+        return Err(Error::ShapeMismatch { what: "query bits (the corpus dim)", expected: dim, actual: queries.dim() });
     }
     check_k(k)
 }
@@ -103,7 +109,7 @@ pub(crate) fn check_k(k: usize) -> Result<(), Error> {
 /// time; a row enters only if it is strictly nearer than the heap's worst, which is exactly the
 /// "ties go to the lower row" rule. The distance loop is compiled for the common code widths.
 pub fn hamming_topk(corpus: &PackedTable, queries: &PackedTable, k: usize) -> Result<Neighbors, Error> {
-    check_codes(corpus, queries, k)?;
+    check_codes(corpus.format(), corpus.dim(), queries, k)?;
     Ok(hamming_unchecked(corpus, queries, k))
 }
 
@@ -406,7 +412,7 @@ pub fn search_rescored(corpus: &PackedTable, queries: &[f32], table: &PackedTabl
     check_queries(queries, corpus.dim())?;
     let codes = binarize(queries, corpus.dim())?;
     let kc = k.saturating_mul(multiplier.max(1)).min(MAX_K * 8);
-    check_codes(corpus, &codes, 1)?;
+    check_codes(corpus.format(), corpus.dim(), &codes, 1)?;
     let candidates = hamming_unchecked(corpus, &codes, kc);
     rescore(queries, &candidates, table, k)
 }

@@ -18,8 +18,8 @@
 use super::shaders::{SearchKernel, ShaderId};
 use super::table::{buffer_range, Resident};
 use super::{Context, Engine, GpuTable};
-use crate::format::{Format, PackedTable};
-use crate::search::{self, Neighbors, Scored, MAX_BITS, MAX_K};
+use crate::format::PackedTable;
+use crate::search::{self, Neighbors, Scored, MAX_K};
 use crate::Error;
 
 /// The uniform block of the search kernels (`SearchParams` in `shaders/search_common.wgsl`).
@@ -63,12 +63,7 @@ pub struct GpuCodes {
 impl GpuCodes {
     /// Uploads a table of binary codes ([`Format::Binary`] or [`Format::BinaryScaled`]).
     pub async fn upload(engine: &Engine, codes: &PackedTable) -> Result<GpuCodes, Error> {
-        if !matches!(codes.format(), Format::Binary | Format::BinaryScaled) {
-            return Err(Error::Unsupported { what: "Hamming search needs binary codes (Format::Binary or BinaryScaled)" });
-        }
-        if codes.dim() > MAX_BITS {
-            return Err(Error::LimitExceeded { what: "bits per code for Hamming search", requested: codes.dim() as u64, max: MAX_BITS as u64 });
-        }
+        search::check_corpus(codes.format(), codes.dim())?;
         Ok(GpuCodes { res: Resident::upload(engine, &[codes]).await? })
     }
 
@@ -89,7 +84,7 @@ impl GpuCodes {
     /// Exact Hamming top-`k` of each query row: the same ids and distances as
     /// [`search::hamming_topk`], ties broken by the lower row.
     pub async fn hamming_topk(&self, queries: &PackedTable, k: usize) -> Result<Neighbors, Error> {
-        search::check_codes(&self.as_shape(), queries, k)?;
+        search::check_codes(self.res.format, self.dim(), queries, k)?;
         let k_eff = k.min(self.rows());
         let pairs = self.run(queries, k_eff, None).await?;
         let (ids, distances) = pairs.into_iter().map(|(key, id)| (id, key)).unzip();
@@ -123,11 +118,6 @@ impl GpuCodes {
             }
         }
         Ok(Scored { k: k_out, ids, scores })
-    }
-
-    /// A zero-row stand-in with this corpus's format and dim, for the shared argument checks.
-    fn as_shape(&self) -> PackedTable {
-        PackedTable::from_words(self.res.format, 0, self.dim(), Vec::new()).expect("dim ≥ 1")
     }
 
     /// Runs the kernels for every query, `kc` results each (`kc ≤ rows`), and returns the first

@@ -83,9 +83,7 @@ impl EdoEngine {
         let gpu = match &self.gpu {
             Some(e) => Some(GpuCodes::upload(e, &table).await.map_err(err)?),
             None => {
-                if !matches!(table.format(), Format::Binary | Format::BinaryScaled) {
-                    return Err(JsError::new("Hamming search needs binary codes (format binary or binary+scale)"));
-                }
+                edo::search::check_corpus(table.format(), table.dim()).map_err(err)?;
                 None
             }
         };
