@@ -403,20 +403,14 @@ pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: Lay
         let vocab = file.vocab().cloned();
         return Ok(Imported { table: Table::Packed(file.into_table()), vocab, lossy_tokens: 0 });
     }
-    let f = std::fs::File::open(path).map_err(|e| super::io_error(path, e))?;
-    // SAFETY: read-only map, read once while importing.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| super::io_error(path, e))?;
-    let with_path = |e: Error| match e {
-        Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{}: {reason}", path.display()) },
-        e => e,
-    };
+    let map = super::map_file(path)?;
     match kind {
         FileKind::Safetensors => safetensors(&map, tensor, layout),
         FileKind::Npy => npy(&map, layout),
         FileKind::Text => text(&map[..]),
         FileKind::Edo => unreachable!("handled above"),
     }
-    .map_err(with_path)
+    .map_err(|e| super::in_file(path, e))
 }
 
 fn bad(what: &'static str, reason: String) -> Error {

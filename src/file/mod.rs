@@ -214,14 +214,7 @@ impl TableFile {
     #[cfg(native)]
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<TableFile, Error> {
         let path = path.as_ref();
-        let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-        // SAFETY: the map is read-only and edo never writes a mapped file; another process
-        // truncating it underneath is outside what any mmap-based reader can defend against.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;
-        TableFile::from_shared(Arc::new(map)).map_err(|e| match e {
-            Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{}: {reason}", path.display()) },
-            e => e,
-        })
+        TableFile::from_shared(Arc::new(map_file(path)?)).map_err(|e| in_file(path, e))
     }
 
     fn from_shared(bytes: SharedBytes) -> Result<TableFile, Error> {
@@ -448,6 +441,24 @@ fn slice<'a>(buf: &'a [u8], data_start: usize, info: &TensorInfo) -> &'a [u8] {
 
 fn bad(reason: String) -> Error {
     Error::BadFile { what: WHAT, reason }
+}
+
+/// Maps a file read-only, for a reader.
+#[cfg(native)]
+pub(crate) fn map_file(path: &std::path::Path) -> Result<memmap2::Mmap, Error> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    // SAFETY: the map is read-only and edo never writes a mapped file; another process
+    // truncating it underneath is outside what any mmap-based reader can defend against.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))
+}
+
+/// A reader's error, with the file named when it is about the file's contents.
+#[cfg(native)]
+pub(crate) fn in_file(path: &std::path::Path, e: Error) -> Error {
+    match e {
+        Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{}: {reason}", path.display()) },
+        e => e,
+    }
 }
 
 #[cfg(native)]
