@@ -61,7 +61,7 @@ pub struct GpuCodes {
 }
 
 impl GpuCodes {
-    /// Uploads a table of binary codes ([`Format::Binary`] or [`Format::BinaryScaled`]).
+    /// Uploads a table of binary codes ([`Format::Binary`](crate::Format::Binary) or [`Format::BinaryScaled`](crate::Format::BinaryScaled)).
     pub async fn upload(engine: &Engine, codes: &PackedTable) -> Result<GpuCodes, Error> {
         search::check_corpus(codes.format(), codes.dim())?;
         Ok(GpuCodes { res: Resident::upload(engine, &[codes]).await? })
