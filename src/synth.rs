@@ -109,3 +109,58 @@ pub fn random_codes(rows: usize, bits: usize, seed: u64) -> crate::PackedTable {
     }
     crate::PackedTable::from_words(format, rows, bits.max(1), words).expect("sizes computed above")
 }
+
+/// `n` ids over `rows` rows drawn from a Zipf distribution of exponent `s` > 0 (rank k has
+/// probability ∝ k^−s), the shape of real id streams: a few hot rows take most lookups.
+/// Deterministic in `seed`. Ranks are spread over the table by a fixed bijection
+/// (`rank · P mod rows`, `P` prime to `rows`), so the hot rows are not simply the first ones.
+///
+/// Sampling is rejection-inversion against the continuous envelope `min(1, x^−s)`, which accepts
+/// rank k with probability exactly k^−s times a constant, in O(1) per id for any `rows`.
+pub fn zipf_ids(n: usize, rows: usize, s: f64, seed: u64) -> Vec<u32> {
+    assert!(rows >= 1 && rows <= u32::MAX as usize + 1, "zipf_ids needs 1 ≤ rows ≤ 2^32");
+    assert!(s > 0.0 && s.is_finite(), "zipf_ids needs a finite exponent > 0");
+    let nf = rows as f64;
+    let one_minus = 1.0 - s;
+    let unit = one_minus.abs() < 1e-12;
+    // Area under the envelope on [0, rows].
+    let total = if unit { 1.0 + nf.ln() } else { (nf.powf(one_minus) - s) / one_minus };
+    let inverse = |p: f64| {
+        let a = p * total;
+        if a <= 1.0 {
+            a
+        } else if unit {
+            (a - 1.0).exp()
+        } else {
+            (a * one_minus + s).powf(1.0 / one_minus)
+        }
+    };
+    let mut stride = 2_654_435_761u64 % rows as u64;
+    while gcd(stride.max(1), rows as u64) != 1 {
+        stride += 1;
+    }
+    let stride = stride.max(1);
+    let mut rng = Rng::new(seed);
+    let unit_f64 = |rng: &mut Rng| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (0..n)
+        .map(|_| loop {
+            let x = inverse(unit_f64(&mut rng));
+            let k = (x + 1.0).floor().min(nf);
+            let mut ratio = k.powf(-s);
+            if x > 1.0 {
+                ratio *= x.powf(s);
+            }
+            if unit_f64(&mut rng) < ratio {
+                let rank = k as u64 - 1;
+                break ((rank * stride) % rows as u64) as u32;
+            }
+        })
+        .collect()
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
