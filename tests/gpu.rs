@@ -657,3 +657,147 @@ fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
     assert!(matches!(block_on(t.gather(&many, Bounds::Error)), Err(Error::LimitExceeded { .. })));
     assert_eq!(engine.allocated_bytes(), held, "the refused lookup left nothing behind");
 }
+
+/// Looks up through a cache into a sentinel-filled output and reads it back.
+fn cache_lookup<S: edo::cache::RowSource>(cache: &mut edo::GpuCache<S>, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+    let job = block_on(cache.prepare_lookup(ids, bounds))?;
+    job.output().fill(SENTINEL)?;
+    job.submit()?.read_blocking()
+}
+
+/// A cache over a host table returns the fully resident table's rows bit for bit, for every
+/// format and policy, on Zipf batches with duplicates, bad ids (Zero and Clamp), evictions in
+/// the middle of a batch (more distinct rows than slots, down to a single slot), and slots
+/// spread over several shards.
+#[test]
+fn cached_lookups_equal_the_resident_table_for_every_format_and_policy() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(8192), ..Default::default() }) else { return };
+    let (rows, dim) = (3000, 37);
+    let data = embedding_table(rows, dim, 21);
+    for format in Format::ALL {
+        let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        for kind in edo::cache::PolicyKind::ALL {
+            for capacity in [1usize, 61, 700] {
+                let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), capacity, kind.build())).unwrap();
+                assert_eq!(cache.bytes(), (capacity * format.row_bytes(dim)) as u64);
+                for batch in 0..4u64 {
+                    let n = [1usize, 300, 1029, 5][batch as usize];
+                    let mut ids = edo::synth::zipf_ids(n, rows, 1.05, batch + 10 * capacity as u64);
+                    if n > 100 {
+                        ids[17] = rows as u32 + 5;
+                        ids[n - 1] = u32::MAX;
+                    }
+                    let bounds = if batch % 2 == 0 { Bounds::Zero } else { Bounds::Clamp };
+                    let got = cache_lookup(&mut cache, &ids, bounds).unwrap();
+                    let want = edo::cpu::gather(&table, &ids, bounds).unwrap();
+                    assert_bits_eq(&got, &want, &format!("{format} {kind} capacity {capacity} batch {batch}"));
+                }
+                let s = cache.stats();
+                assert!(s.hits > 0 && s.misses > 0, "{format} {kind} {capacity}: {s:?}");
+                if capacity < 700 {
+                    assert!(s.parts > s.batches && s.evictions > 0, "{format} {kind} {capacity}: batches split mid-way: {s:?}");
+                }
+                let rows_per_shard = engine.max_binding_bytes() as usize / format.row_bytes(dim);
+                assert_eq!(cache.shard_count(), capacity.div_ceil(rows_per_shard), "{format} {capacity}");
+                if capacity == 700 && format != Format::Binary && format != Format::BinaryScaled {
+                    assert!(cache.shard_count() > 1, "{format}: 700 slots span several shards");
+                }
+            }
+        }
+    }
+}
+
+/// A budget of no row is refused; one row works (every distinct id its own part); a bad id under
+/// `Bounds::Error` changes nothing; an unsubmitted lookup leaves no row claimed but not loaded.
+#[test]
+fn cache_budgets_of_zero_and_one_row_and_failed_lookups() {
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (500, 16);
+    let table = PackedTable::quantize(Format::Int4, &embedding_table(rows, dim, 5), rows, dim).unwrap();
+    let row_bytes = Format::Int4.row_bytes(dim) as u64;
+    let before = engine.allocated_bytes();
+    for budget in [0, row_bytes - 1] {
+        match block_on(edo::GpuCache::with_budget(&engine, table.clone(), budget, edo::cache::PolicyKind::Lru.build())) {
+            Err(Error::LimitExceeded { .. }) => {}
+            Err(e) => panic!("budget {budget}: {e}"),
+            Ok(_) => panic!("budget {budget}: a cache without a slot was made"),
+        }
+    }
+    assert!(matches!(block_on(edo::GpuCache::new(&engine, table.clone(), 0, edo::cache::PolicyKind::Lfu.build())), Err(Error::LimitExceeded { .. })));
+    assert_eq!(engine.allocated_bytes(), before);
+
+    let mut one = block_on(edo::GpuCache::with_budget(&engine, table.clone(), row_bytes, edo::cache::PolicyKind::Arc.build())).unwrap();
+    assert_eq!(one.capacity(), 1);
+    let ids = [4u32, 4, 9, 4, 9, 9, 499, 0];
+    assert_bits_eq(&cache_lookup(&mut one, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "one slot");
+    assert_eq!(one.stats().parts, 6);
+
+    let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 50, edo::cache::PolicyKind::Lru.build())).unwrap();
+    cache_lookup(&mut cache, &[1, 2, 3], Bounds::Error).unwrap();
+    let stats = cache.stats();
+    assert!(matches!(block_on(cache.lookup(&[7, 500], Bounds::Error)), Err(Error::IdOutOfRange { index: 1, id: 500, .. })));
+    assert_eq!(cache.stats(), stats, "a refused lookup changes nothing");
+    assert!(!cache.is_cached(7));
+    // Prepared, then dropped: row 8 must not look cached, and a later lookup loads it.
+    drop(block_on(cache.prepare_lookup(&[8, 1], Bounds::Error)).unwrap());
+    assert!(!cache.is_cached(8) && cache.is_cached(1));
+    let ids = [8u32, 1, 8];
+    assert_bits_eq(&cache_lookup(&mut cache, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "after a dropped job");
+}
+
+/// Prefetched rows are hits for the lookup that follows; row updates reach the cached copies;
+/// a mapped table file whose rows were damaged gives a checksum error and serves its good rows.
+#[test]
+fn cache_prefetch_updates_and_a_damaged_file() {
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (4000, 24);
+    let data = embedding_table(rows, dim, 8);
+    let table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 400, edo::cache::PolicyKind::Lfu.build())).unwrap();
+    let batches: Vec<Vec<u32>> = (0..6).map(|b| edo::synth::zipf_ids(512, rows, 1.05, 100 + b)).collect();
+    let mut pending = block_on(cache.lookup(&batches[0], Bounds::Error)).unwrap();
+    for b in 1..batches.len() {
+        let loaded = block_on(cache.prefetch(&batches[b])).unwrap();
+        assert!(loaded > 0 && cache.stats().prefetched as usize >= loaded, "batch {b}: {loaded} rows prefetched");
+        let got = pending.read_blocking().unwrap();
+        assert_bits_eq(&got, &edo::cpu::gather(&table, &batches[b - 1], Bounds::Error).unwrap(), &format!("batch {} with the next prefetched", b - 1));
+        let misses = cache.stats().misses;
+        pending = block_on(cache.lookup(&batches[b], Bounds::Error)).unwrap();
+        assert_eq!(cache.stats().misses, misses, "batch {b}: every row was prefetched");
+    }
+
+    // Update cached and uncached rows through the cache.
+    let mut host = table.clone();
+    let hot = batches[5][0];
+    let ids = [hot, 3999, hot];
+    let fresh = embedding_table(3, dim, 99);
+    assert!(cache.is_cached(hot));
+    block_on(cache.update_rows(&ids, &fresh)).unwrap();
+    host.update_rows(&ids, &fresh).unwrap();
+    let all: Vec<u32> = batches.concat();
+    assert_bits_eq(&cache_lookup(&mut cache, &all, Bounds::Error).unwrap(), &edo::cpu::gather(&host, &all, Bounds::Error).unwrap(), "after update_rows");
+    assert!(matches!(block_on(cache.update_rows(&[4000], &fresh[..dim])), Err(Error::IdOutOfRange { .. })));
+
+    // A table file with a damaged byte in its last rows.
+    let dir = std::env::temp_dir().join(format!("edo-gpu-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.edo");
+    let big_rows = 40_000; // 40 000 × 28 B: two 1 MiB checksum chunks
+    let big = PackedTable::quantize(Format::Int8, &embedding_table(big_rows, dim, 3), big_rows, dim).unwrap();
+    let file = edo::file::TableFile::new(big.clone());
+    let mut bytes = file.to_bytes();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let damaged = edo::file::TableFile::open(&path).unwrap();
+    let mut cache = block_on(edo::GpuCache::new(&engine, damaged, 100, edo::cache::PolicyKind::Lru.build())).unwrap();
+    let good = [0u32, 5, 17];
+    assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "good rows of a damaged file");
+    match block_on(cache.lookup(&[1, 39_999], Bounds::Error)) {
+        Err(Error::Checksum { .. }) => {}
+        other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
+    }
+    assert!(!cache.is_cached(39_999), "a row that failed to load is not claimed");
+    assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "the cache still serves");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,7 +16,7 @@ fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
         .into_iter()
         .map(|(x, y)| {
             let mut c: PipelineConstants = shader.constants().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-            if matches!(shader, ShaderId::HashIds | ShaderId::Remap) {
+            if matches!(shader, ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter) {
                 c.insert("WG".to_string(), x * y);
             } else {
                 c.insert("WG_X".to_string(), x);
@@ -104,11 +104,11 @@ fn shader_files_document_their_layout() {
             decoders += name.starts_with("decode_") as usize;
         }
     }
-    assert_eq!((drivers, decoders), (13, 5));
+    assert_eq!((drivers, decoders), (14, 5));
     // Every decoder is reachable from some ShaderId, and every source assembles differently
     // (the bag driver's vec4 variant is an override constant, not another source).
     let sources: std::collections::HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
-    assert_eq!(sources.len(), 33, "5 decoders × 5 drivers, the hash, remap and 6 search kernels");
+    assert_eq!(sources.len(), 34, "5 decoders × 5 drivers, the hash, remap, scatter and 6 search kernels");
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,

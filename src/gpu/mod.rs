@@ -7,6 +7,7 @@
 //! buffer the caller can bind in its own pipelines, or read back with [`GpuRows::read`].
 
 mod bag;
+mod cache;
 mod hashed;
 mod pruned;
 mod qr;
@@ -15,6 +16,7 @@ mod shaders;
 mod table;
 
 pub use bag::GpuTableBatch;
+pub use cache::{CacheLookup, GpuCache};
 pub use hashed::GpuHashedTables;
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
@@ -293,7 +295,7 @@ impl Context {
         });
         let mut constants = shader.constants();
         match shader {
-            ShaderId::HashIds | ShaderId::Remap => constants.push(("WG", (wg_x * wg_y) as f64)),
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter => constants.push(("WG", (wg_x * wg_y) as f64)),
             // Fixed workgroup sizes: the chunk and sort arithmetic depends on them.
             ShaderId::Search(_) | ShaderId::Rescore { .. } => {}
             _ => constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]),
@@ -302,8 +304,9 @@ impl Context {
             label: Some(shader.name()),
             layout: Some(match shader {
                 // qr.wgsl binds what a gather does: params, ids, one shard, the output.
-                // So do the search kernels: params, queries, one shard, the workspace.
-                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Search(_) | ShaderId::Rescore { .. } => &self.gather_pipeline_layout,
+                // So do the search kernels (params, queries, one shard, the workspace) and the
+                // cache's scatter (params, slots, uploaded rows, the shard it writes).
+                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) | ShaderId::Rescore { .. } => &self.gather_pipeline_layout,
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
                 ShaderId::HashIds => &self.hash_pipeline_layout,
             }),

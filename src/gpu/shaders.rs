@@ -17,6 +17,7 @@ const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
 const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
 const QR: &str = include_str!("../../shaders/qr.wgsl");
 const REMAP: &str = include_str!("../../shaders/remap.wgsl");
+const SCATTER_ROWS: &str = include_str!("../../shaders/scatter_rows.wgsl");
 const SEARCH_COMMON: &str = include_str!("../../shaders/search_common.wgsl");
 const HAMMING_COMMON: &str = include_str!("../../shaders/hamming_common.wgsl");
 const SORT_PAIRS: &str = include_str!("../../shaders/sort_pairs.wgsl");
@@ -52,6 +53,8 @@ pub enum ShaderId {
     Qr { format: Format },
     /// Ids of a pruned table → rows of its compact table.
     Remap,
+    /// Uploaded rows → their slots in a row cache.
+    Scatter,
     /// One pass of a Hamming top-k search.
     Search(SearchKernel),
     /// Scores of search candidates against rows of a table of `format`.
@@ -65,7 +68,7 @@ impl ShaderId {
             .iter()
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
-            .chain([ShaderId::HashIds, ShaderId::Remap])
+            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
@@ -82,7 +85,7 @@ impl ShaderId {
         match self {
             ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
             ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Qr { .. } | ShaderId::Search(_) | ShaderId::Rescore { .. } => 1,
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter | ShaderId::Qr { .. } | ShaderId::Search(_) | ShaderId::Rescore { .. } => 1,
         }
     }
 
@@ -104,6 +107,7 @@ impl ShaderId {
             ShaderId::HashIds => "hash_ids",
             ShaderId::Qr { .. } => "qr",
             ShaderId::Remap => "remap",
+            ShaderId::Scatter => "scatter_rows",
             ShaderId::Search(k) => match k {
                 SearchKernel::Hist => "hamming_hist",
                 SearchKernel::Select => "hamming_select",
@@ -138,6 +142,7 @@ impl ShaderId {
             ShaderId::Qr { .. } => QR,
             ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
             ShaderId::Remap => return REMAP.to_string(),
+            ShaderId::Scatter => return SCATTER_ROWS.to_string(),
             ShaderId::Search(SearchKernel::Sort) => return [SEARCH_COMMON, SORT_PAIRS].concat(),
             ShaderId::Search(k) => {
                 let driver = match k {
@@ -173,7 +178,7 @@ impl ShaderId {
     pub fn format(self) -> Option<Format> {
         match self {
             ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } | ShaderId::Rescore { format } => Some(format),
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Search(_) => None,
+            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) => None,
         }
     }
 }

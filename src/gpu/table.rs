@@ -115,6 +115,36 @@ impl Resident {
         Ok(Resident { ctx, format, tables: placements, shards })
     }
 
+    /// A table of `rows` zero rows of `format` (the slots of a row cache), in shards of whole
+    /// rows like an uploaded table, allocated without a host copy.
+    pub(crate) async fn zeroed(engine: &Engine, format: Format, rows: usize, dim: usize) -> Result<Resident, Error> {
+        let ctx = engine.ctx.clone();
+        ctx.check_lost()?;
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        let row_words = format.row_words(dim) as u64;
+        let cap_words = ctx.max_binding_bytes / 4;
+        if row_words > cap_words {
+            return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: 4 * row_words, max: ctx.max_binding_bytes });
+        }
+        let total_words = rows as u64 * row_words;
+        if total_words > u32::MAX as u64 {
+            return Err(Error::LimitExceeded { what: "packed words of one GPU table", requested: total_words, max: u32::MAX as u64 });
+        }
+        let per_shard = cap_words / row_words;
+        let mut shards = Vec::new();
+        let mut first = 0u64;
+        while first < rows as u64 || shards.is_empty() {
+            let n = per_shard.min(rows as u64 - first);
+            let buffer = ctx.create_buffer("cache slots", 4 * n * row_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, None).await?;
+            shards.push(Shard { buffer, word_start: (first * row_words) as u32, word_end: ((first + n) * row_words) as u32 });
+            first += n;
+        }
+        let placement = Placement { word_base: 0, rows: rows as u32, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
+        Ok(Resident { ctx, format, tables: vec![placement], shards })
+    }
+
     pub(crate) fn bytes(&self) -> u64 {
         self.shards.iter().map(|s| 4 * (s.word_end - s.word_start) as u64).sum()
     }

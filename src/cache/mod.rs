@@ -1,0 +1,331 @@
+//! The bookkeeping of a row cache, without the GPU: which row lives in which slot, what a batch
+//! of ids must load, and the hit, miss and eviction counts.
+//!
+//! [`crate::GpuCache`] keeps `capacity` rows of a host table in a GPU buffer of slots and uses a
+//! [`SlotMap`] to turn each batch of ids into slot ids plus the rows to upload first. The map is
+//! plain Rust so policies can be simulated on id streams far faster than the GPU could serve them
+//! (the benchmark's hit rates), and tested without a device.
+//!
+//! A batch with more distinct rows than the cache has slots cannot be served at once: the map
+//! splits it into [`Part`]s, each with at most `capacity` distinct rows, which the cache runs one
+//! after the other (rows of a finished part may be evicted by the next). A row is never evicted
+//! while the part that reads it is being assembled.
+
+mod policy;
+
+pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};
+
+use rustc_hash::FxHashMap;
+use std::ops::Range;
+
+use crate::file::TableFile;
+use crate::format::{Format, PackedTable};
+use crate::Error;
+
+/// A host table behind a row cache: where the rows a lookup misses are read from. Implemented
+/// for an in-memory or memory-mapped [`PackedTable`], for a [`TableFile`] (which checks each
+/// 1 MiB chunk of rows against its checksum the first time a row of it is read) and for an
+/// `Arc` of either, so the host table can be shared.
+pub trait RowSource {
+    fn format(&self) -> Format;
+    fn rows(&self) -> usize;
+    fn dim(&self) -> usize;
+    /// Appends the packed words of `rows` (each `< self.rows()`), in order, to `out`.
+    fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>>;
+}
+
+impl RowSource for PackedTable {
+    fn format(&self) -> Format {
+        PackedTable::format(self)
+    }
+    fn rows(&self) -> usize {
+        PackedTable::rows(self)
+    }
+    fn dim(&self) -> usize {
+        PackedTable::dim(self)
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+        out.reserve(rows.len() * self.row_words());
+        for &r in rows {
+            out.extend_from_slice(self.row(r as usize));
+        }
+        Ok(())
+    }
+}
+
+impl RowSource for TableFile {
+    fn format(&self) -> Format {
+        self.table().format()
+    }
+    fn rows(&self) -> usize {
+        self.table().rows()
+    }
+    fn dim(&self) -> usize {
+        self.table().dim()
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+        self.verify_ids(rows)?;
+        self.table().read_rows(rows, out).await
+    }
+}
+
+impl<T: RowSource> RowSource for std::sync::Arc<T> {
+    fn format(&self) -> Format {
+        (**self).format()
+    }
+    fn rows(&self) -> usize {
+        (**self).rows()
+    }
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>> {
+        (**self).read_rows(rows, out)
+    }
+}
+
+/// The slot id a looked-up id gets when the bounds policy reads it as a zero row: one past the
+/// last slot, which the gather kernel's `Zero` policy turns into zeros.
+pub const ZERO_SLOT: u32 = u32::MAX;
+
+const EMPTY: u32 = u32::MAX;
+
+/// Counters of a cache since it was created (or [`SlotMap::reset_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Ids looked up (zero rows of the bounds policy excluded).
+    pub lookups: u64,
+    /// Ids whose row was in the cache, including repeats within a batch.
+    pub hits: u64,
+    /// Ids whose row had to be loaded.
+    pub misses: u64,
+    /// Rows evicted to make room.
+    pub evictions: u64,
+    /// Rows loaded by [`SlotMap::prefetch`] ahead of the lookups that use them.
+    pub prefetched: u64,
+    /// Batches looked up, and the parts they were split into (`parts > batches` when a batch had
+    /// more distinct rows than the cache has slots).
+    pub batches: u64,
+    pub parts: u64,
+    /// Packed bytes uploaded to the slots (misses and prefetches).
+    pub bytes_uploaded: u64,
+}
+
+impl CacheStats {
+    /// Hits per lookup (0 when nothing was looked up).
+    pub fn hit_rate(&self) -> f64 {
+        if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }
+    }
+}
+
+/// A run of a batch served by one set of slots: ids `ids` of the batch, after loading each
+/// `(row, slot)` of `loads`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Part {
+    pub ids: Range<usize>,
+    pub loads: Vec<(u32, u32)>,
+}
+
+/// Which row of a table lives in which of `capacity` slots, under a replacement [`Policy`].
+pub struct SlotMap {
+    capacity: usize,
+    row_bytes: u64,
+    slot_of: FxHashMap<u32, u32>,
+    row_of: Vec<u32>,
+    /// Never-used or invalidated slots, lowest last (so a fresh cache fills 0, 1, 2, …).
+    free: Vec<u32>,
+    /// `pin[slot] == generation` while the part being assembled reads the slot.
+    pin: Vec<u32>,
+    generation: u32,
+    pinned: usize,
+    policy: Box<dyn Policy>,
+    stats: CacheStats,
+}
+
+impl SlotMap {
+    /// A map of `capacity` slots for rows of `row_bytes` packed bytes (for the upload count).
+    /// A cache needs at least one slot: `capacity == 0` is [`Error::LimitExceeded`].
+    pub fn new(capacity: usize, row_bytes: u64, mut policy: Box<dyn Policy>) -> Result<SlotMap, Error> {
+        if capacity == 0 {
+            return Err(Error::LimitExceeded { what: "a row cache needs at least one slot; slots that fit the budget", requested: 1, max: 0 });
+        }
+        if capacity >= EMPTY as usize {
+            return Err(Error::LimitExceeded { what: "slots of a row cache", requested: capacity as u64, max: EMPTY as u64 - 1 });
+        }
+        policy.reset(capacity);
+        Ok(SlotMap {
+            capacity,
+            row_bytes,
+            slot_of: FxHashMap::default(),
+            row_of: vec![EMPTY; capacity],
+            free: (0..capacity as u32).rev().collect(),
+            pin: vec![0; capacity],
+            generation: 1,
+            pinned: 0,
+            policy,
+            stats: CacheStats::default(),
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// Rows cached now.
+    pub fn len(&self) -> usize {
+        self.slot_of.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.slot_of.is_empty()
+    }
+    pub fn policy_name(&self) -> &str {
+        self.policy.name()
+    }
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+    pub fn reset_stats(&mut self) {
+        self.stats = CacheStats::default();
+    }
+    /// The slot holding `row`, if it is cached.
+    pub fn slot(&self, row: u32) -> Option<u32> {
+        self.slot_of.get(&row).copied()
+    }
+
+    fn next_part(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.pin.fill(0);
+            self.generation = 1;
+        }
+        self.pinned = 0;
+        self.policy.begin_part();
+    }
+
+    fn pin(&mut self, slot: u32) {
+        if self.pin[slot as usize] != self.generation {
+            self.pin[slot as usize] = self.generation;
+            self.pinned += 1;
+        }
+    }
+
+    /// Puts `row` in a slot (evicting by policy when full) and pins it; the caller has checked
+    /// that an unpinned slot exists.
+    fn load(&mut self, row: u32) -> u32 {
+        let free = self.free.pop();
+        let (pin, generation) = (&self.pin, self.generation);
+        let slot = self.policy.admit(row, free, &|s| pin[s as usize] == generation);
+        debug_assert!(free.is_none_or(|f| f == slot), "a policy must use the free slot it is given");
+        let old = self.row_of[slot as usize];
+        if old != EMPTY {
+            debug_assert!(free.is_none(), "a policy evicted while a slot was free");
+            self.slot_of.remove(&old);
+            self.stats.evictions += 1;
+        }
+        self.row_of[slot as usize] = row;
+        self.slot_of.insert(row, slot);
+        self.stats.bytes_uploaded += self.row_bytes;
+        self.pin(slot);
+        slot
+    }
+
+    /// Maps a batch of rows (`None`: a zero row of the bounds policy) to slots, written to
+    /// `slots`, and returns the parts to run in order, each with the rows to load first.
+    pub fn lookup(&mut self, rows: &[Option<u32>], slots: &mut Vec<u32>) -> Vec<Part> {
+        slots.clear();
+        slots.reserve(rows.len());
+        self.next_part();
+        let mut parts = vec![Part::default()];
+        for (i, row) in rows.iter().enumerate() {
+            let Some(row) = *row else {
+                slots.push(ZERO_SLOT);
+                continue;
+            };
+            self.stats.lookups += 1;
+            let slot = match self.slot_of.get(&row) {
+                Some(&slot) => {
+                    self.stats.hits += 1;
+                    self.policy.hit(slot);
+                    self.pin(slot);
+                    slot
+                }
+                None => {
+                    self.stats.misses += 1;
+                    if self.pinned == self.capacity {
+                        // Every slot is read by this part: close it and start the next.
+                        parts.last_mut().expect("at least one part").ids.end = i;
+                        parts.push(Part { ids: i..i, loads: Vec::new() });
+                        self.next_part();
+                    }
+                    let slot = self.load(row);
+                    parts.last_mut().expect("at least one part").loads.push((row, slot));
+                    slot
+                }
+            };
+            slots.push(slot);
+        }
+        parts.last_mut().expect("at least one part").ids.end = rows.len();
+        self.stats.batches += 1;
+        self.stats.parts += parts.len() as u64;
+        parts
+    }
+
+    /// Loads the rows of a coming batch that are not cached yet, at most `capacity` distinct
+    /// rows (the rest would evict each other), and returns them with their slots. Prefetched rows
+    /// count as loads, not as lookups: the later lookup that reads them counts its hits.
+    pub fn prefetch(&mut self, rows: &[u32]) -> Vec<(u32, u32)> {
+        self.next_part();
+        let mut loads = Vec::new();
+        for &row in rows {
+            if let Some(&slot) = self.slot_of.get(&row) {
+                self.pin(slot);
+                continue;
+            }
+            if self.pinned == self.capacity {
+                break;
+            }
+            let slot = self.load(row);
+            self.stats.prefetched += 1;
+            loads.push((row, slot));
+        }
+        loads
+    }
+
+    /// Empties `slots` (their rows failed to load, or changed): later lookups load them again.
+    pub fn invalidate(&mut self, slots: impl IntoIterator<Item = u32>) {
+        for slot in slots {
+            let row = self.row_of[slot as usize];
+            if row == EMPTY {
+                continue;
+            }
+            self.row_of[slot as usize] = EMPTY;
+            self.slot_of.remove(&row);
+            self.policy.remove(slot);
+            self.free.push(slot);
+        }
+    }
+
+    /// Rows cached now, with their slots, in slot order.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.row_of.iter().enumerate().filter(|(_, &r)| r != EMPTY).map(|(s, &r)| (r, s as u32))
+    }
+}
+
+/// Hit rates of `policy` over an id stream served in batches of `batch` ids by a cache of
+/// `capacity` rows, without a GPU: the statistics of everything after the first `warmup` ids, so a
+/// steady-state rate is not diluted by the cold start.
+pub fn simulate(policy: PolicyKind, capacity: usize, ids: &[u32], batch: usize, warmup: usize) -> Result<CacheStats, Error> {
+    let mut map = SlotMap::new(capacity, 0, policy.build())?;
+    let mut slots = Vec::new();
+    let mut rows = Vec::new();
+    let batch = batch.max(1);
+    let first_counted = warmup.div_ceil(batch);
+    for (i, chunk) in ids.chunks(batch).enumerate() {
+        if i == first_counted {
+            map.reset_stats();
+        }
+        rows.clear();
+        rows.extend(chunk.iter().map(|&id| Some(id)));
+        map.lookup(&rows, &mut slots);
+    }
+    Ok(map.stats())
+}

@@ -1,0 +1,452 @@
+//! Replacement policies: which cached row to evict when a missing row needs a slot.
+//!
+//! A policy sees slots (`0..capacity`) and the rows loaded into them. Lists are intrusive
+//! (index-linked arrays over slots), so a hit is O(1) for LRU and ARC and O(log capacity) for LFU,
+//! with no allocation per lookup.
+
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+
+/// Decides which row a cache evicts. One trait serves the built-in policies ([`Lru`], [`Lfu`],
+/// [`Adaptive`], ARC) and any a caller writes.
+///
+/// The cache calls [`Policy::hit`] for every looked-up id whose row is cached and
+/// [`Policy::admit`] for every one whose row is not; the policy answers with the slot the row
+/// goes to. Slots the current batch already uses are *pinned*: evicting one would change rows the
+/// batch reads, so `admit` must not return one. A part of a batch starts with
+/// [`Policy::begin_part`]; the slots named by `hit` and returned by `admit` since then are the
+/// pinned ones (the `pinned` argument of `admit` tells the same, for policies that do not track it).
+pub trait Policy: Send {
+    /// A short name for reports ("lru").
+    fn name(&self) -> &str;
+    /// Prepares for a cache of `capacity` slots (≥ 1), forgetting everything.
+    fn reset(&mut self, capacity: usize);
+    /// A new part of a batch begins: no slot is pinned any more.
+    fn begin_part(&mut self) {}
+    /// The row in `slot` was looked up.
+    fn hit(&mut self, slot: u32);
+    /// `row` was looked up and is not cached. Returns the slot to load it into: `free` when it is
+    /// `Some` (the cache is not full yet), else an occupied slot for which `pinned` is false,
+    /// whose row is evicted. The cache calls this only when such a slot exists.
+    fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32;
+    /// The cache emptied `slot` (rows invalidated, a failed load): forget its row.
+    fn remove(&mut self, slot: u32);
+}
+
+/// The built-in policies, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    /// Least recently used.
+    Lru,
+    /// Least frequently used, with a bounded, aged history of counts that survives eviction.
+    Lfu,
+    /// Adaptive Replacement Cache (Megiddo & Modha, FAST 2003).
+    Arc,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 3] = [PolicyKind::Lru, PolicyKind::Lfu, PolicyKind::Arc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Lru => "lru",
+            PolicyKind::Lfu => "lfu",
+            PolicyKind::Arc => "arc",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PolicyKind> {
+        PolicyKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name))
+    }
+
+    /// A fresh policy of this kind.
+    pub fn build(self) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Lru => Box::new(Lru::default()),
+            PolicyKind::Lfu => Box::new(Lfu::default()),
+            PolicyKind::Arc => Box::new(Adaptive::default()),
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// Doubly linked lists threaded through node indices; several lists may share one `Links` as
+/// long as each node is in at most one of them.
+#[derive(Clone, Default)]
+struct Links {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+}
+
+/// One list over a [`Links`]: `head` is the most recent node, `tail` the least recent.
+#[derive(Clone, Copy)]
+struct Ends {
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl Default for Ends {
+    fn default() -> Self {
+        Ends { head: NIL, tail: NIL, len: 0 }
+    }
+}
+
+impl Links {
+    fn new(nodes: usize) -> Links {
+        Links { prev: vec![NIL; nodes], next: vec![NIL; nodes] }
+    }
+
+    fn push_front(&mut self, list: &mut Ends, i: u32) {
+        self.prev[i as usize] = NIL;
+        self.next[i as usize] = list.head;
+        if list.head != NIL {
+            self.prev[list.head as usize] = i;
+        } else {
+            list.tail = i;
+        }
+        list.head = i;
+        list.len += 1;
+    }
+
+    fn unlink(&mut self, list: &mut Ends, i: u32) {
+        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
+        if p != NIL {
+            self.next[p as usize] = n;
+        } else {
+            list.head = n;
+        }
+        if n != NIL {
+            self.prev[n as usize] = p;
+        } else {
+            list.tail = p;
+        }
+        self.prev[i as usize] = NIL;
+        self.next[i as usize] = NIL;
+        list.len -= 1;
+    }
+
+    /// The least recent node of `list` for which `skip` is false.
+    fn oldest(&self, list: &Ends, skip: &dyn Fn(u32) -> bool) -> Option<u32> {
+        let mut i = list.tail;
+        while i != NIL {
+            if !skip(i) {
+                return Some(i);
+            }
+            i = self.prev[i as usize];
+        }
+        None
+    }
+}
+
+/// Least recently used: evicts the row whose last lookup is oldest.
+#[derive(Default)]
+pub struct Lru {
+    links: Links,
+    list: Ends,
+}
+
+impl Policy for Lru {
+    fn name(&self) -> &str {
+        "lru"
+    }
+    fn reset(&mut self, capacity: usize) {
+        self.links = Links::new(capacity);
+        self.list = Ends::default();
+    }
+    fn hit(&mut self, slot: u32) {
+        self.links.unlink(&mut self.list, slot);
+        self.links.push_front(&mut self.list, slot);
+    }
+    fn admit(&mut self, _row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
+        let slot = match free {
+            Some(s) => s,
+            None => {
+                // Pinned slots were looked up by this batch, so they sit at the recent end: the
+                // walk from the tail stops at once unless nearly everything is pinned.
+                let s = self.links.oldest(&self.list, pinned).expect("the cache calls admit only when an unpinned slot exists");
+                self.links.unlink(&mut self.list, s);
+                s
+            }
+        };
+        self.links.push_front(&mut self.list, slot);
+        slot
+    }
+    fn remove(&mut self, slot: u32) {
+        self.links.unlink(&mut self.list, slot);
+    }
+}
+
+/// Least frequently used, ties to the least recently used. Counts are kept for rows that were
+/// evicted too (a row that comes back keeps its count), in a history bounded to a few times the
+/// capacity: when it grows past that, every count is halved and rows at zero are forgotten
+/// (TinyLFU's aging), so old popularity fades and memory stays O(capacity).
+///
+/// Slots pinned by the current part are taken out of the eviction order until the next part, so
+/// the victim is always the first entry: O(log capacity) per lookup.
+#[derive(Default)]
+pub struct Lfu {
+    capacity: usize,
+    counts: FxHashMap<u32, u32>,
+    /// Unpinned occupied slots by (count, last use, slot): the first is the victim.
+    order: BTreeSet<(u32, u64, u32)>,
+    /// Slots pinned by the current part, out of `order`.
+    held: Vec<u32>,
+    is_held: Vec<bool>,
+    /// Per slot: its row and its key in `order`.
+    row: Vec<u32>,
+    key: Vec<(u32, u64)>,
+    tick: u64,
+}
+
+impl Lfu {
+    /// Counts a lookup of the row in `slot` and holds the slot out of the order.
+    fn touch(&mut self, slot: u32) {
+        let s = slot as usize;
+        if !self.is_held[s] {
+            let (c, t) = self.key[s];
+            self.order.remove(&(c, t, slot));
+            self.is_held[s] = true;
+            self.held.push(slot);
+        }
+        let count = self.counts.entry(self.row[s]).or_insert(0);
+        *count = count.saturating_add(1);
+        self.tick += 1;
+        self.key[s] = (*count, self.tick);
+    }
+
+    fn age(&mut self) {
+        for c in self.counts.values_mut() {
+            *c /= 2;
+        }
+        self.counts.retain(|_, c| *c > 0);
+        self.order.clear();
+        for (slot, &row) in self.row.iter().enumerate() {
+            if row != NIL {
+                let c = *self.counts.entry(row).or_insert(1);
+                self.key[slot].0 = c;
+                if !self.is_held[slot] {
+                    self.order.insert((c, self.key[slot].1, slot as u32));
+                }
+            }
+        }
+    }
+}
+
+impl Policy for Lfu {
+    fn name(&self) -> &str {
+        "lfu"
+    }
+    fn reset(&mut self, capacity: usize) {
+        *self = Lfu { capacity, row: vec![NIL; capacity], key: vec![(0, 0); capacity], is_held: vec![false; capacity], ..Lfu::default() };
+    }
+    fn begin_part(&mut self) {
+        for slot in self.held.drain(..) {
+            let s = slot as usize;
+            self.is_held[s] = false;
+            if self.row[s] != NIL {
+                let (c, t) = self.key[s];
+                self.order.insert((c, t, slot));
+            }
+        }
+    }
+    fn hit(&mut self, slot: u32) {
+        self.touch(slot);
+    }
+    fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
+        let slot = match free {
+            Some(s) => s,
+            None => {
+                let &(c, t, s) = self
+                    .order
+                    .iter()
+                    .find(|&&(_, _, s)| !pinned(s))
+                    .expect("the cache calls admit only when an unpinned slot exists");
+                self.order.remove(&(c, t, s));
+                s
+            }
+        };
+        self.row[slot as usize] = row;
+        // Out of the order already (free, or just removed): touch holds it without a removal.
+        self.key[slot as usize] = (0, 0);
+        self.touch(slot);
+        if self.counts.len() > 8 * self.capacity + 4096 {
+            self.age();
+        }
+        slot
+    }
+    fn remove(&mut self, slot: u32) {
+        let s = slot as usize;
+        if self.is_held[s] {
+            self.is_held[s] = false;
+            self.held.retain(|&h| h != slot);
+        } else {
+            let (c, t) = self.key[s];
+            self.order.remove(&(c, t, slot));
+        }
+        self.row[s] = NIL;
+    }
+}
+
+/// Adaptive Replacement Cache (Megiddo & Modha, "ARC: A Self-Tuning, Low Overhead Replacement
+/// Cache", FAST 2003): rows seen once (T1) and rows seen again (T2), each with a ghost list of
+/// rows it recently evicted (B1, B2). A hit in a ghost list moves the target size of T1 toward
+/// the list that would have kept the row, so the split between recency and frequency adapts to
+/// the id stream.
+#[derive(Default)]
+pub struct Adaptive {
+    capacity: usize,
+    /// T1 and T2 over slots.
+    slots: Links,
+    t1: Ends,
+    t2: Ends,
+    in_t2: Vec<bool>,
+    row: Vec<u32>,
+    /// B1 and B2 over ghost nodes, each naming an evicted row.
+    ghosts: Links,
+    b1: Ends,
+    b2: Ends,
+    ghost_row: Vec<u32>,
+    ghost_in_b2: Vec<bool>,
+    ghost_of: FxHashMap<u32, u32>,
+    free_ghosts: Vec<u32>,
+    /// Target size of T1.
+    p: usize,
+}
+
+impl Adaptive {
+    fn drop_ghost(&mut self, g: u32) {
+        if self.ghost_in_b2[g as usize] {
+            self.ghosts.unlink(&mut self.b2, g);
+        } else {
+            self.ghosts.unlink(&mut self.b1, g);
+        }
+        self.ghost_of.remove(&self.ghost_row[g as usize]);
+        self.free_ghosts.push(g);
+    }
+
+    fn add_ghost(&mut self, row: u32, b2: bool) {
+        if self.free_ghosts.is_empty() {
+            // Only when pinned slots bent the invariant |B1| + |B2| ≤ capacity.
+            let g = if self.b1.len >= self.b2.len { self.b1.tail } else { self.b2.tail };
+            self.drop_ghost(g);
+        }
+        let g = self.free_ghosts.pop().expect("a ghost node was just freed");
+        self.ghost_row[g as usize] = row;
+        self.ghost_in_b2[g as usize] = b2;
+        self.ghost_of.insert(row, g);
+        if b2 {
+            self.ghosts.push_front(&mut self.b2, g);
+        } else {
+            self.ghosts.push_front(&mut self.b1, g);
+        }
+    }
+
+    /// ARC's REPLACE: evicts the least recent unpinned row of T1 or T2 into its ghost list.
+    fn replace(&mut self, incoming_in_b2: bool, pinned: &dyn Fn(u32) -> bool) -> u32 {
+        let prefer_t1 = self.t1.len >= 1 && (self.t1.len > self.p || (incoming_in_b2 && self.t1.len == self.p));
+        let from_t1 = self.slots.oldest(&self.t1, pinned);
+        let from_t2 = self.slots.oldest(&self.t2, pinned);
+        let (slot, was_t2) = match (prefer_t1, from_t1, from_t2) {
+            (true, Some(s), _) | (false, Some(s), None) => (s, false),
+            (_, _, Some(s)) => (s, true),
+            (_, None, None) => panic!("the cache calls admit only when an unpinned slot exists"),
+        };
+        self.unlink_slot(slot);
+        self.add_ghost(self.row[slot as usize], was_t2);
+        slot
+    }
+
+    fn unlink_slot(&mut self, slot: u32) {
+        if self.in_t2[slot as usize] {
+            self.slots.unlink(&mut self.t2, slot);
+        } else {
+            self.slots.unlink(&mut self.t1, slot);
+        }
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &str {
+        "arc"
+    }
+    fn reset(&mut self, capacity: usize) {
+        *self = Adaptive {
+            capacity,
+            slots: Links::new(capacity),
+            in_t2: vec![false; capacity],
+            row: vec![NIL; capacity],
+            ghosts: Links::new(capacity + 1),
+            ghost_row: vec![NIL; capacity + 1],
+            ghost_in_b2: vec![false; capacity + 1],
+            free_ghosts: (0..capacity as u32 + 1).rev().collect(),
+            ..Adaptive::default()
+        };
+    }
+    fn hit(&mut self, slot: u32) {
+        self.unlink_slot(slot);
+        self.in_t2[slot as usize] = true;
+        self.slots.push_front(&mut self.t2, slot);
+    }
+    fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
+        let c = self.capacity;
+        let (slot, to_t2) = if let Some(&g) = self.ghost_of.get(&row) {
+            // A ghost hit: adapt the target, then make room and keep the row as frequent.
+            let in_b2 = self.ghost_in_b2[g as usize];
+            let (b1, b2) = (self.b1.len.max(1), self.b2.len.max(1));
+            if in_b2 {
+                self.p = self.p.saturating_sub((b1 / b2).max(1));
+            } else {
+                self.p = (self.p + (b2 / b1).max(1)).min(c);
+            }
+            self.drop_ghost(g);
+            (free.unwrap_or_else(|| self.replace(in_b2, pinned)), true)
+        } else {
+            let slot = if self.t1.len + self.b1.len >= c {
+                if self.t1.len < c {
+                    if self.b1.len > 0 {
+                        self.drop_ghost(self.b1.tail);
+                    }
+                    free.unwrap_or_else(|| self.replace(false, pinned))
+                } else {
+                    match free {
+                        Some(s) => s,
+                        // T1 alone fills the cache: its oldest row goes without a ghost.
+                        None => match self.slots.oldest(&self.t1, pinned) {
+                            Some(s) => {
+                                self.unlink_slot(s);
+                                s
+                            }
+                            None => self.replace(false, pinned),
+                        },
+                    }
+                }
+            } else {
+                if self.t1.len + self.t2.len + self.b1.len + self.b2.len >= 2 * c && self.b2.len > 0 {
+                    self.drop_ghost(self.b2.tail);
+                }
+                free.unwrap_or_else(|| self.replace(false, pinned))
+            };
+            (slot, false)
+        };
+        self.row[slot as usize] = row;
+        self.in_t2[slot as usize] = to_t2;
+        if to_t2 {
+            self.slots.push_front(&mut self.t2, slot);
+        } else {
+            self.slots.push_front(&mut self.t1, slot);
+        }
+        slot
+    }
+    fn remove(&mut self, slot: u32) {
+        self.unlink_slot(slot);
+        self.row[slot as usize] = NIL;
+    }
+}

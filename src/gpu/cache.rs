@@ -1,0 +1,355 @@
+//! A hot-row cache on the GPU over a host table larger than the GPU (or than its budget).
+//!
+//! The cache is a GPU table of `capacity` slots in the host table's format. A lookup maps its
+//! ids to slots on the host ([`SlotMap`]), reads the missing rows from the host table, and
+//! records one job: a scatter pass that writes the uploaded rows into their slots, then the
+//! format's ordinary gather kernel over slot ids. The result is the fully resident table's, bit
+//! for bit, because the slots hold the same packed words and the same kernel decodes them.
+//!
+//! A batch with more distinct rows than slots runs as several parts, scatter and gather after
+//! scatter and gather, in one compute pass: WebGPU orders the dispatches of a pass, so a part's
+//! scatter never overwrites a slot before the previous part's gather has read it.
+
+use std::sync::Arc;
+
+use super::bag::Indices;
+use super::table::{LookupJob, Resident};
+use super::{Context, Engine, GpuRows, GpuTable, ShaderId};
+use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
+use crate::format::{Format, PackedTable};
+use crate::{Bounds, Error};
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ScatterParams {
+    n_rows: u32,
+    row_words: u32,
+    shard_first: u32,
+    shard_rows: u32,
+}
+
+/// Rows of a host table cached on the GPU: a fixed number of slots, filled on demand, evicted by
+/// a replacement [`Policy`].
+///
+/// The host table (`S`, any [`RowSource`]: a [`PackedTable`] in memory or memory-mapped, a
+/// checksummed [`crate::file::TableFile`]) holds every row; the GPU holds `capacity` of them. Each
+/// lookup returns the same rows a fully resident [`GpuTable`] would, whatever was cached before.
+///
+/// ```no_run
+/// # use edo::{Bounds, Engine, EngineOptions, Format, GpuCache, PackedTable};
+/// # use edo::cache::PolicyKind;
+/// # fn main() -> Result<(), edo::Error> {
+/// let engine = Engine::new_blocking(EngineOptions::default())?;
+/// let data = edo::synth::embedding_table(100_000, 64, 1);
+/// let host = PackedTable::quantize(Format::Int8, &data, 100_000, 64)?;
+/// // 10 000 rows on the GPU, least frequently used evicted first.
+/// let mut cache = edo::block_on(GpuCache::new(&engine, host, 10_000, PolicyKind::Lfu.build()))?;
+/// let rows = edo::block_on(cache.lookup(&[3, 99_999, 3], Bounds::Error))?.read_blocking()?;
+/// println!("{:?}", cache.stats());
+/// # Ok(()) }
+/// ```
+pub struct GpuCache<S: RowSource = PackedTable> {
+    source: S,
+    slots: GpuTable,
+    map: SlotMap,
+    /// Slots per shard of `slots` (every shard but the last holds this many).
+    rows_per_shard: usize,
+    row_words: usize,
+}
+
+impl<S: RowSource> GpuCache<S> {
+    /// A cache of `capacity` rows of `source` (at most its row count), empty at first.
+    ///
+    /// `capacity == 0` is [`Error::LimitExceeded`]: a cache needs a slot to load a row into.
+    /// The slots count against the engine's memory budget like any table.
+    pub async fn new(engine: &Engine, source: S, capacity: usize, policy: Box<dyn Policy>) -> Result<GpuCache<S>, Error> {
+        let (format, rows, dim) = (source.format(), source.rows(), source.dim());
+        if rows > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: rows as u64, max: u32::MAX as u64 });
+        }
+        let capacity = capacity.min(rows.max(1));
+        let map = SlotMap::new(capacity, format.row_bytes(dim) as u64, policy)?;
+        let res = Resident::zeroed(engine, format, capacity, dim).await?;
+        let row_words = format.row_words(dim);
+        let rows_per_shard = (engine.ctx.max_binding_bytes / 4 / row_words as u64) as usize;
+        Ok(GpuCache { source, slots: GpuTable { res }, map, rows_per_shard, row_words })
+    }
+
+    /// A cache holding as many rows as `budget_bytes` of packed rows allow (see
+    /// [`GpuCache::new`]; a budget below one row is an error).
+    pub async fn with_budget(engine: &Engine, source: S, budget_bytes: u64, policy: Box<dyn Policy>) -> Result<GpuCache<S>, Error> {
+        let row_bytes = source.format().row_bytes(source.dim()) as u64;
+        let capacity = (budget_bytes / row_bytes).min(usize::MAX as u64) as usize;
+        if capacity == 0 {
+            return Err(Error::LimitExceeded { what: "bytes of one cached row (the cache budget holds none)", requested: row_bytes, max: budget_bytes });
+        }
+        GpuCache::new(engine, source, capacity, policy).await
+    }
+
+    /// The host table.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+    pub fn format(&self) -> Format {
+        self.source.format()
+    }
+    pub fn rows(&self) -> usize {
+        self.source.rows()
+    }
+    pub fn dim(&self) -> usize {
+        self.source.dim()
+    }
+    /// Slots: rows the GPU holds at most.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+    /// Rows cached now.
+    pub fn cached_rows(&self) -> usize {
+        self.map.len()
+    }
+    /// Whether `row` is on the GPU now.
+    pub fn is_cached(&self, row: u32) -> bool {
+        self.map.slot(row).is_some()
+    }
+    /// Storage buffers the slots are split into (each within the binding limit).
+    pub fn shard_count(&self) -> usize {
+        self.slots.shard_count()
+    }
+    /// Bytes of GPU memory the slots take.
+    pub fn bytes(&self) -> u64 {
+        self.slots.bytes()
+    }
+    pub fn policy_name(&self) -> &str {
+        self.map.policy_name()
+    }
+    /// Hits, misses, evictions and bytes uploaded since the cache was made or the last reset.
+    pub fn stats(&self) -> CacheStats {
+        self.map.stats()
+    }
+    pub fn reset_stats(&mut self) {
+        self.map.reset_stats()
+    }
+
+    /// Looks up `ids` — loading the rows that are not cached, evicting others by policy — and
+    /// submits the work; the output is what the fully resident table's gather gives.
+    ///
+    /// Bounds are those of [`GpuTable::gather`]: with [`Bounds::Error`] a bad id fails the call
+    /// before anything changes; `Zero` reads zeros and `Clamp` the last row.
+    pub async fn lookup(&mut self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        self.prepare_lookup(ids, bounds).await?.submit()
+    }
+
+    /// [`GpuCache::lookup`] without submitting, so the output can be inspected (or pre-filled)
+    /// first. The slots are assigned already: dropping the job unsubmitted empties the slots it
+    /// would have loaded, so the cache never claims a row it does not hold.
+    pub async fn prepare_lookup(&mut self, ids: &[u32], bounds: Bounds) -> Result<CacheLookup<'_, S>, Error> {
+        self.slots.res.ctx.check_lost()?;
+        let rows = self.rows();
+        bounds.check(ids, rows)?;
+        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
+        let mut slots = Vec::new();
+        let parts = self.map.lookup(&resolved, &mut slots);
+        let loaded: Vec<u32> = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, slot)| slot)).collect();
+        match self.encode(&parts, &slots).await {
+            Ok((job, copies)) => Ok(CacheLookup { cache: self, job: Some(job), copies, loaded }),
+            Err(e) => {
+                self.map.invalidate(loaded);
+                Err(e)
+            }
+        }
+    }
+
+    /// Loads the rows of `ids` that are not cached (a coming batch), without a lookup, and submits
+    /// the upload; returns how many rows it loads. Call it after submitting the current batch:
+    /// the host reads (a mapped file's pages, checksums) then overlap the GPU's work on the
+    /// current batch, and the upload is ordered after it. Ids out of range are skipped (the
+    /// lookup applies its bounds policy); at most `capacity` distinct rows are loaded.
+    pub async fn prefetch(&mut self, ids: &[u32]) -> Result<usize, Error> {
+        let ctx = self.slots.res.ctx.clone();
+        ctx.check_lost()?;
+        let rows = self.rows();
+        let wanted: Vec<u32> = ids.iter().copied().filter(|&id| (id as usize) < rows).collect();
+        let loads = self.map.prefetch(&wanted);
+        if loads.is_empty() {
+            return Ok(0);
+        }
+        let mut passes = Vec::new();
+        let mut inputs = Vec::new();
+        if let Err(e) = self.scatter(&loads, &mut passes, &mut inputs).await {
+            self.map.invalidate(loads.iter().map(|&(_, slot)| slot));
+            return Err(e);
+        }
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache prefetch") });
+        encode_passes(&mut encoder, &passes);
+        ctx.queue.submit([encoder.finish()]);
+        Ok(loads.len())
+    }
+
+    /// Uploads again the cached copies of rows `ids` after the host table changed them (see
+    /// [`GpuCache::update_rows`] for an in-memory host table); rows not cached need nothing.
+    pub async fn refresh_rows(&mut self, ids: &[u32]) -> Result<(), Error> {
+        let ctx = self.slots.res.ctx.clone();
+        ctx.check_lost()?;
+        Bounds::Error.check(ids, self.rows())?;
+        let mut loads: Vec<(u32, u32)> = ids.iter().filter_map(|&row| self.map.slot(row).map(|slot| (row, slot))).collect();
+        loads.sort_unstable();
+        loads.dedup();
+        if loads.is_empty() {
+            return Ok(());
+        }
+        let mut passes = Vec::new();
+        let mut inputs = Vec::new();
+        if let Err(e) = self.scatter(&loads, &mut passes, &mut inputs).await {
+            // The old copies are stale now: forget them rather than serve them.
+            self.map.invalidate(loads.iter().map(|&(_, slot)| slot));
+            return Err(e);
+        }
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache refresh") });
+        encode_passes(&mut encoder, &passes);
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// The job of a lookup: per part, the scatter of its loads and the gather of its slots.
+    async fn encode(&self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
+        let ctx = self.slots.res.ctx.clone();
+        let dim = self.dim() as u64;
+        let mut passes = Vec::new();
+        let mut inputs = Vec::new();
+        if let [part] = parts {
+            self.scatter(&part.loads, &mut passes, &mut inputs).await?;
+            let (pipeline, dispatches, more, output) = self.slots.encode_gather(Indices::Host(slots), Bounds::Zero).await?;
+            passes.push((pipeline, dispatches));
+            inputs.extend(more);
+            return Ok((LookupJob { ctx, passes, _inputs: inputs, output }, Vec::new()));
+        }
+        // Several parts: each gathers into its own buffer, copied into place after the pass
+        // (binding offsets must be aligned, part boundaries are not).
+        let out_bytes = (slots.len() as u64).saturating_mul(4 * dim);
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let out = ctx.create_buffer("cache lookup output", out_bytes, usage, None).await?;
+        let mut copies = Vec::new();
+        for part in parts {
+            self.scatter(&part.loads, &mut passes, &mut inputs).await?;
+            let (pipeline, dispatches, more, part_out) = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), Bounds::Zero).await?;
+            passes.push((pipeline, dispatches));
+            inputs.extend(more);
+            copies.push((part_out.buffer, 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
+        }
+        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: slots.len(), dim: dim as usize };
+        Ok((LookupJob { ctx, passes, _inputs: inputs, output }, copies))
+    }
+
+    /// Reads the rows of `loads` from the host and adds the passes that write them into their
+    /// slots: one dispatch per shard that receives rows.
+    async fn scatter(&self, loads: &[(u32, u32)], passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>, inputs: &mut Vec<super::Buffer>) -> Result<(), Error> {
+        if loads.is_empty() {
+            return Ok(());
+        }
+        let ctx = &self.slots.res.ctx;
+        let mut by_shard: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.slots.res.shards.len()];
+        for &(row, slot) in loads {
+            by_shard[slot as usize / self.rows_per_shard].push((row, slot));
+        }
+        let pipeline = ctx.pipeline(ShaderId::Scatter, (ctx.workgroup_size, 1)).await?;
+        let mut dispatches = Vec::new();
+        let mut words = Vec::new();
+        for (shard_index, group) in by_shard.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            let shard = &self.slots.res.shards[shard_index];
+            let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
+            let slots: Vec<u32> = group.iter().map(|&(_, slot)| slot).collect();
+            words.clear();
+            self.source.read_rows(&rows, &mut words).await?;
+            if words.len() != rows.len() * self.row_words {
+                return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: words.len() });
+            }
+            let storage = wgpu::BufferUsages::STORAGE;
+            let params = ScatterParams {
+                n_rows: rows.len() as u32,
+                row_words: self.row_words as u32,
+                shard_first: shard.word_start / self.row_words as u32,
+                shard_rows: (shard.word_end - shard.word_start) / self.row_words as u32,
+            };
+            let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+            let slots_buffer = ctx.create_buffer("scatter slots", 4 * slots.len() as u64, storage, Some(bytemuck::cast_slice(&slots))).await?;
+            let rows_buffer = ctx.create_buffer("scatter rows", 4 * words.len() as u64, storage, Some(bytemuck::cast_slice(&words))).await?;
+            let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("edo scatter"),
+                layout: &ctx.gather_layout,
+                entries: &[
+                    wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 1, resource: slots_buffer.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 2, resource: rows_buffer.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 3, resource: shard.buffer.as_entire_binding() },
+                ],
+            });
+            let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", words.len() as u64, ctx.workgroup_size as u64)?;
+            dispatches.push((bind_group, gx, gy));
+            inputs.extend([uniform, slots_buffer, rows_buffer]);
+        }
+        passes.push((pipeline, dispatches));
+        Ok(())
+    }
+}
+
+impl GpuCache<PackedTable> {
+    /// Re-quantises rows `ids` of the in-memory host table from `values` (as
+    /// [`PackedTable::update_rows`]) and uploads the new rows to the slots that hold them; later
+    /// lookups see the new rows. A bad id or value changes nothing.
+    pub async fn update_rows(&mut self, ids: &[u32], values: &[f32]) -> Result<(), Error> {
+        self.source.update_rows(ids, values)?;
+        self.refresh_rows(ids).await
+    }
+}
+
+fn encode_passes(encoder: &mut wgpu::CommandEncoder, passes: &[(wgpu::ComputePipeline, Vec<super::table::Dispatch>)]) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo cache"), timestamp_writes: None });
+    for (pipeline, dispatches) in passes {
+        pass.set_pipeline(pipeline);
+        for (bind_group, gx, gy) in dispatches {
+            pass.set_bind_group(0, bind_group, &[]);
+            pass.dispatch_workgroups(*gx, *gy, 1);
+        }
+    }
+}
+
+/// A cache lookup ready to submit (see [`GpuCache::prepare_lookup`]).
+pub struct CacheLookup<'a, S: RowSource> {
+    cache: &'a mut GpuCache<S>,
+    job: Option<LookupJob>,
+    /// Part outputs copied into the output after the pass: (buffer, byte offset, bytes).
+    copies: Vec<(super::Buffer, u64, u64)>,
+    loaded: Vec<u32>,
+}
+
+impl<S: RowSource> CacheLookup<'_, S> {
+    /// The buffer the lookup will write.
+    pub fn output(&self) -> &GpuRows {
+        &self.job.as_ref().expect("a job until submitted").output
+    }
+
+    /// Submits the uploads and the gathers (does not wait) and returns the output.
+    pub fn submit(mut self) -> Result<GpuRows, Error> {
+        self.cache.slots.res.ctx.check_lost()?;
+        let job = self.job.take().expect("a job until submitted");
+        self.loaded.clear();
+        let ctx: &Arc<Context> = &job.ctx;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache lookup") });
+        job.encode(&mut encoder);
+        for (part, offset, bytes) in &self.copies {
+            if *bytes > 0 {
+                encoder.copy_buffer_to_buffer(part, 0, &job.output.buffer, *offset, *bytes);
+            }
+        }
+        ctx.queue.submit([encoder.finish()]);
+        Ok(job.into_output())
+    }
+}
+
+impl<S: RowSource> Drop for CacheLookup<'_, S> {
+    fn drop(&mut self) {
+        if self.job.is_some() {
+            self.cache.map.invalidate(self.loaded.drain(..));
+        }
+    }
+}
