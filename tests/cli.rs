@@ -220,3 +220,29 @@ fn distances_equal_faiss_where_it_is_installed() {
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("distances equal faiss's, rank by rank: yes"), "{text}");
 }
+
+#[test]
+fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
+    let out = ok(&["cache-bench", "--rows", "20000", "--dim", "24", "--warmup", "30", "--batches", "6", "--batch", "1000", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    for run in runs {
+        let hit = run["hit_rate"].as_f64().unwrap();
+        assert!(hit > 0.3 && hit <= 1.0, "{run}");
+        assert!(run["bytes_uploaded_per_lookup"].as_f64().unwrap() > 0.0, "{run}");
+    }
+    let optimum = r["static_optimum"].as_array().unwrap();
+    assert_eq!(optimum.len(), 2);
+    if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        assert_eq!(r["equals_resident"], true);
+        // Three policies and LFU with prefetch, at each of two cache sizes.
+        assert_eq!(runs.len(), 8);
+        assert!(runs.iter().all(|run| run["ratio_to_resident"].as_f64().unwrap() > 0.0));
+    }
+    let text = ok(&["cache-bench", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--policies", "lru,arc"]);
+    for needle in ["no GPU", "lru", "arc", "optimum", "uploaded/id"] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+    let bad = edo(&["cache-bench", "--fractions", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

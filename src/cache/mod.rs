@@ -11,6 +11,8 @@
 //! after the other (rows of a finished part may be evicted by the next). A row is never evicted
 //! while the part that reads it is being assembled.
 
+#[cfg(native)]
+pub mod bench;
 mod policy;
 
 pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};
@@ -24,8 +26,8 @@ use crate::Error;
 
 /// A host table behind a row cache: where the rows a lookup misses are read from. Implemented
 /// for an in-memory or memory-mapped [`PackedTable`], for a [`TableFile`] (which checks each
-/// 1 MiB chunk of rows against its checksum the first time a row of it is read) and for an
-/// `Arc` of either, so the host table can be shared.
+/// 1 MiB chunk of rows against its checksum the first time a row of it is read), and for a
+/// reference or an `Arc` of either, so the host table can be shared.
 pub trait RowSource {
     fn format(&self) -> Format;
     fn rows(&self) -> usize;
@@ -66,6 +68,21 @@ impl RowSource for TableFile {
     async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
         self.verify_ids(rows)?;
         self.table().read_rows(rows, out).await
+    }
+}
+
+impl<T: RowSource> RowSource for &T {
+    fn format(&self) -> Format {
+        (**self).format()
+    }
+    fn rows(&self) -> usize {
+        (**self).rows()
+    }
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>> {
+        (**self).read_rows(rows, out)
     }
 }
 

@@ -189,52 +189,53 @@ impl Policy for Lru {
 /// capacity: when it grows past that, every count is halved and rows at zero are forgotten
 /// (TinyLFU's aging), so old popularity fades and memory stays O(capacity).
 ///
-/// Slots pinned by the current part are taken out of the eviction order until the next part, so
-/// the victim is always the first entry: O(log capacity) per lookup.
+/// A hit only bumps its slot's (count, last use) key: the eviction order is a set of keys that
+/// may be stale, and since keys only grow, the first entry whose key is current is the true
+/// minimum (lazy deletion). Stale entries are re-filed when they reach the front; pinned ones
+/// are set aside until the next part. Hits cost O(1), evictions O(log capacity) amortised.
 #[derive(Default)]
 pub struct Lfu {
     capacity: usize,
-    counts: FxHashMap<u32, u32>,
-    /// Unpinned occupied slots by (count, last use, slot): the first is the victim.
+    /// Counts of rows that are not cached.
+    history: FxHashMap<u32, u32>,
+    /// (count, last use, slot), possibly stale.
     order: BTreeSet<(u32, u64, u32)>,
-    /// Slots pinned by the current part, out of `order`.
+    /// Slots taken off the front of `order` because the current part reads them.
     held: Vec<u32>,
-    is_held: Vec<bool>,
-    /// Per slot: its row and its key in `order`.
+    /// Per slot: its row (NIL when empty) and its current (count, last use).
     row: Vec<u32>,
     key: Vec<(u32, u64)>,
     tick: u64,
 }
 
 impl Lfu {
-    /// Counts a lookup of the row in `slot` and holds the slot out of the order.
-    fn touch(&mut self, slot: u32) {
-        let s = slot as usize;
-        if !self.is_held[s] {
-            let (c, t) = self.key[s];
-            self.order.remove(&(c, t, slot));
-            self.is_held[s] = true;
-            self.held.push(slot);
+    fn victim(&mut self, pinned: &dyn Fn(u32) -> bool) -> u32 {
+        loop {
+            let (c, t, s) = self.order.pop_first().expect("the cache calls admit only when an unpinned slot exists");
+            let i = s as usize;
+            if self.row[i] == NIL {
+                continue;
+            }
+            if self.key[i] != (c, t) {
+                self.order.insert((self.key[i].0, self.key[i].1, s));
+            } else if pinned(s) {
+                self.held.push(s);
+            } else {
+                return s;
+            }
         }
-        let count = self.counts.entry(self.row[s]).or_insert(0);
-        *count = count.saturating_add(1);
-        self.tick += 1;
-        self.key[s] = (*count, self.tick);
     }
 
     fn age(&mut self) {
-        for c in self.counts.values_mut() {
+        for c in self.history.values_mut() {
             *c /= 2;
         }
-        self.counts.retain(|_, c| *c > 0);
+        self.history.retain(|_, c| *c > 0);
         self.order.clear();
-        for (slot, &row) in self.row.iter().enumerate() {
-            if row != NIL {
-                let c = *self.counts.entry(row).or_insert(1);
-                self.key[slot].0 = c;
-                if !self.is_held[slot] {
-                    self.order.insert((c, self.key[slot].1, slot as u32));
-                }
+        for (slot, key) in self.key.iter_mut().enumerate() {
+            if self.row[slot] != NIL {
+                key.0 = (key.0 / 2).max(1);
+                self.order.insert((key.0, key.1, slot as u32));
             }
         }
     }
@@ -245,53 +246,46 @@ impl Policy for Lfu {
         "lfu"
     }
     fn reset(&mut self, capacity: usize) {
-        *self = Lfu { capacity, row: vec![NIL; capacity], key: vec![(0, 0); capacity], is_held: vec![false; capacity], ..Lfu::default() };
+        *self = Lfu { capacity, row: vec![NIL; capacity], key: vec![(0, 0); capacity], ..Lfu::default() };
     }
     fn begin_part(&mut self) {
-        for slot in self.held.drain(..) {
-            let s = slot as usize;
-            self.is_held[s] = false;
-            if self.row[s] != NIL {
-                let (c, t) = self.key[s];
-                self.order.insert((c, t, slot));
+        for s in self.held.drain(..) {
+            let i = s as usize;
+            if self.row[i] != NIL {
+                self.order.insert((self.key[i].0, self.key[i].1, s));
             }
         }
     }
     fn hit(&mut self, slot: u32) {
-        self.touch(slot);
+        self.tick += 1;
+        let key = &mut self.key[slot as usize];
+        *key = (key.0.saturating_add(1), self.tick);
     }
     fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
         let slot = match free {
             Some(s) => s,
             None => {
-                let &(c, t, s) = self
-                    .order
-                    .iter()
-                    .find(|&&(_, _, s)| !pinned(s))
-                    .expect("the cache calls admit only when an unpinned slot exists");
-                self.order.remove(&(c, t, s));
+                let s = self.victim(pinned);
+                self.history.insert(self.row[s as usize], self.key[s as usize].0);
                 s
             }
         };
+        let count = self.history.remove(&row).unwrap_or(0).saturating_add(1);
+        self.tick += 1;
         self.row[slot as usize] = row;
-        // Out of the order already (free, or just removed): touch holds it without a removal.
-        self.key[slot as usize] = (0, 0);
-        self.touch(slot);
-        if self.counts.len() > 8 * self.capacity + 4096 {
+        self.key[slot as usize] = (count, self.tick);
+        self.order.insert((count, self.tick, slot));
+        if self.history.len() > 8 * self.capacity + 4096 {
             self.age();
         }
         slot
     }
     fn remove(&mut self, slot: u32) {
-        let s = slot as usize;
-        if self.is_held[s] {
-            self.is_held[s] = false;
-            self.held.retain(|&h| h != slot);
-        } else {
-            let (c, t) = self.key[s];
-            self.order.remove(&(c, t, slot));
+        let i = slot as usize;
+        if self.row[i] != NIL {
+            self.history.insert(self.row[i], self.key[i].0);
+            self.row[i] = NIL;
         }
-        self.row[s] = NIL;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `edo` command line.
 
 mod bench;
+mod cache;
 mod search;
 mod tables;
 
@@ -48,6 +49,9 @@ enum Command {
     /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
     /// CPU path, as ratios to the device's buffer copy and to each other.
     SearchBench(search::SearchBenchArgs),
+    /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
+    /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.
+    CacheBench(cache::CacheBenchArgs),
 }
 
 #[derive(Args)]
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
         Command::Export(a) => tables::export(a),
         Command::Eval(a) => search::eval(a),
         Command::SearchBench(a) => search::search_bench(a),
+        Command::CacheBench(a) => cache::cache_bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,147 @@
+//! `edo cache-bench`.
+
+use clap::Args;
+use edo::cache::bench::{self, CacheBenchConfig};
+use edo::cache::PolicyKind;
+use edo::{Engine, Format};
+
+use crate::bench::human_bytes;
+use crate::{exit, parse_format, Failure};
+
+#[derive(Args)]
+pub struct CacheBenchArgs {
+    /// Rows of the synthetic table.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: usize,
+    /// Values per row.
+    #[arg(long, default_value_t = 64)]
+    dim: usize,
+    /// Format of the host table and the cache.
+    #[arg(long, default_value = "int8", value_parser = parse_format)]
+    format: Format,
+    /// Zipf exponent of the id stream.
+    #[arg(long, default_value_t = 1.05)]
+    zipf: f64,
+    /// Ids per lookup.
+    #[arg(long, default_value_t = 4096)]
+    batch: usize,
+    /// Batches that warm the caches first (not counted).
+    #[arg(long, default_value_t = 1000)]
+    warmup: usize,
+    /// Timed batches.
+    #[arg(long, default_value_t = 250)]
+    batches: usize,
+    /// Cache sizes as fractions of the rows, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.25,0.1")]
+    fractions: Vec<f64>,
+    /// Policies, comma separated (lru, lfu, arc).
+    #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
+    policies: Option<Vec<PolicyKind>>,
+    /// No GPU: hit rates and upload volumes from the host-side bookkeeping alone.
+    #[arg(long)]
+    cpu: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_policy(s: &str) -> Result<PolicyKind, String> {
+    PolicyKind::from_name(s).ok_or_else(|| format!("unknown policy {s:?} (lru, lfu, arc)"))
+}
+
+pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
+    if a.fractions.iter().any(|f| !(*f > 0.0 && *f <= 1.0)) {
+        return Err(Failure::new(exit::USAGE, "--fractions must lie in (0, 1]"));
+    }
+    if !(a.zipf > 0.0 && a.zipf.is_finite()) {
+        return Err(Failure::new(exit::USAGE, "--zipf must be a finite exponent > 0"));
+    }
+    if a.rows == 0 || a.dim == 0 || a.batch == 0 || a.batches == 0 || a.rows > u32::MAX as usize {
+        return Err(Failure::new(exit::USAGE, "--rows (≤ 2^32 − 1), --dim, --batch and --batches must be at least 1"));
+    }
+    let engine = if a.cpu {
+        None
+    } else {
+        match Engine::new_blocking(Default::default()) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                if !a.json {
+                    eprintln!("edo: no GPU ({e}); hit rates from the host-side bookkeeping only");
+                }
+                None
+            }
+        }
+    };
+    let config = CacheBenchConfig {
+        rows: a.rows,
+        dim: a.dim,
+        format: a.format,
+        zipf: a.zipf,
+        batch: a.batch,
+        warmup_batches: a.warmup,
+        batches: a.batches,
+        fractions: a.fractions,
+        policies: a.policies.unwrap_or_else(|| PolicyKind::ALL.to_vec()),
+    };
+    let quiet = a.json;
+    let b = bench::run(&config, engine.as_ref(), |step| {
+        if !quiet {
+            eprintln!("  … {step}");
+        }
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&b).expect("JSON"));
+    } else {
+        print(&b);
+    }
+    if b.equals_resident == Some(false) {
+        return Err(Failure::new(exit::FAILURE, "a cached lookup differs from the resident table's"));
+    }
+    Ok(())
+}
+
+fn print(b: &bench::CacheBench) {
+    println!();
+    println!(
+        "edo cache-bench — {} × {} {} table ({}), Zipf({}) ids, batches of {}: {} warm-up, {} timed",
+        b.rows,
+        b.dim,
+        b.format,
+        human_bytes(b.table_bytes),
+        b.zipf,
+        b.batch,
+        b.warmup_batches,
+        b.batches
+    );
+    match (&b.adapter, b.resident_lookups_per_second) {
+        (Some(adapter), Some(lps)) => println!("GPU: {adapter}; fully resident table: {:.2} M lookups/s", lps / 1e6),
+        _ => println!("no GPU: hit rates and uploads from the host-side bookkeeping; no lookup rates"),
+    }
+    println!();
+    println!("{:<16} {:>10} {:>11} {:>9} {:>10} {:>13} {:>12} {:>12}", "policy", "cache", "bytes", "hit rate", "optimum", "uploaded/id", "M lookups/s", "vs resident");
+    for r in &b.runs {
+        let name = if r.prefetch { format!("{} + prefetch", r.policy) } else { r.policy.clone() };
+        let optimum = b.static_optimum.iter().find(|(f, _)| *f == r.fraction).map(|(_, o)| *o).unwrap_or(f64::NAN);
+        let rate = r.lookups_per_second.map(|l| format!("{:.2}", l / 1e6)).unwrap_or_else(|| "—".into());
+        let ratio = r.ratio_to_resident.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
+        println!(
+            "{:<16} {:>9.0}% {:>11} {:>9.4} {:>10.4} {:>11.1} B {:>12} {:>12}",
+            name,
+            100.0 * r.fraction,
+            human_bytes(r.cache_bytes),
+            r.hit_rate,
+            optimum,
+            r.bytes_uploaded_per_lookup,
+            rate,
+            ratio
+        );
+    }
+    println!();
+    println!("hit rate: lookups served from the cache after the warm-up (a repeat within a batch is a hit). optimum: the");
+    println!("expected hit rate of a cache that always holds the most probable rows, the best any policy can do on this stream.");
+    println!("uploaded/id: packed bytes sent to the GPU per looked-up id. Lookup rates include the host-side mapping,");
+    println!("reading rows, the upload and the gather, and wait for the GPU after each batch (as the resident table's do).");
+    if let Some(eq) = b.equals_resident {
+        println!("every cache's last batch equals the resident table's, bit for bit: {}", if eq { "yes" } else { "NO" });
+    }
+}

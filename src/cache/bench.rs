@@ -1,0 +1,216 @@
+//! The cache benchmark: a table several times larger than the cache under a Zipf id stream —
+//! hit rate per policy, lookups/s against the fully resident table in the same run, and bytes
+//! uploaded per lookup.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{simulate, PolicyKind};
+use crate::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
+
+#[derive(Clone, Debug)]
+pub struct CacheBenchConfig {
+    pub rows: usize,
+    pub dim: usize,
+    pub format: Format,
+    /// Zipf exponent of the id stream.
+    pub zipf: f64,
+    /// Ids per lookup.
+    pub batch: usize,
+    /// Batches that warm the cache before the timed ones (not counted).
+    pub warmup_batches: usize,
+    /// Timed batches.
+    pub batches: usize,
+    /// Cache sizes as fractions of the rows.
+    pub fractions: Vec<f64>,
+    pub policies: Vec<PolicyKind>,
+}
+
+impl Default for CacheBenchConfig {
+    fn default() -> Self {
+        CacheBenchConfig {
+            rows: 1_000_000,
+            dim: 64,
+            format: Format::Int8,
+            zipf: 1.05,
+            batch: 4096,
+            warmup_batches: 1000,
+            batches: 250,
+            fractions: vec![0.25, 0.10],
+            policies: PolicyKind::ALL.to_vec(),
+        }
+    }
+}
+
+/// One cache configuration's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheRun {
+    pub policy: String,
+    pub prefetch: bool,
+    /// Slots, and their share of the rows.
+    pub capacity: usize,
+    pub fraction: f64,
+    pub cache_bytes: u64,
+    pub hit_rate: f64,
+    pub evictions: u64,
+    pub bytes_uploaded_per_lookup: f64,
+    /// Measured on the GPU (None without one; the hit rate then comes from the same stream
+    /// through the host-side bookkeeping alone).
+    pub lookups_per_second: Option<f64>,
+    /// `lookups_per_second` over the fully resident table's, same run, same batches.
+    pub ratio_to_resident: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheBench {
+    pub rows: usize,
+    pub dim: usize,
+    pub format: String,
+    pub zipf: f64,
+    pub batch: usize,
+    pub warmup_batches: usize,
+    pub batches: usize,
+    pub table_bytes: u64,
+    pub adapter: Option<String>,
+    pub resident_lookups_per_second: Option<f64>,
+    /// Whether every cached lookup's last batch equals the resident table's, bit for bit.
+    pub equals_resident: Option<bool>,
+    /// Per fraction: the expected hit rate of a static cache of the most probable rows, the
+    /// best a cache can do on an independent Zipf stream.
+    pub static_optimum: Vec<(f64, f64)>,
+    pub runs: Vec<CacheRun>,
+}
+
+/// Runs the benchmark; `progress` hears what is being measured.
+pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: impl FnMut(&str)) -> Result<CacheBench, Error> {
+    let (rows, dim) = (config.rows, config.dim);
+    if rows == 0 || dim == 0 || config.batch == 0 || config.batches == 0 {
+        return Err(Error::Unsupported { what: "a cache benchmark needs rows, dim, batch and batches ≥ 1" });
+    }
+    progress("generating and quantising the table");
+    let data = crate::synth::embedding_table(rows, dim, 1);
+    let table = PackedTable::quantize(config.format, &data, rows, dim)?;
+    drop(data);
+    let warm = config.warmup_batches * config.batch;
+    let ids = crate::synth::zipf_ids(warm + config.batches * config.batch, rows, config.zipf, 2);
+    let batches: Vec<&[u32]> = ids.chunks(config.batch).collect();
+    let timed_batches = &batches[config.warmup_batches..];
+
+    let timed_ids = (ids.len() - warm) as f64;
+    // A static cache of the most probable rows: the best expected hit rate on an independent
+    // Zipf stream (a finite stream's own most frequent rows would overfit it).
+    let weights: Vec<f64> = (1..=rows).map(|k| (k as f64).powf(-config.zipf)).collect();
+    let total: f64 = weights.iter().sum();
+    let static_optimum = config.fractions.iter().map(|&f| (f, weights[..capacity_of(f, rows)].iter().sum::<f64>() / total)).collect();
+
+    let mut bench = CacheBench {
+        rows,
+        dim,
+        format: config.format.name().to_string(),
+        zipf: config.zipf,
+        batch: config.batch,
+        warmup_batches: config.warmup_batches,
+        batches: config.batches,
+        table_bytes: table.bytes(),
+        adapter: engine.map(|e| e.adapter().to_string()),
+        resident_lookups_per_second: None,
+        equals_resident: None,
+        static_optimum,
+        runs: Vec::new(),
+    };
+
+    let Some(engine) = engine else {
+        for &fraction in &config.fractions {
+            for &policy in &config.policies {
+                progress(&format!("{policy} at {:.0} % of the rows (host bookkeeping only)", 100.0 * fraction));
+                let capacity = capacity_of(fraction, rows);
+                let s = simulate(policy, capacity, &ids, config.batch, warm)?;
+                bench.runs.push(CacheRun {
+                    policy: policy.name().into(),
+                    prefetch: false,
+                    capacity,
+                    fraction,
+                    cache_bytes: (capacity * config.format.row_bytes(dim)) as u64,
+                    hit_rate: s.hit_rate(),
+                    evictions: s.evictions,
+                    bytes_uploaded_per_lookup: (s.misses * config.format.row_bytes(dim) as u64) as f64 / s.lookups.max(1) as f64,
+                    lookups_per_second: None,
+                    ratio_to_resident: None,
+                });
+            }
+        }
+        return Ok(bench);
+    };
+
+    progress("the fully resident table");
+    let resident = crate::block_on(GpuTable::upload(engine, &table))?;
+    let last = *timed_batches.last().expect("batches ≥ 1");
+    let want = crate::block_on(resident.gather(last, Bounds::Error))?.read_blocking()?;
+    for b in &batches[..config.warmup_batches.min(3)] {
+        crate::block_on(resident.gather(b, Bounds::Error))?;
+    }
+    engine.wait_idle()?;
+    let t = Instant::now();
+    for b in timed_batches {
+        crate::block_on(resident.gather(b, Bounds::Error))?;
+        engine.wait_idle()?;
+    }
+    let resident_lps = timed_ids / t.elapsed().as_secs_f64();
+    bench.resident_lookups_per_second = Some(resident_lps);
+    drop(resident);
+
+    let mut equal = true;
+    for &fraction in &config.fractions {
+        let capacity = capacity_of(fraction, rows);
+        let mut variants: Vec<(PolicyKind, bool)> = config.policies.iter().map(|&p| (p, false)).collect();
+        if let Some(&best) = config.policies.iter().find(|&&p| p == PolicyKind::Lfu).or(config.policies.first()) {
+            variants.push((best, true));
+        }
+        for (policy, prefetch) in variants {
+            progress(&format!("{policy}{} at {:.0} % of the rows", if prefetch { " + prefetch" } else { "" }, 100.0 * fraction));
+            let mut cache = crate::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
+            for b in &batches[..config.warmup_batches] {
+                crate::block_on(cache.lookup(b, Bounds::Error))?;
+                engine.wait_idle()?;
+            }
+            cache.reset_stats();
+            let t = Instant::now();
+            let mut last_out = None;
+            for (i, b) in timed_batches.iter().enumerate() {
+                let out = crate::block_on(cache.lookup(b, Bounds::Error))?;
+                if i + 1 == timed_batches.len() {
+                    last_out = Some(out);
+                }
+                if prefetch {
+                    if let Some(next) = timed_batches.get(i + 1) {
+                        crate::block_on(cache.prefetch(next))?;
+                    }
+                }
+                engine.wait_idle()?;
+            }
+            let lps = timed_ids / t.elapsed().as_secs_f64();
+            let s = cache.stats();
+            let got = last_out.expect("batches ≥ 1").read_blocking()?;
+            equal &= got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && got.len() == want.len();
+            bench.runs.push(CacheRun {
+                policy: policy.name().into(),
+                prefetch,
+                capacity,
+                fraction,
+                cache_bytes: cache.bytes(),
+                hit_rate: s.hit_rate(),
+                evictions: s.evictions,
+                bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
+                lookups_per_second: Some(lps),
+                ratio_to_resident: Some(lps / resident_lps),
+            });
+        }
+    }
+    bench.equals_resident = Some(equal);
+    Ok(bench)
+}
+
+fn capacity_of(fraction: f64, rows: usize) -> usize {
+    ((fraction * rows as f64).round() as usize).clamp(1, rows)
+}
