@@ -47,7 +47,7 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, GpuCache, EngineOptions, GpuCodes, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{AdapterSummary, Engine, GpuCache, MemoryReport, PressureStages, EngineOptions, GpuCodes, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
 pub use prune::PrunedTable;
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).

@@ -211,3 +211,30 @@ fn lfu_hits_85_percent_at_a_tenth_of_the_rows_under_zipf() {
     let lru = simulate(PolicyKind::Lru, rows / 10, &ids, 4096, 1_000_000).unwrap();
     assert!(lru.hit_rate() < stats.hit_rate(), "LRU {:.4} vs LFU {:.4}", lru.hit_rate(), stats.hit_rate());
 }
+
+#[test]
+fn every_policy_survives_growing_and_shrinking() {
+    for kind in PolicyKind::ALL {
+        let mut map = SlotMap::new(8, 4, kind.build()).unwrap();
+        let mut state: Vec<Option<u32>> = vec![None; 64];
+        let mut slots = Vec::new();
+        for (step, capacity) in [8usize, 32, 5, 1, 64, 17, 17, 40].into_iter().enumerate() {
+            map.resize(capacity).unwrap();
+            state.truncate(capacity);
+            state.resize(capacity, None);
+            // Slots past the end are gone; the rest still hold what the map says.
+            for (row, slot) in map.entries() {
+                assert!((slot as usize) < capacity);
+                assert_eq!(state[slot as usize], Some(row), "{kind} step {step}");
+            }
+            for batch in 0..6u64 {
+                let ids = synth::zipf_ids(90, 300, 1.0, 50 * step as u64 + batch);
+                let rows = some(&ids);
+                let parts = map.lookup(&rows, &mut slots);
+                check_plan(capacity, &rows, &slots, &parts, &mut state);
+            }
+            assert!(map.len() <= capacity && map.capacity() == capacity);
+        }
+        assert!(matches!(map.resize(0), Err(edo::Error::LimitExceeded { .. })));
+    }
+}

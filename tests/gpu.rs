@@ -679,7 +679,7 @@ fn cached_lookups_equal_the_resident_table_for_every_format_and_policy() {
         for kind in edo::cache::PolicyKind::ALL {
             for capacity in [1usize, 61, 700] {
                 let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), capacity, kind.build())).unwrap();
-                assert_eq!(cache.bytes(), (capacity * format.row_bytes(dim)) as u64);
+                assert_eq!(cache.max_capacity(), capacity);
                 for batch in 0..4u64 {
                     let n = [1usize, 300, 1029, 5][batch as usize];
                     let mut ids = edo::synth::zipf_ids(n, rows, 1.05, batch + 10 * capacity as u64);
@@ -697,10 +697,14 @@ fn cached_lookups_equal_the_resident_table_for_every_format_and_policy() {
                 if capacity < 700 {
                     assert!(s.parts > s.batches && s.evictions > 0, "{format} {kind} {capacity}: batches split mid-way: {s:?}");
                 }
+                // The cache grew page by page as it filled; each page is one shard within the
+                // binding limit.
                 let rows_per_shard = engine.max_binding_bytes() as usize / format.row_bytes(dim);
-                assert_eq!(cache.shard_count(), capacity.div_ceil(rows_per_shard), "{format} {capacity}");
-                if capacity == 700 && format != Format::Binary && format != Format::BinaryScaled {
-                    assert!(cache.shard_count() > 1, "{format}: 700 slots span several shards");
+                assert!(cache.page_rows() <= rows_per_shard && cache.capacity() <= capacity);
+                assert_eq!(cache.bytes(), (cache.capacity() * format.row_bytes(dim)) as u64);
+                assert_eq!(cache.shard_count(), cache.capacity().div_ceil(cache.page_rows()), "{format} {capacity}");
+                if capacity == 700 {
+                    assert!(cache.shard_count() > 2, "{format}: 700 slots grew over several pages");
                 }
             }
         }
@@ -800,4 +804,63 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     assert!(!cache.is_cached(39_999), "a row that failed to load is not claimed");
     assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "the cache still serves");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The memory report names every table and cache with its bytes; caches grow page by page while
+/// the engine has room, give a page back above 90 % of the budget, drop to one page above 95 %,
+/// and grow again once memory is freed — serving exact rows throughout.
+#[test]
+fn memory_report_and_cache_pressure_stages() {
+    let budget = 4u64 << 20;
+    let Some(engine) = engine_with(EngineOptions { memory_budget: Some(budget), ..Default::default() }) else { return };
+    let (rows, dim) = (20_000, 8);
+    let host = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 4), rows, dim).unwrap();
+    let row_bytes = Format::Int8.row_bytes(dim) as u64;
+    let mut cache = block_on(edo::GpuCache::new(&engine, &host, 8000, edo::cache::PolicyKind::Lfu.build())).unwrap();
+    cache.set_name("user cache");
+    assert_eq!((cache.page_rows(), cache.capacity()), (1000, 1000));
+    let check = |cache: &mut edo::GpuCache<&PackedTable>, ids: &[u32], what: &str| {
+        assert_bits_eq(&cache_lookup(cache, ids, Bounds::Error).unwrap(), &edo::cpu::gather(&host, ids, Bounds::Error).unwrap(), what);
+    };
+    let wide: Vec<u32> = (0..3000).map(|i| i * 6).collect();
+    check(&mut cache, &wide, "growing");
+    assert_eq!(cache.capacity(), 3000, "grew to fit the batch's rows");
+
+    let report = engine.memory_report();
+    assert_eq!(report.total, engine.allocated_bytes());
+    assert_eq!(report.owner_bytes("user cache"), cache.bytes());
+    assert_eq!(cache.bytes(), 3000 * row_bytes);
+    let json = report.to_json();
+    assert_eq!(json["budget"], budget);
+    assert!(json["entries"].as_array().unwrap().iter().any(|e| e["owner"] == "user cache" && e["what"] == "cache slots" && e["buffers"] == 3));
+    assert!(report.to_string().contains("user cache"), "{report}");
+
+    // A table that brings the engine to ~92 % of its budget: the next lookup gives a page back.
+    let fill = |share: f64| {
+        let want = (share * budget as f64) as u64 - engine.allocated_bytes();
+        let r = (want / 256) as usize;
+        let t = PackedTable::quantize(Format::F32, &embedding_table(r, 64, 9), r, 64).unwrap();
+        block_on(GpuTable::upload(&engine, &t)).unwrap()
+    };
+    let first = fill(0.92);
+    first.set_name("filler");
+    assert_eq!(engine.memory_report().owner_bytes("filler"), first.bytes());
+    check(&mut cache, &wide[..50], "under pressure");
+    assert_eq!(cache.capacity(), 2000, "one page given back above 90 %");
+    let second = fill(0.96);
+    check(&mut cache, &wide[..1500], "under more pressure");
+    assert_eq!(cache.capacity(), 1000, "down to one page above 95 %");
+    assert!(cache.stats().parts > cache.stats().batches, "the wide batch ran in parts instead of growing");
+    // An allocation past the budget is refused with a clear error.
+    let big = PackedTable::quantize(Format::F32, &embedding_table(4000, 64, 9), 4000, 64).unwrap();
+    match block_on(GpuTable::upload(&engine, &big)) {
+        Err(Error::LimitExceeded { what, .. }) => assert!(what.contains("budget"), "{what}"),
+        other => panic!("expected the budget error, got {:?}", other.map(|_| ())),
+    }
+    drop((first, second));
+    check(&mut cache, &wide, "after memory was freed");
+    assert_eq!(cache.capacity(), 3000, "grows again below 85 %");
+    cache.release().unwrap();
+    assert_eq!(cache.capacity(), 1000);
+    check(&mut cache, &wide[..10], "after release");
 }

@@ -321,6 +321,27 @@ impl SlotMap {
         }
     }
 
+    /// Changes the number of slots to `capacity` (≥ 1). Growing adds empty slots; shrinking
+    /// empties the slots past the new end first (their rows are loaded again when looked up).
+    pub fn resize(&mut self, capacity: usize) -> Result<(), Error> {
+        if capacity == 0 || capacity >= EMPTY as usize {
+            return Err(Error::LimitExceeded { what: "slots of a row cache (at least one)", requested: capacity as u64, max: EMPTY as u64 - 1 });
+        }
+        let old = self.capacity;
+        if capacity < old {
+            self.invalidate(capacity as u32..old as u32);
+            self.free.retain(|&s| (s as usize) < capacity);
+        } else {
+            self.free.extend((old as u32..capacity as u32).rev());
+        }
+        self.row_of.resize(capacity, EMPTY);
+        self.pin.resize(capacity, 0);
+        self.capacity = capacity;
+        self.policy.resize(capacity);
+        self.next_part();
+        Ok(())
+    }
+
     /// Rows cached now, with their slots, in slot order.
     pub fn entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.row_of.iter().enumerate().filter(|(_, &r)| r != EMPTY).map(|(s, &r)| (r, s as u32))

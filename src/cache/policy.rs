@@ -31,6 +31,9 @@ pub trait Policy: Send {
     fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32;
     /// The cache emptied `slot` (rows invalidated, a failed load): forget its row.
     fn remove(&mut self, slot: u32);
+    /// The cache now has `capacity` slots (≥ 1): slots past it were emptied with
+    /// [`Policy::remove`] first; new slots are empty. What the policy learnt is kept where it can be.
+    fn resize(&mut self, capacity: usize);
 }
 
 /// The built-in policies, by name.
@@ -182,6 +185,10 @@ impl Policy for Lru {
     fn remove(&mut self, slot: u32) {
         self.links.unlink(&mut self.list, slot);
     }
+    fn resize(&mut self, capacity: usize) {
+        self.links.prev.resize(capacity, NIL);
+        self.links.next.resize(capacity, NIL);
+    }
 }
 
 /// Least frequently used, ties to the least recently used. Counts are kept for rows that were
@@ -213,7 +220,7 @@ impl Lfu {
         loop {
             let (c, t, s) = self.order.pop_first().expect("the cache calls admit only when an unpinned slot exists");
             let i = s as usize;
-            if self.row[i] == NIL {
+            if i >= self.row.len() || self.row[i] == NIL {
                 continue;
             }
             if self.key[i] != (c, t) {
@@ -286,6 +293,13 @@ impl Policy for Lfu {
             self.history.insert(self.row[i], self.key[i].0);
             self.row[i] = NIL;
         }
+    }
+    fn resize(&mut self, capacity: usize) {
+        self.capacity = capacity;
+        self.row.resize(capacity, NIL);
+        self.key.resize(capacity, (0, 0));
+        self.held.retain(|&s| (s as usize) < capacity);
+        // Entries of slots past the end are skipped when they reach the front.
     }
 }
 
@@ -442,5 +456,21 @@ impl Policy for Adaptive {
     fn remove(&mut self, slot: u32) {
         self.unlink_slot(slot);
         self.row[slot as usize] = NIL;
+    }
+    fn resize(&mut self, capacity: usize) {
+        // T1 and T2 keep their rows; the ghost lists, sized for the old capacity, start afresh.
+        self.capacity = capacity;
+        self.p = self.p.min(capacity);
+        self.slots.prev.resize(capacity, NIL);
+        self.slots.next.resize(capacity, NIL);
+        self.in_t2.resize(capacity, false);
+        self.row.resize(capacity, NIL);
+        self.ghosts = Links::new(capacity + 1);
+        self.b1 = Ends::default();
+        self.b2 = Ends::default();
+        self.ghost_row = vec![NIL; capacity + 1];
+        self.ghost_in_b2 = vec![false; capacity + 1];
+        self.ghost_of.clear();
+        self.free_ghosts = (0..capacity as u32 + 1).rev().collect();
     }
 }

@@ -80,6 +80,10 @@ impl GpuTableBatch {
     pub fn bytes(&self) -> u64 {
         self.res.bytes()
     }
+    /// Names the tables in the engine's [`crate::Engine::memory_report`].
+    pub fn set_name(&self, name: &str) {
+        self.res.set_name(name)
+    }
 
     /// Pools `B·T` bags (feature-major: the `batch` bags of table 0 first) and submits the work.
     /// The output is `[B, Σ dims]` for [`Layout::Concat`] (`rows = B`, `dim = Σ dims`), or the

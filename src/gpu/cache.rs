@@ -50,16 +50,21 @@ struct ScatterParams {
 /// ```
 pub struct GpuCache<S: RowSource = PackedTable> {
     source: S,
+    /// The slots: one shard per page, `page_rows` slots each (the last page may hold fewer).
     slots: GpuTable,
     map: SlotMap,
-    /// Slots per shard of `slots` (every shard but the last holds this many).
-    rows_per_shard: usize,
+    max_capacity: usize,
+    page_rows: usize,
     row_words: usize,
+    name: String,
 }
 
 impl<S: RowSource> GpuCache<S> {
-    /// A cache of `capacity` rows of `source` (at most its row count), empty at first.
+    /// A cache of up to `capacity` rows of `source` (at most its row count), empty at first.
     ///
+    /// Slots are allocated in pages of about an eighth of the capacity (at most one storage
+    /// binding each): one page now, another whenever the cache is full and the engine's memory
+    /// pressure allows ([`crate::PressureStages`]); under pressure the cache gives pages back.
     /// `capacity == 0` is [`Error::LimitExceeded`]: a cache needs a slot to load a row into.
     /// The slots count against the engine's memory budget like any table.
     pub async fn new(engine: &Engine, source: S, capacity: usize, policy: Box<dyn Policy>) -> Result<GpuCache<S>, Error> {
@@ -67,12 +72,19 @@ impl<S: RowSource> GpuCache<S> {
         if rows > u32::MAX as usize {
             return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: rows as u64, max: u32::MAX as u64 });
         }
-        let capacity = capacity.min(rows.max(1));
-        let map = SlotMap::new(capacity, format.row_bytes(dim) as u64, policy)?;
-        let res = Resident::zeroed(engine, format, capacity, dim).await?;
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        let max_capacity = capacity.min(rows.max(1));
         let row_words = format.row_words(dim);
-        let rows_per_shard = (engine.ctx.max_binding_bytes / 4 / row_words as u64) as usize;
-        Ok(GpuCache { source, slots: GpuTable { res }, map, rows_per_shard, row_words })
+        let rows_per_shard = (engine.ctx.max_binding_bytes / 4 / row_words as u64).max(1) as usize;
+        let page_rows = max_capacity.div_ceil(8).clamp(1, rows_per_shard);
+        let first = page_rows.min(max_capacity);
+        let map = SlotMap::new(first, format.row_bytes(dim) as u64, policy)?;
+        let res = Resident::zeroed(engine, format, first, dim).await?;
+        let name = engine.ctx.registry.owner_name("cache");
+        res.set_name(&name);
+        Ok(GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name })
     }
 
     /// A cache holding as many rows as `budget_bytes` of packed rows allow (see
@@ -99,9 +111,17 @@ impl<S: RowSource> GpuCache<S> {
     pub fn dim(&self) -> usize {
         self.source.dim()
     }
-    /// Slots: rows the GPU holds at most.
+    /// Slots allocated now: rows the GPU can hold before the cache grows or evicts.
     pub fn capacity(&self) -> usize {
         self.map.capacity()
+    }
+    /// Slots the cache may grow to.
+    pub fn max_capacity(&self) -> usize {
+        self.max_capacity
+    }
+    /// Slots per page (a page is the unit the cache grows and shrinks by).
+    pub fn page_rows(&self) -> usize {
+        self.page_rows
     }
     /// Rows cached now.
     pub fn cached_rows(&self) -> usize {
@@ -110,6 +130,76 @@ impl<S: RowSource> GpuCache<S> {
     /// Whether `row` is on the GPU now.
     pub fn is_cached(&self, row: u32) -> bool {
         self.map.slot(row).is_some()
+    }
+    /// Names the cache in the engine's [`Engine::memory_report`] (default: "cache N").
+    pub fn set_name(&mut self, name: &str) {
+        self.name = name.to_string();
+        self.slots.set_name(name)
+    }
+
+    /// Gives back every page but the first: the rows stay on the host and are loaded again when
+    /// looked up. What the engine does by itself above [`crate::PressureStages::evict`].
+    pub fn release(&mut self) -> Result<(), Error> {
+        self.shrink_to_pages(1)
+    }
+
+    fn shrink_to_pages(&mut self, pages: usize) -> Result<(), Error> {
+        let pages = pages.max(1);
+        let res = &mut self.slots.res;
+        if res.shards.len() <= pages {
+            return Ok(());
+        }
+        let capacity = (pages * self.page_rows).min(self.max_capacity);
+        self.map.resize(capacity)?;
+        res.shards.truncate(pages);
+        res.tables[0].rows = capacity as u32;
+        Ok(())
+    }
+
+    /// Adds a page of slots; `false` when the budget or the device refuses it (the cache keeps
+    /// serving with the slots it has).
+    async fn grow(&mut self) -> Result<bool, Error> {
+        let capacity = self.map.capacity();
+        let n = self.page_rows.min(self.max_capacity - capacity);
+        let ctx = self.slots.res.ctx.clone();
+        let bytes = 4 * (n * self.row_words) as u64;
+        let buffer = match ctx.create_buffer("cache slots", bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, None).await {
+            Ok(b) => b,
+            Err(Error::LimitExceeded { .. } | Error::OutOfMemory { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        ctx.registry.set_owner([&buffer], &self.name);
+        let rw = self.row_words as u32;
+        self.slots.res.shards.push(super::table::Shard { buffer, word_start: capacity as u32 * rw, word_end: (capacity + n) as u32 * rw });
+        self.slots.res.tables[0].rows = (capacity + n) as u32;
+        self.map.resize(capacity + n)?;
+        Ok(true)
+    }
+
+    /// The engine's pressure stages, applied before a lookup or prefetch of `ids`: shrink under
+    /// pressure, else grow by pages until the rows `ids` miss fit the free slots (or the cache
+    /// reaches its capacity, or the pressure stops it).
+    async fn adapt(&mut self, ids: &[u32]) -> Result<(), Error> {
+        let ctx = self.slots.res.ctx.clone();
+        let stages = ctx.pressure;
+        let pressure = ctx.pressure();
+        let pages = self.slots.res.shards.len();
+        match pressure {
+            Some(p) if p > stages.evict => return self.shrink_to_pages(1),
+            Some(p) if p > stages.shrink => return self.shrink_to_pages(pages - 1),
+            _ => {}
+        }
+        if self.map.capacity() >= self.max_capacity {
+            return Ok(());
+        }
+        let rows = self.rows();
+        let missing = ids.iter().filter(|&&id| (id as usize) < rows && self.map.slot(id).is_none()).count();
+        while self.map.capacity() - self.map.len() < missing && self.map.capacity() < self.max_capacity {
+            if ctx.pressure().is_some_and(|p| p >= stages.stop_growing) || !self.grow().await? {
+                break;
+            }
+        }
+        Ok(())
     }
     /// Storage buffers the slots are split into (each within the binding limit).
     pub fn shard_count(&self) -> usize {
@@ -146,6 +236,7 @@ impl<S: RowSource> GpuCache<S> {
         self.slots.res.ctx.check_lost()?;
         let rows = self.rows();
         bounds.check(ids, rows)?;
+        self.adapt(ids).await?;
         let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
         let mut slots = Vec::new();
         let parts = self.map.lookup(&resolved, &mut slots);
@@ -167,6 +258,7 @@ impl<S: RowSource> GpuCache<S> {
     pub async fn prefetch(&mut self, ids: &[u32]) -> Result<usize, Error> {
         let ctx = self.slots.res.ctx.clone();
         ctx.check_lost()?;
+        self.adapt(ids).await?;
         let rows = self.rows();
         let wanted: Vec<u32> = ids.iter().copied().filter(|&id| (id as usize) < rows).collect();
         let loads = self.map.prefetch(&wanted);
@@ -249,7 +341,7 @@ impl<S: RowSource> GpuCache<S> {
         let ctx = &self.slots.res.ctx;
         let mut by_shard: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.slots.res.shards.len()];
         for &(row, slot) in loads {
-            by_shard[slot as usize / self.rows_per_shard].push((row, slot));
+            by_shard[slot as usize / self.page_rows].push((row, slot));
         }
         let pipeline = ctx.pipeline(ShaderId::Scatter, (ctx.workgroup_size, 1)).await?;
         let mut dispatches = Vec::new();

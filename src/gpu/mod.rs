@@ -9,6 +9,7 @@
 mod bag;
 mod cache;
 mod hashed;
+mod memory;
 mod pruned;
 mod qr;
 mod search;
@@ -17,6 +18,8 @@ mod table;
 
 pub use bag::GpuTableBatch;
 pub use cache::{CacheLookup, GpuCache};
+pub use memory::{MemoryEntry, MemoryReport};
+pub(crate) use memory::Buffer;
 pub use hashed::GpuHashedTables;
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
@@ -25,7 +28,6 @@ pub use shaders::{SearchKernel, ShaderId};
 pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::Error;
@@ -48,6 +50,27 @@ pub struct EngineOptions {
     /// an allocation past it fails with [`Error::LimitExceeded`] before anything is allocated.
     /// `None`: the device's own memory is the limit.
     pub memory_budget: Option<u64>,
+    /// How row caches react as the engine's buffers fill the budget.
+    pub pressure: PressureStages,
+}
+
+/// How row caches ([`GpuCache`]) react as an engine's buffers fill its memory budget, as shares
+/// of the budget. Caches look at the engine's pressure at the start of each lookup or prefetch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PressureStages {
+    /// A cache adds a page of slots (when it is full and below its capacity) only while the
+    /// engine holds less than this share. Default 0.85.
+    pub stop_growing: f64,
+    /// Above this share a cache gives back one page per lookup. Default 0.90.
+    pub shrink: f64,
+    /// Above this share a cache drops to a single page: its rows live on the host. Default 0.95.
+    pub evict: f64,
+}
+
+impl Default for PressureStages {
+    fn default() -> Self {
+        PressureStages { stop_growing: 0.85, shrink: 0.90, evict: 0.95 }
+    }
 }
 
 impl Default for EngineOptions {
@@ -58,6 +81,7 @@ impl Default for EngineOptions {
             max_binding_bytes: None,
             workgroup_size: 256,
             memory_budget: None,
+            pressure: PressureStages::default(),
         }
     }
 }
@@ -97,8 +121,9 @@ pub(crate) struct Context {
     pub hash_pipeline_layout: wgpu::PipelineLayout,
     pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
     /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
-    allocated: Arc<AtomicU64>,
+    pub(crate) registry: Arc<memory::Registry>,
     memory_budget: Option<u64>,
+    pub pressure: PressureStages,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -171,8 +196,9 @@ impl Engine {
                 hash_layout,
                 hash_pipeline_layout,
                 pipelines: Mutex::new(HashMap::new()),
-                allocated: Arc::new(AtomicU64::new(0)),
+                registry: Arc::new(memory::Registry::default()),
                 memory_budget: options.memory_budget,
+                pressure: options.pressure,
                 lost,
             }),
         })
@@ -197,7 +223,18 @@ impl Engine {
     /// Bytes of GPU buffers the engine holds now: tables (shards), outputs not yet dropped, and
     /// the scratch of lookups in flight. Handles that share a table share its bytes.
     pub fn allocated_bytes(&self) -> u64 {
-        self.ctx.allocated.load(Ordering::Relaxed)
+        self.ctx.registry.allocated()
+    }
+
+    /// Every buffer the engine holds now — table shards, cache slots, outputs not yet dropped,
+    /// the scratch of lookups in flight — by owner and purpose, with the total and the budget.
+    pub fn memory_report(&self) -> MemoryReport {
+        self.ctx.registry.report(self.ctx.memory_budget)
+    }
+
+    /// The share of the memory budget the engine holds now (`None` without a budget).
+    pub fn pressure(&self) -> Option<f64> {
+        self.ctx.pressure()
     }
 
     /// The engine's memory budget ([`EngineOptions::memory_budget`]).
@@ -238,6 +275,10 @@ impl Engine {
 }
 
 impl Context {
+    pub(crate) fn pressure(&self) -> Option<f64> {
+        self.memory_budget.map(|b| self.registry.allocated() as f64 / b.max(1) as f64)
+    }
+
     pub(crate) fn check_lost(&self) -> Result<(), Error> {
         match self.lost.lock().ok().and_then(|l| l.clone()) {
             Some(reason) => Err(Error::DeviceLost(reason)),
@@ -336,9 +377,8 @@ impl Context {
         }
         // Buffers are at least 4 bytes so an empty lookup still has something to bind.
         let size = size.max(4).next_multiple_of(4);
-        let held = self.allocated.fetch_add(size, Ordering::Relaxed) + size;
         // From here on `counted` gives the bytes back if anything below fails.
-        let counted = Counted { bytes: size, allocated: self.allocated.clone() };
+        let (counted, held) = self.registry.reserve(what, size);
         if let Some(budget) = self.memory_budget {
             if held > budget {
                 return Err(Error::LimitExceeded { what: "GPU memory budget of the engine (bytes held)", requested: held, max: budget });
@@ -367,35 +407,7 @@ impl Context {
             return Err(Error::Gpu { what, message: e.to_string() });
         }
         self.check_lost()?;
-        Ok(Buffer { inner: buffer, _counted: Arc::new(counted) })
-    }
-}
-
-/// A GPU buffer edo allocated: its bytes count in the engine's [`Engine::allocated_bytes`] (and
-/// against its budget) until it is dropped. Derefs to the `wgpu::Buffer`.
-#[derive(Clone)]
-pub(crate) struct Buffer {
-    inner: wgpu::Buffer,
-    /// Shared by clones: the bytes are given back once, when the last clone goes (only its
-    /// drop matters).
-    _counted: Arc<Counted>,
-}
-
-struct Counted {
-    bytes: u64,
-    allocated: Arc<AtomicU64>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
-    }
-}
-
-impl std::ops::Deref for Buffer {
-    type Target = wgpu::Buffer;
-    fn deref(&self) -> &wgpu::Buffer {
-        &self.inner
+        Ok(Buffer { inner: buffer, counted: Arc::new(counted) })
     }
 }
 

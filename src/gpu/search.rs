@@ -77,6 +77,10 @@ impl GpuCodes {
     pub fn bytes(&self) -> u64 {
         self.res.bytes()
     }
+    /// Names the codes in the engine's [`crate::Engine::memory_report`].
+    pub fn set_name(&self, name: &str) {
+        self.res.set_name(name)
+    }
     pub fn shard_count(&self) -> usize {
         self.res.shards.len()
     }

@@ -112,7 +112,9 @@ impl Resident {
         if pending_words > 0 || shards.is_empty() {
             shards.push(make_shard(&ctx, &pending, start).await?);
         }
-        Ok(Resident { ctx, format, tables: placements, shards })
+        let res = Resident { ctx, format, tables: placements, shards };
+        res.set_name(&res.ctx.registry.owner_name("table"));
+        Ok(res)
     }
 
     /// A table of `rows` zero rows of `format` (the slots of a row cache), in shards of whole
@@ -142,7 +144,14 @@ impl Resident {
             first += n;
         }
         let placement = Placement { word_base: 0, rows: rows as u32, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
-        Ok(Resident { ctx, format, tables: vec![placement], shards })
+        let res = Resident { ctx, format, tables: vec![placement], shards };
+        res.set_name(&res.ctx.registry.owner_name("cache"));
+        Ok(res)
+    }
+
+    /// Names the shards' owner in the engine's memory report.
+    pub(crate) fn set_name(&self, name: &str) {
+        self.ctx.registry.set_owner(self.shards.iter().map(|s| &s.buffer), name);
     }
 
     pub(crate) fn bytes(&self) -> u64 {
@@ -195,6 +204,11 @@ impl GpuTable {
     /// Bytes of GPU memory the table's shards take (its packed words, nothing else).
     pub fn bytes(&self) -> u64 {
         self.res.bytes()
+    }
+    /// Names the table in the engine's [`Engine::memory_report`] (default: "table N"). Every
+    /// handle to the table shares the name.
+    pub fn set_name(&self, name: &str) {
+        self.res.set_name(name)
     }
 
     /// Overwrites rows `ids` on the GPU with those rows of `table` — the host copy, already

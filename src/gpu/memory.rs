@@ -1,0 +1,164 @@
+//! What an engine holds: every GPU buffer edo allocated, by owner and purpose, against the
+//! engine's budget.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The engine's ledger of live buffers. Shared by the buffers themselves, so a buffer dropped
+/// anywhere (a finished lookup, the last handle of a table) leaves it at once.
+#[derive(Default)]
+pub(crate) struct Registry {
+    allocated: AtomicU64,
+    next_id: AtomicU64,
+    next_owner: AtomicU64,
+    entries: Mutex<BTreeMap<u64, Entry>>,
+}
+
+struct Entry {
+    what: &'static str,
+    bytes: u64,
+    owner: Option<Arc<str>>,
+}
+
+impl Registry {
+    pub fn allocated(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` for a buffer about to be created; the returned guard gives them back when
+    /// dropped (the buffer's last clone goes, or the creation failed).
+    pub fn reserve(self: &Arc<Self>, what: &'static str, bytes: u64) -> (Counted, u64) {
+        let held = self.allocated.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut e) = self.entries.lock() {
+            e.insert(id, Entry { what, bytes, owner: None });
+        }
+        (Counted { bytes, id, registry: self.clone() }, held)
+    }
+
+    /// A fresh owner name: `kind` and a number unique in this engine ("table 3").
+    pub fn owner_name(&self, kind: &str) -> String {
+        format!("{kind} {}", self.next_owner.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Names the owner of `buffers` in reports.
+    pub fn set_owner<'a>(&self, buffers: impl IntoIterator<Item = &'a Buffer>, owner: &str) {
+        let owner: Arc<str> = owner.into();
+        if let Ok(mut e) = self.entries.lock() {
+            for b in buffers {
+                if let Some(entry) = e.get_mut(&b.counted.id) {
+                    entry.owner = Some(owner.clone());
+                }
+            }
+        }
+    }
+
+    pub fn report(&self, budget: Option<u64>) -> MemoryReport {
+        let mut groups: BTreeMap<(String, &'static str), (usize, u64)> = BTreeMap::new();
+        if let Ok(e) = self.entries.lock() {
+            for entry in e.values() {
+                let owner = entry.owner.as_deref().unwrap_or(UNOWNED).to_string();
+                let g = groups.entry((owner, entry.what)).or_default();
+                g.0 += 1;
+                g.1 += entry.bytes;
+            }
+        }
+        let entries: Vec<MemoryEntry> = groups.into_iter().map(|((owner, what), (buffers, bytes))| MemoryEntry { owner, what, buffers, bytes }).collect();
+        let total = entries.iter().map(|e| e.bytes).sum();
+        MemoryReport { budget, total, entries }
+    }
+}
+
+/// The owner of buffers no table or cache holds: lookup outputs, ids, parameters, staging.
+const UNOWNED: &str = "outputs and scratch";
+
+/// Bytes of one live buffer, given back to the [`Registry`] when dropped.
+pub(crate) struct Counted {
+    bytes: u64,
+    id: u64,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.registry.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+        if let Ok(mut e) = self.registry.entries.lock() {
+            e.remove(&self.id);
+        }
+    }
+}
+
+/// A GPU buffer edo allocated: its bytes count in the engine's [`super::Engine::allocated_bytes`]
+/// (and against its budget) until it is dropped. Derefs to the `wgpu::Buffer`.
+#[derive(Clone)]
+pub(crate) struct Buffer {
+    pub(crate) inner: wgpu::Buffer,
+    /// Shared by clones: the bytes are given back once, when the last clone goes.
+    pub(crate) counted: Arc<Counted>,
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = wgpu::Buffer;
+    fn deref(&self) -> &wgpu::Buffer {
+        &self.inner
+    }
+}
+
+/// Every buffer an engine holds, grouped by owner (a table, a cache — named with `set_name`, or
+/// numbered) and purpose, with the total and the budget. `Display` prints it as a table;
+/// [`MemoryReport::to_json`] gives the same as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryReport {
+    pub budget: Option<u64>,
+    pub total: u64,
+    pub entries: Vec<MemoryEntry>,
+}
+
+/// Buffers of one owner and purpose.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryEntry {
+    /// "table 1", a name given with `set_name`, or "outputs and scratch".
+    pub owner: String,
+    /// What the buffers are: "table shard", "cache slots", "gather output", …
+    pub what: &'static str,
+    pub buffers: usize,
+    pub bytes: u64,
+}
+
+impl MemoryReport {
+    /// Bytes held by `owner`.
+    pub fn owner_bytes(&self, owner: &str) -> u64 {
+        self.entries.iter().filter(|e| e.owner == owner).map(|e| e.bytes).sum()
+    }
+
+    /// `total / budget`, when there is a budget.
+    pub fn pressure(&self) -> Option<f64> {
+        self.budget.map(|b| self.total as f64 / b.max(1) as f64)
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "budget": self.budget,
+            "total": self.total,
+            "pressure": self.pressure(),
+            "entries": self.entries.iter().map(|e| serde_json::json!({
+                "owner": e.owner, "what": e.what, "buffers": e.buffers, "bytes": e.bytes,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl std::fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{:<24} {:<20} {:>8} {:>14}", "owner", "buffers of", "count", "bytes")?;
+        for e in &self.entries {
+            writeln!(f, "{:<24} {:<20} {:>8} {:>14}", e.owner, e.what, e.buffers, e.bytes)?;
+        }
+        write!(f, "{:<24} {:<20} {:>8} {:>14}", "total", "", self.entries.iter().map(|e| e.buffers).sum::<usize>(), self.total)?;
+        if let Some(budget) = self.budget {
+            write!(f, "\n{:<24} {:<20} {:>8} {:>14}  ({:.1} % used)", "budget", "", "", budget, 100.0 * self.total as f64 / budget.max(1) as f64)?;
+        }
+        Ok(())
+    }
+}
