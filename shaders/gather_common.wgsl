@@ -17,7 +17,7 @@ struct GatherParams {
     total_rows: u32,   // rows of the whole table (bounds are checked against this)
     shard_first: u32,  // first table row held by the bound shard
     shard_rows: u32,   // rows held by the bound shard
-    policy: u32,       // POLICY_ZERO or POLICY_CLAMP (policy Error is checked on the host first)
+    policy: u32,       // POLICY_ZERO, POLICY_CLAMP or POLICY_SKIP (Error is checked on the host first)
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -26,6 +26,9 @@ struct GatherParams {
 
 const POLICY_ZERO: u32 = 0u;
 const POLICY_CLAMP: u32 = 1u;
+// As POLICY_ZERO, but the id 0xffffffff writes nothing: another gather of the same job (the other
+// part of a mixed-precision table) writes that output row.
+const POLICY_SKIP: u32 = 2u;
 const ROW_SKIP: u32 = 0xffffffffu; // the id's row lives in another shard
 const ROW_ZERO: u32 = 0xfffffffeu; // out-of-range id under POLICY_ZERO: write a zero row
 
@@ -38,6 +41,8 @@ fn resolve_row(id: u32, total_rows: u32, shard_first: u32, shard_rows: u32, poli
     if (row >= total_rows) {
         if (policy == POLICY_CLAMP) {
             row = total_rows - 1u;
+        } else if (policy == POLICY_SKIP && id == 0xffffffffu) {
+            return ROW_SKIP;
         } else {
             return select(ROW_SKIP, ROW_ZERO, shard_first == 0u);
         }

@@ -275,6 +275,12 @@ impl GpuTable {
 
     /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
     pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<super::bag::Pass, Error> {
+        self.encode_gather_with(ids, bounds.shader_code(), None).await
+    }
+
+    /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
+    /// rows of id `0xffffffff` unwritten) and, optionally, an output buffer another pass shares.
+    pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<super::bag::Pass, Error> {
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
@@ -289,14 +295,13 @@ impl GpuTable {
             Indices::Host(ids) => ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?,
             Indices::Device(buffer, _) => buffer,
         };
-        let out = ctx
-            .create_buffer(
-                "gather output",
-                out_bytes,
-                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                None,
-            )
-            .await?;
+        let out = match output {
+            Some(out) => out,
+            None => {
+                let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+                ctx.create_buffer("gather output", out_bytes, usage, None).await?
+            }
+        };
 
         // Ids per dispatch: the output range of one dispatch must fit a storage binding, and its
         // offset must be a multiple of the device's offset alignment (so must the ids offset).
@@ -324,7 +329,7 @@ impl GpuTable {
                     total_rows: rows as u32,
                     shard_first: shard.word_start / row_words,
                     shard_rows: (shard.word_end - shard.word_start) / row_words,
-                    policy: bounds.shader_code(),
+                    policy,
                     _pad: [0; 4],
                 };
                 let uniform = ctx

@@ -1,0 +1,139 @@
+//! Mixed precision inside one table: the rows looked up most stay in a precise format, the rest
+//! in a compact one ("hot data at high precision, cold data degraded"). Under a skewed id stream
+//! most lookups read hot rows, so the expected error is close to the precise format's while the
+//! memory is close to the compact one's.
+
+use crate::format::{check_shape, Format, PackedTable};
+use crate::{Bounds, Error};
+
+/// Marks a hot row in the remap; the rest of the word is the row's index in the hot table.
+const HOT: u32 = 1 << 31;
+
+/// A table split into hot rows (one format) and cold rows (another), with the map from each
+/// original row to its place. Both parts are ordinary [`PackedTable`]s, so everything that
+/// uploads, stores or decodes a table serves them; [`crate::GpuMixedTable`] looks up both in one
+/// job.
+#[derive(Clone, Debug)]
+pub struct MixedTable {
+    hot: PackedTable,
+    cold: PackedTable,
+    /// Per original row: `HOT | index` into `hot`, or the index into `cold`.
+    remap: Vec<u32>,
+}
+
+impl MixedTable {
+    /// Quantises a row-major `rows × dim` f32 table: rows `hot_rows` (distinct) to `hot_format`,
+    /// the others, in order, to `cold_format`. Errors name rows of the original table.
+    pub fn quantize(data: &[f32], rows: usize, dim: usize, hot_rows: &[u32], hot_format: Format, cold_format: Format) -> Result<MixedTable, Error> {
+        check_shape(data.len(), rows, dim)?;
+        if rows >= HOT as usize {
+            return Err(Error::LimitExceeded { what: "rows of a mixed-precision table", requested: rows as u64, max: HOT as u64 - 1 });
+        }
+        Bounds::Error.check(hot_rows, rows)?;
+        let mut remap = vec![u32::MAX; rows];
+        for (i, &r) in hot_rows.iter().enumerate() {
+            if remap[r as usize] != u32::MAX {
+                return Err(Error::DuplicateHotId { id: r as u64 });
+            }
+            remap[r as usize] = HOT | i as u32;
+        }
+        let mut cold_rows = Vec::with_capacity(rows - hot_rows.len());
+        for (r, m) in remap.iter_mut().enumerate() {
+            if *m == u32::MAX {
+                *m = cold_rows.len() as u32;
+                cold_rows.push(r as u32);
+            }
+        }
+        let part = |ids: &[u32], format: Format| -> Result<PackedTable, Error> {
+            let mut values = Vec::with_capacity(ids.len() * dim);
+            for &r in ids {
+                values.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
+            }
+            PackedTable::quantize(format, &values, ids.len(), dim).map_err(|e| match e {
+                Error::NonFinite { row, col, value } => Error::NonFinite { row: ids[row] as usize, col, value },
+                Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: ids[row] as usize, col, value, format },
+                other => other,
+            })
+        };
+        Ok(MixedTable { hot: part(hot_rows, hot_format)?, cold: part(&cold_rows, cold_format)?, remap })
+    }
+
+    /// [`MixedTable::quantize`] with the `hot` rows of highest `counts` (access counts per row, a
+    /// sample of the id stream) hot; ties go to the lower row.
+    pub fn from_counts(data: &[f32], rows: usize, dim: usize, counts: &[u64], hot: usize, hot_format: Format, cold_format: Format) -> Result<MixedTable, Error> {
+        if counts.len() != rows {
+            return Err(Error::ShapeMismatch { what: "access counts (one per row)", expected: rows, actual: counts.len() });
+        }
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        order.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
+        order.truncate(hot.min(rows));
+        MixedTable::quantize(data, rows, dim, &order, hot_format, cold_format)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.remap.len()
+    }
+    pub fn dim(&self) -> usize {
+        self.cold.dim()
+    }
+    /// The hot rows' table (rows in the order they were named).
+    pub fn hot(&self) -> &PackedTable {
+        &self.hot
+    }
+    /// The cold rows' table (rows in original order).
+    pub fn cold(&self) -> &PackedTable {
+        &self.cold
+    }
+    /// Bytes of packed rows (what the GPU holds); the remap (4 bytes per row) stays on the host.
+    pub fn bytes(&self) -> u64 {
+        self.hot.bytes() + self.cold.bytes()
+    }
+    /// Whether original row `r` is hot, and its index in its part.
+    pub fn locate(&self, r: usize) -> (bool, usize) {
+        let m = self.remap[r];
+        (m & HOT != 0, (m & !HOT) as usize)
+    }
+
+    /// Gathers rows of the original table into `ids.len() × dim` f32, decoding each from its
+    /// part: the CPU path and the oracle of the GPU's.
+    pub fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+        let dim = self.dim();
+        bounds.check(ids, self.rows())?;
+        let mut out = vec![0f32; ids.len() * dim];
+        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+            if let Some(r) = bounds.resolve(id, self.rows()) {
+                match self.locate(r) {
+                    (true, i) => self.hot.decode_row_into(i, dst),
+                    (false, i) => self.cold.decode_row_into(i, dst),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The ids of each part's gather for `ids`: the row in that part, `0xffffffff` where the
+    /// other part writes the row, and `0xfffffffe` (out of range: a zero row) in the cold part
+    /// for an id the bounds policy reads as zeros.
+    pub(crate) fn split_ids(&self, ids: &[u32], bounds: Bounds) -> (Vec<u32>, Vec<u32>) {
+        const SKIP: u32 = u32::MAX;
+        let mut hot = Vec::with_capacity(ids.len());
+        let mut cold = Vec::with_capacity(ids.len());
+        for &id in ids {
+            match bounds.resolve(id, self.rows()).map(|r| self.locate(r)) {
+                Some((true, i)) => {
+                    hot.push(i as u32);
+                    cold.push(SKIP);
+                }
+                Some((false, i)) => {
+                    hot.push(SKIP);
+                    cold.push(i as u32);
+                }
+                None => {
+                    hot.push(SKIP);
+                    cold.push(SKIP - 1);
+                }
+            }
+        }
+        (hot, cold)
+    }
+}
