@@ -33,8 +33,10 @@ pub mod eval;
 pub mod hash;
 #[cfg(native)]
 pub mod inspect;
+pub mod mixed;
 mod oneshot;
 pub(crate) mod par;
+pub mod plan;
 pub mod prune;
 pub mod cache;
 pub mod search;
@@ -47,7 +49,8 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, GpuCache, MemoryReport, PressureStages, EngineOptions, GpuCodes, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{AdapterSummary, Engine, GpuCache, GpuMixedTable, MemoryReport, PressureStages, EngineOptions, GpuCodes, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use mixed::MixedTable;
 pub use prune::PrunedTable;
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).

@@ -246,3 +246,21 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
     let bad = edo(&["cache-bench", "--fractions", "0"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn plan_fits_the_budget_and_explains_itself() {
+    let out = ok(&["plan", "--budget", "3MiB", "--table", "users:200000:32:zipf=1.1", "--table", "items:50000:16:uniform:lookups=2", "--json"]);
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(p["bytes"].as_u64().unwrap() <= 3 << 20);
+    assert_eq!(p["tables"].as_array().unwrap().len(), 2);
+    assert!(p["expected_error"].as_f64().unwrap() < p["int8_error"].as_f64().unwrap());
+    let text = ok(&["plan", "--table", "a:100000:64"]);
+    for needle in ["INT8 everywhere", "expected error", "a "] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+    let bad = edo(&["plan", "--table", "a:10:0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let small = edo(&["plan", "--budget", "1KiB", "--table", "a:100000:64"]);
+    assert_eq!(small.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&small.stderr).contains("smallest plan"), "{}", String::from_utf8_lossy(&small.stderr));
+}

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cache;
+mod plan;
 mod search;
 mod tables;
 
@@ -52,6 +53,9 @@ enum Command {
     /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
     /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.
     CacheBench(cache::CacheBenchArgs),
+    /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
+    /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
+    Plan(plan::PlanArgs),
 }
 
 #[derive(Args)]
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => search::eval(a),
         Command::SearchBench(a) => search::search_bench(a),
         Command::CacheBench(a) => cache::cache_bench(a),
+        Command::Plan(a) => plan::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
