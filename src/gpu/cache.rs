@@ -62,9 +62,10 @@ pub struct GpuCache<S: RowSource = PackedTable> {
 impl<S: RowSource> GpuCache<S> {
     /// A cache of up to `capacity` rows of `source` (at most its row count), empty at first.
     ///
-    /// Slots are allocated in pages of about an eighth of the capacity (at most one storage
-    /// binding each): one page now, another whenever the cache is full and the engine's memory
-    /// pressure allows ([`crate::PressureStages`]); under pressure the cache gives pages back.
+    /// On an engine with a memory budget, slots are allocated in pages of a quarter of the
+    /// capacity (at most one storage binding each): one page now, more as the rows looked up need
+    /// them and the engine's memory pressure allows ([`crate::PressureStages`]); under pressure
+    /// the cache gives pages back. Without a budget all slots are allocated at once.
     /// `capacity == 0` is [`Error::LimitExceeded`]: a cache needs a slot to load a row into.
     /// The slots count against the engine's memory budget like any table.
     pub async fn new(engine: &Engine, source: S, capacity: usize, policy: Box<dyn Policy>) -> Result<GpuCache<S>, Error> {
@@ -78,13 +79,25 @@ impl<S: RowSource> GpuCache<S> {
         let max_capacity = capacity.min(rows.max(1));
         let row_words = format.row_words(dim);
         let rows_per_shard = (engine.ctx.max_binding_bytes / 4 / row_words as u64).max(1) as usize;
-        let page_rows = max_capacity.div_ceil(8).clamp(1, rows_per_shard);
+        // Every page is one more dispatch of the gather kernel over all of a batch's ids, so
+        // pages are few: a quarter of the capacity when the engine has a budget to react to,
+        // else the whole capacity at once (split only where a binding cannot hold it).
+        let pages = if engine.ctx.memory_budget.is_some() { 4 } else { 1 };
+        let page_rows = max_capacity.div_ceil(pages).clamp(1, rows_per_shard);
         let first = page_rows.min(max_capacity);
         let map = SlotMap::new(first, format.row_bytes(dim) as u64, policy)?;
         let res = Resident::zeroed(engine, format, first, dim).await?;
         let name = engine.ctx.registry.owner_name("cache");
         res.set_name(&name);
-        Ok(GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name })
+        let mut cache = GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name };
+        if pages == 1 {
+            while cache.map.capacity() < max_capacity {
+                if !cache.grow().await? {
+                    return Err(Error::OutOfMemory { what: "cache slots" });
+                }
+            }
+        }
+        Ok(cache)
     }
 
     /// A cache holding as many rows as `budget_bytes` of packed rows allow (see
