@@ -118,7 +118,7 @@ pub fn random_codes(rows: usize, bits: usize, seed: u64) -> crate::PackedTable {
 /// Sampling is rejection-inversion against the continuous envelope `min(1, x^−s)`, which accepts
 /// rank k with probability exactly k^−s times a constant, in O(1) per id for any `rows`.
 pub fn zipf_ids(n: usize, rows: usize, s: f64, seed: u64) -> Vec<u32> {
-    assert!(rows >= 1 && rows <= u32::MAX as usize + 1, "zipf_ids needs 1 ≤ rows ≤ 2^32");
+    assert!(rows >= 1 && rows as u64 <= 1 << 32, "zipf_ids needs 1 ≤ rows ≤ 2^32");
     assert!(s > 0.0 && s.is_finite(), "zipf_ids needs a finite exponent > 0");
     let nf = rows as f64;
     let one_minus = 1.0 - s;

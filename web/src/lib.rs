@@ -10,7 +10,10 @@
 
 use edo::file::import::{self, FileKind, Layout};
 use edo::file::{TableFile, Vocab};
-use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCodes, GpuTable, PackedTable, Pooling};
+use std::cell::RefCell;
+
+use edo::cache::PolicyKind;
+use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuTable, PackedTable, Pooling};
 use wasm_bindgen::prelude::*;
 
 fn err(e: edo::Error) -> JsError {
@@ -74,6 +77,28 @@ impl EdoEngine {
             Some(e) => Some(GpuTable::upload(e, &packed).await.map_err(err)?),
         };
         Ok(EdoResident { inner: Resident { table: packed, gpu } })
+    }
+
+    /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
+    /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default) or `"arc"`. Lookups return the
+    /// rows the resident table would. On the CPU path lookups read the table directly.
+    pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
+        let policy = match policy.as_deref() {
+            None => PolicyKind::Lfu,
+            Some(name) => PolicyKind::from_name(name).ok_or_else(|| JsError::new(&format!("unknown policy {name:?} (lru, lfu, arc)")))?,
+        };
+        let inner = match &self.gpu {
+            Some(e) => CacheInner::Gpu(GpuCache::new(e, table.inner.clone(), capacity, policy.build()).await.map_err(err)?),
+            None => CacheInner::Cpu(table.inner.clone()),
+        };
+        Ok(EdoCache { inner: RefCell::new(inner) })
+    }
+
+    /// Every GPU buffer the engine holds, by owner and purpose, with the total and the budget,
+    /// as JSON (`"{}"` on the CPU path).
+    #[wasm_bindgen(js_name = memoryReport)]
+    pub fn memory_report(&self) -> String {
+        self.gpu.as_ref().map_or_else(|| "{}".into(), |e| e.memory_report().to_json().to_string())
     }
 
     /// Makes binary codes resident for Hamming search.
@@ -246,6 +271,78 @@ impl EdoResident {
             Some(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
             None => edo::cpu::embedding_bag(&self.inner.table, &bags, pooling, Bounds::Error).map_err(err),
         }
+    }
+}
+
+enum CacheInner {
+    Gpu(GpuCache<PackedTable>),
+    Cpu(PackedTable),
+}
+
+/// A hot-row cache over a table in WASM memory (see `EdoEngine.cache`). One lookup at a time:
+/// a call made while another is pending is refused with an error.
+#[wasm_bindgen]
+pub struct EdoCache {
+    inner: RefCell<CacheInner>,
+}
+
+fn busy() -> JsError {
+    JsError::new("this cache is serving another call; await it first")
+}
+
+#[wasm_bindgen]
+impl EdoCache {
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        match &*self.inner.borrow() {
+            CacheInner::Gpu(_) => "webgpu",
+            CacheInner::Cpu(_) => "cpu",
+        }
+        .into()
+    }
+
+    /// Decoded rows of `ids` (`ids.length × dim` values), loading missing rows into the cache.
+    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
+        let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
+        match &mut *inner {
+            CacheInner::Gpu(c) => {
+                let out = c.lookup(&ids, Bounds::Error).await.map_err(err)?;
+                out.read().await.map_err(err)
+            }
+            CacheInner::Cpu(t) => edo::cpu::gather(t, &ids, Bounds::Error).map_err(err),
+        }
+    }
+
+    /// Loads the rows of a coming batch; returns how many were loaded.
+    pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
+        let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
+        match &mut *inner {
+            CacheInner::Gpu(c) => c.prefetch(&ids).await.map_err(err),
+            CacheInner::Cpu(_) => Ok(0),
+        }
+    }
+
+    /// Hits, misses, evictions, bytes uploaded, hit rate, capacity and rows cached, as JSON.
+    #[wasm_bindgen(getter)]
+    pub fn stats(&self) -> Result<String, JsError> {
+        let inner = self.inner.try_borrow().map_err(|_| busy())?;
+        Ok(match &*inner {
+            CacheInner::Gpu(c) => {
+                let s = c.stats();
+                format!(
+                    r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{},"cachedRows":{}}}"#,
+                    s.hits,
+                    s.misses,
+                    s.evictions,
+                    s.bytes_uploaded,
+                    s.hit_rate(),
+                    c.capacity(),
+                    c.cached_rows()
+                )
+            }
+            CacheInner::Cpu(_) => "{}".into(),
+        })
     }
 }
 

@@ -98,3 +98,29 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let back = EdoTable::from_bytes(bytes, "t.edo", None, None, None).unwrap();
     assert_eq!(back.gather(&[7]).unwrap(), table.gather(&[7]).unwrap());
 }
+
+#[wasm_bindgen_test]
+async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
+    let (rows, dim) = (4000, 24);
+    let values = data(rows, dim, 9);
+    let engine = EdoEngine::create(None, None).await;
+    for format in ["int8", "fp16", "int4"] {
+        let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+        let cache = engine.cache(&table, 300, Some("lru".into())).await.unwrap();
+        assert_eq!(cache.backend(), engine.backend());
+        for batch in 0..4 {
+            // Skewed ids: the first rows are hot, so later batches hit.
+            let lookup: Vec<u32> = (0..1000).map(|i| ((i * i * 7 + batch * 13) % (if i % 3 == 0 { rows } else { 200 })) as u32).collect();
+            let got = cache.gather(lookup.clone()).await.unwrap();
+            assert_eq!(got, table.gather(&lookup).unwrap(), "{format} batch {batch}");
+        }
+        if engine.backend() == "webgpu" {
+            let stats = cache.stats().unwrap();
+            assert!(stats.contains("\"capacity\":300"), "{stats}");
+            assert!(!stats.contains("\"hits\":0,"), "{stats}");
+            assert!(engine.memory_report().contains("cache slots"));
+        }
+        assert!(cache.gather(vec![rows as u32]).await.is_err());
+    }
+    assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8").unwrap(), 10, Some("fifo".into())).await.is_err());
+}
