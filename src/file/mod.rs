@@ -219,76 +219,24 @@ impl TableFile {
 
     fn from_shared(bytes: SharedBytes) -> Result<TableFile, Error> {
         let buf: &[u8] = (*bytes).as_ref();
-        let (header_len, meta) = safetensors::SafeTensors::read_metadata(buf).map_err(|e| bad(format!("not a readable safetensors file ({e})")))?;
-        let data_start = 8 + header_len;
-        let empty = HashMap::new();
-        let kv = meta.metadata().as_ref().unwrap_or(&empty);
-        let Some(version) = kv.get("edo.version") else {
-            return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
-        };
-        if version.trim() != VERSION.to_string() {
-            return Err(Error::UnsupportedVersion { found: version.clone(), supported: VERSION });
-        }
-        let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
-        let number = |key: &str| -> Result<usize, Error> {
-            let v = get(key)?;
-            v.parse::<usize>().map_err(|_| bad(format!("metadata {key} = {v:?} is not a count")))
-        };
-        let format_name = get("edo.format")?;
-        let format = Format::from_name(format_name).ok_or_else(|| bad(format!("unknown format {format_name:?}")))?;
-        let rows = number("edo.rows")?;
-        let dim = number("edo.dim")?;
-        let chunk_bytes = number("edo.chunk_bytes")?;
-        if dim == 0 || chunk_bytes == 0 {
-            return Err(bad("edo.dim and edo.chunk_bytes must be positive".into()));
-        }
-        let row_words = format.row_words(dim);
-
-        let tensor = |name: &str, dtype: Dtype| -> Result<&TensorInfo, Error> {
-            let info = meta.info(name).ok_or_else(|| bad(format!("tensor {name:?} is missing")))?;
-            if info.dtype != dtype {
-                return Err(bad(format!("tensor {name:?} is {:?}, expected {dtype:?}", info.dtype)));
-            }
-            Ok(info)
-        };
-        let rows_info = tensor("rows", Dtype::U32)?;
-        if rows_info.shape != [rows, row_words] {
-            return Err(bad(format!("tensor \"rows\" has shape {:?}, but {rows} rows of {format} dim {dim} need [{rows}, {row_words}]", rows_info.shape)));
-        }
-        let rows_bytes = rows_info.data_offsets.1 - rows_info.data_offsets.0;
-        let crc_info = tensor("crc32", Dtype::U32)?;
-        let chunks = rows_bytes.div_ceil(chunk_bytes);
-        if crc_info.shape != [chunks] {
-            return Err(bad(format!("tensor \"crc32\" has shape {:?}, expected [{chunks}]", crc_info.shape)));
-        }
-        let crcs: Vec<u32> = slice(buf, data_start, crc_info).chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-
-        let vocab = match (meta.info("vocab.offsets"), meta.info("vocab.bytes")) {
-            (None, None) => None,
-            (Some(_), Some(_)) => {
-                let offsets_info = tensor("vocab.offsets", Dtype::U64)?;
-                let bytes_info = tensor("vocab.bytes", Dtype::U8)?;
-                if offsets_info.shape != [rows + 1] {
-                    return Err(bad(format!("tensor \"vocab.offsets\" has shape {:?}, expected [{}]", offsets_info.shape, rows + 1)));
-                }
-                let offsets = slice(buf, data_start, offsets_info);
-                let text = slice(buf, data_start, bytes_info);
+        let h = Header::parse(buf, buf.len() as u64)?;
+        let crcs = words_le(&buf[h.crc.clone()]);
+        let vocab = match &h.vocab {
+            None => None,
+            Some((offsets, text, expected)) => {
+                let (offsets, text) = (&buf[offsets.clone()], &buf[text.clone()]);
                 let mut crc = crc32fast::Hasher::new();
                 crc.update(offsets);
                 crc.update(text);
-                let expected = get("edo.vocab_crc32")?;
                 if expected.parse::<u32>().ok() != Some(crc.finalize()) {
                     return Err(bad("the vocabulary does not match its checksum".into()));
                 }
                 Some(decode_vocab(offsets, text)?)
             }
-            _ => return Err(bad("tensors \"vocab.offsets\" and \"vocab.bytes\" come together".into())),
         };
-
-        let table = PackedTable::from_shared(format, rows, dim, bytes.clone(), data_start + rows_info.data_offsets.0)?;
-        let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TableFile { table, vocab, metadata, crcs, chunk_bytes, verified })
+        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified })
     }
 
     /// Checks every row against the checksums.
@@ -363,6 +311,107 @@ impl TableFile {
     }
 }
 
+/// What a table file's header says, checked against itself and the file's length: where the
+/// rows, checksums and vocabulary lie (absolute byte ranges of the file).
+pub(crate) struct Header {
+    pub format: Format,
+    pub rows: usize,
+    pub dim: usize,
+    pub chunk_bytes: usize,
+    pub rows_range: Range<usize>,
+    pub crc: Range<usize>,
+    /// Offsets, token bytes, and the expected checksum (as written).
+    pub vocab: Option<(Range<usize>, Range<usize>, String)>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Header {
+    /// Bytes of the header's length prefix.
+    pub const PREFIX: usize = 8;
+
+    /// The header's JSON length, from the file's first 8 bytes.
+    pub fn json_len(prefix: &[u8]) -> Result<usize, Error> {
+        let Some(n) = prefix.get(..Self::PREFIX) else { return Err(bad("shorter than a safetensors header".into())) };
+        let n = u64::from_le_bytes(n.try_into().expect("8 bytes"));
+        // safetensors' own bound on a header (100 MB).
+        if n > 100_000_000 {
+            return Err(bad(format!("a header of {n} bytes")));
+        }
+        Ok(n as usize)
+    }
+
+    /// Parses the header from the first bytes of a file of `file_len` bytes (`prefix` holds at
+    /// least the length and the JSON).
+    pub fn parse(prefix: &[u8], file_len: u64) -> Result<Header, Error> {
+        let n = Self::json_len(prefix)?;
+        let data_start = Self::PREFIX + n;
+        let Some(json) = prefix.get(Self::PREFIX..data_start) else { return Err(bad(format!("truncated in its {n}-byte header"))) };
+        let meta: safetensors::tensor::Metadata = serde_json::from_slice(json).map_err(|e| bad(format!("not a readable safetensors file ({e})")))?;
+        if (data_start + meta.data_len()) as u64 != file_len {
+            return Err(bad(format!("the header describes {} bytes of data, the file holds {}", meta.data_len(), file_len.saturating_sub(data_start as u64))));
+        }
+        let empty = HashMap::new();
+        let kv = meta.metadata().as_ref().unwrap_or(&empty);
+        let Some(version) = kv.get("edo.version") else {
+            return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
+        };
+        if version.trim() != VERSION.to_string() {
+            return Err(Error::UnsupportedVersion { found: version.clone(), supported: VERSION });
+        }
+        let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
+        let number = |key: &str| -> Result<usize, Error> {
+            let v = get(key)?;
+            v.parse::<usize>().map_err(|_| bad(format!("metadata {key} = {v:?} is not a count")))
+        };
+        let format_name = get("edo.format")?;
+        let format = Format::from_name(format_name).ok_or_else(|| bad(format!("unknown format {format_name:?}")))?;
+        let rows = number("edo.rows")?;
+        let dim = number("edo.dim")?;
+        let chunk_bytes = number("edo.chunk_bytes")?;
+        if dim == 0 || chunk_bytes == 0 {
+            return Err(bad("edo.dim and edo.chunk_bytes must be positive".into()));
+        }
+        let row_words = format.row_words(dim);
+        let tensor = |name: &str, dtype: Dtype| -> Result<&TensorInfo, Error> {
+            let info = meta.info(name).ok_or_else(|| bad(format!("tensor {name:?} is missing")))?;
+            if info.dtype != dtype {
+                return Err(bad(format!("tensor {name:?} is {:?}, expected {dtype:?}", info.dtype)));
+            }
+            Ok(info)
+        };
+        let range = |info: &TensorInfo| data_start + info.data_offsets.0..data_start + info.data_offsets.1;
+        let rows_info = tensor("rows", Dtype::U32)?;
+        if rows_info.shape != [rows, row_words] {
+            return Err(bad(format!("tensor \"rows\" has shape {:?}, but {rows} rows of {format} dim {dim} need [{rows}, {row_words}]", rows_info.shape)));
+        }
+        let rows_bytes = rows_info.data_offsets.1 - rows_info.data_offsets.0;
+        let crc_info = tensor("crc32", Dtype::U32)?;
+        let chunks = rows_bytes.div_ceil(chunk_bytes);
+        if crc_info.shape != [chunks] {
+            return Err(bad(format!("tensor \"crc32\" has shape {:?}, expected [{chunks}]", crc_info.shape)));
+        }
+        let vocab = match (meta.info("vocab.offsets"), meta.info("vocab.bytes")) {
+            (None, None) => None,
+            (Some(_), Some(_)) => {
+                let offsets_info = tensor("vocab.offsets", Dtype::U64)?;
+                let bytes_info = tensor("vocab.bytes", Dtype::U8)?;
+                if offsets_info.shape != [rows + 1] {
+                    return Err(bad(format!("tensor \"vocab.offsets\" has shape {:?}, expected [{}]", offsets_info.shape, rows + 1)));
+                }
+                Some((range(offsets_info), range(bytes_info), get("edo.vocab_crc32")?.clone()))
+            }
+            _ => return Err(bad("tensors \"vocab.offsets\" and \"vocab.bytes\" come together".into())),
+        };
+        let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
+        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata })
+    }
+}
+
+/// Little-endian u32 words of `bytes` (a multiple of 4 long).
+pub(crate) fn words_le(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
 /// A tensor to serialise.
 pub(crate) struct Tensor<'a> {
     pub dtype: Dtype,
@@ -432,11 +481,6 @@ fn decode_vocab(offsets: &[u8], text: &[u8]) -> Result<Vocab, Error> {
         return Err(bad("vocab.bytes has bytes after the last token".into()));
     }
     Ok(Vocab::new(tokens))
-}
-
-fn slice<'a>(buf: &'a [u8], data_start: usize, info: &TensorInfo) -> &'a [u8] {
-    // read_metadata checked that every tensor lies within the buffer.
-    &buf[data_start + info.data_offsets.0..data_start + info.data_offsets.1]
 }
 
 fn bad(reason: String) -> Error {
