@@ -79,6 +79,10 @@ pub enum Error {
     /// A line of a text table cannot be read.
     #[error("line {line}: {reason}")]
     Parse { line: usize, reason: String },
+    /// Reading a remote file failed: the server refused, ignored `Range`, cut a response short,
+    /// or the file changed since it was opened (`location` is its URL or name).
+    #[error("{location}: {message}")]
+    Remote { location: String, message: String },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
     UnknownToken { token: String },

@@ -35,6 +35,7 @@
 pub mod export;
 pub mod import;
 pub mod npy;
+pub mod remote;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -131,6 +132,25 @@ impl TableFile {
         let crcs = chunk_crcs(bytes, CHUNK_BYTES);
         let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
         TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified }
+    }
+
+    /// Checksums every `bytes` bytes of rows instead of every MiB (a multiple of 4, ≥ 4). Small
+    /// chunks suit a file read remotely row by row ([`remote::RemoteTable`]): a reader fetches
+    /// and verifies whole chunks, so the chunk is the least it transfers per row.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Result<TableFile, Error> {
+        if bytes < 4 || !bytes.is_multiple_of(4) {
+            return Err(Error::Unsupported { what: "checksum chunks must be a positive multiple of 4 bytes" });
+        }
+        let words: &[u8] = bytemuck::cast_slice(self.table.words());
+        self.crcs = chunk_crcs(words, bytes);
+        self.verified = self.crcs.iter().map(|_| AtomicBool::new(true)).collect();
+        self.chunk_bytes = bytes;
+        Ok(self)
+    }
+
+    /// Bytes of rows per checksum.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
     }
 
     /// Attaches a vocabulary of exactly one token per row.

@@ -173,7 +173,7 @@ impl Format {
         dispatch!(self, C => C::encode_row(row, out))
     }
 
-    fn decode_row(self, words: &[u32], out: &mut [f32]) {
+    pub(crate) fn decode_row(self, words: &[u32], out: &mut [f32]) {
         dispatch!(self, C => C::decode_row(words, out))
     }
 }

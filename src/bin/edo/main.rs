@@ -116,7 +116,7 @@ impl From<edo::Error> for Failure {
         let code = match &e {
             E::BadFile { .. } | E::UnsupportedVersion { .. } | E::Checksum { .. } | E::Parse { .. } | E::NonFinite { .. } | E::OutOfRange { .. } | E::MissingTensor { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
-            E::Io { .. } => exit::NO_INPUT,
+            E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
         };
         Failure { code, message: e.to_string() }

@@ -97,6 +97,10 @@ pub struct QuantizeArgs {
     /// Extra metadata to store, as key=value (repeatable).
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
+    /// KiB of rows per checksum (default 1024). Small chunks (4) suit files served over HTTP and
+    /// read row by row: a remote reader fetches whole chunks.
+    #[arg(long, value_name = "KIB")]
+    chunk_kib: Option<usize>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -124,6 +128,12 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     drop(values);
 
     let mut file = TableFile::new(table);
+    if let Some(kib) = a.chunk_kib {
+        if kib == 0 || kib > 1 << 20 {
+            return Err(Failure::new(exit::USAGE, "--chunk-kib must be between 1 and 1048576"));
+        }
+        file = file.with_chunk_bytes(kib << 10)?;
+    }
     if let Some(v) = imported.vocab.clone() {
         file = file.with_vocab(v)?;
     }

@@ -1,0 +1,299 @@
+//! Table files read remotely, by byte ranges: a `.edo` file on any static HTTP server or object
+//! store serves as the host table behind a [`crate::GpuCache`], and only the rows looked up are
+//! fetched — never the whole table.
+//!
+//! [`RemoteTable::open`] reads the header (one request, two for a large header) and the
+//! checksums. A read of rows fetches the checksum chunks that hold them — neighbouring chunks
+//! coalesced into one request — verifies every chunk against its CRC-32 and copies the rows out.
+//! Write files meant for this with small chunks (`TableFile::with_chunk_bytes`, `edo quantize
+//! --chunk-kib 4`): a chunk is the least a row read transfers.
+//!
+//! Where the bytes come from is a [`RangeReader`]: [`HttpReader`] natively (feature `remote`,
+//! HTTP Range requests through ureq), `fetch` in the browser (the `web` crate), or anything else
+//! that can read a byte range. A server that ignores `Range`, a response cut short, and a file
+//! whose length or bytes changed since it was opened are typed errors ([`Error::Remote`],
+//! [`Error::Checksum`]); a cache that hits one keeps serving the rows it has.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{words_le, Header};
+use crate::format::Format;
+use crate::Error;
+
+/// Reads byte ranges of one file.
+pub trait RangeReader {
+    /// Bytes `range` of the file (fewer only where the file ends first), and the file's length.
+    fn read(&self, range: Range<u64>) -> impl Future<Output = Result<(Vec<u8>, u64), Error>>;
+    /// The file's name or URL, for messages.
+    fn name(&self) -> String;
+}
+
+/// A table file read by byte ranges. Implements [`crate::cache::RowSource`].
+pub struct RemoteTable<R: RangeReader> {
+    reader: R,
+    format: Format,
+    rows: usize,
+    dim: usize,
+    /// Absolute byte range of the rows in the file.
+    rows_range: Range<u64>,
+    chunk_bytes: u64,
+    crcs: Vec<u32>,
+    file_len: u64,
+    metadata: std::collections::BTreeMap<String, String>,
+    /// Chunks at most this many bytes apart are fetched in one request.
+    gap_bytes: u64,
+    requests: AtomicU64,
+    fetched: AtomicU64,
+}
+
+/// Bytes of the first request: the header of most table files fits.
+const FIRST_READ: u64 = 64 << 10;
+
+impl<R: RangeReader> RemoteTable<R> {
+    /// Reads and checks the header and the checksums.
+    pub async fn open(reader: R) -> Result<RemoteTable<R>, Error> {
+        let name = reader.name();
+        let in_file = |e: Error| match e {
+            Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{name}: {reason}") },
+            e => e,
+        };
+        let (mut head, file_len) = reader.read(0..FIRST_READ).await?;
+        let n = Header::json_len(&head).map_err(in_file)?;
+        let end = (Header::PREFIX + n) as u64;
+        let mut requests = 2;
+        if end > head.len() as u64 && end <= file_len {
+            requests += 1;
+            let (rest, len) = reader.read(head.len() as u64..end).await?;
+            check_len(&name, file_len, len)?;
+            head.extend_from_slice(&rest);
+        }
+        let h = Header::parse(&head, file_len).map_err(in_file)?;
+        let (crc_bytes, len) = reader.read(h.crc.start as u64..h.crc.end as u64).await?;
+        check_len(&name, file_len, len)?;
+        if crc_bytes.len() != h.crc.len() {
+            return Err(short(&name, h.crc.len(), crc_bytes.len()));
+        }
+        Ok(RemoteTable {
+            format: h.format,
+            rows: h.rows,
+            dim: h.dim,
+            rows_range: h.rows_range.start as u64..h.rows_range.end as u64,
+            chunk_bytes: h.chunk_bytes as u64,
+            crcs: words_le(&crc_bytes),
+            file_len,
+            metadata: h.metadata,
+            reader,
+            gap_bytes: 0,
+            requests: AtomicU64::new(requests),
+            fetched: AtomicU64::new((head.len() + crc_bytes.len()) as u64),
+        })
+    }
+
+    /// Fetches chunks up to `bytes` apart in one request (default 0: only adjacent chunks), which
+    /// trades bytes transferred for requests.
+    pub fn with_gap_bytes(mut self, bytes: u64) -> Self {
+        self.gap_bytes = bytes;
+        self
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// Bytes of the whole file.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+    /// Bytes of rows per checksum chunk (the least a row read fetches).
+    pub fn chunk_bytes(&self) -> u64 {
+        self.chunk_bytes
+    }
+    pub fn metadata(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.metadata
+    }
+    /// Requests made and bytes fetched since the table was opened (the header included).
+    pub fn traffic(&self) -> (u64, u64) {
+        (self.requests.load(Ordering::Relaxed), self.fetched.load(Ordering::Relaxed))
+    }
+
+    /// The byte ranges (relative to the rows) of the chunks holding `rows`, adjacent or nearby
+    /// chunks merged.
+    fn chunk_ranges(&self, rows: &[u32]) -> Vec<Range<u64>> {
+        let row_bytes = self.format.row_bytes(self.dim) as u64;
+        let rows_len = self.rows_range.end - self.rows_range.start;
+        let mut chunks: Vec<u64> = rows
+            .iter()
+            .flat_map(|&r| {
+                let (a, b) = (r as u64 * row_bytes, (r as u64 + 1) * row_bytes);
+                a / self.chunk_bytes..b.div_ceil(self.chunk_bytes)
+            })
+            .collect();
+        chunks.sort_unstable();
+        chunks.dedup();
+        let mut out: Vec<Range<u64>> = Vec::new();
+        for c in chunks {
+            let range = c * self.chunk_bytes..((c + 1) * self.chunk_bytes).min(rows_len);
+            match out.last_mut() {
+                Some(last) if range.start <= last.end + self.gap_bytes => last.end = range.end,
+                _ => out.push(range),
+            }
+        }
+        out
+    }
+
+    /// Appends the packed words of `rows` (each `< rows()`), in order, to `out`: fetches and
+    /// verifies the chunks that hold them.
+    pub async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+        let name = self.reader.name();
+        let row_bytes = self.format.row_bytes(self.dim) as u64;
+        let ranges = self.chunk_ranges(rows);
+        let mut fetched: Vec<(Range<u64>, Vec<u8>)> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let absolute = self.rows_range.start + range.start..self.rows_range.start + range.end;
+            let (bytes, len) = self.reader.read(absolute).await?;
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            self.fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            check_len(&name, self.file_len, len)?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(short(&name, (range.end - range.start) as usize, bytes.len()));
+            }
+            // Every chunk of the range against its checksum.
+            let first = range.start / self.chunk_bytes;
+            for (i, chunk) in bytes.chunks(self.chunk_bytes as usize).enumerate() {
+                let c = first as usize + i;
+                if crc32fast::hash(chunk) != self.crcs[c] {
+                    let start = c as u64 * self.chunk_bytes;
+                    return Err(Error::Checksum { start, end: start + chunk.len() as u64 });
+                }
+            }
+            fetched.push((range, bytes));
+        }
+        out.reserve(rows.len() * self.format.row_words(self.dim));
+        for &r in rows {
+            let a = r as u64 * row_bytes;
+            // The fetched range holding row r (ranges are sorted and disjoint).
+            let i = fetched.partition_point(|(range, _)| range.end <= a);
+            let (range, bytes) = &fetched[i];
+            let at = (a - range.start) as usize;
+            out.extend(words_le(&bytes[at..at + row_bytes as usize]));
+        }
+        Ok(())
+    }
+
+    /// Decoded rows of `ids` on the host (the CPU path over a remote table).
+    pub async fn gather(&self, ids: &[u32], bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
+        bounds.check(ids, self.rows)?;
+        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, self.rows).map(|r| r as u32)).collect();
+        let wanted: Vec<u32> = resolved.iter().flatten().copied().collect();
+        let mut words = Vec::new();
+        self.read_rows(&wanted, &mut words).await?;
+        let (dim, rw) = (self.dim, self.format.row_words(self.dim));
+        let mut out = vec![0f32; ids.len() * dim];
+        let mut rows = words.chunks_exact(rw);
+        for (r, dst) in resolved.iter().zip(out.chunks_exact_mut(dim)) {
+            if r.is_some() {
+                self.format.decode_row(rows.next().expect("one row read per resolved id"), dst);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<R: RangeReader> crate::cache::RowSource for RemoteTable<R> {
+    fn format(&self) -> Format {
+        self.format
+    }
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl Future<Output = Result<(), Error>> {
+        RemoteTable::read_rows(self, rows, out)
+    }
+}
+
+fn check_len(name: &str, expected: u64, got: u64) -> Result<(), Error> {
+    if expected != got {
+        return Err(Error::Remote { location: name.to_string(), message: format!("the file changed: it is {got} bytes long now, {expected} when opened") });
+    }
+    Ok(())
+}
+
+fn short(name: &str, expected: usize, got: usize) -> Error {
+    Error::Remote { location: name.to_string(), message: format!("the response was cut short: {got} of {expected} bytes") }
+}
+
+/// Reads byte ranges of a file on an HTTP(S) server with `Range` requests (blocking; ureq).
+#[cfg(all(native, feature = "remote"))]
+pub struct HttpReader {
+    url: String,
+    agent: ureq::Agent,
+}
+
+#[cfg(all(native, feature = "remote"))]
+impl HttpReader {
+    pub fn new(url: impl Into<String>) -> HttpReader {
+        let config = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(60))).build();
+        HttpReader { url: url.into(), agent: config.into() }
+    }
+
+    fn get(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
+        let fail = |message: String| Error::Remote { location: self.url.clone(), message };
+        if range.is_empty() {
+            return Ok((Vec::new(), self.length()?));
+        }
+        let mut response = match self.agent.get(&self.url).header("Range", format!("bytes={}-{}", range.start, range.end - 1)).call() {
+            Ok(r) => r,
+            // Asked for bytes past the end: the file is shorter than the range starts.
+            Err(ureq::Error::StatusCode(416)) => return Ok((Vec::new(), self.length()?)),
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        let status = response.status().as_u16();
+        if status != 206 {
+            return Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")));
+        }
+        let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let (start, end, total) = parse_content_range(&content_range).ok_or_else(|| fail(format!("a 206 response without a usable Content-Range ({content_range:?})")))?;
+        if start != range.start || end >= range.end {
+            return Err(fail(format!("asked for bytes {}-{}, got {content_range}", range.start, range.end - 1)));
+        }
+        let want = end + 1 - start;
+        let bytes = response.body_mut().with_config().limit(want).read_to_vec().map_err(|e| fail(format!("reading bytes {start}-{end}: {e}")))?;
+        Ok((bytes, total))
+    }
+
+    /// The file's length, from a one-byte range.
+    fn length(&self) -> Result<u64, Error> {
+        let response = self.agent.get(&self.url).header("Range", "bytes=0-0").call().map_err(|e| Error::Remote { location: self.url.clone(), message: e.to_string() })?;
+        let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).unwrap_or("");
+        parse_content_range(content_range).map(|(_, _, total)| total).ok_or_else(|| Error::Remote { location: self.url.clone(), message: format!("no usable Content-Range ({content_range:?})") })
+    }
+}
+
+#[cfg(all(native, feature = "remote"))]
+impl RangeReader for HttpReader {
+    async fn read(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
+        self.get(range)
+    }
+    fn name(&self) -> String {
+        self.url.clone()
+    }
+}
+
+/// `bytes START-END/TOTAL` → (START, END, TOTAL).
+pub fn parse_content_range(value: &str) -> Option<(u64, u64, u64)> {
+    let rest = value.trim().strip_prefix("bytes")?.trim_start();
+    let (span, total) = rest.split_once('/')?;
+    let (a, b) = span.split_once('-')?;
+    let (a, b, total): (u64, u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?, total.trim().parse().ok()?);
+    (a <= b && b < total).then_some((a, b, total))
+}
