@@ -13,6 +13,7 @@ use edo::file::{TableFile, Vocab};
 use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
+use edo::file::remote::{RangeReader, RemoteTable};
 use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuTable, PackedTable, Pooling};
 use wasm_bindgen::prelude::*;
 
@@ -83,13 +84,24 @@ impl EdoEngine {
     /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default) or `"arc"`. Lookups return the
     /// rows the resident table would. On the CPU path lookups read the table directly.
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
-        let policy = match policy.as_deref() {
-            None => PolicyKind::Lfu,
-            Some(name) => PolicyKind::from_name(name).ok_or_else(|| JsError::new(&format!("unknown policy {name:?} (lru, lfu, arc)")))?,
-        };
+        let policy = policy_of(policy.as_deref())?;
         let inner = match &self.gpu {
             Some(e) => CacheInner::Gpu(GpuCache::new(e, table.inner.clone(), capacity, policy.build()).await.map_err(err)?),
             None => CacheInner::Cpu(table.inner.clone()),
+        };
+        Ok(EdoCache { inner: RefCell::new(inner) })
+    }
+
+    /// A hot-row cache of at most `capacity` rows over a table file at `url`, read with `fetch`
+    /// and `Range` requests: only the header, the checksums and the chunks holding rows that are
+    /// looked up are ever downloaded. On the CPU path lookups fetch their rows directly.
+    #[wasm_bindgen(js_name = cacheRemote)]
+    pub async fn cache_remote(&self, url: String, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
+        let policy = policy_of(policy.as_deref())?;
+        let remote = RemoteTable::open(FetchReader { url }).await.map_err(err)?;
+        let inner = match &self.gpu {
+            Some(e) => CacheInner::GpuRemote(GpuCache::new(e, remote, capacity, policy.build()).await.map_err(err)?),
+            None => CacheInner::CpuRemote(remote),
         };
         Ok(EdoCache { inner: RefCell::new(inner) })
     }
@@ -206,10 +218,14 @@ impl EdoTable {
         self.vocab.as_ref().and_then(|v| v.id(token).ok())
     }
 
-    /// The table as `.edo` file bytes.
+    /// The table as `.edo` file bytes; `chunkBytes` sets the bytes of rows per checksum (default
+    /// 1 MiB; small chunks, such as 4096, suit files read remotely row by row).
     #[wasm_bindgen(js_name = toBytes)]
-    pub fn to_bytes(&self) -> Result<Vec<u8>, JsError> {
+    pub fn to_bytes(&self, chunk_bytes: Option<usize>) -> Result<Vec<u8>, JsError> {
         let mut file = TableFile::new(self.inner.clone());
+        if let Some(bytes) = chunk_bytes {
+            file = file.with_chunk_bytes(bytes).map_err(err)?;
+        }
         if let Some(v) = &self.vocab {
             file = file.with_vocab(v.clone()).map_err(err)?;
         }
@@ -277,6 +293,65 @@ impl EdoResident {
 enum CacheInner {
     Gpu(GpuCache<PackedTable>),
     Cpu(PackedTable),
+    GpuRemote(GpuCache<RemoteTable<FetchReader>>),
+    CpuRemote(RemoteTable<FetchReader>),
+}
+
+/// Reads byte ranges of a URL with `fetch` and a `Range` header. Cross-origin servers must allow
+/// the `Range` request header and expose `Content-Range` (CORS).
+struct FetchReader {
+    url: String,
+}
+
+impl FetchReader {
+    fn fail(&self, message: impl Into<String>) -> edo::Error {
+        edo::Error::Remote { location: self.url.clone(), message: message.into() }
+    }
+    fn js(&self, what: &str, e: JsValue) -> edo::Error {
+        self.fail(format!("{what}: {}", e.as_string().unwrap_or_else(|| format!("{e:?}"))))
+    }
+}
+
+impl RangeReader for FetchReader {
+    async fn read(&self, range: std::ops::Range<u64>) -> Result<(Vec<u8>, u64), edo::Error> {
+        use wasm_bindgen::JsCast;
+        use wasm_bindgen_futures::JsFuture;
+        let headers = web_sys::Headers::new().map_err(|e| self.js("headers", e))?;
+        let last = range.end.max(range.start + 1) - 1;
+        headers.set("Range", &format!("bytes={}-{last}", range.start)).map_err(|e| self.js("headers", e))?;
+        let init = web_sys::RequestInit::new();
+        init.set_method("GET");
+        init.set_headers(&headers);
+        let request = web_sys::Request::new_with_str_and_init(&self.url, &init).map_err(|e| self.js("request", e))?;
+        let promise = match web_sys::window() {
+            Some(w) => w.fetch_with_request(&request),
+            None => js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().fetch_with_request(&request),
+        };
+        let response: web_sys::Response = JsFuture::from(promise).await.map_err(|e| self.js("fetch", e))?.unchecked_into();
+        let status = response.status();
+        let content_range = response.headers().get("content-range").ok().flatten().unwrap_or_default();
+        if status == 416 {
+            let total = content_range.rsplit('/').next().and_then(|t| t.trim().parse().ok()).ok_or_else(|| self.fail("416 without the file's length"))?;
+            return Ok((Vec::new(), total));
+        }
+        if status != 206 {
+            return Err(self.fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")));
+        }
+        let (start, end, total) = edo::file::remote::parse_content_range(&content_range)
+            .ok_or_else(|| self.fail(format!("a 206 response without a usable Content-Range ({content_range:?}; cross-origin servers must expose it)")))?;
+        if start != range.start || end > last {
+            return Err(self.fail(format!("asked for bytes {}-{last}, got {content_range}", range.start)));
+        }
+        let buffer = JsFuture::from(response.array_buffer().map_err(|e| self.js("body", e))?).await.map_err(|e| self.js("body", e))?;
+        let mut bytes = js_sys::Uint8Array::new(&buffer).to_vec();
+        if range.is_empty() {
+            bytes.clear();
+        }
+        Ok((bytes, total))
+    }
+    fn name(&self) -> String {
+        self.url.clone()
+    }
 }
 
 /// A hot-row cache over a table in WASM memory (see `EdoEngine.cache`). One lookup at a time:
@@ -284,6 +359,13 @@ enum CacheInner {
 #[wasm_bindgen]
 pub struct EdoCache {
     inner: RefCell<CacheInner>,
+}
+
+fn policy_of(name: Option<&str>) -> Result<PolicyKind, JsError> {
+    match name {
+        None => Ok(PolicyKind::Lfu),
+        Some(name) => PolicyKind::from_name(name).ok_or_else(|| JsError::new(&format!("unknown policy {name:?} (lru, lfu, arc)"))),
+    }
 }
 
 fn busy() -> JsError {
@@ -296,8 +378,8 @@ impl EdoCache {
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
         match &*self.inner.borrow() {
-            CacheInner::Gpu(_) => "webgpu",
-            CacheInner::Cpu(_) => "cpu",
+            CacheInner::Gpu(_) | CacheInner::GpuRemote(_) => "webgpu",
+            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => "cpu",
         }
         .into()
     }
@@ -311,6 +393,11 @@ impl EdoCache {
                 out.read().await.map_err(err)
             }
             CacheInner::Cpu(t) => edo::cpu::gather(t, &ids, Bounds::Error).map_err(err),
+            CacheInner::GpuRemote(c) => {
+                let out = c.lookup(&ids, Bounds::Error).await.map_err(err)?;
+                out.read().await.map_err(err)
+            }
+            CacheInner::CpuRemote(r) => r.gather(&ids, Bounds::Error).await.map_err(err),
         }
     }
 
@@ -319,7 +406,8 @@ impl EdoCache {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
             CacheInner::Gpu(c) => c.prefetch(&ids).await.map_err(err),
-            CacheInner::Cpu(_) => Ok(0),
+            CacheInner::GpuRemote(c) => c.prefetch(&ids).await.map_err(err),
+            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => Ok(0),
         }
     }
 
@@ -327,19 +415,23 @@ impl EdoCache {
     #[wasm_bindgen(getter)]
     pub fn stats(&self) -> Result<String, JsError> {
         let inner = self.inner.try_borrow().map_err(|_| busy())?;
+        fn json(s: edo::cache::CacheStats, capacity: usize, cached: usize, traffic: Option<(u64, u64)>) -> String {
+            let traffic = traffic.map_or(String::new(), |(r, b)| format!(r#","requests":{r},"bytesFetched":{b}"#));
+            format!(
+                r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{capacity},"cachedRows":{cached}{traffic}}}"#,
+                s.hits,
+                s.misses,
+                s.evictions,
+                s.bytes_uploaded,
+                s.hit_rate()
+            )
+        }
         Ok(match &*inner {
-            CacheInner::Gpu(c) => {
-                let s = c.stats();
-                format!(
-                    r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{},"cachedRows":{}}}"#,
-                    s.hits,
-                    s.misses,
-                    s.evictions,
-                    s.bytes_uploaded,
-                    s.hit_rate(),
-                    c.capacity(),
-                    c.cached_rows()
-                )
+            CacheInner::Gpu(c) => json(c.stats(), c.capacity(), c.cached_rows(), None),
+            CacheInner::GpuRemote(c) => json(c.stats(), c.capacity(), c.cached_rows(), Some(c.source().traffic())),
+            CacheInner::CpuRemote(r) => {
+                let (requests, bytes) = r.traffic();
+                format!(r#"{{"requests":{requests},"bytesFetched":{bytes}}}"#)
             }
             CacheInner::Cpu(_) => "{}".into(),
         })

@@ -94,7 +94,7 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
     assert!(EdoTable::from_bytes(b"not a table".to_vec(), "x.edo", None, None, None).is_err());
     // An .edo file made in the browser reads back.
-    let bytes = table.to_bytes().unwrap();
+    let bytes = table.to_bytes(None).unwrap();
     let back = EdoTable::from_bytes(bytes, "t.edo", None, None, None).unwrap();
     assert_eq!(back.gather(&[7]).unwrap(), table.gather(&[7]).unwrap());
 }
@@ -123,4 +123,27 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
         assert!(cache.gather(vec![rows as u32]).await.is_err());
     }
     assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8").unwrap(), 10, Some("fifo".into())).await.is_err());
+}
+
+#[wasm_bindgen_test]
+async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
+    let (rows, dim) = (30_000, 16);
+    let values = data(rows, dim, 4);
+    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let bytes = table.to_bytes(Some(4096)).unwrap();
+    // A blob: URL serves byte ranges as a static server does.
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
+    let blob = web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap();
+    let url = web_sys::Url::create_object_url_with_blob(&blob).unwrap();
+    let engine = EdoEngine::create(None, None).await;
+    let cache = engine.cache_remote(url.clone(), 400, None).await.unwrap();
+    for batch in 0..3u32 {
+        let lookup: Vec<u32> = (0..300).map(|i| ((i * i * 31 + batch * 7) % 1500) as u32).collect();
+        assert_eq!(cache.gather(lookup.clone()).await.unwrap(), table.gather(&lookup).unwrap(), "batch {batch}");
+    }
+    let stats = cache.stats().unwrap();
+    let fetched: f64 = stats.split("\"bytesFetched\":").nth(1).unwrap().trim_end_matches('}').parse().unwrap();
+    assert!(fetched < bytes.len() as f64 / 4.0, "fetched {fetched} of {} bytes: {stats}", bytes.len());
+    assert!(cache.gather(vec![rows as u32]).await.is_err());
+    web_sys::Url::revoke_object_url(&url).unwrap();
 }
