@@ -58,7 +58,8 @@ pub struct CacheRun {
     /// Measured on the GPU (None without one; the hit rate then comes from the same stream
     /// through the host-side bookkeeping alone).
     pub lookups_per_second: Option<f64>,
-    /// `lookups_per_second` over the fully resident table's, same run, same batches.
+    /// `lookups_per_second` over the fully resident table's on the same batches, each cached
+    /// batch timed right after the resident table's gather of it.
     pub ratio_to_resident: Option<f64>,
 }
 
@@ -151,16 +152,11 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         crate::block_on(resident.gather(b, Bounds::Error))?;
     }
     engine.wait_idle()?;
-    let t = Instant::now();
-    for b in timed_batches {
-        crate::block_on(resident.gather(b, Bounds::Error))?;
-        engine.wait_idle()?;
-    }
-    let resident_lps = timed_ids / t.elapsed().as_secs_f64();
-    bench.resident_lookups_per_second = Some(resident_lps);
-    drop(resident);
 
+    // Each cached batch is timed next to the resident table's gather of the same batch, so the
+    // ratio compares the two under the same conditions even on a busy, drifting machine.
     let mut equal = true;
+    let mut resident_seconds = 0.0;
     for &fraction in &config.fractions {
         let capacity = capacity_of(fraction, rows);
         let mut variants: Vec<(PolicyKind, bool)> = config.policies.iter().map(|&p| (p, false)).collect();
@@ -175,21 +171,27 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 engine.wait_idle()?;
             }
             cache.reset_stats();
-            let t = Instant::now();
+            let (mut cached_s, mut resident_s) = (0.0, 0.0);
             let mut last_out = None;
             for (i, b) in timed_batches.iter().enumerate() {
+                let t = Instant::now();
+                crate::block_on(resident.gather(b, Bounds::Error))?;
+                engine.wait_idle()?;
+                resident_s += t.elapsed().as_secs_f64();
+                let t = Instant::now();
                 let out = crate::block_on(cache.lookup(b, Bounds::Error))?;
-                if i + 1 == timed_batches.len() {
-                    last_out = Some(out);
-                }
                 if prefetch {
                     if let Some(next) = timed_batches.get(i + 1) {
                         crate::block_on(cache.prefetch(next))?;
                     }
                 }
                 engine.wait_idle()?;
+                cached_s += t.elapsed().as_secs_f64();
+                if i + 1 == timed_batches.len() {
+                    last_out = Some(out);
+                }
             }
-            let lps = timed_ids / t.elapsed().as_secs_f64();
+            resident_seconds += resident_s;
             let s = cache.stats();
             let got = last_out.expect("batches ≥ 1").read_blocking()?;
             equal &= got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && got.len() == want.len();
@@ -202,11 +204,12 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 hit_rate: s.hit_rate(),
                 evictions: s.evictions,
                 bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
-                lookups_per_second: Some(lps),
-                ratio_to_resident: Some(lps / resident_lps),
+                lookups_per_second: Some(timed_ids / cached_s),
+                ratio_to_resident: Some(resident_s / cached_s),
             });
         }
     }
+    bench.resident_lookups_per_second = Some(timed_ids * bench.runs.len() as f64 / resident_seconds);
     bench.equals_resident = Some(equal);
     Ok(bench)
 }

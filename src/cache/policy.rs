@@ -360,12 +360,11 @@ impl Adaptive {
     /// ARC's REPLACE: evicts the least recent unpinned row of T1 or T2 into its ghost list.
     fn replace(&mut self, incoming_in_b2: bool, pinned: &dyn Fn(u32) -> bool) -> u32 {
         let prefer_t1 = self.t1.len >= 1 && (self.t1.len > self.p || (incoming_in_b2 && self.t1.len == self.p));
-        let from_t1 = self.slots.oldest(&self.t1, pinned);
-        let from_t2 = self.slots.oldest(&self.t2, pinned);
-        let (slot, was_t2) = match (prefer_t1, from_t1, from_t2) {
-            (true, Some(s), _) | (false, Some(s), None) => (s, false),
-            (_, _, Some(s)) => (s, true),
-            (_, None, None) => panic!("the cache calls admit only when an unpinned slot exists"),
+        // The preferred list's oldest unpinned row, else the other list's.
+        let (first, second) = if prefer_t1 { ((&self.t1, false), (&self.t2, true)) } else { ((&self.t2, true), (&self.t1, false)) };
+        let (slot, was_t2) = match self.slots.oldest(first.0, pinned) {
+            Some(s) => (s, first.1),
+            None => (self.slots.oldest(second.0, pinned).expect("the cache calls admit only when an unpinned slot exists"), second.1),
         };
         self.unlink_slot(slot);
         self.add_ghost(self.row[slot as usize], was_t2);

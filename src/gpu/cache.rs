@@ -85,7 +85,7 @@ impl<S: RowSource> GpuCache<S> {
         let pages = if engine.ctx.memory_budget.is_some() { 4 } else { 1 };
         let page_rows = max_capacity.div_ceil(pages).clamp(1, rows_per_shard);
         let first = page_rows.min(max_capacity);
-        let map = SlotMap::new(first, format.row_bytes(dim) as u64, policy)?;
+        let map = SlotMap::new(first, format.row_bytes(dim) as u64, policy)?.for_rows(rows);
         let res = Resident::zeroed(engine, format, first, dim).await?;
         let name = engine.ctx.registry.owner_name("cache");
         res.set_name(&name);

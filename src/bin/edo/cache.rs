@@ -140,7 +140,8 @@ fn print(b: &bench::CacheBench) {
     println!("hit rate: lookups served from the cache after the warm-up (a repeat within a batch is a hit). optimum: the");
     println!("expected hit rate of a cache that always holds the most probable rows, the best any policy can do on this stream.");
     println!("uploaded/id: packed bytes sent to the GPU per looked-up id. Lookup rates include the host-side mapping,");
-    println!("reading rows, the upload and the gather, and wait for the GPU after each batch (as the resident table's do).");
+    println!("reading rows, the upload and the gather, and wait for the GPU after each batch; each cached batch is timed right");
+    println!("after the resident table's gather of the same batch, and \"vs resident\" is the ratio of the two sums.");
     if let Some(eq) = b.equals_resident {
         println!("every cache's last batch equals the resident table's, bit for bit: {}", if eq { "yes" } else { "NO" });
     }
