@@ -28,12 +28,13 @@ struct ScatterParams {
     shard_rows: u32,
 }
 
-/// Rows of a host table cached on the GPU: a fixed number of slots, filled on demand, evicted by
+/// Rows of a host table cached on the GPU: up to `capacity` slots, filled on demand, evicted by
 /// a replacement [`Policy`].
 ///
 /// The host table (`S`, any [`RowSource`]: a [`PackedTable`] in memory or memory-mapped, a
-/// checksummed [`crate::file::TableFile`]) holds every row; the GPU holds `capacity` of them. Each
-/// lookup returns the same rows a fully resident [`GpuTable`] would, whatever was cached before.
+/// checksummed [`crate::file::TableFile`], a [`crate::file::remote::RemoteTable`] on a server)
+/// holds every row; the GPU holds up to `capacity` of them. Each lookup returns the same rows a
+/// fully resident [`GpuTable`] would, whatever was cached before.
 ///
 /// ```no_run
 /// # use edo::{Bounds, Engine, EngineOptions, Format, GpuCache, PackedTable};
