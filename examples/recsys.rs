@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use edo::hash::{HashSpec, HashedBags};
-use edo::{block_on, Engine, Format, GpuHashedTables, Layout, PackedTable, Pooling};
+use edo::{block_on, Bounds, Engine, Format, GpuHashedTables, GpuPrunedTable, Layout, PackedTable, Pooling, PrunedTable};
 
 const FEATURES: usize = 26;
 const DIM: usize = 64;
@@ -115,5 +115,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("({lookups} lookups per step; % copy: bytes read and written per second over the GPU's own buffer copy;");
     println!(" % memcpy: packed bytes read per second over a memcpy on the same CPU threads.)");
+
+    // Pruning, as FBGEMM does for trained models: rows a sample of traffic never touched are
+    // dropped, and a remap sends their ids to a zero row.
+    let (prune_rows, sample) = (200_000, 300_000);
+    let data = edo::synth::embedding_table(prune_rows, DIM, 99);
+    let mut keep = vec![false; prune_rows];
+    for id in edo::synth::zipf_ids(sample, prune_rows, 1.05, 5) {
+        keep[id as usize] = true;
+    }
+    let pruned = PrunedTable::quantize(Format::Int8, &data, prune_rows, DIM, &keep)?;
+    let kept = pruned.table().rows();
+    println!();
+    println!(
+        "pruned INT8 table: {kept} of {prune_rows} rows kept (those {sample} Zipf(1.05) lookups touched): {:.1} MiB \
+         (compact rows {:.1} MiB + remap {:.1} MiB) instead of {:.1} MiB unpruned, {:.2}×",
+        pruned.bytes() as f64 / (1 << 20) as f64,
+        pruned.table().bytes() as f64 / (1 << 20) as f64,
+        (4 * prune_rows) as f64 / (1 << 20) as f64,
+        pruned.unpruned_bytes() as f64 / (1 << 20) as f64,
+        pruned.bytes() as f64 / pruned.unpruned_bytes() as f64
+    );
+    if let Some(engine) = &engine {
+        let gpu = block_on(GpuPrunedTable::upload(engine, &pruned))?;
+        gpu.set_name("pruned sparse table");
+        let probe: Vec<u32> = (0..prune_rows as u32).step_by(997).collect();
+        let rows_back = block_on(gpu.gather(&probe, Bounds::Error))?.read_blocking()?;
+        assert_eq!(rows_back, pruned.gather(&probe, Bounds::Error)?, "the GPU's pruned gather equals the CPU's");
+        println!("\nGPU memory now:\n{}", engine.memory_report());
+    }
     Ok(())
 }

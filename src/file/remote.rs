@@ -8,7 +8,7 @@
 //! Write files meant for this with small chunks (`TableFile::with_chunk_bytes`, `edo quantize
 //! --chunk-kib 4`): a chunk is the least a row read transfers.
 //!
-//! Where the bytes come from is a [`RangeReader`]: [`HttpReader`] natively (feature `remote`,
+//! Where the bytes come from is a [`RangeReader`]: `HttpReader` natively (feature `remote`,
 //! HTTP Range requests through ureq), `fetch` in the browser (the `web` crate), or anything else
 //! that can read a byte range. A server that ignores `Range`, a response cut short, and a file
 //! whose length or bytes changed since it was opened are typed errors ([`Error::Remote`],

@@ -38,6 +38,12 @@ impl GpuPrunedTable {
         self.table.bytes() + 4 * self.original_rows as u64
     }
 
+    /// Names the compact table and its remap in the engine's [`Engine::memory_report`].
+    pub fn set_name(&self, name: &str) {
+        self.table.set_name(name);
+        self.table.res.ctx.registry.set_owner([&self.remap], name);
+    }
+
     /// Gathers rows of the original table (pruned rows are zeros) and submits the work.
     pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_gather(ids, bounds).await?;
