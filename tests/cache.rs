@@ -238,3 +238,16 @@ fn every_policy_survives_growing_and_shrinking() {
         assert!(matches!(map.resize(0), Err(edo::Error::LimitExceeded { .. })));
     }
 }
+
+#[test]
+fn a_dense_index_takes_rows_past_the_table_it_was_sized_for() {
+    let mut map = SlotMap::new(4, 4, PolicyKind::Lru.build()).unwrap().for_rows(10);
+    let mut slots = Vec::new();
+    let mut state = vec![None; 4];
+    for batch in [&[1u32, 50, 9][..], &[50, 1_000_000, 2, 3], &[9, 50]] {
+        let rows = some(batch);
+        let parts = map.lookup(&rows, &mut slots);
+        check_plan(4, &rows, &slots, &parts, &mut state);
+    }
+    assert!(map.slot(50).is_some() && map.len() == 4);
+}

@@ -165,6 +165,10 @@ impl SlotIndex {
     fn insert(&mut self, row: u32, s: u32) {
         match self {
             SlotIndex::Dense { slot, len } => {
+                if row as usize >= slot.len() {
+                    // A row past the table `for_rows` named: grow rather than fail.
+                    slot.resize(row as usize + 1, EMPTY);
+                }
                 if slot[row as usize] == EMPTY {
                     *len += 1;
                 }
@@ -179,9 +183,9 @@ impl SlotIndex {
     fn remove(&mut self, row: u32) {
         match self {
             SlotIndex::Dense { slot, len } => {
-                if slot[row as usize] != EMPTY {
+                if let Some(entry) = slot.get_mut(row as usize).filter(|e| **e != EMPTY) {
                     *len -= 1;
-                    slot[row as usize] = EMPTY;
+                    *entry = EMPTY;
                 }
             }
             SlotIndex::Hash(map) => {
@@ -261,8 +265,8 @@ impl SlotMap {
     }
 
     /// Indexes rows with a dense array when the table has at most [`DENSE_ROWS`] rows (faster
-    /// lookups; 4 bytes per row of the table); call before the first lookup. Rows past `rows`
-    /// must not be looked up then.
+    /// lookups; 4 bytes per row of the table); call before the first lookup. A row past `rows`
+    /// still works (the index grows to hold it).
     pub fn for_rows(mut self, rows: usize) -> SlotMap {
         if rows <= DENSE_ROWS && self.slot_of.len() == 0 {
             self.slot_of = SlotIndex::Dense { slot: vec![EMPTY; rows], len: 0 };
