@@ -152,15 +152,16 @@ fn arc_keeps_a_frequent_set_through_a_scan() {
 }
 
 #[test]
-fn prefetch_loads_without_counting_lookups() {
+fn staged_rows_count_as_uploaded_once() {
     let mut map = SlotMap::new(4, 16, PolicyKind::Lru.build()).unwrap();
-    let loads = map.prefetch(&[1, 2, 2, 3, 4, 5, 6]);
-    assert_eq!(loads.len(), 4, "at most capacity rows: {loads:?}");
+    map.note_staged(3);
     let s = map.stats();
-    assert_eq!((s.lookups, s.prefetched, s.bytes_uploaded), (0, 4, 64));
+    assert_eq!((s.lookups, s.prefetched, s.bytes_uploaded), (0, 3, 48));
     let mut slots = Vec::new();
-    map.lookup(&some(&[1, 2, 3, 4]), &mut slots);
-    assert_eq!(map.stats().hits, 4);
+    map.lookup(&some(&[1, 2, 3]), &mut slots);
+    map.note_served_from_staging(3);
+    let s = map.stats();
+    assert_eq!((s.misses, s.served_from_staging, s.bytes_uploaded), (3, 3, 48), "the staged rows were not uploaded again");
 }
 
 #[test]

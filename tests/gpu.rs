@@ -658,6 +658,28 @@ fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
     assert_eq!(engine.allocated_bytes(), held, "the refused lookup left nothing behind");
 }
 
+/// A host table that counts the rows read from it.
+struct Counting {
+    table: PackedTable,
+    reads: std::cell::Cell<usize>,
+}
+
+impl edo::cache::RowSource for Counting {
+    fn format(&self) -> Format {
+        self.table.format()
+    }
+    fn rows(&self) -> usize {
+        self.table.rows()
+    }
+    fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+        self.reads.set(self.reads.get() + rows.len());
+        edo::cache::RowSource::read_rows(&self.table, rows, out).await
+    }
+}
+
 /// Looks up through a cache into a sentinel-filled output and reads it back.
 fn cache_lookup<S: edo::cache::RowSource>(cache: &mut edo::GpuCache<S>, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
     let job = block_on(cache.prepare_lookup(ids, bounds))?;
@@ -757,18 +779,33 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     let (rows, dim) = (4000, 24);
     let data = embedding_table(rows, dim, 8);
     let table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
-    let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 400, edo::cache::PolicyKind::Lfu.build())).unwrap();
+    let counting = Counting { table: table.clone(), reads: std::cell::Cell::new(0) };
     let batches: Vec<Vec<u32>> = (0..6).map(|b| edo::synth::zipf_ids(512, rows, 1.05, 100 + b)).collect();
-    let mut pending = block_on(cache.lookup(&batches[0], Bounds::Error)).unwrap();
-    for b in 1..batches.len() {
-        let loaded = block_on(cache.prefetch(&batches[b])).unwrap();
-        assert!(loaded > 0 && cache.stats().prefetched as usize >= loaded, "batch {b}: {loaded} rows prefetched");
-        let got = pending.read_blocking().unwrap();
-        assert_bits_eq(&got, &edo::cpu::gather(&table, &batches[b - 1], Bounds::Error).unwrap(), &format!("batch {} with the next prefetched", b - 1));
-        let misses = cache.stats().misses;
-        pending = block_on(cache.lookup(&batches[b], Bounds::Error)).unwrap();
-        assert_eq!(cache.stats().misses, misses, "batch {b}: every row was prefetched");
+    {
+        // Large enough that a batch never evicts its own rows: every miss was staged.
+        let mut cache = block_on(edo::GpuCache::new(&engine, &counting, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
+        let mut pending = block_on(cache.lookup(&batches[0], Bounds::Error)).unwrap();
+        for b in 1..batches.len() {
+            // Stage the next batch while this one runs; the lookup then reads nothing from the host.
+            let staged = block_on(cache.prefetch(&batches[b])).unwrap();
+            assert!(staged > 0, "batch {b}");
+            let got = pending.read_blocking().unwrap();
+            assert_bits_eq(&got, &edo::cpu::gather(&table, &batches[b - 1], Bounds::Error).unwrap(), &format!("batch {} with the next staged", b - 1));
+            let (reads, before) = (counting.reads.get(), cache.stats());
+            pending = block_on(cache.lookup(&batches[b], Bounds::Error)).unwrap();
+            let after = cache.stats();
+            assert_eq!(counting.reads.get(), reads, "batch {b}: every missing row came from the staging");
+            assert_eq!(after.served_from_staging - before.served_from_staging, after.misses - before.misses, "batch {b}");
+        }
+        assert_bits_eq(&pending.read_blocking().unwrap(), &edo::cpu::gather(&table, &batches[5], Bounds::Error).unwrap(), "the last batch");
+        assert!(cache.stats().served_from_staging > 100, "{:?}", cache.stats());
+        // A staging that guessed wrong is harmless: the lookup reads its misses from the host.
+        block_on(cache.prefetch(&[1, 2, 3])).unwrap();
+        let other: Vec<u32> = (3000..3100).collect();
+        assert_bits_eq(&block_on(cache.lookup(&other, Bounds::Error)).unwrap().read_blocking().unwrap(), &edo::cpu::gather(&table, &other, Bounds::Error).unwrap(), "after a wrong guess");
     }
+    let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 400, edo::cache::PolicyKind::Lfu.build())).unwrap();
+    block_on(cache.lookup(&batches.concat(), Bounds::Error)).unwrap();
 
     // Update cached and uncached rows through the cache.
     let mut host = table.clone();
@@ -781,6 +818,12 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     let all: Vec<u32> = batches.concat();
     assert_bits_eq(&cache_lookup(&mut cache, &all, Bounds::Error).unwrap(), &edo::cpu::gather(&host, &all, Bounds::Error).unwrap(), "after update_rows");
     assert!(matches!(block_on(cache.update_rows(&[4000], &fresh[..dim])), Err(Error::IdOutOfRange { .. })));
+    // A row staged by a prefetch and then changed: the lookup sees the new row, not the staged one.
+    let cold = (0..rows as u32).rev().find(|&r| !cache.is_cached(r)).unwrap();
+    assert_eq!(block_on(cache.prefetch(&[cold])).unwrap(), 1);
+    block_on(cache.update_rows(&[cold], &fresh[dim..2 * dim])).unwrap();
+    host.update_rows(&[cold], &fresh[dim..2 * dim]).unwrap();
+    assert_bits_eq(&cache_lookup(&mut cache, &[cold], Bounds::Error).unwrap(), &edo::cpu::gather(&host, &[cold], Bounds::Error).unwrap(), "a staged row updated before its lookup");
 
     // A table file with a damaged byte in its last rows.
     let dir = std::env::temp_dir().join(format!("edo-gpu-cache-{}", std::process::id()));
@@ -848,7 +891,7 @@ fn memory_report_and_cache_pressure_stages() {
     check(&mut cache, &wide[..50], "under pressure");
     assert_eq!(cache.capacity(), 4000, "one page given back above 90 %");
     let second = fill(0.955);
-    check(&mut cache, &wide[..2500], "under more pressure");
+    check(&mut cache, &wide[..2200], "under more pressure");
     assert_eq!(cache.capacity(), 2000, "down to one page above 95 %");
     assert!(cache.stats().parts > cache.stats().batches, "the wide batch ran in parts instead of growing");
     // An allocation past the budget is refused with a clear error.

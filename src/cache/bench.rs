@@ -55,6 +55,8 @@ pub struct CacheRun {
     pub hit_rate: f64,
     pub evictions: u64,
     pub bytes_uploaded_per_lookup: f64,
+    /// Share of the misses a prefetch had staged (copied on the GPU, not read at lookup time).
+    pub staged_share_of_misses: f64,
     /// Measured on the GPU (None without one; the hit rate then comes from the same stream
     /// through the host-side bookkeeping alone).
     pub lookups_per_second: Option<f64>,
@@ -136,6 +138,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                     hit_rate: s.hit_rate(),
                     evictions: s.evictions,
                     bytes_uploaded_per_lookup: (s.misses * config.format.row_bytes(dim) as u64) as f64 / s.lookups.max(1) as f64,
+                    staged_share_of_misses: 0.0,
                     lookups_per_second: None,
                     ratio_to_resident: None,
                 });
@@ -204,6 +207,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 hit_rate: s.hit_rate(),
                 evictions: s.evictions,
                 bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
+                staged_share_of_misses: s.served_from_staging as f64 / s.misses.max(1) as f64,
                 lookups_per_second: Some(timed_ids / cached_s),
                 ratio_to_resident: Some(resident_s / cached_s),
             });

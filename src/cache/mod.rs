@@ -118,13 +118,15 @@ pub struct CacheStats {
     pub misses: u64,
     /// Rows evicted to make room.
     pub evictions: u64,
-    /// Rows loaded by [`SlotMap::prefetch`] ahead of the lookups that use them.
+    /// Rows a prefetch staged for the next lookup, and the misses that lookup served from the
+    /// staging (copied on the GPU, nothing read from the host while it waited).
     pub prefetched: u64,
+    pub served_from_staging: u64,
     /// Batches looked up, and the parts they were split into (`parts > batches` when a batch had
     /// more distinct rows than the cache has slots).
     pub batches: u64,
     pub parts: u64,
-    /// Packed bytes uploaded to the slots (misses and prefetches).
+    /// Packed bytes sent from the host to the GPU: misses not staged, and prefetches.
     pub bytes_uploaded: u64,
 }
 
@@ -383,25 +385,16 @@ impl SlotMap {
         parts
     }
 
-    /// Loads the rows of a coming batch that are not cached yet, at most `capacity` distinct
-    /// rows (the rest would evict each other), and returns them with their slots. Prefetched rows
-    /// count as loads, not as lookups: the later lookup that reads them counts its hits.
-    pub fn prefetch(&mut self, rows: &[u32]) -> Vec<(u32, u32)> {
-        self.next_part();
-        let mut loads = Vec::new();
-        for &row in rows {
-            if let Some(slot) = self.slot_of.get(row) {
-                self.pin(slot);
-                continue;
-            }
-            if self.pinned == self.capacity {
-                break;
-            }
-            let slot = self.load(row);
-            self.stats.prefetched += 1;
-            loads.push((row, slot));
-        }
-        loads
+    /// Counts `rows` rows a prefetch staged (uploaded ahead of the lookup that needs them).
+    pub fn note_staged(&mut self, rows: usize) {
+        self.stats.prefetched += rows as u64;
+        self.stats.bytes_uploaded += rows as u64 * self.row_bytes;
+    }
+
+    /// Counts `rows` loads of the last lookup that were copied from the staging, not uploaded.
+    pub fn note_served_from_staging(&mut self, rows: usize) {
+        self.stats.served_from_staging += rows as u64;
+        self.stats.bytes_uploaded -= (rows as u64 * self.row_bytes).min(self.stats.bytes_uploaded);
     }
 
     /// Empties `slots` (their rows failed to load, or changed): later lookups load them again.

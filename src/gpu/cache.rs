@@ -22,7 +22,7 @@ use crate::{Bounds, Error};
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct ScatterParams {
-    n_rows: u32,
+    n_moves: u32,
     row_words: u32,
     shard_first: u32,
     shard_rows: u32,
@@ -58,6 +58,15 @@ pub struct GpuCache<S: RowSource = PackedTable> {
     page_rows: usize,
     row_words: usize,
     name: String,
+    /// Rows a prefetch uploaded for the next lookup (the second level): its misses are copied
+    /// from here into their slots on the GPU instead of being read from the host.
+    staged: Option<Staged>,
+}
+
+struct Staged {
+    /// Row → its place in `buffer`.
+    index: rustc_hash::FxHashMap<u32, u32>,
+    buffer: super::Buffer,
 }
 
 impl<S: RowSource> GpuCache<S> {
@@ -90,7 +99,7 @@ impl<S: RowSource> GpuCache<S> {
         let res = Resident::zeroed(engine, format, first, dim).await?;
         let name = engine.ctx.registry.owner_name("cache");
         res.set_name(&name);
-        let mut cache = GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name };
+        let mut cache = GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name, staged: None };
         if pages == 1 {
             while cache.map.capacity() < max_capacity {
                 if !cache.grow().await? {
@@ -264,31 +273,46 @@ impl<S: RowSource> GpuCache<S> {
         }
     }
 
-    /// Loads the rows of `ids` that are not cached (a coming batch), without a lookup, and submits
-    /// the upload; returns how many rows it loads. Call it after submitting the current batch:
-    /// the host reads (a mapped file's pages, checksums) then overlap the GPU's work on the
-    /// current batch, and the upload is ordered after it. Ids out of range are skipped (the
-    /// lookup applies its bounds policy); at most `capacity` distinct rows are loaded.
+    /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the
+    /// cache: the two-level scheme, the cache (L1) holding the current batch's rows and a staging
+    /// buffer (L2) the next one's. Call it after submitting the current batch: the host reads (a
+    /// mapped file's pages, a remote table's requests, checksums) and the upload then overlap the
+    /// GPU's work. The next lookup copies its misses that were staged from L2 into their slots on
+    /// the GPU, reading nothing from the host for them; staging evicts nothing and does not touch
+    /// the policy, so a wrong guess costs only the upload. Each prefetch replaces the previous
+    /// staging, and a lookup consumes it. Ids out of range are skipped (the lookup applies its
+    /// bounds policy); at most `capacity` distinct rows (and one storage binding) are staged.
+    /// Returns how many rows were staged.
     pub async fn prefetch(&mut self, ids: &[u32]) -> Result<usize, Error> {
         let ctx = self.slots.res.ctx.clone();
         ctx.check_lost()?;
-        self.adapt(ids).await?;
+        self.staged = None;
         let rows = self.rows();
-        let wanted: Vec<u32> = ids.iter().copied().filter(|&id| (id as usize) < rows).collect();
-        let loads = self.map.prefetch(&wanted);
-        if loads.is_empty() {
+        let limit = self.max_capacity.min((ctx.max_binding_bytes / 4 / self.row_words as u64).max(1) as usize);
+        let mut index = rustc_hash::FxHashMap::default();
+        let mut wanted = Vec::new();
+        for &id in ids {
+            if wanted.len() == limit {
+                break;
+            }
+            if (id as usize) < rows && self.map.slot(id).is_none() && !index.contains_key(&id) {
+                index.insert(id, wanted.len() as u32);
+                wanted.push(id);
+            }
+        }
+        if wanted.is_empty() {
             return Ok(0);
         }
-        let mut passes = Vec::new();
-        let mut inputs = Vec::new();
-        if let Err(e) = self.scatter(&loads, &mut passes, &mut inputs).await {
-            self.map.invalidate(loads.iter().map(|&(_, slot)| slot));
-            return Err(e);
+        let mut words = Vec::new();
+        self.source.read_rows(&wanted, &mut words).await?;
+        if words.len() != wanted.len() * self.row_words {
+            return Err(Error::ShapeMismatch { what: "words a row source returned", expected: wanted.len() * self.row_words, actual: words.len() });
         }
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache prefetch") });
-        encode_passes(&mut encoder, &passes);
-        ctx.queue.submit([encoder.finish()]);
-        Ok(loads.len())
+        let buffer = ctx.create_buffer("cache staging", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
+        ctx.registry.set_owner([&buffer], &self.name);
+        self.map.note_staged(wanted.len());
+        self.staged = Some(Staged { index, buffer });
+        Ok(wanted.len())
     }
 
     /// Uploads again the cached copies of rows `ids` after the host table changed them (see
@@ -297,6 +321,10 @@ impl<S: RowSource> GpuCache<S> {
         let ctx = self.slots.res.ctx.clone();
         ctx.check_lost()?;
         Bounds::Error.check(ids, self.rows())?;
+        // A staged copy of a changed row is stale: drop the staging rather than serve it.
+        if self.staged.as_ref().is_some_and(|s| ids.iter().any(|id| s.index.contains_key(id))) {
+            self.staged = None;
+        }
         let mut loads: Vec<(u32, u32)> = ids.iter().filter_map(|&row| self.map.slot(row).map(|slot| (row, slot))).collect();
         loads.sort_unstable();
         loads.dedup();
@@ -317,7 +345,14 @@ impl<S: RowSource> GpuCache<S> {
     }
 
     /// The job of a lookup: per part, the scatter of its loads and the gather of its slots.
-    async fn encode(&self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
+    async fn encode(&mut self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
+        let job = self.encode_parts(parts, slots).await;
+        // The staging served this lookup (or was not needed): the next prefetch stages anew.
+        self.staged = None;
+        job
+    }
+
+    async fn encode_parts(&mut self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
         let ctx = self.slots.res.ctx.clone();
         let dim = self.dim() as u64;
         let mut passes = Vec::new();
@@ -346,55 +381,79 @@ impl<S: RowSource> GpuCache<S> {
         Ok((LookupJob { ctx, passes, _inputs: inputs, output }, copies))
     }
 
-    /// Reads the rows of `loads` from the host and adds the passes that write them into their
-    /// slots: one dispatch per shard that receives rows.
-    async fn scatter(&self, loads: &[(u32, u32)], passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>, inputs: &mut Vec<super::Buffer>) -> Result<(), Error> {
+    /// Adds the pass that writes the rows of `loads` (row, slot) into their slots: rows the
+    /// staging buffer holds are copied from it on the GPU, the others are read from the host and
+    /// uploaded. One dispatch per shard and source.
+    async fn scatter(&mut self, loads: &[(u32, u32)], passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>, inputs: &mut Vec<super::Buffer>) -> Result<(), Error> {
         if loads.is_empty() {
             return Ok(());
         }
-        let ctx = &self.slots.res.ctx;
-        let mut by_shard: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.slots.res.shards.len()];
+        let ctx = self.slots.res.ctx.clone();
+        // Per shard: moves from the host upload, and moves from the staging buffer.
+        let shards = self.slots.res.shards.len();
+        let mut from_host: Vec<Vec<(u32, u32)>> = vec![Vec::new(); shards];
+        let mut from_stage: Vec<Vec<(u32, u32)>> = vec![Vec::new(); shards];
         for &(row, slot) in loads {
-            by_shard[slot as usize / self.page_rows].push((row, slot));
+            let shard = slot as usize / self.page_rows;
+            match self.staged.as_ref().and_then(|s| s.index.get(&row)) {
+                Some(&k) => from_stage[shard].push((slot, k)),
+                None => from_host[shard].push((row, slot)),
+            }
         }
+        self.map.note_served_from_staging(from_stage.iter().map(Vec::len).sum());
         let pipeline = ctx.pipeline(ShaderId::Scatter, (ctx.workgroup_size, 1)).await?;
         let mut dispatches = Vec::new();
         let mut words = Vec::new();
-        for (shard_index, group) in by_shard.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
-            let shard = &self.slots.res.shards[shard_index];
-            let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
-            let slots: Vec<u32> = group.iter().map(|&(_, slot)| slot).collect();
-            words.clear();
-            self.source.read_rows(&rows, &mut words).await?;
-            if words.len() != rows.len() * self.row_words {
-                return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: words.len() });
+        for shard_index in 0..shards {
+            let group = &from_host[shard_index];
+            if !group.is_empty() {
+                let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
+                words.clear();
+                self.source.read_rows(&rows, &mut words).await?;
+                if words.len() != rows.len() * self.row_words {
+                    return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: words.len() });
+                }
+                let upload = ctx.create_buffer("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
+                let moves: Vec<(u32, u32)> = group.iter().enumerate().map(|(k, &(_, slot))| (slot, k as u32)).collect();
+                dispatches.push(self.scatter_dispatch(shard_index, &moves, &upload, inputs).await?);
+                inputs.push(upload);
             }
-            let storage = wgpu::BufferUsages::STORAGE;
-            let params = ScatterParams {
-                n_rows: rows.len() as u32,
-                row_words: self.row_words as u32,
-                shard_first: shard.word_start / self.row_words as u32,
-                shard_rows: (shard.word_end - shard.word_start) / self.row_words as u32,
-            };
-            let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-            let slots_buffer = ctx.create_buffer("scatter slots", 4 * slots.len() as u64, storage, Some(bytemuck::cast_slice(&slots))).await?;
-            let rows_buffer = ctx.create_buffer("scatter rows", 4 * words.len() as u64, storage, Some(bytemuck::cast_slice(&words))).await?;
-            let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("edo scatter"),
-                layout: &ctx.gather_layout,
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 1, resource: slots_buffer.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 2, resource: rows_buffer.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 3, resource: shard.buffer.as_entire_binding() },
-                ],
-            });
-            let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", words.len() as u64, ctx.workgroup_size as u64)?;
-            dispatches.push((bind_group, gx, gy));
-            inputs.extend([uniform, slots_buffer, rows_buffer]);
+            if let (Some(staged), false) = (&self.staged, from_stage[shard_index].is_empty()) {
+                let buffer = staged.buffer.clone();
+                dispatches.push(self.scatter_dispatch(shard_index, &from_stage[shard_index], &buffer, inputs).await?);
+                inputs.push(buffer);
+            }
         }
         passes.push((pipeline, dispatches));
         Ok(())
+    }
+
+    /// One scatter dispatch: `moves` (slot, source row in `rows`) into shard `shard_index`.
+    async fn scatter_dispatch(&self, shard_index: usize, moves: &[(u32, u32)], rows: &super::Buffer, inputs: &mut Vec<super::Buffer>) -> Result<super::table::Dispatch, Error> {
+        let ctx = &self.slots.res.ctx;
+        let shard = &self.slots.res.shards[shard_index];
+        let params = ScatterParams {
+            n_moves: moves.len() as u32,
+            row_words: self.row_words as u32,
+            shard_first: shard.word_start / self.row_words as u32,
+            shard_rows: (shard.word_end - shard.word_start) / self.row_words as u32,
+        };
+        let flat: Vec<u32> = moves.iter().flat_map(|&(slot, source)| [slot, source]).collect();
+        let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let moves_buffer = ctx.create_buffer("scatter moves", 4 * flat.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&flat))).await?;
+        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("edo scatter"),
+            layout: &ctx.gather_layout,
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: moves_buffer.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 2, resource: rows.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 3, resource: shard.buffer.as_entire_binding() },
+            ],
+        });
+        let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", (moves.len() * self.row_words) as u64, ctx.workgroup_size as u64)?;
+        inputs.extend([uniform, moves_buffer]);
+        Ok((bind_group, gx, gy))
     }
 }
 

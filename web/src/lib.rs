@@ -401,7 +401,8 @@ impl EdoCache {
         }
     }
 
-    /// Loads the rows of a coming batch; returns how many were loaded.
+    /// Stages the rows of the next batch on the GPU (call it while the current one runs); the
+    /// next `gather` copies them into the cache instead of uploading them. Returns how many.
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {

@@ -142,6 +142,14 @@ fn print(b: &bench::CacheBench) {
     println!("uploaded/id: packed bytes sent to the GPU per looked-up id. Lookup rates include the host-side mapping,");
     println!("reading rows, the upload and the gather, and wait for the GPU after each batch; each cached batch is timed right");
     println!("after the resident table's gather of the same batch, and \"vs resident\" is the ratio of the two sums.");
+    for r in b.runs.iter().filter(|r| r.prefetch) {
+        println!(
+            "{} + prefetch at {:.0} %: each batch's rows are staged on the GPU while the previous batch runs; {:.1} % of the misses came from the staging.",
+            r.policy,
+            100.0 * r.fraction,
+            100.0 * r.staged_share_of_misses
+        );
+    }
     if let Some(eq) = b.equals_resident {
         println!("every cache's last batch equals the resident table's, bit for bit: {}", if eq { "yes" } else { "NO" });
     }
