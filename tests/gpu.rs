@@ -877,6 +877,11 @@ fn memory_report_and_cache_pressure_stages() {
     assert_eq!(json["budget"], budget);
     assert!(json["entries"].as_array().unwrap().iter().any(|e| e["owner"] == "user cache" && e["what"] == "cache slots" && e["buffers"] == 3));
     assert!(report.to_string().contains("user cache"), "{report}");
+    // Every buffer on its own too: the cache's three pages.
+    let pages: Vec<u64> = report.buffers.iter().filter(|b| b.owner == "user cache").map(|b| b.bytes).collect();
+    assert_eq!(pages, [2000 * row_bytes; 3]);
+    assert_eq!(json["buffers"].as_array().unwrap().len(), report.buffers.len());
+    assert_eq!(report.buffers.iter().map(|b| b.bytes).sum::<u64>(), report.total);
 
     // A table that brings the engine to ~92 % of its budget: the next lookup gives a page back.
     let fill = |share: f64| {

@@ -56,9 +56,11 @@ impl Registry {
 
     pub fn report(&self, budget: Option<u64>) -> MemoryReport {
         let mut groups: BTreeMap<(String, &'static str), (usize, u64)> = BTreeMap::new();
+        let mut buffers = Vec::new();
         if let Ok(e) = self.entries.lock() {
             for entry in e.values() {
                 let owner = entry.owner.as_deref().unwrap_or(UNOWNED).to_string();
+                buffers.push(MemoryBuffer { owner: owner.clone(), what: entry.what, bytes: entry.bytes });
                 let g = groups.entry((owner, entry.what)).or_default();
                 g.0 += 1;
                 g.1 += entry.bytes;
@@ -66,7 +68,7 @@ impl Registry {
         }
         let entries: Vec<MemoryEntry> = groups.into_iter().map(|((owner, what), (buffers, bytes))| MemoryEntry { owner, what, buffers, bytes }).collect();
         let total = entries.iter().map(|e| e.bytes).sum();
-        MemoryReport { budget, total, entries }
+        MemoryReport { budget, total, entries, buffers }
     }
 }
 
@@ -106,13 +108,25 @@ impl std::ops::Deref for Buffer {
 }
 
 /// Every buffer an engine holds, grouped by owner (a table, a cache — named with `set_name`, or
-/// numbered) and purpose, with the total and the budget. `Display` prints it as a table;
-/// [`MemoryReport::to_json`] gives the same as JSON.
+/// numbered) and purpose, and one by one, with the total and the budget. `Display` prints the
+/// groups as a table; [`MemoryReport::to_json`] gives the groups and every buffer as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryReport {
     pub budget: Option<u64>,
     pub total: u64,
+    /// Buffers grouped by owner and purpose (what `Display` prints).
     pub entries: Vec<MemoryEntry>,
+    /// Every buffer on its own (each shard of each table, each page of each cache), in the
+    /// order they were allocated.
+    pub buffers: Vec<MemoryBuffer>,
+}
+
+/// One live buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryBuffer {
+    pub owner: String,
+    pub what: &'static str,
+    pub bytes: u64,
 }
 
 /// Buffers of one owner and purpose.
@@ -144,6 +158,9 @@ impl MemoryReport {
             "pressure": self.pressure(),
             "entries": self.entries.iter().map(|e| serde_json::json!({
                 "owner": e.owner, "what": e.what, "buffers": e.buffers, "bytes": e.bytes,
+            })).collect::<Vec<_>>(),
+            "buffers": self.buffers.iter().map(|b| serde_json::json!({
+                "owner": b.owner, "what": b.what, "bytes": b.bytes,
             })).collect::<Vec<_>>(),
         })
     }

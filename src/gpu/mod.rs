@@ -19,7 +19,7 @@ mod table;
 
 pub use bag::GpuTableBatch;
 pub use cache::{CacheLookup, GpuCache};
-pub use memory::{MemoryEntry, MemoryReport};
+pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
 pub(crate) use memory::Buffer;
 pub use hashed::GpuHashedTables;
