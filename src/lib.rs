@@ -49,7 +49,10 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use gpu::{AdapterSummary, Engine, GpuCache, GpuMixedTable, MemoryReport, PressureStages, EngineOptions, GpuCodes, GpuHashedTables, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob};
+pub use gpu::{
+    AdapterSummary, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob,
+    MemoryReport, PressureStages,
+};
 pub use mixed::MixedTable;
 pub use prune::PrunedTable;
 

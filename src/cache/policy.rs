@@ -1,8 +1,8 @@
 //! Replacement policies: which cached row to evict when a missing row needs a slot.
 //!
 //! A policy sees slots (`0..capacity`) and the rows loaded into them. Lists are intrusive
-//! (index-linked arrays over slots), so a hit is O(1) for LRU and ARC and O(log capacity) for LFU,
-//! with no allocation per lookup.
+//! (index-linked arrays over slots), so a hit is O(1) for every policy, an eviction O(1) for LRU
+//! and ARC and O(log capacity) amortised for LFU, with no allocation per lookup.
 
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
