@@ -304,10 +304,7 @@ impl<S: RowSource> GpuCache<S> {
             return Ok(0);
         }
         let mut words = Vec::new();
-        self.source.read_rows(&wanted, &mut words).await?;
-        if words.len() != wanted.len() * self.row_words {
-            return Err(Error::ShapeMismatch { what: "words a row source returned", expected: wanted.len() * self.row_words, actual: words.len() });
-        }
+        self.read_host_rows(&wanted, &mut words).await?;
         let buffer = ctx.create_buffer("cache staging", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
         ctx.registry.set_owner([&buffer], &self.name);
         self.map.note_staged(wanted.len());
@@ -339,7 +336,7 @@ impl<S: RowSource> GpuCache<S> {
             return Err(e);
         }
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache refresh") });
-        encode_passes(&mut encoder, &passes);
+        super::table::encode_passes(&mut encoder, "edo cache refresh", &passes);
         ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
@@ -409,10 +406,7 @@ impl<S: RowSource> GpuCache<S> {
             if !group.is_empty() {
                 let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
                 words.clear();
-                self.source.read_rows(&rows, &mut words).await?;
-                if words.len() != rows.len() * self.row_words {
-                    return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: words.len() });
-                }
+                self.read_host_rows(&rows, &mut words).await?;
                 let upload = ctx.create_buffer("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
                 let moves: Vec<(u32, u32)> = group.iter().enumerate().map(|(k, &(_, slot))| (slot, k as u32)).collect();
                 dispatches.push(self.scatter_dispatch(shard_index, &moves, &upload, inputs).await?);
@@ -425,6 +419,16 @@ impl<S: RowSource> GpuCache<S> {
             }
         }
         passes.push((pipeline, dispatches));
+        Ok(())
+    }
+
+    /// Appends the packed words of `rows` from the host table to `out` (empty), checking that
+    /// the source returned a whole row for each.
+    async fn read_host_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+        self.source.read_rows(rows, out).await?;
+        if out.len() != rows.len() * self.row_words {
+            return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: out.len() });
+        }
         Ok(())
     }
 
@@ -464,17 +468,6 @@ impl GpuCache<PackedTable> {
     pub async fn update_rows(&mut self, ids: &[u32], values: &[f32]) -> Result<(), Error> {
         self.source.update_rows(ids, values)?;
         self.refresh_rows(ids).await
-    }
-}
-
-fn encode_passes(encoder: &mut wgpu::CommandEncoder, passes: &[(wgpu::ComputePipeline, Vec<super::table::Dispatch>)]) {
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo cache"), timestamp_writes: None });
-    for (pipeline, dispatches) in passes {
-        pass.set_pipeline(pipeline);
-        for (bind_group, gx, gy) in dispatches {
-            pass.set_bind_group(0, bind_group, &[]);
-            pass.dispatch_workgroups(*gx, *gy, 1);
-        }
     }
 }
 

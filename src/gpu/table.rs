@@ -363,6 +363,19 @@ pub(crate) fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, siz
 /// One dispatch of a kernel: its bind group and workgroups in x and y.
 pub(crate) type Dispatch = (wgpu::BindGroup, u32, u32);
 
+/// Records kernels, each with its dispatches, in order into one compute pass. Each dispatch sees
+/// the writes of the ones before it (WebGPU orders the dispatches of a pass).
+pub(crate) fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, passes: &[(wgpu::ComputePipeline, Vec<Dispatch>)]) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
+    for (pipeline, dispatches) in passes {
+        pass.set_pipeline(pipeline);
+        for (bind_group, gx, gy) in dispatches {
+            pass.set_bind_group(0, bind_group, &[]);
+            pass.dispatch_workgroups(*gx, *gy, 1);
+        }
+    }
+}
+
 /// A lookup (gather, bags) ready to run: its pipeline, its dispatches and its output buffer.
 pub struct LookupJob {
     pub(crate) ctx: Arc<Context>,
@@ -377,15 +390,7 @@ impl LookupJob {
     /// Records the lookup into `encoder` (one compute pass; one dispatch per shard, and per
     /// output chunk for gathers).
     pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo lookup"), timestamp_writes: None });
-        // Each dispatch sees the writes of the ones before it (WebGPU orders them in a pass).
-        for (pipeline, dispatches) in &self.passes {
-            pass.set_pipeline(pipeline);
-            for (bind_group, gx, gy) in dispatches {
-                pass.set_bind_group(0, bind_group, &[]);
-                pass.dispatch_workgroups(*gx, *gy, 1);
-            }
-        }
+        encode_passes(encoder, "edo lookup", &self.passes);
     }
 
     /// Submits the lookup on the engine's queue (does not wait).
