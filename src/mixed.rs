@@ -44,18 +44,9 @@ impl MixedTable {
                 cold_rows.push(r as u32);
             }
         }
-        let part = |ids: &[u32], format: Format| -> Result<PackedTable, Error> {
-            let mut values = Vec::with_capacity(ids.len() * dim);
-            for &r in ids {
-                values.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
-            }
-            PackedTable::quantize(format, &values, ids.len(), dim).map_err(|e| match e {
-                Error::NonFinite { row, col, value } => Error::NonFinite { row: ids[row] as usize, col, value },
-                Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: ids[row] as usize, col, value, format },
-                other => other,
-            })
-        };
-        Ok(MixedTable { hot: part(hot_rows, hot_format)?, cold: part(&cold_rows, cold_format)?, remap })
+        let hot = PackedTable::quantize_rows(hot_format, data, dim, hot_rows)?;
+        let cold = PackedTable::quantize_rows(cold_format, data, dim, &cold_rows)?;
+        Ok(MixedTable { hot, cold, remap })
     }
 
     /// [`MixedTable::quantize`] with the `hot` rows of highest `counts` (access counts per row, a

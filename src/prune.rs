@@ -26,18 +26,14 @@ impl PrunedTable {
         let mut remap = Vec::with_capacity(rows);
         for (r, &k) in keep.iter().enumerate() {
             if k {
-                remap.push((kept.len() / dim) as u32);
-                kept.extend_from_slice(&data[r * dim..(r + 1) * dim]);
+                remap.push(kept.len() as u32);
+                kept.push(r as u32);
             } else {
                 remap.push(ABSENT);
             }
         }
-        let table = PackedTable::quantize(format, &kept, kept.len() / dim, dim).map_err(|e| match e {
-            // Report the original row, not the compact one.
-            Error::NonFinite { row, col, value } => Error::NonFinite { row: original_row(&remap, row), col, value },
-            Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: original_row(&remap, row), col, value, format },
-            other => other,
-        })?;
+        // Errors name the original row, not the compact one.
+        let table = PackedTable::quantize_rows(format, data, dim, &kept)?;
         Ok(PrunedTable { table, remap })
     }
 
@@ -95,8 +91,4 @@ impl PrunedTable {
         let mapped = self.map_ids(bags.indices, bounds)?;
         crate::cpu::embedding_bag(&self.table, &Bags { indices: &mapped, ..*bags }, pooling, Bounds::Zero)
     }
-}
-
-fn original_row(remap: &[u32], compact: usize) -> usize {
-    remap.iter().position(|&r| r as usize == compact).unwrap_or(compact)
 }

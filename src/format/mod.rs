@@ -296,6 +296,20 @@ impl PackedTable {
         }
     }
 
+    /// Quantises rows `rows` (in that order) of a row-major f32 table of `dim` columns: the
+    /// compact table of a pruned or mixed-precision table. Errors name the row of `data`.
+    pub(crate) fn quantize_rows(format: Format, data: &[f32], dim: usize, rows: &[u32]) -> Result<Self, Error> {
+        let mut values = Vec::with_capacity(rows.len() * dim);
+        for &r in rows {
+            values.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
+        }
+        PackedTable::quantize(format, &values, rows.len(), dim).map_err(|e| match e {
+            Error::NonFinite { row, col, value } => Error::NonFinite { row: rows[row] as usize, col, value },
+            Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: rows[row] as usize, col, value, format },
+            other => other,
+        })
+    }
+
     /// Wraps already packed words (for instance read from a file), checking the length.
     pub fn from_words(format: Format, rows: usize, dim: usize, words: Vec<u32>) -> Result<Self, Error> {
         let expected = Self::expected_words(format, rows, dim)?;
@@ -316,7 +330,7 @@ impl PackedTable {
         if bytemuck::try_cast_slice::<u8, u32>(body).is_ok() {
             return Ok(PackedTable { format, rows, dim, words: Words::Shared { bytes: bytes.clone(), start, len } });
         }
-        let words = body.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let words = crate::file::words_le(body);
         Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
     }
 
