@@ -144,7 +144,11 @@ pub fn plan(tables: &[TableSpec], budget: u64, options: &PlanOptions) -> Result<
                 Err(e) => return Err(e),
             }
         }
-        int8.push(((t.rows * Format::Int8.row_bytes(t.dim)) as u64, format_error(Format::Int8, t)?));
+        let int8_error = match errors.iter().find(|(f, _)| *f == Format::Int8) {
+            Some(&(_, e)) => e,
+            None => format_error(Format::Int8, t)?,
+        };
+        int8.push(((t.rows * Format::Int8.row_bytes(t.dim)) as u64, int8_error));
         all.push(candidates(t, &mass, &errors, options));
     }
 
