@@ -232,6 +232,38 @@ fn short(name: &str, expected: usize, got: usize) -> Error {
     Error::Remote { location: name.to_string(), message: format!("the response was cut short: {got} of {expected} bytes") }
 }
 
+/// The `Range` header value for `range` (an empty range asks for one byte, whose reply still
+/// gives the file's length; the reader drops the byte).
+pub fn range_header(range: &Range<u64>) -> String {
+    format!("bytes={}-{}", range.start, range.end.max(range.start + 1) - 1)
+}
+
+/// What a server's reply to [`range_header`]`(range)` says, from its status and `Content-Range`:
+/// the bytes of the body to read and the file's length. A 206 must answer the range asked for
+/// (cut where the file ends first); a 416 means the range starts past the end (no bytes);
+/// anything else — a 200 above all, from a server that ignores `Range` and would send the whole
+/// file — is an [`Error::Remote`]. Shared by the HTTP readers (ureq natively, `fetch` in the
+/// browser, whose servers must expose `Content-Range` cross-origin).
+pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_range: Option<&str>) -> Result<(u64, u64), Error> {
+    let fail = |message: String| Error::Remote { location: location.to_string(), message };
+    let content_range = content_range.unwrap_or("");
+    match status {
+        206 => {
+            let (start, end, total) = parse_content_range(content_range).ok_or_else(|| fail(format!("a 206 response without a usable Content-Range ({content_range:?})")))?;
+            let last = range.end.max(range.start + 1) - 1;
+            if start != range.start || end > last {
+                return Err(fail(format!("asked for bytes {}-{last}, got {content_range}", range.start)));
+            }
+            Ok((end + 1 - start, total))
+        }
+        416 => {
+            let total = content_range.trim().strip_prefix("bytes */").and_then(|t| t.trim().parse().ok()).ok_or_else(|| fail("a 416 response without the file's length".into()))?;
+            Ok((0, total))
+        }
+        _ => Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)"))),
+    }
+}
+
 /// Reads byte ranges of a file on an HTTP(S) server with `Range` requests (blocking; ureq).
 #[cfg(all(native, feature = "remote"))]
 pub struct HttpReader {
@@ -242,40 +274,19 @@ pub struct HttpReader {
 #[cfg(all(native, feature = "remote"))]
 impl HttpReader {
     pub fn new(url: impl Into<String>) -> HttpReader {
-        let config = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(60))).build();
+        // Statuses are read by `range_reply`, not turned into errors by ureq.
+        let config = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(60))).http_status_as_error(false).build();
         HttpReader { url: url.into(), agent: config.into() }
     }
 
     fn get(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
         let fail = |message: String| Error::Remote { location: self.url.clone(), message };
-        if range.is_empty() {
-            return Ok((Vec::new(), self.length()?));
-        }
-        let mut response = match self.agent.get(&self.url).header("Range", format!("bytes={}-{}", range.start, range.end - 1)).call() {
-            Ok(r) => r,
-            // Asked for bytes past the end: the file is shorter than the range starts.
-            Err(ureq::Error::StatusCode(416)) => return Ok((Vec::new(), self.length()?)),
-            Err(e) => return Err(fail(e.to_string())),
-        };
-        let status = response.status().as_u16();
-        if status != 206 {
-            return Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")));
-        }
-        let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        let (start, end, total) = parse_content_range(&content_range).ok_or_else(|| fail(format!("a 206 response without a usable Content-Range ({content_range:?})")))?;
-        if start != range.start || end >= range.end {
-            return Err(fail(format!("asked for bytes {}-{}, got {content_range}", range.start, range.end - 1)));
-        }
-        let want = end + 1 - start;
-        let bytes = response.body_mut().with_config().limit(want).read_to_vec().map_err(|e| fail(format!("reading bytes {start}-{end}: {e}")))?;
+        let mut response = self.agent.get(&self.url).header("Range", range_header(&range)).call().map_err(|e| fail(e.to_string()))?;
+        let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (len, total) = range_reply(&self.url, &range, response.status().as_u16(), content_range.as_deref())?;
+        let mut bytes = if len == 0 { Vec::new() } else { response.body_mut().with_config().limit(len).read_to_vec().map_err(|e| fail(format!("reading bytes from {}: {e}", range.start)))? };
+        bytes.truncate((range.end - range.start) as usize);
         Ok((bytes, total))
-    }
-
-    /// The file's length, from a one-byte range.
-    fn length(&self) -> Result<u64, Error> {
-        let response = self.agent.get(&self.url).header("Range", "bytes=0-0").call().map_err(|e| Error::Remote { location: self.url.clone(), message: e.to_string() })?;
-        let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).unwrap_or("");
-        parse_content_range(content_range).map(|(_, _, total)| total).ok_or_else(|| Error::Remote { location: self.url.clone(), message: format!("no usable Content-Range ({content_range:?})") })
     }
 }
 

@@ -13,7 +13,7 @@ use edo::file::{TableFile, Vocab};
 use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
-use edo::file::remote::{RangeReader, RemoteTable};
+use edo::file::remote::{range_header, range_reply, RangeReader, RemoteTable};
 use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuTable, PackedTable, Pooling};
 use wasm_bindgen::prelude::*;
 
@@ -304,11 +304,8 @@ struct FetchReader {
 }
 
 impl FetchReader {
-    fn fail(&self, message: impl Into<String>) -> edo::Error {
-        edo::Error::Remote { location: self.url.clone(), message: message.into() }
-    }
     fn js(&self, what: &str, e: JsValue) -> edo::Error {
-        self.fail(format!("{what}: {}", e.as_string().unwrap_or_else(|| format!("{e:?}"))))
+        edo::Error::Remote { location: self.url.clone(), message: format!("{what}: {}", e.as_string().unwrap_or_else(|| format!("{e:?}"))) }
     }
 }
 
@@ -317,8 +314,7 @@ impl RangeReader for FetchReader {
         use wasm_bindgen::JsCast;
         use wasm_bindgen_futures::JsFuture;
         let headers = web_sys::Headers::new().map_err(|e| self.js("headers", e))?;
-        let last = range.end.max(range.start + 1) - 1;
-        headers.set("Range", &format!("bytes={}-{last}", range.start)).map_err(|e| self.js("headers", e))?;
+        headers.set("Range", &range_header(&range)).map_err(|e| self.js("headers", e))?;
         let init = web_sys::RequestInit::new();
         init.set_method("GET");
         init.set_headers(&headers);
@@ -328,25 +324,14 @@ impl RangeReader for FetchReader {
             None => js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().fetch_with_request(&request),
         };
         let response: web_sys::Response = JsFuture::from(promise).await.map_err(|e| self.js("fetch", e))?.unchecked_into();
-        let status = response.status();
-        let content_range = response.headers().get("content-range").ok().flatten().unwrap_or_default();
-        if status == 416 {
-            let total = content_range.rsplit('/').next().and_then(|t| t.trim().parse().ok()).ok_or_else(|| self.fail("416 without the file's length"))?;
+        let content_range = response.headers().get("content-range").ok().flatten();
+        let (len, total) = range_reply(&self.url, &range, response.status(), content_range.as_deref())?;
+        if len == 0 {
             return Ok((Vec::new(), total));
-        }
-        if status != 206 {
-            return Err(self.fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")));
-        }
-        let (start, end, total) = edo::file::remote::parse_content_range(&content_range)
-            .ok_or_else(|| self.fail(format!("a 206 response without a usable Content-Range ({content_range:?}; cross-origin servers must expose it)")))?;
-        if start != range.start || end > last {
-            return Err(self.fail(format!("asked for bytes {}-{last}, got {content_range}", range.start)));
         }
         let buffer = JsFuture::from(response.array_buffer().map_err(|e| self.js("body", e))?).await.map_err(|e| self.js("body", e))?;
         let mut bytes = js_sys::Uint8Array::new(&buffer).to_vec();
-        if range.is_empty() {
-            bytes.clear();
-        }
+        bytes.truncate((range.end - range.start) as usize);
         Ok((bytes, total))
     }
     fn name(&self) -> String {
@@ -387,16 +372,14 @@ impl EdoCache {
     /// Decoded rows of `ids` (`ids.length × dim` values), loading missing rows into the cache.
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
+        /// A cached lookup read back, whatever the host table behind the cache.
+        async fn read_back<S: edo::cache::RowSource>(cache: &mut GpuCache<S>, ids: &[u32]) -> Result<Vec<f32>, JsError> {
+            cache.lookup(ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err)
+        }
         match &mut *inner {
-            CacheInner::Gpu(c) => {
-                let out = c.lookup(&ids, Bounds::Error).await.map_err(err)?;
-                out.read().await.map_err(err)
-            }
+            CacheInner::Gpu(c) => read_back(c, &ids).await,
+            CacheInner::GpuRemote(c) => read_back(c, &ids).await,
             CacheInner::Cpu(t) => edo::cpu::gather(t, &ids, Bounds::Error).map_err(err),
-            CacheInner::GpuRemote(c) => {
-                let out = c.lookup(&ids, Bounds::Error).await.map_err(err)?;
-                out.read().await.map_err(err)
-            }
             CacheInner::CpuRemote(r) => r.gather(&ids, Bounds::Error).await.map_err(err),
         }
     }
