@@ -14,7 +14,7 @@
 
 use half::f16;
 
-use super::{finite_min_max, Codec, EncodeError, Format};
+use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
 
 /// 4-bit row-wise quantised rows.
 pub struct Int4;
@@ -43,13 +43,16 @@ impl Codec for Int4 {
         }
         let inverse_scale = 1.0 / scale;
         let code_words = out.len() - 1;
-        for (k, o) in out[..code_words].iter_mut().enumerate() {
-            let mut word = 0u32;
-            for (j, &x) in row.iter().skip(8 * k).take(8).enumerate() {
-                let q = ((x - bias) * inverse_scale).round_ties_even().clamp(0.0, 15.0) as u32;
-                word |= q << (4 * j);
-            }
-            *o = word;
+        let code = |x: f32| round_ties_even_small((x - bias) * inverse_scale).clamp(0.0, 15.0) as u32;
+        let nibbles = |values: &[f32]| values.iter().enumerate().fold(0u32, |word, (j, &x)| word | code(x) << (4 * j));
+        // Whole words of eight values (a loop the compiler vectorises), then the tail.
+        let mut chunks = row.chunks_exact(8);
+        for (o, eight) in out[..code_words].iter_mut().zip(&mut chunks) {
+            *o = nibbles(eight);
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            out[code_words - 1] = nibbles(tail);
         }
         out[code_words] = scale_h.to_bits() as u32 | (bias_h.to_bits() as u32) << 16;
         Ok(())

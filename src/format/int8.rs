@@ -17,7 +17,7 @@
 //! `scale = 0`, all codes 0, and decodes exactly to the constant. A row whose `max − min`
 //! overflows f32 is [`EncodeError::OutOfRange`].
 
-use super::{finite_min_max, Codec, EncodeError, Format};
+use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
 
 /// 8-bit row-wise quantised rows.
 pub struct Int8;
@@ -41,13 +41,11 @@ impl Codec for Int8 {
         let scale = round_to_16_bits(range / 255.0);
         let inverse_scale = 255.0 / (range + EPSILON);
         let code_words = out.len() - 2;
-        for (k, o) in out[..code_words].iter_mut().enumerate() {
-            let mut word = 0u32;
-            for (j, &x) in row.iter().skip(4 * k).take(4).enumerate() {
-                let q = ((x - min) * inverse_scale).round_ties_even().clamp(0.0, 255.0) as u32;
-                word |= q << (8 * j);
-            }
-            *o = word;
+        // Byte `i` of the little-endian words is element `i`; padding bytes stay 0.
+        let codes: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..code_words]);
+        codes.fill(0);
+        for (q, &x) in codes.iter_mut().zip(row) {
+            *q = round_ties_even_small((x - min) * inverse_scale).clamp(0.0, 255.0) as u8;
         }
         out[code_words] = scale.to_bits();
         out[code_words + 1] = min.to_bits();

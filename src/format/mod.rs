@@ -334,7 +334,7 @@ impl PackedTable {
         Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
     }
 
-    fn expected_words(format: Format, rows: usize, dim: usize) -> Result<usize, Error> {
+    pub(crate) fn expected_words(format: Format, rows: usize, dim: usize) -> Result<usize, Error> {
         if dim == 0 {
             return Err(Error::ZeroDim);
         }
@@ -414,6 +414,10 @@ impl PackedTable {
         if format == self.format {
             return Ok(self.clone());
         }
+        if self.format == Format::F32 {
+            // FP32 rows are the values themselves: quantise them in place, without a decoded copy.
+            return PackedTable::quantize(format, bytemuck::cast_slice(self.words()), self.rows, self.dim);
+        }
         PackedTable::quantize(format, &self.dequantize(), self.rows, self.dim)
     }
 
@@ -445,18 +449,44 @@ pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Err
 
 /// Minimum and maximum of a row, or the first non-finite value.
 pub(crate) fn finite_min_max(row: &[f32]) -> Result<(f32, f32), EncodeError> {
-    let mut lo = f32::INFINITY;
-    let mut hi = f32::NEG_INFINITY;
-    for &x in row {
-        lo = lo.min(x);
-        hi = hi.max(x);
+    // Sixteen independent lanes of compare-and-select, which the compiler turns into vector
+    // min/max (`f32::min` is NaN-aware and stays scalar); NaN and infinities are caught by the
+    // separate finiteness flag, so the selects may ignore them.
+    const LANES: usize = 16;
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let mut finite = [true; LANES];
+    let mut step = |j: usize, x: f32| {
+        lo[j] = if x < lo[j] { x } else { lo[j] };
+        hi[j] = if x > hi[j] { x } else { hi[j] };
+        finite[j] &= x.abs() < f32::INFINITY;
+    };
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (j, &x) in chunk.iter().enumerate() {
+            step(j, x);
+        }
     }
-    // min/max ignore NaN and infinities end up in lo/hi: one check covers both after the fast loop.
-    if !lo.is_finite() || !hi.is_finite() || row.iter().any(|x| x.is_nan()) {
+    for (j, &x) in chunks.remainder().iter().enumerate() {
+        step(j, x);
+    }
+    if !finite.iter().all(|&f| f) || row.is_empty() {
         let col = row.iter().position(|x| !x.is_finite()).unwrap_or(0);
-        return Err(EncodeError::NonFinite { col, value: row[col] });
+        return Err(EncodeError::NonFinite { col, value: row.get(col).copied().unwrap_or(f32::NAN) });
     }
+    let lo = lo.iter().fold(f32::INFINITY, |a, &b| if b < a { b } else { a });
+    let hi = hi.iter().fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a });
     Ok((lo, hi))
+}
+
+/// `x.round_ties_even()` for `|x| < 2²²`, in two additions: adding 1.5 · 2²³ moves `x` into the
+/// binade whose spacing is 1, where IEEE round-to-nearest-even does the rounding. The quantisers'
+/// codes need this; `round_ties_even` itself is a libm call on x86-64's baseline (no SSE4.1), which
+/// cannot be vectorised.
+#[inline(always)]
+pub(crate) fn round_ties_even_small(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC) - MAGIC
 }
 
 /// The first non-finite value of a row.
@@ -464,5 +494,22 @@ pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
     match row.iter().position(|x| !x.is_finite()) {
         Some(col) => Err(EncodeError::NonFinite { col, value: row[col] }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_ties_even_small;
+
+    #[test]
+    fn round_ties_even_small_matches_std() {
+        // Every half and quarter step over the code ranges (ties go to even), plus random values
+        // across the whole valid range, both signs.
+        let mut rng = crate::synth::Rng::new(11);
+        let steps = (-1200..1200).map(|i| i as f32 * 0.25);
+        let random = (0..100_000).map(|_| (rng.next_f32() * 2.0 - 1.0) * 4_194_303.0);
+        for x in steps.chain(random).chain([0.0, -0.0, 0.5, 1.5, 2.5, 254.5, 255.5, 4_194_303.5, -4_194_303.5]) {
+            assert_eq!(round_ties_even_small(x), x.round_ties_even(), "{x}");
+        }
     }
 }
