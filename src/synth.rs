@@ -1,6 +1,8 @@
 //! Deterministic synthetic data: the built-in default table of the demo and the benchmark, and
 //! the random tables of the tests. Same seed, same bits, on every platform.
 
+use crate::{Error, Format, PackedTable};
+
 /// SplitMix64: tiny, fast, and good enough for test data.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
@@ -27,11 +29,23 @@ impl Rng {
     pub fn below(&mut self, n: u32) -> u32 {
         ((self.next_u32() as u64 * n as u64) >> 32) as u32
     }
-    /// Standard normal (Box–Muller).
+    /// Standard normal: `rand_distr`'s ziggurat, which needs one draw and no transcendental
+    /// function for about 99 % of values (Box–Muller's logarithm and cosine per value made the
+    /// browser demo's default table take a third of a second to generate).
     pub fn normal(&mut self) -> f32 {
-        let u1 = (self.next_f32() as f64).max(1e-12);
-        let u2 = self.next_f32() as f64;
-        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+        rand_distr::Distribution::<f32>::sample(&rand_distr::StandardNormal, self)
+    }
+}
+
+impl rand_core::RngCore for Rng {
+    fn next_u32(&mut self) -> u32 {
+        Rng::next_u32(self)
+    }
+    fn next_u64(&mut self) -> u64 {
+        Rng::next_u64(self)
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        rand_core::impls::fill_bytes_via_next(self, dst)
     }
 }
 
@@ -40,10 +54,28 @@ impl Rng {
 /// generated on all cores natively (each block of rows has its own stream).
 pub fn embedding_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
     let mut data = vec![0f32; rows * dim];
+    fill_embedding_table(&mut data, dim, seed);
+    data
+}
+
+/// [`embedding_table`] as an FP32 [`PackedTable`], generated in place and allocated fallibly: a
+/// shape too large for memory is [`Error::OutOfMemory`] or [`Error::LimitExceeded`], not an
+/// abort, which is what the browser needs (a page can ask for any shape).
+pub fn embedding_packed(rows: usize, dim: usize, seed: u64) -> Result<PackedTable, Error> {
+    let len = PackedTable::expected_words(Format::F32, rows, dim)?;
+    let mut words: Vec<u32> = Vec::new();
+    words.try_reserve_exact(len).map_err(|_| Error::OutOfMemory { what: "synthetic table" })?;
+    words.resize(len, 0);
+    fill_embedding_table(bytemuck::cast_slice_mut(&mut words), dim, seed);
+    PackedTable::from_words(Format::F32, rows, dim, words)
+}
+
+/// Writes the rows of [`embedding_table`] into `data` (whole rows of `dim` values).
+pub fn fill_embedding_table(data: &mut [f32], dim: usize, seed: u64) {
     if dim == 0 {
-        return data;
+        return;
     }
-    crate::par::for_each_chunk_mut(&mut data, dim, 4096, |first_row, block| {
+    crate::par::for_each_chunk_mut(data, dim, 4096, |first_row, block| {
         for (i, row) in block.chunks_exact_mut(dim).enumerate() {
             let mut rng = Rng::new(seed ^ ((first_row + i) as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
             let scale = 0.02 + 0.18 * rng.next_f32();
@@ -54,7 +86,6 @@ pub fn embedding_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
         }
         None::<()>
     });
-    data
 }
 
 /// `n` ids uniform in `[0, rows)`, deterministic in `seed`.

@@ -320,3 +320,16 @@ fn requantize_keeps_the_same_format_and_decodes_for_another() {
     let int4 = int8.requantize(Format::Int4).unwrap();
     assert_eq!(int4, PackedTable::quantize(Format::Int4, &int8.dequantize(), 40, 9).unwrap());
 }
+
+#[test]
+fn the_synthetic_table_is_generated_in_place_and_refuses_impossible_shapes() {
+    let (rows, dim) = (1000, 37);
+    let packed = edo::synth::embedding_packed(rows, dim, 9).unwrap();
+    assert_eq!((packed.format(), packed.rows(), packed.dim()), (Format::F32, rows, dim));
+    let want: Vec<u32> = edo::synth::embedding_table(rows, dim, 9).iter().map(|x| x.to_bits()).collect();
+    assert_eq!(packed.words(), &want[..]);
+    assert!(matches!(edo::synth::embedding_packed(5, 0, 9), Err(Error::ZeroDim)));
+    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 2, 4, 9), Err(Error::LimitExceeded { .. })));
+    // No overflow in words, but more bytes than any allocation may hold: an error, not an abort.
+    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::OutOfMemory { .. })));
+}

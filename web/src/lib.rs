@@ -145,8 +145,7 @@ impl EdoTable {
 
     /// edo's built-in synthetic table (the demo's default), as f32.
     pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, JsError> {
-        let data = edo::synth::embedding_table(rows, dim, seed as u64);
-        EdoTable::from_float32(&data, rows, dim, "fp32")
+        Ok(EdoTable { inner: edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?, vocab: None })
     }
 
     /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
