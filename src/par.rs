@@ -4,6 +4,7 @@
 //! that spawning costs nothing measurable, and contiguous so each thread streams its own output.
 
 /// Worker threads the CPU path uses (all available cores natively, 1 on wasm).
+#[cfg_attr(web, allow(dead_code))]
 pub fn threads() -> usize {
     #[cfg(native)]
     {
@@ -25,13 +26,25 @@ where
     F: Fn(usize, &mut [T]) -> Option<E> + Sync,
 {
     let rows = out.len().checked_div(row_len).unwrap_or(0);
-    let n = threads().min(rows / min_rows_per_thread.max(1)).max(1);
-    if n == 1 {
-        return f(0, out);
+    #[cfg(web)]
+    {
+        // One thread, but many calls: V8 runs a WASM function on baseline code until it has
+        // been called often enough and switches to optimised code at a call boundary, never
+        // inside a running loop. One call over a whole table would run on baseline code
+        // throughout (measured in Node: the page's first synthetic table took 15 % longer), so
+        // blocks go through an opaque function pointer the compiler cannot inline here.
+        let _ = (rows, min_rows_per_thread);
+        let f: &dyn Fn(usize, &mut [T]) -> Option<E> = std::hint::black_box(&f);
+        let block_rows = (WEB_BLOCK_VALUES / row_len.max(1)).max(1);
+        out.chunks_mut(block_rows * row_len.max(1)).enumerate().find_map(|(i, block)| f(i * block_rows, block))
     }
-    let rows_per = rows.div_ceil(n);
     #[cfg(native)]
     {
+        let n = threads().min(rows / min_rows_per_thread.max(1)).max(1);
+        if n == 1 {
+            return f(0, out);
+        }
+        let rows_per = rows.div_ceil(n);
         std::thread::scope(|s| {
             let handles: Vec<_> = out
                 .chunks_mut(rows_per * row_len)
@@ -52,10 +65,8 @@ where
             first
         })
     }
-    #[cfg(web)]
-    {
-        // threads() is 1 on wasm, so the early return above is always taken.
-        let _ = rows_per;
-        f(0, out)
-    }
 }
+
+/// Values per call of the block function in the browser (see [`for_each_chunk_mut`]).
+#[cfg(web)]
+const WEB_BLOCK_VALUES: usize = 1 << 12;
