@@ -185,8 +185,10 @@ fn device_loss_is_a_typed_error_everywhere() {
     let Some(engine) = engine_with(EngineOptions::default()) else { return };
     let table = PackedTable::quantize(Format::Int8, &embedding_table(20, 4, 1), 20, 4).unwrap();
     let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    block_on(engine.prepare_gather(Format::F16, 4)).unwrap();
     let rows = block_on(gpu.gather(&[1, 2], Bounds::Error)).unwrap();
     engine.destroy_device();
+    assert!(matches!(block_on(engine.prepare_gather(Format::Int4, 4)), Err(Error::DeviceLost(_))));
     assert!(matches!(block_on(gpu.gather(&[1], Bounds::Error)), Err(Error::DeviceLost(_))));
     assert!(matches!(rows.read_blocking(), Err(Error::DeviceLost(_))));
     assert!(matches!(block_on(GpuTable::upload(&engine, &table)), Err(Error::DeviceLost(_))));

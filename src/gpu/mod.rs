@@ -32,7 +32,7 @@ pub use table::{GpuRows, GpuTable, LookupJob};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::Error;
+use crate::{Error, Format};
 
 /// How to pick and configure the GPU.
 #[derive(Clone, Debug)]
@@ -249,6 +249,14 @@ impl Engine {
         self.ctx.max_binding_bytes
     }
 
+    /// Compiles the gather kernel of tables of `format` and `dim` now rather than at their first
+    /// lookup (kernels are compiled once per engine). In a browser the compiler runs in the GPU
+    /// process, so a page can start this, build its table meanwhile, and find the kernel ready.
+    pub async fn prepare_gather(&self, format: Format, dim: usize) -> Result<(), Error> {
+        self.ctx.check_lost()?;
+        self.ctx.gather_pipeline(format, dim).await.map(drop)
+    }
+
     /// The wgpu device, to build pipelines that consume edo's output buffers.
     pub fn device(&self) -> &wgpu::Device {
         &self.ctx.device
@@ -322,6 +330,13 @@ impl Context {
             return Err(Error::LimitExceeded { what, requested: groups, max: max * max });
         }
         Ok((x as u32, y as u32))
+    }
+
+    /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
+    pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
+        let shader = ShaderId::gather(format, dim);
+        let shape = self.workgroup_shape(dim / shader.values_per_step());
+        Ok((self.pipeline(shader, shape).await?, shape))
     }
 
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.

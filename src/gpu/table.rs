@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::bag::Indices;
-use super::{Context, Engine, ShaderId};
+use super::{Context, Engine};
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
@@ -288,9 +288,7 @@ impl GpuTable {
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
-        let shader = ShaderId::gather(self.format(), dim);
-        let (wg_x, wg_y) = ctx.workgroup_shape(dim / shader.values_per_step());
-        let pipeline = ctx.pipeline(shader, (wg_x, wg_y)).await?;
+        let (pipeline, (_, wg_y)) = ctx.gather_pipeline(self.format(), dim).await?;
         let ids_buffer = match ids {
             Indices::Host(ids) => ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?,
             Indices::Device(buffer, _) => buffer,

@@ -63,6 +63,17 @@ impl EdoEngine {
         self.note.clone()
     }
 
+    /// Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup.
+    /// WebGPU compiles in the GPU process: start this, build the table meanwhile, then await it.
+    /// Resolves at once on the CPU path.
+    pub async fn prepare(&self, format: String, dim: usize) -> Result<(), JsError> {
+        let format = format_of(&format)?;
+        match &self.gpu {
+            Some(e) => e.prepare_gather(format, dim).await.map_err(err),
+            None => Ok(()),
+        }
+    }
+
     /// The largest storage binding a table shard may use, in bytes (0 on the CPU path).
     #[wasm_bindgen(getter, js_name = maxBindingBytes)]
     pub fn max_binding_bytes(&self) -> f64 {

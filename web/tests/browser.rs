@@ -67,6 +67,26 @@ async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
 }
 
 #[wasm_bindgen_test]
+async fn the_synthetic_table_and_a_prepared_kernel_serve_the_first_lookup() {
+    let (rows, dim) = (1001, 37);
+    let engine = EdoEngine::create(None, None).await;
+    engine.prepare("int8".into(), dim).await.unwrap();
+    assert!(engine.prepare("int9".into(), dim).await.is_err());
+    let source = EdoTable::synthetic(rows, dim, 7).unwrap();
+    let exact = edo::synth::embedding_table(rows, dim, 7);
+    let lookup = ids(777, rows);
+    let want: Vec<f32> = lookup.iter().flat_map(|&r| exact[r as usize * dim..(r as usize + 1) * dim].to_vec()).collect();
+    assert_eq!(source.gather(&lookup).unwrap(), want);
+    let table = source.quantize("int8").unwrap();
+    let got = engine.upload(&table).await.unwrap().gather(lookup.clone()).await.unwrap();
+    assert_eq!(got, table.gather(&lookup).unwrap());
+    // Shapes past WASM's memory are errors, not an aborted module.
+    assert!(EdoTable::synthetic(1 << 20, 1 << 13, 7).is_err(), "overflows the words");
+    assert!(EdoTable::synthetic(1 << 16, 1 << 14, 7).is_err(), "4 GiB");
+    assert_eq!(EdoTable::synthetic(3, 2, 7).unwrap().rows(), 3, "the module still works");
+}
+
+#[wasm_bindgen_test]
 async fn bags_and_search_agree_with_the_cpu_path() {
     let (rows, dim) = (2500, 64);
     let values = data(rows, dim, 2);
