@@ -47,54 +47,63 @@ def bytes_per_row(fmt, dim):
     return 4 * words
 
 
-def run_page(driver, url, webgpu, shot):
+def run_page(driver, urls, webgpu, shot):
+    """Opens each of `urls` in turn in one fresh browser and reads the page; returns the state and
+    readings of each. The first load is a browser's first page; the later ones (other origins,
+    so nothing is cached) are first visits in a browser already running."""
     args = FLAGS + (["--enable-unsafe-webgpu"] if webgpu else ["--disable-features=WebGPU"])
     caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}
     session = call(driver, "POST", "/session", caps)["sessionId"]
     s = f"/session/{session}"
     try:
-        call(driver, "POST", s + "/url", {"url": url})
-        deadline = time.time() + 180
-        state = None
-        while time.time() < deadline:
-            state = call(driver, "POST", s + "/execute/sync", {"script": "return document.getElementById('status').dataset.state", "args": []})
-            if state in ("ready", "error"):
-                break
-            time.sleep(0.25)
-        read = lambda js: call(driver, "POST", s + "/execute/sync", {"script": "return " + js, "args": []})
-        page = read("""({
-            status: document.getElementById('status').textContent,
-            backend: document.getElementById('backend').textContent,
-            adapter: document.getElementById('adapter').textContent,
-            first: document.getElementById('first-lookup-ms').textContent,
-            phases: document.getElementById('phases').textContent,
-            lookup: document.getElementById('lookup-ms').textContent,
-            equal: document.getElementById('check').dataset.equal,
-            rows: Number(document.getElementById('rows').value),
-            dim: Number(document.getElementById('dim').value),
-            bars: Array.from(document.querySelectorAll('.bar')).map(b => [b.dataset.format, Number(b.dataset.bytes)]),
-            side: document.querySelectorAll('#side tr').length,
-        })""")
-        png = base64.b64decode(call(driver, "GET", s + "/screenshot"))
-        with open(shot, "wb") as f:
-            f.write(png)
-        return state, page
+        return [read_page(driver, s, url, shot) for url in urls]
     finally:
         call(driver, "DELETE", s)
+
+
+def read_page(driver, s, url, shot):
+    call(driver, "POST", s + "/url", {"url": url})
+    deadline = time.time() + 180
+    state = None
+    while time.time() < deadline:
+        state = call(driver, "POST", s + "/execute/sync", {"script": "return document.getElementById('status').dataset.state", "args": []})
+        if state in ("ready", "error"):
+            break
+        time.sleep(0.25)
+    read = lambda js: call(driver, "POST", s + "/execute/sync", {"script": "return " + js, "args": []})
+    page = read("""({
+        status: document.getElementById('status').textContent,
+        backend: document.getElementById('backend').textContent,
+        adapter: document.getElementById('adapter').textContent,
+        first: document.getElementById('first-lookup-ms').textContent,
+        phases: document.getElementById('phases').textContent,
+        lookup: document.getElementById('lookup-ms').textContent,
+        equal: document.getElementById('check').dataset.equal,
+        rows: Number(document.getElementById('rows').value),
+        dim: Number(document.getElementById('dim').value),
+        bars: Array.from(document.querySelectorAll('.bar')).map(b => [b.dataset.format, Number(b.dataset.bytes)]),
+        side: document.querySelectorAll('#side tr').length,
+    })""")
+    png = base64.b64decode(call(driver, "GET", s + "/screenshot"))
+    with open(shot, "wb") as f:
+        f.write(png)
+    return state, page
 
 
 def main():
     if not os.path.exists(os.path.join(WEB, "pkg", "edo_web_bg.wasm")):
         sys.exit("web/pkg is missing: run scripts/build-web.sh first")
     os.makedirs(OUT, exist_ok=True)
-    port = free_port()
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
     handler = functools.partial(Quiet, directory=WEB)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # Two servers, two origins: the second visit in a browser finds nothing cached.
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html" for server in servers]
     dport = free_port()
     driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     driver = f"http://127.0.0.1:{dport}"
@@ -108,22 +117,24 @@ def main():
                 time.sleep(0.1)
         for webgpu, want in ((True, "webgpu"), (False, "cpu")):
             shot = os.path.join(OUT, f"demo-{want}.png")
-            state, page = run_page(driver, f"http://127.0.0.1:{port}/index.html", webgpu, shot)
-            print(f"{want}: {page['status']} backend {page['backend']} ({page['adapter']}); first lookup {page['first']} ms "
-                  f"after page load ({page['phases']}); lookup {page['lookup']} ms; GPU vs CPU equal: {page['equal']}; screenshot {os.path.relpath(shot, ROOT)}")
-            check = lambda ok, what: ok or failures.append(f"{want}: {what}")
-            check(state == "ready", f"page state {state}: {page['status']}")
-            check(page["backend"] == want, f"backend {page['backend']}, expected {want}")
-            check(page["equal"] == "true", "the page's rows differ from the CPU path")
-            check(page["first"].isdigit(), f"first lookup time {page['first']!r}")
-            bars = dict(page["bars"])
-            for fmt, size in bars.items():
-                check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
-            check(len(bars) == 6, f"{len(bars)} bars")
-            check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
+            for visit, (state, page) in zip(("fresh browser", "browser already running"), run_page(driver, urls, webgpu, shot)):
+                print(f"{want}, {visit}: {page['status']} backend {page['backend']} ({page['adapter']}); first lookup {page['first']} ms "
+                      f"after page load ({page['phases']}); lookup {page['lookup']} ms; GPU vs CPU equal: {page['equal']}")
+                check = lambda ok, what: ok or failures.append(f"{want}, {visit}: {what}")
+                check(state == "ready", f"page state {state}: {page['status']}")
+                check(page["backend"] == want, f"backend {page['backend']}, expected {want}")
+                check(page["equal"] == "true", "the page's rows differ from the CPU path")
+                check(page["first"].isdigit(), f"first lookup time {page['first']!r}")
+                bars = dict(page["bars"])
+                for fmt, size in bars.items():
+                    check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
+                check(len(bars) == 6, f"{len(bars)} bars")
+                check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
+            print(f"{want}: screenshot {os.path.relpath(shot, ROOT)}")
     finally:
         driver_proc.terminate()
-        server.shutdown()
+        for server in servers:
+            server.shutdown()
     if failures:
         sys.exit("FAILED:\n  " + "\n  ".join(failures))
     print("demo page: all checks passed")
