@@ -15,6 +15,9 @@
 //!   queries first for cosine similarity. Summation order differs between the CPU (eight partial
 //!   sums) and the GPU (column order), so scores agree within `2·dim·ε·Σ|qᵢ·x̂ᵢ|`, not bit for bit.
 
+use std::marker::PhantomData;
+
+use crate::cpu::Kernel;
 use crate::format::{dispatch, Codec, Format, PackedTable};
 use crate::Error;
 
@@ -121,17 +124,18 @@ fn hamming_unchecked(corpus: &PackedTable, queries: &PackedTable, k: usize) -> N
         crate::par::for_each_chunk_mut(&mut out, k_eff, 1, |first_q, block| {
             let nq = block.len() / k_eff;
             let cw = corpus.format().code_words(corpus.dim());
-            super::cpu::simd(|| match cw {
-                1 => hamming_block::<1>(corpus, queries, first_q, nq, k_eff, block),
-                2 => hamming_block::<2>(corpus, queries, first_q, nq, k_eff, block),
-                4 => hamming_block::<4>(corpus, queries, first_q, nq, k_eff, block),
-                8 => hamming_block::<8>(corpus, queries, first_q, nq, k_eff, block),
-                12 => hamming_block::<12>(corpus, queries, first_q, nq, k_eff, block),
-                16 => hamming_block::<16>(corpus, queries, first_q, nq, k_eff, block),
-                24 => hamming_block::<24>(corpus, queries, first_q, nq, k_eff, block),
-                32 => hamming_block::<32>(corpus, queries, first_q, nq, k_eff, block),
-                _ => hamming_block::<0>(corpus, queries, first_q, nq, k_eff, block),
-            });
+            let args = (corpus, queries, first_q, nq, k_eff, block);
+            match cw {
+                1 => super::cpu::simd(HammingBlock::<1>(args)),
+                2 => super::cpu::simd(HammingBlock::<2>(args)),
+                4 => super::cpu::simd(HammingBlock::<4>(args)),
+                8 => super::cpu::simd(HammingBlock::<8>(args)),
+                12 => super::cpu::simd(HammingBlock::<12>(args)),
+                16 => super::cpu::simd(HammingBlock::<16>(args)),
+                24 => super::cpu::simd(HammingBlock::<24>(args)),
+                32 => super::cpu::simd(HammingBlock::<32>(args)),
+                _ => super::cpu::simd(HammingBlock::<0>(args)),
+            }
             None::<()>
         });
     }
@@ -139,10 +143,24 @@ fn hamming_unchecked(corpus: &PackedTable, queries: &PackedTable, k: usize) -> N
     Neighbors { k: k_eff, ids, distances }
 }
 
+/// The arguments of [`hamming_block`]: corpus, queries, first query, query count, k, output.
+type HammingArgs<'a> = (&'a PackedTable, &'a PackedTable, usize, usize, usize, &'a mut [(u32, u32)]);
+
+/// [`hamming_block`] as a [`Kernel`].
+struct HammingBlock<'a, const CW: usize>(HammingArgs<'a>);
+
+impl<const CW: usize> Kernel for HammingBlock<'_, CW> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        hamming_block::<CW>(self.0)
+    }
+}
+
 /// Top-`k` of `nq` queries from `first_q` into `out` as (distance, row), sorted. `CW` is the
 /// number of code words when it is one of the compiled widths, 0 otherwise.
 #[inline(always)]
-fn hamming_block<const CW: usize>(corpus: &PackedTable, queries: &PackedTable, first_q: usize, nq: usize, k: usize, out: &mut [(u32, u32)]) {
+fn hamming_block<const CW: usize>((corpus, queries, first_q, nq, k, out): HammingArgs<'_>) {
     let n = corpus.rows();
     let cw = corpus.format().code_words(corpus.dim());
     let stride = corpus.row_words();
@@ -432,14 +450,25 @@ pub fn dot_topk(table: &PackedTable, queries: &[f32], k: usize) -> Result<Scored
     }
     crate::par::for_each_chunk_mut(&mut out, k_eff, 1, |first, block| {
         let nb = block.len() / k_eff;
-        dispatch!(table.format(), C => super::cpu::simd(|| dot_block::<C>(table, &queries[first * dim..(first + nb) * dim], k_eff, block)));
+        dispatch!(table.format(), C => super::cpu::simd(DotBlock::<C>(PhantomData, (table, &queries[first * dim..(first + nb) * dim], k_eff, block))));
         None::<()>
     });
     Ok(split_scored(out, k_eff))
 }
 
+/// [`dot_block`] as a [`Kernel`].
+struct DotBlock<'a, C>(PhantomData<C>, (&'a PackedTable, &'a [f32], usize, &'a mut [(u32, f32)]));
+
+impl<C: Codec> Kernel for DotBlock<'_, C> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        dot_block::<C>(self.1)
+    }
+}
+
 #[inline(always)]
-fn dot_block<C: Codec>(table: &PackedTable, queries: &[f32], k: usize, out: &mut [(u32, f32)]) {
+fn dot_block<C: Codec>((table, queries, k, out): (&PackedTable, &[f32], usize, &mut [(u32, f32)])) {
     let dim = table.dim();
     let n = table.rows();
     const ROWS: usize = 256;

@@ -5,6 +5,9 @@
 //! index reads as a zero row, which still counts for Mean and takes part in Max.
 
 use crate::bags::{Bags, Layout, Pooling};
+use std::marker::PhantomData;
+
+use super::{prefetch, Kernel, PREFETCH_DISTANCE};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::{Bounds, Error};
 
@@ -25,13 +28,13 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
         let t = tables[0];
         let dim = t.dim();
         crate::par::for_each_chunk_mut(&mut out, dim, 256, |first, block| {
-            dispatch!(t.format(), C => super::simd(|| {
-                for (k, dst) in block.chunks_exact_mut(dim).enumerate() {
-                    let j = first + k;
-                    let w = weights.map_or(1.0, |w| w[j]);
-                    pool::<C>(t, &bags.indices[j..j + 1], weights.map(|_| std::slice::from_ref(&w)), Pooling::Sum, bounds, dst);
-                }
-            }));
+            let ids = &bags.indices[first..first + block.len() / dim];
+            let mut ahead = Lookahead::new(bounds, ids.iter().map(|&id| (t, id)));
+            for (k, dst) in block.chunks_exact_mut(dim).enumerate() {
+                let j = first + k;
+                let w = weights.map(|w| std::slice::from_ref(&w[j]));
+                dispatch!(t.format(), C => super::simd(Pool::<C, _>(PhantomData, (t, &bags.indices[j..j + 1], w, Pooling::Sum, bounds, dst, &mut ahead))));
+            }
             None::<()>
         });
         return Ok(out);
@@ -42,17 +45,21 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
         let (s, e) = (offsets[g] as usize, offsets[g + 1] as usize);
         (&bags.indices[s..e], weights.map(|w| &w[s..e]))
     };
+    // The rows of bag (t, b), with their table, for the prefetcher.
+    let rows_of = |t: usize, b: usize| bag_of(t, b).0.iter().map(move |&id| (tables[t], id));
     match layout {
         Layout::Concat => {
             let row_len = plan.total_dim;
             crate::par::for_each_chunk_mut(&mut out, row_len.max(1), 64, |first, block| {
+                let samples = first..first + block.len() / row_len.max(1);
+                let mut ahead = Lookahead::new(bounds, samples.flat_map(|b| (0..tables.len()).flat_map(move |t| rows_of(t, b))));
                 for (k, sample) in block.chunks_exact_mut(row_len).enumerate() {
                     let b = first + k;
                     let mut col = 0;
                     for (t, table) in tables.iter().enumerate() {
                         let (idx, w) = bag_of(t, b);
                         let dst = &mut sample[col..col + table.dim()];
-                        dispatch!(table.format(), C => super::simd(|| pool::<C>(table, idx, w, pooling, bounds, dst)));
+                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (table, idx, w, pooling, bounds, dst, &mut ahead))));
                         col += table.dim();
                     }
                 }
@@ -65,9 +72,10 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
                 let (block, tail) = rest.split_at_mut(batch * table.dim());
                 rest = tail;
                 crate::par::for_each_chunk_mut(block, table.dim(), 64, |first, part| {
+                    let mut ahead = Lookahead::new(bounds, (first..first + part.len() / table.dim()).flat_map(|b| rows_of(t, b)));
                     for (k, dst) in part.chunks_exact_mut(table.dim()).enumerate() {
                         let (idx, w) = bag_of(t, first + k);
-                        dispatch!(table.format(), C => super::simd(|| pool::<C>(table, idx, w, pooling, bounds, dst)));
+                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (table, idx, w, pooling, bounds, dst, &mut ahead))));
                     }
                     None::<()>
                 });
@@ -75,6 +83,34 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
         }
     }
     Ok(out)
+}
+
+/// Walks the rows a block of bags will read, [`PREFETCH_DISTANCE`] rows ahead of the pooling,
+/// across bag and table boundaries: bags are short (often under the distance), so prefetching
+/// within a bag alone would leave most rows' cache misses to come one after another.
+struct Lookahead<'a, I: Iterator<Item = (&'a PackedTable, u32)>> {
+    bounds: Bounds,
+    rows: I,
+}
+
+impl<'a, I: Iterator<Item = (&'a PackedTable, u32)>> Lookahead<'a, I> {
+    fn new(bounds: Bounds, rows: I) -> Self {
+        let mut ahead = Lookahead { bounds, rows };
+        for _ in 0..PREFETCH_DISTANCE {
+            ahead.step();
+        }
+        ahead
+    }
+
+    /// Prefetches the next row of the walk (called once per row pooled).
+    #[inline(always)]
+    fn step(&mut self) {
+        if let Some((table, id)) = self.rows.next() {
+            if let Some(r) = self.bounds.resolve(id, table.rows()) {
+                prefetch(table.row(r));
+            }
+        }
+    }
 }
 
 /// What a batched call needs, checked once; shared with the GPU path.
@@ -126,9 +162,23 @@ impl TableShape for (usize, usize) {
     }
 }
 
+/// The arguments of [`pool`].
+type PoolArgs<'a, 'b, I> = (&'b PackedTable, &'b [u32], Option<&'b [f32]>, Pooling, Bounds, &'b mut [f32], &'b mut Lookahead<'a, I>);
+
+/// [`pool`] as a [`Kernel`].
+struct Pool<'a, 'b, C, I: Iterator<Item = (&'a PackedTable, u32)>>(PhantomData<C>, PoolArgs<'a, 'b, I>);
+
+impl<'a, C: Codec, I: Iterator<Item = (&'a PackedTable, u32)>> Kernel for Pool<'a, '_, C, I> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        pool::<C, I>(self.1)
+    }
+}
+
 /// Pools one bag into `out` (`dim` values).
 #[inline(always)]
-fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>, pooling: Pooling, bounds: Bounds, out: &mut [f32]) {
+fn pool<'a, C: Codec, I: Iterator<Item = (&'a PackedTable, u32)>>((table, indices, weights, pooling, bounds, out, ahead): PoolArgs<'a, '_, I>) {
     let rows = table.rows();
     let row_words = table.row_words();
     let words = table.words();
@@ -145,11 +195,7 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
         &mut heap
     };
     for (j, &id) in indices.iter().enumerate() {
-        // Rows are scattered over a table much larger than the caches: ask for the row a few
-        // indices ahead now, so its cache misses overlap with this row's work.
-        if let Some(r) = indices.get(j + PREFETCH_DISTANCE).and_then(|&next| bounds.resolve(next, rows)) {
-            prefetch(&words[r * row_words..(r + 1) * row_words]);
-        }
+        ahead.step();
         let w = weights.map_or(1.0, |w| w[j]);
         let Some(r) = bounds.resolve(id, rows) else {
             if max {
@@ -166,21 +212,6 @@ fn pool<C: Codec>(table: &PackedTable, indices: &[u32], weights: Option<&[f32]>,
         let n = indices.len() as f32;
         out.iter_mut().for_each(|o| *o /= n);
     }
-}
-
-/// Indices to look ahead when prefetching rows.
-const PREFETCH_DISTANCE: usize = 4;
-
-/// Hints the CPU to fetch the cache lines of `row` (a no-op where there is no prefetch hint).
-#[inline(always)]
-fn prefetch(row: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..row.len()).step_by(16) {
-        // SAFETY: a prefetch is a hint with no memory effect; the address is inside `row`.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row[line..].as_ptr() as *const i8) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
 }
 
 #[inline(always)]

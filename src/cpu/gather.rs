@@ -1,5 +1,8 @@
 //! Gather: ids → dense f32 rows.
 
+use std::marker::PhantomData;
+
+use super::{prefetch, Kernel, PREFETCH_DISTANCE};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::{Bounds, Error};
 
@@ -24,19 +27,33 @@ pub fn gather_into(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [
     bounds.check(ids, table.rows())?;
     crate::par::for_each_chunk_mut(out, dim, MIN_ROWS_PER_THREAD, |first, block| {
         let ids = &ids[first..first + block.len() / dim];
-        dispatch!(table.format(), C => super::simd(|| gather_block::<C>(table, ids, bounds, block)));
+        dispatch!(table.format(), C => super::simd(GatherBlock::<C>(PhantomData, (table, ids, bounds, block))));
         None::<()>
     });
     Ok(())
 }
 
+/// [`gather_block`] as a [`Kernel`].
+struct GatherBlock<'a, C>(PhantomData<C>, (&'a PackedTable, &'a [u32], Bounds, &'a mut [f32]));
+
+impl<C: Codec> Kernel for GatherBlock<'_, C> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        gather_block::<C>(self.1)
+    }
+}
+
 #[inline(always)]
-fn gather_block<C: Codec>(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [f32]) {
+fn gather_block<C: Codec>((table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
     let rows = table.rows();
     let dim = table.dim();
     let row_words = table.row_words();
     let words = table.words();
-    for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+    for (j, (&id, dst)) in ids.iter().zip(out.chunks_exact_mut(dim)).enumerate() {
+        if let Some(r) = ids.get(j + PREFETCH_DISTANCE).and_then(|&next| bounds.resolve(next, rows)) {
+            prefetch(&words[r * row_words..(r + 1) * row_words]);
+        }
         match bounds.resolve(id, rows) {
             Some(r) => C::decode_row(&words[r * row_words..(r + 1) * row_words], dst),
             None => dst.fill(0.0),

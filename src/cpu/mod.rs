@@ -11,22 +11,51 @@ mod gather;
 pub use bag::{embedding_bag, embedding_bags};
 pub use gather::{gather, gather_into};
 
-/// Runs `f` compiled for AVX2 and POPCNT when the CPU has them (x86-64), else as is. `f` is inlined into one
-/// of two instantiations, so its loops are vectorised for the instruction set that runs them.
+/// Rows to look ahead when prefetching: rows are scattered over tables much larger than the
+/// caches, so a lookup asks for the row this many ids ahead, and the cache misses of several rows
+/// overlap instead of coming one after another.
+pub(crate) const PREFETCH_DISTANCE: usize = 16;
+
+/// Hints the CPU to fetch the cache lines of `row` (a no-op where there is no prefetch hint).
 #[inline(always)]
-pub(crate) fn simd<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn prefetch(row: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..row.len()).step_by(16) {
+        // SAFETY: a prefetch is a hint with no memory effect; the address is inside `row`.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row[line..].as_ptr() as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
+/// A CPU kernel: its arguments, and a body that [`simd`] compiles for the CPU's instruction set.
+/// Implementations mark `run` `#[inline(always)]` and call the kernel's function directly.
+///
+/// Why a trait and not a closure: a closure (or a function item passed as a value) is called
+/// through a shim that is compiled once, for the baseline, and merely called from the AVX2
+/// instantiation. The disassembly showed exactly that: every CPU kernel ran as SSE2 code. A
+/// direct call from an `#[inline(always)]` method is inlined into the AVX2 instantiation.
+pub(crate) trait Kernel {
+    type Output;
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `kernel` compiled for AVX2 and POPCNT when the CPU has them (x86-64), else as is, so its
+/// loops are vectorised for the instruction set that runs them.
+#[inline(always)]
+pub(crate) fn simd<K: Kernel>(kernel: K) -> K::Output {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
             // SAFETY: the CPU supports AVX2 and POPCNT, checked just above.
-            return unsafe { simd_avx2(f) };
+            return unsafe { simd_avx2(kernel) };
         }
     }
-    f()
+    kernel.run()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
-unsafe fn simd_avx2<R>(f: impl FnOnce() -> R) -> R {
-    f()
+unsafe fn simd_avx2<K: Kernel>(kernel: K) -> K::Output {
+    kernel.run()
 }
