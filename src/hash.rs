@@ -120,14 +120,47 @@ impl HashSpec {
 pub struct HotMap(pub(crate) Vec<(u64, u32)>);
 
 impl HotMap {
+    /// The row of hot id `id`, if it is one. A branch-free binary search: the ids looked up are
+    /// a random mix of hot and cold, so a branching search mispredicts about half its steps.
+    #[inline]
     pub fn get(&self, id: u64) -> Option<u32> {
-        self.0.binary_search_by_key(&id, |e| e.0).ok().map(|i| self.0[i].1)
+        let map = &self.0[..];
+        if map.is_empty() {
+            return None;
+        }
+        let (mut lo, mut n) = (0, map.len());
+        while n > 1 {
+            let half = n / 2;
+            lo = if map[lo + half].0 <= id { lo + half } else { lo };
+            n -= half;
+        }
+        (map[lo].0 == id).then_some(map[lo].1)
     }
     pub fn len(&self) -> usize {
         self.0.len()
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// `x % d` for a fixed `d` with a multiplication instead of a division (Lemire, Kaser and Kurz,
+/// "Faster remainder by direct computation", 2019): exact for every 32-bit `x` and `d ≥ 1`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastMod {
+    m: u64,
+    d: u32,
+}
+
+impl FastMod {
+    pub(crate) fn new(d: u32) -> FastMod {
+        FastMod { m: (u64::MAX / d as u64).wrapping_add(1), d }
+    }
+
+    #[inline(always)]
+    pub(crate) fn rem(self, x: u32) -> u32 {
+        let low = self.m.wrapping_mul(x as u64);
+        ((low as u128 * self.d as u128) >> 64) as u32
     }
 }
 
@@ -314,24 +347,70 @@ pub fn hashed_bags(
         check_table_rows(t, s)?;
     }
     let ex = expand(specs, batch, bags, pooling)?;
-    // Hash every id (in parallel), k slots each, SKIP after a hot row.
+    // Hash every id, k slots each (SKIP after a hot row), in one parallel pass over all tables'
+    // slots: a worker's block of slots may start and end anywhere, even inside an id's k slots.
     let mut slots = vec![SKIP; ex.n_slots];
-    let mut rest = &mut slots[..];
-    for (t, spec) in specs.iter().enumerate() {
-        let (s, e, _) = ex.ranges[t];
-        let k = spec.seeds.len();
-        let (segment, tail) = rest.split_at_mut((e - s) as usize * k);
-        rest = tail;
-        let ids = &bags.indices[s as usize..e as usize];
-        crate::par::for_each_chunk_mut(segment, k, 4096, |first, block| {
-            let mut rows = Vec::with_capacity(8);
-            for (dst, &id) in block.chunks_exact_mut(k).zip(&ids[first..]) {
-                spec.rows_of(&maps[t], id, &mut rows);
-                dst[..rows.len()].copy_from_slice(&rows);
+    let buckets: Vec<FastMod> = specs.iter().map(|s| FastMod::new(s.buckets)).collect();
+    crate::par::for_each_chunk_mut(&mut slots, 1, 1 << 15, |first, mut block| {
+        // The table whose slots hold `first`: the last one whose slots start at or before it.
+        let mut t = ex.ranges.partition_point(|r| r.2 as usize <= first).saturating_sub(1);
+        let mut pos = first;
+        while !block.is_empty() {
+            let (s, e, base) = ex.ranges[t];
+            let (seeds, k) = (&specs[t].seeds[..], specs[t].seeds.len());
+            let end = base as usize + (e - s) as usize * k;
+            let (part, rest) = block.split_at_mut(end.min(pos + block.len()) - pos);
+            // Id i's k slots from slot j on (the block may start inside an id's slots).
+            let (mut i, mut j) = ((pos - base as usize) / k, (pos - base as usize) % k);
+            for slot in part.iter_mut() {
+                let id = bags.indices[s as usize + i];
+                *slot = match maps[t].get(id) {
+                    Some(row) if j == 0 => row,
+                    Some(_) => SKIP,
+                    None => buckets[t].rem(hash_id(id, seeds[j])),
+                };
+                j += 1;
+                if j == k {
+                    (i, j) = (i + 1, 0);
+                }
             }
-            None::<()>
-        });
-    }
+            pos += part.len();
+            block = rest;
+            t += 1;
+        }
+        None::<()>
+    });
     let row_bags = crate::Bags { indices: &slots, offsets: &ex.offsets, include_last_offset: true, per_sample_weights: ex.weights.as_deref() };
     crate::cpu::embedding_bags(tables, batch, &row_bags, pooling, crate::Bounds::Zero, layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_mod_is_the_remainder() {
+        let mut rng = crate::synth::Rng::new(5);
+        let divisors = [1, 2, 3, 7, 1000, 65_521, 1 << 31, u32::MAX - 1, u32::MAX];
+        let random: Vec<u32> = (0..200).map(|_| rng.next_u32().max(1)).collect();
+        for d in divisors.into_iter().chain(random) {
+            let m = FastMod::new(d);
+            for x in [0, 1, d - 1, d, d.wrapping_add(1), u32::MAX - 1, u32::MAX].into_iter().chain((0..200).map(|_| rng.next_u32())) {
+                assert_eq!(m.rem(x), x % d, "{x} % {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn hot_map_finds_exactly_its_ids() {
+        let mut rng = crate::synth::Rng::new(6);
+        for n in 0..40 {
+            let spec = HashSpec::new(10, 1).with_hot((0..n).map(|_| rng.next_u64() >> 60 << 3 | rng.next_u64() % 8).collect::<std::collections::BTreeSet<_>>().into_iter().collect());
+            let map = spec.validate().unwrap();
+            for id in (0..130).chain([u64::MAX]) {
+                let want = spec.hot.iter().position(|&h| h == id).map(|i| 10 + i as u32);
+                assert_eq!(map.get(id), want, "{n} hot ids, id {id}");
+            }
+        }
+    }
 }

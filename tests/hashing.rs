@@ -108,3 +108,42 @@ fn quotient_remainder_follows_dlrm() {
     let c = qr_lookup(&qt, &rt, &[u64::MAX], QrCombine::Concat, Bounds::Clamp).unwrap();
     assert_eq!(c[0], (q_rows - 1) as f32);
 }
+
+#[test]
+fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
+    // Enough ids that the parallel hashing pass splits the slots between workers at arbitrary
+    // points, inside an id's k slots too; tables whose row r holds r make each bag's sum the sum
+    // of the rows its ids read, which per-id `rows_of` says.
+    let specs = [
+        HashSpec::new(997, 1).with_hot(vec![5, 9, 1 << 40]),
+        HashSpec { buckets: 4093, seeds: vec![7, 11, 13], hot: (100..140).collect() },
+        HashSpec::new(1, 2).with_hot(vec![3]),
+        HashSpec::new(65_521, 2),
+    ];
+    let tables: Vec<PackedTable> = specs.iter().map(|s| row_number_table(s.rows())).collect();
+    let refs: Vec<&PackedTable> = tables.iter().collect();
+    let batch = 6000;
+    let mut rng = edo::synth::Rng::new(3);
+    let (mut ids, mut offsets) = (Vec::new(), Vec::new());
+    for _ in 0..specs.len() * batch {
+        offsets.push(ids.len() as u32);
+        for _ in 0..rng.below(9) {
+            ids.push(match rng.below(3) { 0 => rng.below(150) as u64, 1 => 1 << 40, _ => rng.next_u64() });
+        }
+    }
+    offsets.push(ids.len() as u32);
+    let got = hashed_bags(&refs, &specs, batch, &HashedBags::new(&ids, &offsets).include_last_offset(true), Pooling::Sum, Layout::PerTable).unwrap();
+    let mut rows = Vec::new();
+    for (t, spec) in specs.iter().enumerate() {
+        let map = spec.validate().unwrap();
+        for b in 0..batch {
+            let bag = &ids[offsets[t * batch + b] as usize..offsets[t * batch + b + 1] as usize];
+            let mut want = 0f64;
+            for &id in bag {
+                spec.rows_of(&map, id, &mut rows);
+                want += rows.iter().map(|&r| r as f64).sum::<f64>();
+            }
+            assert_eq!(got[t * batch + b] as f64, want, "table {t}, bag {b}");
+        }
+    }
+}
