@@ -405,7 +405,7 @@ mod tests {
     fn hot_map_finds_exactly_its_ids() {
         let mut rng = crate::synth::Rng::new(6);
         for n in 0..40 {
-            let spec = HashSpec::new(10, 1).with_hot((0..n).map(|_| rng.next_u64() >> 60 << 3 | rng.next_u64() % 8).collect::<std::collections::BTreeSet<_>>().into_iter().collect());
+            let spec = HashSpec::new(10, 1).with_hot((0..n).map(|_| (rng.next_u64() >> 60 << 3) | (rng.next_u64() % 8)).collect::<std::collections::BTreeSet<_>>().into_iter().collect());
             let map = spec.validate().unwrap();
             for id in (0..130).chain([u64::MAX]) {
                 let want = spec.hot.iter().position(|&h| h == id).map(|i| 10 + i as u32);
