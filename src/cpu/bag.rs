@@ -4,10 +4,10 @@
 //! a zero (Sum, Mean) or −∞ (Max) start; an empty bag is a zero row. Under [`Bounds::Zero`] a bad
 //! index reads as a zero row, which still counts for Mean and takes part in Max.
 
-use crate::bags::{Bags, Layout, Pooling};
 use std::marker::PhantomData;
 
 use super::{prefetch, Kernel, PREFETCH_DISTANCE};
+use crate::bags::{Bags, Layout, Pooling};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::{Bounds, Error};
 
