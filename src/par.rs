@@ -25,7 +25,6 @@ where
     E: Send,
     F: Fn(usize, &mut [T]) -> Option<E> + Sync,
 {
-    let rows = out.len().checked_div(row_len).unwrap_or(0);
     #[cfg(web)]
     {
         // One thread, but many calls: V8 runs a WASM function on baseline code until it has
@@ -33,13 +32,14 @@ where
         // inside a running loop. One call over a whole table would run on baseline code
         // throughout (measured in Node: the page's first synthetic table took 15 % longer), so
         // blocks go through an opaque function pointer the compiler cannot inline here.
-        let _ = (rows, min_rows_per_thread);
+        let _ = min_rows_per_thread;
         let f: &dyn Fn(usize, &mut [T]) -> Option<E> = std::hint::black_box(&f);
         let block_rows = (WEB_BLOCK_VALUES / row_len.max(1)).max(1);
         out.chunks_mut(block_rows * row_len.max(1)).enumerate().find_map(|(i, block)| f(i * block_rows, block))
     }
     #[cfg(native)]
     {
+        let rows = out.len().checked_div(row_len).unwrap_or(0);
         let n = threads().min(rows / min_rows_per_thread.max(1)).max(1);
         if n == 1 {
             return f(0, out);
