@@ -232,19 +232,15 @@ impl Resident {
                     _pad: [0; 3],
                 };
                 let uniform = ctx.create_buffer("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("edo bag"),
-                    layout: &ctx.bag_layout,
-                    entries: &[
-                        wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 1, resource: inputs[0].as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 2, resource: inputs[1].as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 3, resource: inputs[2].as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 4, resource: inputs[3].as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 5, resource: shard.buffer.as_entire_binding() },
-                        buffer_range(6, &out, 0, out_bytes),
-                    ],
-                });
+                let bind_group = ctx.bind_group("edo bag", &ctx.bag_layout, &[
+                    uniform.as_entire_binding(),
+                    inputs[0].as_entire_binding(),
+                    inputs[1].as_entire_binding(),
+                    inputs[2].as_entire_binding(),
+                    inputs[3].as_entire_binding(),
+                    shard.buffer.as_entire_binding(),
+                    buffer_range(&out, 0, out_bytes),
+                ]);
                 dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
             }

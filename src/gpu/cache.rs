@@ -445,16 +445,12 @@ impl<S: RowSource> GpuCache<S> {
         let flat: Vec<u32> = moves.iter().flat_map(|&(slot, source)| [slot, source]).collect();
         let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
         let moves_buffer = ctx.create_buffer("scatter moves", 4 * flat.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&flat))).await?;
-        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("edo scatter"),
-            layout: &ctx.gather_layout,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: moves_buffer.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: rows.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 3, resource: shard.buffer.as_entire_binding() },
-            ],
-        });
+        let bind_group = ctx.bind_group("edo scatter", &ctx.gather_layout, &[
+            uniform.as_entire_binding(),
+            moves_buffer.as_entire_binding(),
+            rows.as_entire_binding(),
+            shard.buffer.as_entire_binding(),
+        ]);
         let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", (moves.len() * self.row_words) as u64, ctx.workgroup_size as u64)?;
         inputs.extend([uniform, moves_buffer]);
         Ok((bind_group, gx, gy))

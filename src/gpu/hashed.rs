@@ -111,17 +111,13 @@ impl GpuHashedTables {
         let ids = ctx.create_buffer("hashed ids", 8 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
         let slots = ctx.create_buffer("hashed rows", 4 * ex.n_slots as u64, storage, None).await?;
         let pipeline = ctx.pipeline(ShaderId::HashIds, (ctx.workgroup_size, 1)).await?;
-        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("edo hash"),
-            layout: &ctx.hash_layout,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: metas.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: ids.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 3, resource: self.hot.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 4, resource: slots.as_entire_binding() },
-            ],
-        });
+        let bind_group = ctx.bind_group("edo hash", &ctx.hash_layout, &[
+            uniform.as_entire_binding(),
+            metas.as_entire_binding(),
+            ids.as_entire_binding(),
+            self.hot.as_entire_binding(),
+            slots.as_entire_binding(),
+        ]);
         let (gx, gy) = ctx.grid("workgroups of one hash dispatch", n_ids as u64, ctx.workgroup_size as u64)?;
         let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] });
 

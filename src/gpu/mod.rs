@@ -332,6 +332,14 @@ impl Context {
         Ok((x as u32, y as u32))
     }
 
+    /// A bind group of `resources`, bound in order to bindings 0, 1, 2, … as every kernel's
+    /// layout numbers them.
+    pub(crate) fn bind_group(&self, label: &str, layout: &wgpu::BindGroupLayout, resources: &[wgpu::BindingResource<'_>]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> =
+            resources.iter().enumerate().map(|(i, r)| wgpu::BindGroupEntry { binding: i as u32, resource: r.clone() }).collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
+    }
+
     /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
     pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::gather(format, dim);

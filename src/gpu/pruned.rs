@@ -92,16 +92,12 @@ impl GpuPrunedTable {
         let ids_buffer = ctx.create_buffer("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids))).await?;
         let mapped = ctx.create_buffer("remapped ids", 4 * ids.len() as u64, storage, None).await?;
         let pipeline = ctx.pipeline(ShaderId::Remap, (ctx.workgroup_size, 1)).await?;
-        let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("edo remap"),
-            layout: &ctx.gather_layout,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: ids_buffer.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: self.remap.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 3, resource: mapped.as_entire_binding() },
-            ],
-        });
+        let bind_group = ctx.bind_group("edo remap", &ctx.gather_layout, &[
+            uniform.as_entire_binding(),
+            ids_buffer.as_entire_binding(),
+            self.remap.as_entire_binding(),
+            mapped.as_entire_binding(),
+        ]);
         let (gx, gy) = ctx.grid("workgroups of one remap dispatch", ids.len() as u64, ctx.workgroup_size as u64)?;
         let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx, gy)] };
         Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))

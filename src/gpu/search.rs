@@ -287,16 +287,12 @@ impl GpuCodes {
 
 async fn bind_group(ctx: &Context, params: SearchParams, input: &wgpu::Buffer, shard: &wgpu::Buffer, ws: &wgpu::Buffer) -> Result<wgpu::BindGroup, Error> {
     let uniform = ctx.create_buffer("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-    Ok(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("edo search"),
-        layout: &ctx.gather_layout,
-        entries: &[
-            wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-            buffer_range(1, input, 0, input.size()),
-            wgpu::BindGroupEntry { binding: 2, resource: shard.as_entire_binding() },
-            wgpu::BindGroupEntry { binding: 3, resource: ws.as_entire_binding() },
-        ],
-    }))
+    Ok(ctx.bind_group("edo search", &ctx.gather_layout, &[
+        uniform.as_entire_binding(),
+        buffer_range(input, 0, input.size()),
+        shard.as_entire_binding(),
+        ws.as_entire_binding(),
+    ]))
 }
 
 /// The score a `rescore.wgsl` key stands for (the inverse of `descending_key`).

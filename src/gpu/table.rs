@@ -333,16 +333,12 @@ impl GpuTable {
                 let uniform = ctx
                     .create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)))
                     .await?;
-                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("edo gather"),
-                    layout: &ctx.gather_layout,
-                    entries: &[
-                        wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() },
-                        buffer_range(1, &ids_buffer, 4 * start, 4 * n),
-                        wgpu::BindGroupEntry { binding: 2, resource: shard.buffer.as_entire_binding() },
-                        buffer_range(3, &out, 4 * dim as u64 * start, 4 * dim as u64 * n),
-                    ],
-                });
+                let bind_group = ctx.bind_group("edo gather", &ctx.gather_layout, &[
+                    uniform.as_entire_binding(),
+                    buffer_range(&ids_buffer, 4 * start, 4 * n),
+                    shard.buffer.as_entire_binding(),
+                    buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * n),
+                ]);
                 dispatches.push((bind_group, gx, gy));
             }
             start += n;
@@ -351,11 +347,8 @@ impl GpuTable {
     }
 }
 
-pub(crate) fn buffer_range(binding: u32, buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) }),
-    }
+pub(crate) fn buffer_range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) })
 }
 
 /// One dispatch of a kernel: its bind group and workgroups in x and y.
