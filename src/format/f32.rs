@@ -25,4 +25,9 @@ impl Codec for F32 {
             *o = f32::from_bits(*w);
         }
     }
+
+    #[inline(always)]
+    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
+        super::pool_values(acc, words.iter().map(|&x| f32::from_bits(x)), w, max);
+    }
 }

@@ -64,6 +64,15 @@ impl Codec for Int8 {
             *o = q as f32 * scale + bias;
         }
     }
+
+    #[inline(always)]
+    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
+        let code_words = words.len() - 2;
+        let scale = f32::from_bits(words[code_words]);
+        let bias = f32::from_bits(words[code_words + 1]);
+        let bytes: &[u8] = bytemuck::cast_slice(&words[..code_words]);
+        super::pool_values(acc, bytes.iter().map(|&q| q as f32 * scale + bias), w, max);
+    }
 }
 
 /// Rounds a finite, non-negative f32 to 16 significant bits (half-up on the dropped 8 bits), so

@@ -58,6 +58,31 @@ pub trait Codec {
 
     /// Decodes a packed row (`code_words(out.len()) + PARAM_WORDS` words) into `out`.
     fn decode_row(words: &[u32], out: &mut [f32]);
+
+    /// Pools a packed row into `acc` (`dim` values): `acc += w · x` or, with `max`,
+    /// `acc = max(acc, x)`, where `x` is exactly what [`Codec::decode_row`] gives. Formats whose
+    /// values decode one at a time override it so the row never goes through memory; the
+    /// others decode into `scratch` (at least `dim` values) first.
+    #[inline(always)]
+    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], scratch: &mut [f32]) {
+        let row = &mut scratch[..acc.len()];
+        Self::decode_row(words, row);
+        pool_values(acc, row.iter().copied(), w, max);
+    }
+}
+
+/// `acc += w · x` or, with `max`, `acc = max(acc, x)`, over the decoded values `x` of one row.
+#[inline(always)]
+pub(crate) fn pool_values(acc: &mut [f32], values: impl Iterator<Item = f32>, w: f32, max: bool) {
+    if max {
+        for (a, x) in acc.iter_mut().zip(values) {
+            *a = a.max(x);
+        }
+    } else {
+        for (a, x) in acc.iter_mut().zip(values) {
+            *a += w * x;
+        }
+    }
 }
 
 /// The packed formats edo stores tables in.
@@ -391,6 +416,7 @@ impl PackedTable {
         &self.words
     }
     /// The packed words of one row.
+    #[inline]
     pub fn row(&self, r: usize) -> &[u32] {
         let w = self.row_words();
         &self.words[r * w..(r + 1) * w]
@@ -499,7 +525,29 @@ pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
 
 #[cfg(test)]
 mod tests {
-    use super::round_ties_even_small;
+    use super::*;
+
+    /// Every format's `pool_row` is `decode_row` and then `pool_values`, bit for bit.
+    #[test]
+    fn pool_row_equals_decode_then_pool() {
+        let mut rng = crate::synth::Rng::new(12);
+        for format in Format::ALL {
+            for dim in [1, 3, 7, 64, 100] {
+                let data: Vec<f32> = (0..dim).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
+                let table = PackedTable::quantize(format, &data, 1, dim).unwrap();
+                let acc0: Vec<f32> = (0..dim).map(|_| rng.next_f32() - 0.5).collect();
+                for (w, max) in [(1.0, false), (0.3, false), (-2.5, false), (1.0, true)] {
+                    let mut decoded = vec![0f32; dim];
+                    table.decode_row_into(0, &mut decoded);
+                    let mut want = acc0.clone();
+                    pool_values(&mut want, decoded.into_iter(), w, max);
+                    let mut got = acc0.clone();
+                    dispatch!(format, C => C::pool_row(table.row(0), w, max, &mut got, &mut vec![f32::NAN; dim]));
+                    assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{format} dim {dim} w {w} max {max}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn round_ties_even_small_matches_std() {
