@@ -2,6 +2,7 @@
 //! package), the hashing trick with k seeds, hot ids with rows of their own, and DLRM's
 //! quotient-remainder split. Pure Rust; the GPU kernels compute the same functions.
 
+use crate::cpu::bag::{Resolve, Ring, Rows, MAX_K, NO_ROW};
 use crate::format::PackedTable;
 use crate::Error;
 
@@ -43,7 +44,7 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
 }
 
 /// MurmurHash3 x86_32 of a raw 64-bit id's 8 little-endian bytes (what the GPU kernel hashes).
-#[inline]
+#[inline(always)]
 pub fn hash_id(id: u64, seed: u32) -> u32 {
     let mut h = seed;
     for k in [id as u32, (id >> 32) as u32] {
@@ -86,13 +87,13 @@ impl HashSpec {
         self.buckets as usize + self.hot.len()
     }
 
-    /// Checks the spec and builds the sorted hot map (key, row) the lookup searches.
+    /// Checks the spec and builds its hot map.
     pub fn validate(&self) -> Result<HotMap, Error> {
         if self.buckets == 0 {
             return Err(Error::Unsupported { what: "a hashed table needs at least one bucket" });
         }
-        if self.seeds.is_empty() || self.seeds.len() > 8 {
-            return Err(Error::LimitExceeded { what: "hashes per id (k)", requested: self.seeds.len() as u64, max: 8 });
+        if self.seeds.is_empty() || self.seeds.len() > MAX_K {
+            return Err(Error::LimitExceeded { what: "hashes per id (k)", requested: self.seeds.len() as u64, max: MAX_K as u64 });
         }
         if self.rows() > u32::MAX as usize {
             return Err(Error::LimitExceeded { what: "rows of a hashed table", requested: self.rows() as u64, max: u32::MAX as u64 });
@@ -102,7 +103,7 @@ impl HashSpec {
         if let Some(w) = map.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(Error::DuplicateHotId { id: w[0].0 });
         }
-        Ok(HotMap(map))
+        Ok(HotMap::new(map))
     }
 
     /// The rows id `id` reads: its hot row, or its k buckets.
@@ -115,32 +116,79 @@ impl HashSpec {
     }
 }
 
-/// Hot ids sorted, each with its row.
+/// Hot ids, each with its row: sorted (what the GPU kernel binary-searches) and in an
+/// open-addressing table (what the CPU path probes).
 #[derive(Clone, Debug, PartialEq)]
-pub struct HotMap(pub(crate) Vec<(u64, u32)>);
+pub struct HotMap {
+    sorted: Vec<(u64, u32)>,
+    /// `(id, row)` at `slot(id)` or the next free slot after it, `(_, EMPTY)` where free; a
+    /// power of two of slots, at most half of them taken, so a lookup usually reads one slot.
+    table: Vec<(u64, u32)>,
+    shift: u32,
+}
+
+/// The row of a free slot of [`HotMap`]'s table: no row of a hashed table is `u32::MAX`
+/// ([`HashSpec::validate`] keeps rows below it).
+const EMPTY: u32 = u32::MAX;
 
 impl HotMap {
-    /// The row of hot id `id`, if it is one. A branch-free binary search: the ids looked up are
-    /// a random mix of hot and cold, so a branching search mispredicts about half its steps.
-    #[inline]
+    /// The map of `(id, row)` pairs sorted by id, with no id twice.
+    fn new(sorted: Vec<(u64, u32)>) -> HotMap {
+        // At most a quarter full up to 4096 hot ids (64 KiB or less), at most half beyond: the
+        // first slot a cold id probes is usually free.
+        let n = sorted.len();
+        let bits = (if n <= 4096 { 4 * n } else { 2 * n }).next_power_of_two().trailing_zeros().max(1);
+        let mut map = HotMap { table: vec![(0, EMPTY); 1 << bits], shift: 64 - bits, sorted };
+        let mask = map.table.len() - 1;
+        for &(id, row) in &map.sorted {
+            let mut i = map.slot(id);
+            while map.table[i].1 != EMPTY {
+                i = (i + 1) & mask;
+            }
+            map.table[i] = (id, row);
+        }
+        map
+    }
+
+    /// Fibonacci hashing of an id to its first slot.
+    #[inline(always)]
+    fn slot(&self, id: u64) -> usize {
+        (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// The row of hot id `id`, if it is one.
+    #[inline(always)]
     pub fn get(&self, id: u64) -> Option<u32> {
-        let map = &self.0[..];
-        if map.is_empty() {
-            return None;
+        let row = self.find(id);
+        (row != EMPTY).then_some(row)
+    }
+
+    /// The row of hot id `id`, or [`EMPTY`]. Probes the table from the id's slot to the first
+    /// free one. The ids looked up are a random mix of hot and cold, so whether an id is hot
+    /// is selected, not branched on; the one branch, whether to probe on, is almost never taken.
+    #[inline(always)]
+    pub(crate) fn find(&self, id: u64) -> u32 {
+        let mask = self.table.len() - 1;
+        let mut i = self.slot(id);
+        loop {
+            let (key, row) = self.table[i];
+            let found = key == id && row != EMPTY;
+            if found || row == EMPTY {
+                return if found { row } else { EMPTY };
+            }
+            i = (i + 1) & mask;
         }
-        let (mut lo, mut n) = (0, map.len());
-        while n > 1 {
-            let half = n / 2;
-            lo = if map[lo + half].0 <= id { lo + half } else { lo };
-            n -= half;
-        }
-        (map[lo].0 == id).then_some(map[lo].1)
+    }
+
+    /// The hot ids and their rows, sorted by id.
+    pub fn sorted(&self) -> &[(u64, u32)] {
+        &self.sorted
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.sorted.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.sorted.is_empty()
     }
 }
 
@@ -291,7 +339,8 @@ pub(crate) struct Expanded {
 /// [`crate::Bounds::Zero`], which contributes nothing to a sum.
 pub const SKIP: u32 = u32::MAX;
 
-pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Expanded, Error> {
+/// Checks hashed bags over `specs.len()` tables and gives their `B·T + 1` offsets.
+fn check_hashed_bags(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Vec<u32>, Error> {
     let offsets = bags.validate(pooling, Some(batch * specs.len()))?;
     if pooling == crate::Pooling::None {
         return Err(Error::Unsupported { what: "pooling None over hashed ids (each id already sums its k rows: use lookup)" });
@@ -299,6 +348,11 @@ pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, poolin
     if pooling != crate::Pooling::Sum && specs.iter().any(|s| s.seeds.len() > 1) {
         return Err(Error::Unsupported { what: "mean or max pooling over ids hashed k > 1 times (the k rows of an id are summed)" });
     }
+    Ok(offsets)
+}
+
+pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Expanded, Error> {
+    let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
     let mut out_offsets = Vec::with_capacity(offsets.len());
     let mut ranges = Vec::with_capacity(specs.len());
     let mut slot_base = 0u64;
@@ -346,42 +400,34 @@ pub fn hashed_bags(
     for (t, s) in tables.iter().zip(specs) {
         check_table_rows(t, s)?;
     }
-    let ex = expand(specs, batch, bags, pooling)?;
-    // Hash every id, k slots each (SKIP after a hot row), in one parallel pass over all tables'
-    // slots: a worker's block of slots may start and end anywhere, even inside an id's k slots.
-    let mut slots = vec![SKIP; ex.n_slots];
-    let buckets: Vec<FastMod> = specs.iter().map(|s| FastMod::new(s.buckets)).collect();
-    crate::par::for_each_chunk_mut(&mut slots, 1, 1 << 15, |first, mut block| {
-        // The table whose slots hold `first`: the last one whose slots start at or before it.
-        let mut t = ex.ranges.partition_point(|r| r.2 as usize <= first).saturating_sub(1);
-        let mut pos = first;
-        while !block.is_empty() {
-            let (s, e, base) = ex.ranges[t];
-            let (seeds, k) = (&specs[t].seeds[..], specs[t].seeds.len());
-            let end = base as usize + (e - s) as usize * k;
-            let (part, rest) = block.split_at_mut(end.min(pos + block.len()) - pos);
-            // Id i's k slots from slot j on (the block may start inside an id's slots).
-            let (mut i, mut j) = ((pos - base as usize) / k, (pos - base as usize) % k);
-            for slot in part.iter_mut() {
-                let id = bags.indices[s as usize + i];
-                *slot = match maps[t].get(id) {
-                    Some(row) if j == 0 => row,
-                    Some(_) => SKIP,
-                    None => buckets[t].rem(hash_id(id, seeds[j])),
-                };
-                j += 1;
-                if j == k {
-                    (i, j) = (i + 1, 0);
-                }
-            }
-            pos += part.len();
-            block = rest;
-            t += 1;
+    let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
+    let resolve = Hashed { specs, maps: &maps, buckets: specs.iter().map(|s| FastMod::new(s.buckets)).collect() };
+    Ok(crate::cpu::bag::pool_bags(tables, batch, bags.indices, &offsets, bags.per_sample_weights, &resolve, pooling, layout))
+}
+
+/// Raw ids hashed into rows: a hot id's row (then `k − 1` × [`NO_ROW`]), else its k buckets.
+struct Hashed<'a> {
+    specs: &'a [HashSpec],
+    maps: &'a [HotMap],
+    buckets: Vec<FastMod>,
+}
+
+impl Resolve for Hashed<'_> {
+    type Id = u64;
+    #[inline(always)]
+    fn k(&self, t: usize) -> usize {
+        self.specs[t].seeds.len()
+    }
+    #[inline(always)]
+    fn resolve(&self, t: usize, _table: &Rows, id: u64, ring: &mut Ring) {
+        // Hot or cold is a select, not a branch: the ids are a random mix of both.
+        let hot = self.maps[t].find(id);
+        for (j, &seed) in self.specs[t].seeds.iter().enumerate() {
+            let bucket = self.buckets[t].rem(hash_id(id, seed)) as usize;
+            let hot_row = if j == 0 { hot as usize } else { NO_ROW };
+            ring.push(if hot == EMPTY { bucket } else { hot_row });
         }
-        None::<()>
-    });
-    let row_bags = crate::Bags { indices: &slots, offsets: &ex.offsets, include_last_offset: true, per_sample_weights: ex.weights.as_deref() };
-    crate::cpu::embedding_bags(tables, batch, &row_bags, pooling, crate::Bounds::Zero, layout)
+    }
 }
 
 #[cfg(test)]
@@ -412,5 +458,18 @@ mod tests {
                 assert_eq!(map.get(id), want, "{n} hot ids, id {id}");
             }
         }
+        // Many hot ids, some sharing their low or high bits (neighbours in the probe table),
+        // probed with themselves, their neighbours and random ids.
+        let hot: std::collections::BTreeSet<u64> =
+            (0..3000).map(|i| match i % 3 { 0 => i << 40, 1 => u64::MAX - i, _ => rng.next_u64() }).collect();
+        let spec = HashSpec::new(1 << 20, 1).with_hot(hot.iter().copied().collect());
+        let map = spec.validate().unwrap();
+        let rows: std::collections::HashMap<u64, u32> = spec.hot.iter().enumerate().map(|(i, &id)| (id, (1 << 20) + i as u32)).collect();
+        let probes = hot.iter().flat_map(|&h| [h, h.wrapping_add(1), h.wrapping_sub(1), h ^ (1 << 40)]);
+        for id in probes.chain((0..10_000).map(|_| rng.next_u64())) {
+            assert_eq!(map.get(id), rows.get(&id).copied(), "id {id}");
+        }
+        assert_eq!(map.sorted().len(), 3000);
+        assert!(map.sorted().windows(2).all(|w| w[0].0 < w[1].0));
     }
 }

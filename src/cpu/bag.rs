@@ -23,38 +23,57 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
 /// table after table ([`Layout::PerTable`]). [`Pooling::None`] needs a single table.
 pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<Vec<f32>, Error> {
     let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
-    let mut out = vec![0f32; plan.out_len];
-    let rows: Vec<Rows> = tables.iter().map(|t| Rows::of(t)).collect();
-    let walk = Walk { tables: &rows, indices: bags.indices, offsets: &plan.offsets, weights: bags.per_sample_weights, batch, bounds };
+    let resolve = Indexed(bounds);
     if pooling == Pooling::None {
-        // One bag per index: the walk's single "bag" is the block's run of indices.
+        // One bag per index: a block's walk is one "bag", its run of indices.
         let dim = tables[0].dim();
+        let rows = [Rows::of(tables[0])];
+        let mut out = vec![0f32; plan.out_len];
         crate::par::for_each_chunk_mut(&mut out, dim, 256, |first, block| {
             let run = [first as u32, (first + block.len() / dim) as u32];
-            let walk = Walk { offsets: &run, batch: 1, ..walk };
+            let walk = Walk { tables: &rows, ids: bags.indices, offsets: &run, weights: bags.per_sample_weights, batch: 1, resolve: &resolve };
             let mut ahead = Lookahead::new(walk, 0..1, 0..1);
             let mut scratch = vec![0f32; dim];
             for (j, dst) in (first..).zip(block.chunks_exact_mut(dim)) {
-                dispatch!(tables[0].format(), C => super::simd(Pool::<C>(PhantomData, (walk.bag(0, j..j + 1), Pooling::Sum, dst, &mut ahead, &mut scratch))));
+                let bag = Bag { table: rows[0], ids: 1, k: 1, weights: bags.per_sample_weights.map(|w| &w[j..j + 1]) };
+                dispatch!(tables[0].format(), C => super::simd(Pool::<C, _>(PhantomData, (bag, Pooling::Sum, dst, &mut ahead, &mut scratch))));
             }
             None::<()>
         });
         return Ok(out);
     }
+    Ok(pool_bags(tables, batch, bags.indices, &plan.offsets, bags.per_sample_weights, &resolve, pooling, layout))
+}
+
+/// Pools the bags of `tables` (feature-major `offsets` over `ids`, `B·T + 1` of them, checked),
+/// each id read as the rows `resolve` gives it, into `[B, Σ dims]` or table after table.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pool_bags<R: Resolve>(
+    tables: &[&PackedTable],
+    batch: usize,
+    ids: &[R::Id],
+    offsets: &[u32],
+    weights: Option<&[f32]>,
+    resolve: &R,
+    pooling: Pooling,
+    layout: Layout,
+) -> Vec<f32> {
+    let total_dim: usize = tables.iter().map(|t| t.dim()).sum();
+    let mut out = vec![0f32; batch * total_dim];
+    let rows: Vec<Rows> = tables.iter().map(|t| Rows::of(t)).collect();
+    let walk = Walk { tables: &rows, ids, offsets, weights, batch, resolve };
     let max_dim = tables.iter().map(|t| t.dim()).max().unwrap_or(0);
     match layout {
         Layout::Concat => {
-            let row_len = plan.total_dim;
-            crate::par::for_each_chunk_mut(&mut out, row_len.max(1), 64, |first, block| {
-                let samples = first..first + block.len() / row_len.max(1);
+            crate::par::for_each_chunk_mut(&mut out, total_dim.max(1), 64, |first, block| {
+                let samples = first..first + block.len() / total_dim.max(1);
                 let mut ahead = Lookahead::new(walk, samples.clone(), 0..tables.len());
                 let mut scratch = vec![0f32; max_dim];
-                for (b, sample) in samples.zip(block.chunks_exact_mut(row_len)) {
+                for (b, sample) in samples.zip(block.chunks_exact_mut(total_dim)) {
                     let mut col = 0;
                     for (t, table) in tables.iter().enumerate() {
                         let dst = &mut sample[col..col + table.dim()];
-                        let bag = walk.bag(t, walk.range(t, b));
-                        dispatch!(table.format(), C => super::simd(Pool::<C>(PhantomData, (bag, pooling, dst, &mut ahead, &mut scratch))));
+                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
                         col += table.dim();
                     }
                 }
@@ -71,20 +90,50 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
                     let mut ahead = Lookahead::new(walk, samples.clone(), t..t + 1);
                     let mut scratch = vec![0f32; table.dim()];
                     for (b, dst) in samples.zip(part.chunks_exact_mut(table.dim())) {
-                        let bag = walk.bag(t, walk.range(t, b));
-                        dispatch!(table.format(), C => super::simd(Pool::<C>(PhantomData, (bag, pooling, dst, &mut ahead, &mut scratch))));
+                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
                     }
                     None::<()>
                 });
             }
         }
     }
-    Ok(out)
+    out
+}
+
+/// A row that reads as zeros: a bad index under [`Bounds::Zero`], or one of the `k − 1` unused
+/// rows of a hot hashed id.
+pub(crate) const NO_ROW: usize = usize::MAX;
+
+/// How the ids in bags become rows: each id of table `t` reads [`Resolve::k`]`(t)` rows.
+pub(crate) trait Resolve: Sync {
+    type Id: Copy + Sync;
+    /// Rows per id of table `t` (1 to [`MAX_K`]).
+    fn k(&self, t: usize) -> usize;
+    /// Pushes the `k(t)` rows `id` reads in table `t` ([`NO_ROW`] for a zero row).
+    fn resolve(&self, t: usize, table: &Rows, id: Self::Id, ring: &mut Ring);
+}
+
+/// The most rows one id may read (hashes per id).
+pub(crate) const MAX_K: usize = 8;
+
+/// Row indices, each one row under a bounds policy.
+struct Indexed(Bounds);
+
+impl Resolve for Indexed {
+    type Id = u32;
+    #[inline(always)]
+    fn k(&self, _t: usize) -> usize {
+        1
+    }
+    #[inline(always)]
+    fn resolve(&self, _t: usize, table: &Rows, id: u32, ring: &mut Ring) {
+        ring.push(self.0.resolve(id, table.rows).unwrap_or(NO_ROW));
+    }
 }
 
 /// One table's packed rows, as the pooling loops read them.
 #[derive(Clone, Copy)]
-struct Rows<'a> {
+pub(crate) struct Rows<'a> {
     words: &'a [u32],
     rows: usize,
     row_words: usize,
@@ -95,67 +144,100 @@ impl<'a> Rows<'a> {
         Rows { words: table.words(), rows: table.rows(), row_words: table.row_words() }
     }
 
-    /// The packed words of the row `id` reads under `bounds`, or `None` for a zero row.
+    /// The packed words of row `r` (`< rows`).
     #[inline(always)]
-    fn get(&self, id: u32, bounds: Bounds) -> Option<&'a [u32]> {
-        let r = bounds.resolve(id, self.rows)?;
-        Some(&self.words[r * self.row_words..(r + 1) * self.row_words])
+    fn row(&self, r: usize) -> &'a [u32] {
+        &self.words[r * self.row_words..(r + 1) * self.row_words]
+    }
+}
+
+/// The rows resolved ahead of the pooling, in the order it reads them: a ring of
+/// [`RING`] entries, enough for [`PREFETCH_DISTANCE`] ids of [`MAX_K`] rows and the id being pooled.
+pub(crate) struct Ring {
+    rows: [usize; RING],
+    head: usize,
+    tail: usize,
+}
+
+const RING: usize = ((PREFETCH_DISTANCE + 1) * MAX_K).next_power_of_two();
+
+impl Ring {
+    #[inline(always)]
+    pub(crate) fn push(&mut self, row: usize) {
+        self.rows[self.head % RING] = row;
+        self.head += 1;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> usize {
+        debug_assert!(self.tail < self.head, "the pooling reads only rows the walk resolved");
+        self.tail += 1;
+        self.rows[(self.tail - 1) % RING]
     }
 }
 
 /// The bags of a call: bag `g = t·batch + b` (table `t`, sample `b`) holds
-/// `indices[offsets[g]..offsets[g + 1]]`.
-#[derive(Clone, Copy)]
-struct Walk<'a> {
+/// `ids[offsets[g]..offsets[g + 1]]`, each read as the rows `resolve` gives it.
+struct Walk<'a, R: Resolve> {
     tables: &'a [Rows<'a>],
-    indices: &'a [u32],
+    ids: &'a [R::Id],
     offsets: &'a [u32],
     weights: Option<&'a [f32]>,
     batch: usize,
-    bounds: Bounds,
+    resolve: &'a R,
 }
 
-impl<'a> Walk<'a> {
-    /// The positions in `indices` of bag (`t`, `b`).
+impl<R: Resolve> Clone for Walk<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: Resolve> Copy for Walk<'_, R> {}
+
+impl<'a, R: Resolve> Walk<'a, R> {
+    /// The positions in `ids` of bag (`t`, `b`).
     #[inline(always)]
     fn range(&self, t: usize, b: usize) -> Range<usize> {
         let g = t * self.batch + b;
         self.offsets[g] as usize..self.offsets[g + 1] as usize
     }
 
-    /// The indices at `range` of table `t`, with their weights.
+    /// Bag (`t`, `b`) as the pooling reads it.
     #[inline(always)]
-    fn bag(&self, t: usize, range: Range<usize>) -> Bag<'a> {
-        Bag { table: self.tables[t], bounds: self.bounds, indices: &self.indices[range.clone()], weights: self.weights.map(|w| &w[range]) }
+    fn bag(&self, t: usize, b: usize) -> Bag<'a> {
+        let range = self.range(t, b);
+        Bag { table: self.tables[t], ids: range.len(), k: self.resolve.k(t), weights: self.weights.map(|w| &w[range]) }
     }
 }
 
-/// The indices one output row pools.
+/// What the pooling of one output row needs: its rows come from the walk's ring, `k` per id.
 struct Bag<'a> {
     table: Rows<'a>,
-    bounds: Bounds,
-    indices: &'a [u32],
+    ids: usize,
+    k: usize,
     weights: Option<&'a [f32]>,
 }
 
-/// Walks the rows a block of bags will read, [`PREFETCH_DISTANCE`] rows ahead of the pooling,
-/// across bag and table boundaries: bags are short (often under the distance), so prefetching
-/// within a bag alone would leave most rows' cache misses to come one after another. It visits
-/// the bags in the pooling's order, sample by sample and, within a sample, table by table.
-struct Lookahead<'a> {
-    walk: Walk<'a>,
+/// Walks the ids a block of bags will read, resolves their rows and prefetches them,
+/// [`PREFETCH_DISTANCE`] ids ahead of the pooling, across bag and table boundaries: bags are
+/// short (often under the distance), so prefetching within a bag alone would leave most rows'
+/// cache misses to come one after another. It visits the bags in the pooling's order, sample by
+/// sample and, within a sample, table by table, and hands the pooling the rows it resolved.
+struct Lookahead<'a, R: Resolve> {
+    walk: Walk<'a, R>,
     tables: Range<usize>,
     samples_end: usize,
-    /// The bag being walked, and the walk's position in `indices`.
+    /// The bag being walked, and the walk's position in `ids`.
     b: usize,
     t: usize,
     i: usize,
     end: usize,
+    ring: Ring,
 }
 
-impl<'a> Lookahead<'a> {
+impl<'a, R: Resolve> Lookahead<'a, R> {
     /// A lookahead over the bags of `tables` for `samples`, its first rows already prefetched.
-    fn new(walk: Walk<'a>, samples: Range<usize>, tables: Range<usize>) -> Self {
+    fn new(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
         let mut ahead = Self::start(walk, samples, tables);
         for _ in 0..PREFETCH_DISTANCE {
             ahead.step();
@@ -163,35 +245,42 @@ impl<'a> Lookahead<'a> {
         ahead
     }
 
-    /// The walk at its first index.
-    fn start(walk: Walk<'a>, samples: Range<usize>, tables: Range<usize>) -> Self {
+    /// The walk at its first id.
+    fn start(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
         // An empty walk starts at its end.
         let empty = samples.is_empty() || tables.is_empty();
         let (b, t) = (if empty { samples.end } else { samples.start }, tables.start);
         let Range { start: i, end } = if empty { 0..0 } else { walk.range(t, b) };
-        Lookahead { walk, tables, samples_end: samples.end, b, t, i, end }
+        Lookahead { walk, tables, samples_end: samples.end, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 } }
     }
 
-    /// Prefetches the next row of the walk (called once per row pooled).
+    /// Resolves the rows of the next id of the walk and prefetches them (called once per id
+    /// pooled).
     #[inline(always)]
     fn step(&mut self) {
         if let Some((t, id)) = self.next_id() {
-            if let Some(row) = self.walk.tables[t].get(id, self.walk.bounds) {
-                prefetch(row);
+            let table = &self.walk.tables[t];
+            let first = self.ring.head;
+            self.walk.resolve.resolve(t, table, id, &mut self.ring);
+            for h in first..self.ring.head {
+                let r = self.ring.rows[h % RING];
+                if r != NO_ROW {
+                    prefetch(table.row(r));
+                }
             }
         }
     }
 
-    /// The next index of the walk, with its table.
+    /// The next id of the walk, with its table.
     #[inline(always)]
-    fn next_id(&mut self) -> Option<(usize, u32)> {
+    fn next_id(&mut self) -> Option<(usize, R::Id)> {
         while self.i == self.end {
             if !self.next_bag() {
                 return None;
             }
         }
         self.i += 1;
-        Some((self.t, self.walk.indices[self.i - 1]))
+        Some((self.t, self.walk.ids[self.i - 1]))
     }
 
     /// Moves to the next bag; `false` at the end of the walk.
@@ -263,38 +352,40 @@ impl TableShape for (usize, usize) {
 }
 
 /// The arguments of [`pool`].
-type PoolArgs<'a, 'b> = (Bag<'a>, Pooling, &'b mut [f32], &'b mut Lookahead<'a>, &'b mut [f32]);
+type PoolArgs<'a, 'b, R> = (Bag<'a>, Pooling, &'b mut [f32], &'b mut Lookahead<'a, R>, &'b mut [f32]);
 
 /// [`pool`] as a [`Kernel`].
-struct Pool<'a, 'b, C>(PhantomData<C>, PoolArgs<'a, 'b>);
+struct Pool<'a, 'b, C, R: Resolve>(PhantomData<C>, PoolArgs<'a, 'b, R>);
 
-impl<C: Codec> Kernel for Pool<'_, '_, C> {
+impl<C: Codec, R: Resolve> Kernel for Pool<'_, '_, C, R> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        pool::<C>(self.1)
+        pool::<C, R>(self.1)
     }
 }
 
-/// Pools one bag into `out` (`dim` values); `scratch` holds `dim` values for formats that
-/// decode a row before pooling it.
+/// Pools one bag into `out` (`dim` values), its rows taken from the lookahead; `scratch` holds
+/// `dim` values for formats that decode a row before pooling it.
 #[inline(always)]
-fn pool<C: Codec>((bag, pooling, out, ahead, scratch): PoolArgs<'_, '_>) {
+fn pool<C: Codec, R: Resolve>((bag, pooling, out, ahead, scratch): PoolArgs<'_, '_, R>) {
     let max = pooling == Pooling::Max;
     out.fill(if max { f32::NEG_INFINITY } else { 0.0 });
-    for (j, &id) in bag.indices.iter().enumerate() {
+    for j in 0..bag.ids {
         ahead.step();
         let w = bag.weights.map_or(1.0, |w| w[j]);
-        match bag.table.get(id, bag.bounds) {
-            Some(row) => C::pool_row(row, w, max, out, scratch),
-            None if max => out.iter_mut().for_each(|o| *o = o.max(0.0)),
-            None => {}
+        for _ in 0..bag.k {
+            match ahead.ring.pop() {
+                NO_ROW if max => out.iter_mut().for_each(|o| *o = o.max(0.0)),
+                NO_ROW => {}
+                r => C::pool_row(bag.table.row(r), w, max, out, scratch),
+            }
         }
     }
-    if bag.indices.is_empty() {
+    if bag.ids == 0 {
         out.fill(0.0);
     } else if pooling == Pooling::Mean {
-        let n = bag.indices.len() as f32;
+        let n = bag.ids as f32;
         out.iter_mut().for_each(|o| *o /= n);
     }
 }
@@ -315,12 +406,12 @@ mod tests {
             offsets.push(offsets.last().unwrap() + len);
         }
         let indices: Vec<u32> = (0..*offsets.last().unwrap()).collect();
-        let walk = Walk { tables: &[], indices: &indices, offsets: &offsets, weights: None, batch, bounds: Bounds::Zero };
+        let walk = Walk { tables: &[], ids: &indices, offsets: &offsets, weights: None, batch, resolve: &Indexed(Bounds::Zero) };
         for (samples, tables) in [(0..batch, 0..n_tables), (3..7, 0..n_tables), (2..9, 1..2), (4..4, 0..n_tables), (0..batch, 2..3)] {
             let mut ahead = Lookahead::start(walk, samples.clone(), tables.clone());
             let walked: Vec<(usize, u32)> = std::iter::from_fn(|| ahead.next_id()).collect();
             let pooled: Vec<(usize, u32)> =
-                samples.clone().flat_map(|b| tables.clone().flat_map(move |t| walk.range(t, b).map(move |i| (t, walk.indices[i])))).collect();
+                samples.clone().flat_map(|b| tables.clone().flat_map(move |t| walk.range(t, b).map(move |i| (t, walk.ids[i])))).collect();
             assert_eq!(walked, pooled, "samples {samples:?}, tables {tables:?}");
         }
     }

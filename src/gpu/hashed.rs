@@ -52,7 +52,7 @@ impl GpuHashedTables {
             let map = spec.validate()?;
             crate::hash::check_table_rows(table, spec)?;
             hot_ranges.push((hot.len() as u32, map.len() as u32));
-            hot.extend(map.0.iter().map(|&(id, row)| [id as u32, (id >> 32) as u32, row, 0]));
+            hot.extend(map.sorted().iter().map(|&(id, row)| [id as u32, (id >> 32) as u32, row, 0]));
         }
         let refs: Vec<&PackedTable> = tables.iter().map(|(t, _)| *t).collect();
         let res = Resident::upload(engine, &refs).await?;
