@@ -8,6 +8,8 @@
 // so neighbouring invocations write neighbouring memory. Workgroups form a 2-D grid (x ≤ 65535).
 // A table split into shards is gathered by one dispatch per shard; each writes only the output
 // rows whose id lands in its shard, so every output row is written by exactly one dispatch.
+// Ids from the host come to a sharded table sorted out by shard (`listed`): each dispatch then
+// runs over its own ids, not over all of them.
 
 struct GatherParams {
     n_ids: u32,        // ids bound for this dispatch
@@ -18,7 +20,7 @@ struct GatherParams {
     shard_first: u32,  // first table row held by the bound shard
     shard_rows: u32,   // rows held by the bound shard
     policy: u32,       // POLICY_ZERO, POLICY_CLAMP or POLICY_SKIP (Error is checked on the host first)
-    _pad0: u32,
+    listed: u32,       // 1: `ids` holds (output row, id) pairs, this shard's ids (sorted out on the host)
     _pad1: u32,
     _pad2: u32,
     _pad3: u32,
@@ -57,3 +59,4 @@ fn resolve_row(id: u32, total_rows: u32, shard_first: u32, shard_rows: u32, poli
 fn id_index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, rows_per_group: u32) -> u32 {
     return (wid.y * nwg.x + wid.x) * rows_per_group + lid.y;
 }
+

@@ -3,7 +3,7 @@
 // most where stores are expensive (lavapipe runs each store one lane at a time). The
 // decode_<format>.wgsl before it supplies row_params(base, code_words) (read once per row) and
 // decode4(base, c, row_params) for c a multiple of 4.
-// Bindings: 0 params (uniform GatherParams), 1 ids (u32), 2 shard (the packed rows of one shard,
+// Bindings: 0 params (uniform GatherParams), 1 ids (u32, or (output row, id) pairs when listed), 2 shard (the packed rows of one shard,
 // row_words words each), 3 out (vec4<f32>, n_ids × dim / 4, dense; each row written whole by the
 // dispatch of the shard that holds it, or as zeros by shard 0's for a bad id under POLICY_ZERO).
 
@@ -15,17 +15,27 @@ override WG_Y: u32 = 8u;
 @group(0) @binding(2) var<storage, read> shard: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 
+// Entry j of this dispatch's ids: (output row, id) — the pair itself when listed, else (j, ids[j]).
+fn entry(j: u32) -> vec2<u32> {
+    if (params.listed == 1u) {
+        return vec2<u32>(ids[2u * j], ids[2u * j + 1u]);
+    }
+    return vec2<u32>(j, ids[j]);
+}
+
 @compute @workgroup_size(WG_X, WG_Y)
 fn main(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let i = id_index(wid, nwg, lid, WG_Y);
-    if (i >= params.n_ids) {
+    let j = id_index(wid, nwg, lid, WG_Y);
+    if (j >= params.n_ids) {
         return;
     }
-    let row = resolve_row(ids[i], params.total_rows, params.shard_first, params.shard_rows, params.policy);
+    let e = entry(j);
+    let i = e.x;
+    let row = resolve_row(e.y, params.total_rows, params.shard_first, params.shard_rows, params.policy);
     if (row == ROW_SKIP) {
         return;
     }

@@ -4,13 +4,10 @@
 use std::sync::Arc;
 
 use super::bag::Indices;
-use super::table::LookupJob;
+use super::table::{LookupJob, POLICY_SKIP};
 use super::{Engine, GpuRows, GpuTable};
 use crate::mixed::MixedTable;
 use crate::{Bounds, Error};
-
-/// The kernel policy that leaves rows of id `0xffffffff` to the other part's gather.
-const POLICY_SKIP: u32 = 2;
 
 /// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are.
 pub struct GpuMixedTable {

@@ -19,7 +19,9 @@ struct GatherParams {
     shard_first: u32,
     shard_rows: u32,
     policy: u32,
-    _pad: [u32; 4],
+    /// 1: the ids binding holds (output row, id) pairs, the ids of this dispatch's shard.
+    listed: u32,
+    _pad: [u32; 3],
 }
 const _: () = assert!(std::mem::size_of::<GatherParams>() == 48);
 
@@ -289,10 +291,6 @@ impl GpuTable {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
         let (pipeline, (_, wg_y)) = ctx.gather_pipeline(self.format(), dim).await?;
-        let ids_buffer = match ids {
-            Indices::Host(ids) => ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?,
-            Indices::Device(buffer, _) => buffer,
-        };
         let out = match output {
             Some(out) => out,
             None => {
@@ -310,42 +308,116 @@ impl GpuTable {
         if chunk == 0 {
             return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: 4 * dim as u64 * granule, max: max_binding });
         }
-        chunk = chunk.min(n_ids.max(1) as u64);
+        // A chunk's (row, id) pairs must fit one binding too.
+        chunk = chunk.min((max_binding / 8) / granule * granule).min(n_ids.max(1) as u64);
         let Placement { row_words, code_words, .. } = self.res.tables[0];
+        let shards = &self.res.shards;
+        let params = |n: u64, shard: &Shard, listed: bool| GatherParams {
+            n_ids: n as u32,
+            dim: dim as u32,
+            row_words,
+            code_words,
+            total_rows: rows as u32,
+            shard_first: shard.word_start / row_words,
+            shard_rows: (shard.word_end - shard.word_start) / row_words,
+            policy,
+            listed: listed as u32,
+            _pad: [0; 3],
+        };
 
-        let mut dispatches = Vec::new();
+        // Ids from the host over several shards are sorted out here, so each shard's dispatch
+        // runs over its own ids only. Ids already on the device (written by an earlier kernel)
+        // go to every shard's dispatch, which skips those that are not its own.
+        let (ids_buffer, lists) = match ids {
+            Indices::Host(ids) if shards.len() > 1 => {
+                let lists = ShardLists::new(ids, chunk as usize, granule as usize, rows, policy, shards, row_words);
+                (ctx.create_buffer("gather ids by shard", 4 * lists.words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&lists.words))).await?, Some(lists))
+            }
+            Indices::Host(ids) => (ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?, None),
+            Indices::Device(buffer, _) => (buffer, None),
+        };
+
+        // Each dispatch: its ids (count, words of the ids binding), its shard, its first output row.
+        let mut plan: Vec<(u64, (u64, u64), &Shard, u64)> = Vec::new();
         let mut start = 0u64;
         while start < n_ids as u64 {
             let n = chunk.min(n_ids as u64 - start);
-            let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
-            for shard in &self.res.shards {
-                let params = GatherParams {
-                    n_ids: n as u32,
-                    dim: dim as u32,
-                    row_words,
-                    code_words,
-                    total_rows: rows as u32,
-                    shard_first: shard.word_start / row_words,
-                    shard_rows: (shard.word_end - shard.word_start) / row_words,
-                    policy,
-                    _pad: [0; 4],
-                };
-                let uniform = ctx
-                    .create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)))
-                    .await?;
-                let bind_group = ctx.bind_group("edo gather", &ctx.gather_layout, &[
-                    uniform.as_entire_binding(),
-                    buffer_range(&ids_buffer, 4 * start, 4 * n),
-                    shard.buffer.as_entire_binding(),
-                    buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * n),
-                ]);
-                dispatches.push((bind_group, gx, gy));
+            match &lists {
+                Some(lists) => {
+                    let first = (start / chunk) as usize * shards.len();
+                    for (shard, &(word, pairs)) in shards.iter().zip(&lists.ranges[first..first + shards.len()]) {
+                        if pairs > 0 {
+                            plan.push((pairs as u64, (word as u64, 2 * pairs as u64), shard, start));
+                        }
+                    }
+                }
+                None => plan.extend(shards.iter().map(|shard| (n, (start, n), shard, start))),
             }
             start += n;
+        }
+        let mut dispatches = Vec::with_capacity(plan.len());
+        for (n, (word, words), shard, start) in plan {
+            let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
+            let params = params(n, shard, lists.is_some());
+            let uniform = ctx.create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+            let bind_group = ctx.bind_group("edo gather", &ctx.gather_layout, &[
+                uniform.as_entire_binding(),
+                buffer_range(&ids_buffer, 4 * word, 4 * words),
+                shard.buffer.as_entire_binding(),
+                buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * chunk.min(n_ids as u64 - start)),
+            ]);
+            dispatches.push((bind_group, gx, gy));
         }
         Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim }))
     }
 }
+
+/// Host ids sorted out by the shard that writes their output row: per chunk of `chunk` ids,
+/// one list per shard of (output row within the chunk, id) pairs, each list starting at a
+/// multiple of `granule` words (the device's binding offset alignment).
+struct ShardLists {
+    words: Vec<u32>,
+    /// Per chunk, per shard: the list's first word and its pairs.
+    ranges: Vec<(usize, usize)>,
+}
+
+impl ShardLists {
+    fn new(ids: &[u32], chunk: usize, granule: usize, rows: usize, policy: u32, shards: &[Shard], row_words: u32) -> ShardLists {
+        let firsts: Vec<usize> = shards.iter().map(|s| (s.word_start / row_words) as usize).collect();
+        // The shard whose dispatch writes the row of `id`, as the kernel's resolve_row decides:
+        // its row's shard; the last row's under Clamp; none for the skipped id under Skip; shard
+        // 0 (which writes zero rows) for any other bad id.
+        let shard_of = |id: u32| -> Option<usize> {
+            let row = match id as usize {
+                r if r < rows => r,
+                _ if policy == POLICY_CLAMP => rows - 1,
+                _ if policy == POLICY_SKIP && id == u32::MAX => return None,
+                _ => return Some(0),
+            };
+            Some(firsts.partition_point(|&f| f <= row) - 1)
+        };
+        let mut words = Vec::with_capacity(2 * ids.len() + granule * shards.len());
+        let mut ranges = Vec::new();
+        let mut lists: Vec<Vec<[u32; 2]>> = vec![Vec::new(); shards.len()];
+        for part in ids.chunks(chunk.max(1)) {
+            for (pos, &id) in part.iter().enumerate() {
+                if let Some(s) = shard_of(id) {
+                    lists[s].push([pos as u32, id]);
+                }
+            }
+            for list in &mut lists {
+                ranges.push((words.len(), list.len()));
+                words.extend(list.drain(..).flatten());
+                words.resize(words.len().next_multiple_of(granule.max(1)), 0);
+            }
+        }
+        ShardLists { words, ranges }
+    }
+}
+
+/// The kernel's bounds policies (`gather_common.wgsl`).
+const POLICY_CLAMP: u32 = 1;
+pub(crate) const POLICY_SKIP: u32 = 2;
 
 pub(crate) fn buffer_range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
     wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) })
