@@ -324,8 +324,9 @@ pub(crate) fn check_qr(quotient: &PackedTable, remainder: &PackedTable) -> Resul
 /// feature-major over several tables.
 pub type HashedBags<'a> = crate::Bags<'a, u64>;
 
-/// Hashed bags turned into bags of row indices: each id becomes `k` slots of its table (a hot
-/// id: its row and `k − 1` × [`SKIP`]), offsets and weights scaled to match.
+/// Hashed bags turned into bags of row indices for the GPU path, whose hashing kernel writes
+/// them: each id becomes `k` slots of its table (a hot id: its row and `k − 1` × [`SKIP`]),
+/// offsets and weights scaled to match.
 pub(crate) struct Expanded {
     /// `B·T + 1` offsets into the slots.
     pub offsets: Vec<u32>,
