@@ -2,7 +2,7 @@
 //! package), the hashing trick with k seeds, hot ids with rows of their own, and DLRM's
 //! quotient-remainder split. Pure Rust; the GPU kernels compute the same functions.
 
-use crate::cpu::bag::{Resolve, Ring, Rows, MAX_K, NO_ROW};
+use crate::cpu::bag::{Resolve, Ring, Rows, MAX_K, NO_ROW, RUN};
 use crate::format::PackedTable;
 use crate::Error;
 
@@ -420,13 +420,25 @@ impl Resolve for Hashed<'_> {
         self.specs[t].seeds.len()
     }
     #[inline(always)]
-    fn resolve(&self, t: usize, _table: &Rows, id: u64, ring: &mut Ring) {
-        // Hot or cold is a select, not a branch: the ids are a random mix of both.
-        let hot = self.maps[t].find(id);
-        for (j, &seed) in self.specs[t].seeds.iter().enumerate() {
-            let bucket = self.buckets[t].rem(hash_id(id, seed)) as usize;
-            let hot_row = if j == 0 { hot as usize } else { NO_ROW };
-            ring.push(if hot == EMPTY { bucket } else { hot_row });
+    fn resolve_run(&self, t: usize, _table: &Rows, ids: &[u64], ring: &mut Ring) {
+        let (seeds, map, buckets) = (&self.specs[t].seeds[..], &self.maps[t], self.buckets[t]);
+        // Each seed's hashes of a whole run first, lane by lane in a loop of fixed length (the
+        // compiler runs it on vector registers); then the rows, id after id.
+        let mut run = [0u64; RUN];
+        run[..ids.len()].copy_from_slice(ids);
+        let mut hashes = [[0u32; RUN]; MAX_K];
+        for (h, &seed) in hashes.iter_mut().zip(seeds) {
+            for (h, &id) in h.iter_mut().zip(&run) {
+                *h = hash_id(id, seed);
+            }
+        }
+        for (l, &id) in ids.iter().enumerate() {
+            // Hot or cold is a select, not a branch: the ids are a random mix of both.
+            let hot = map.find(id);
+            for (j, h) in hashes[..seeds.len()].iter().enumerate() {
+                let hot_row = if j == 0 { hot as usize } else { NO_ROW };
+                ring.push(if hot == EMPTY { buckets.rem(h[l]) as usize } else { hot_row });
+            }
         }
     }
 }

@@ -111,9 +111,10 @@ fn quotient_remainder_follows_dlrm() {
 
 #[test]
 fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
-    // Enough ids that the parallel hashing pass splits the slots between workers at arbitrary
-    // points, inside an id's k slots too; tables whose row r holds r make each bag's sum the sum
-    // of the rows its ids read, which per-id `rows_of` says.
+    // Enough bags that the CPU path's workers split them, bags shorter and longer than the runs
+    // of 8 ids its walk hashes at a time, in both layouts (the walk goes table by table or sample
+    // by sample); tables whose row r holds r make each bag's sum the sum of the rows its ids
+    // read, which per-id `rows_of` says.
     let specs = [
         HashSpec::new(997, 1).with_hot(vec![5, 9, 1 << 40]),
         HashSpec { buckets: 4093, seeds: vec![7, 11, 13], hot: (100..140).collect() },
@@ -127,12 +128,14 @@ fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
     let (mut ids, mut offsets) = (Vec::new(), Vec::new());
     for _ in 0..specs.len() * batch {
         offsets.push(ids.len() as u32);
-        for _ in 0..rng.below(9) {
+        for _ in 0..rng.below(21) {
             ids.push(match rng.below(3) { 0 => rng.below(150) as u64, 1 => 1 << 40, _ => rng.next_u64() });
         }
     }
     offsets.push(ids.len() as u32);
-    let got = hashed_bags(&refs, &specs, batch, &HashedBags::new(&ids, &offsets).include_last_offset(true), Pooling::Sum, Layout::PerTable).unwrap();
+    let bags = HashedBags::new(&ids, &offsets).include_last_offset(true);
+    let per_table = hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::PerTable).unwrap();
+    let concat = hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat).unwrap();
     let mut rows = Vec::new();
     for (t, spec) in specs.iter().enumerate() {
         let map = spec.validate().unwrap();
@@ -143,7 +146,8 @@ fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
                 spec.rows_of(&map, id, &mut rows);
                 want += rows.iter().map(|&r| r as f64).sum::<f64>();
             }
-            assert_eq!(got[t * batch + b] as f64, want, "table {t}, bag {b}");
+            assert_eq!(per_table[t * batch + b] as f64, want, "table {t}, bag {b}, per table");
+            assert_eq!(concat[b * specs.len() + t] as f64, want, "table {t}, bag {b}, concatenated");
         }
     }
 }

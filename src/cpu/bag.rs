@@ -109,9 +109,14 @@ pub(crate) trait Resolve: Sync {
     type Id: Copy + Sync;
     /// Rows per id of table `t` (1 to [`MAX_K`]).
     fn k(&self, t: usize) -> usize;
-    /// Pushes the `k(t)` rows `id` reads in table `t` ([`NO_ROW`] for a zero row).
-    fn resolve(&self, t: usize, table: &Rows, id: Self::Id, ring: &mut Ring);
+    /// Pushes the `k(t)` rows each of `ids` (at most [`RUN`], all of table `t`) reads, id after
+    /// id ([`NO_ROW`] for a zero row). A run at a time, so an implementation can compute several
+    /// ids' rows side by side.
+    fn resolve_run(&self, t: usize, table: &Rows, ids: &[Self::Id], ring: &mut Ring);
 }
+
+/// The most ids resolved in one call: runs of a bag, so a resolver's loops over them vectorise.
+pub(crate) const RUN: usize = 8;
 
 /// The most rows one id may read (hashes per id).
 pub(crate) const MAX_K: usize = 8;
@@ -126,8 +131,10 @@ impl Resolve for Indexed {
         1
     }
     #[inline(always)]
-    fn resolve(&self, _t: usize, table: &Rows, id: u32, ring: &mut Ring) {
-        ring.push(self.0.resolve(id, table.rows).unwrap_or(NO_ROW));
+    fn resolve_run(&self, _t: usize, table: &Rows, ids: &[u32], ring: &mut Ring) {
+        for &id in ids {
+            ring.push(self.0.resolve(id, table.rows).unwrap_or(NO_ROW));
+        }
     }
 }
 
@@ -151,15 +158,16 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// The rows resolved ahead of the pooling, in the order it reads them: a ring of
-/// [`RING`] entries, enough for [`PREFETCH_DISTANCE`] ids of [`MAX_K`] rows and the id being pooled.
+/// The rows resolved ahead of the pooling, in the order it reads them: a ring of [`RING`]
+/// entries, enough for the id being pooled, [`PREFETCH_DISTANCE`] ids after it and a run more,
+/// [`MAX_K`] rows each.
 pub(crate) struct Ring {
     rows: [usize; RING],
     head: usize,
     tail: usize,
 }
 
-const RING: usize = ((PREFETCH_DISTANCE + 1) * MAX_K).next_power_of_two();
+const RING: usize = ((1 + PREFETCH_DISTANCE + RUN) * MAX_K).next_power_of_two();
 
 impl Ring {
     #[inline(always)]
@@ -233,15 +241,15 @@ struct Lookahead<'a, R: Resolve> {
     i: usize,
     end: usize,
     ring: Ring,
+    /// Ids resolved whose rows the pooling has not read yet.
+    pending: usize,
 }
 
 impl<'a, R: Resolve> Lookahead<'a, R> {
     /// A lookahead over the bags of `tables` for `samples`, its first rows already prefetched.
     fn new(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
         let mut ahead = Self::start(walk, samples, tables);
-        for _ in 0..PREFETCH_DISTANCE {
-            ahead.step();
-        }
+        ahead.top_up();
         ahead
     }
 
@@ -251,36 +259,46 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
         let empty = samples.is_empty() || tables.is_empty();
         let (b, t) = (if empty { samples.end } else { samples.start }, tables.start);
         let Range { start: i, end } = if empty { 0..0 } else { walk.range(t, b) };
-        Lookahead { walk, tables, samples_end: samples.end, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 } }
+        Lookahead { walk, tables, samples_end: samples.end, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
     }
 
-    /// Resolves the rows of the next id of the walk and prefetches them (called once per id
-    /// pooled).
+    /// Called as the pooling takes the next id: keeps [`PREFETCH_DISTANCE`] ids after it
+    /// resolved and their rows prefetched.
     #[inline(always)]
     fn step(&mut self) {
-        if let Some((t, id)) = self.next_id() {
+        debug_assert!(self.pending > 0, "the pooling takes only ids the walk resolved");
+        self.pending -= 1;
+        self.top_up();
+    }
+
+    #[inline(always)]
+    fn top_up(&mut self) {
+        while self.pending < PREFETCH_DISTANCE {
+            let Some((t, run)) = self.next_run() else { return };
             let table = &self.walk.tables[t];
             let first = self.ring.head;
-            self.walk.resolve.resolve(t, table, id, &mut self.ring);
+            self.walk.resolve.resolve_run(t, table, run, &mut self.ring);
             for h in first..self.ring.head {
                 let r = self.ring.rows[h % RING];
                 if r != NO_ROW {
                     prefetch(table.row(r));
                 }
             }
+            self.pending += run.len();
         }
     }
 
-    /// The next id of the walk, with its table.
+    /// The next run of the walk (up to [`RUN`] ids of one bag), with its table.
     #[inline(always)]
-    fn next_id(&mut self) -> Option<(usize, R::Id)> {
+    fn next_run(&mut self) -> Option<(usize, &'a [R::Id])> {
         while self.i == self.end {
             if !self.next_bag() {
                 return None;
             }
         }
-        self.i += 1;
-        Some((self.t, self.walk.ids[self.i - 1]))
+        let n = (self.end - self.i).min(RUN);
+        self.i += n;
+        Some((self.t, &self.walk.ids[self.i - n..self.i]))
     }
 
     /// Moves to the next bag; `false` at the end of the walk.
@@ -409,7 +427,7 @@ mod tests {
         let walk = Walk { tables: &[], ids: &indices, offsets: &offsets, weights: None, batch, resolve: &Indexed(Bounds::Zero) };
         for (samples, tables) in [(0..batch, 0..n_tables), (3..7, 0..n_tables), (2..9, 1..2), (4..4, 0..n_tables), (0..batch, 2..3)] {
             let mut ahead = Lookahead::start(walk, samples.clone(), tables.clone());
-            let walked: Vec<(usize, u32)> = std::iter::from_fn(|| ahead.next_id()).collect();
+            let walked: Vec<(usize, u32)> = std::iter::from_fn(|| ahead.next_run()).flat_map(|(t, run)| run.iter().map(move |&id| (t, id))).collect();
             let pooled: Vec<(usize, u32)> =
                 samples.clone().flat_map(|b| tables.clone().flat_map(move |t| walk.range(t, b).map(move |i| (t, walk.ids[i])))).collect();
             assert_eq!(walked, pooled, "samples {samples:?}, tables {tables:?}");
