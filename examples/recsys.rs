@@ -58,7 +58,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(e) => Some(edo::bench::gpu_copy_gbps(e, (batch * FEATURES * DIM * 4) as u64 * 8, iters)?),
         None => None,
     };
-    let memcpy_gbps = edo::bench::cpu_memcpy_gbps(64 << 20, iters);
 
     println!();
     println!("{:<6} {:>10} {:>8} {:>14} {:>8} {:>14} {:>10}", "format", "GPU bytes", "vs fp32", "GPU lookups/s", "% copy", "CPU lookups/s", "% memcpy");
@@ -72,12 +71,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Bytes a lookup step reads: one packed row per hashed id (k = 1), plus the ids.
         let read_bytes = lookups as f64 * (row_bytes + 8.0);
 
-        let t = Instant::now();
-        for _ in 0..iters {
-            std::hint::black_box(edo::hash::hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat)?);
+        // An inference loop pools every batch into the same buffer. Each step is timed right
+        // after a memcpy on the same threads, and the figures are the medians: the machine's
+        // speed drifts less between the two than over the whole run.
+        let mut pooled = vec![0f32; batch * FEATURES * DIM];
+        edo::hash::hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut pooled)?;
+        let (mut times, mut ratios) = (Vec::new(), Vec::new());
+        for _ in 0..2 * iters + 1 {
+            let memcpy_gbps = edo::bench::cpu_memcpy_gbps(64 << 20, 3);
+            let t = Instant::now();
+            edo::hash::hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut pooled)?;
+            std::hint::black_box(&pooled);
+            let s = t.elapsed().as_secs_f64();
+            times.push(s);
+            ratios.push(100.0 * (read_bytes / s / 1e9) / (memcpy_gbps / 2.0));
         }
-        let cpu_s = t.elapsed().as_secs_f64() / iters as f64;
-        let cpu_pct = 100.0 * (read_bytes / cpu_s / 1e9) / (memcpy_gbps / 2.0);
+        let (cpu_s, cpu_pct) = (edo::bench::median(times), edo::bench::median(ratios));
 
         let (bytes, gpu_cell, pct_cell) = match &engine {
             Some(engine) => {

@@ -107,9 +107,10 @@ impl Report {
     }
 }
 
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+/// The median of measurements (the upper middle one of an even count; NaN for none).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Runs the demo or the benchmark. `progress` receives a line per step.

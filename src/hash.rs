@@ -394,6 +394,23 @@ pub fn hashed_bags(
     pooling: crate::Pooling,
     layout: crate::Layout,
 ) -> Result<Vec<f32>, Error> {
+    let mut out = vec![0f32; batch * tables.iter().map(|t| t.dim()).sum::<usize>()];
+    hashed_bags_into(tables, specs, batch, bags, pooling, layout, &mut out)?;
+    Ok(out)
+}
+
+/// [`hashed_bags`] into `out` (`batch × Σ dims` values): a loop that pools batch after batch
+/// reuses one buffer instead of having a new one zeroed each time. Nothing is written when the
+/// call is refused.
+pub fn hashed_bags_into(
+    tables: &[&PackedTable],
+    specs: &[HashSpec],
+    batch: usize,
+    bags: &HashedBags,
+    pooling: crate::Pooling,
+    layout: crate::Layout,
+    out: &mut [f32],
+) -> Result<(), Error> {
     if tables.len() != specs.len() {
         return Err(Error::ShapeMismatch { what: "hash specs (one per table)", expected: tables.len(), actual: specs.len() });
     }
@@ -402,8 +419,13 @@ pub fn hashed_bags(
         check_table_rows(t, s)?;
     }
     let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
+    let out_len = batch * tables.iter().map(|t| t.dim()).sum::<usize>();
+    if out.len() != out_len {
+        return Err(Error::ShapeMismatch { what: "bag output values", expected: out_len, actual: out.len() });
+    }
     let resolve = Hashed { specs, maps: &maps, buckets: specs.iter().map(|s| FastMod::new(s.buckets)).collect() };
-    Ok(crate::cpu::bag::pool_bags(tables, batch, bags.indices, &offsets, bags.per_sample_weights, &resolve, pooling, layout))
+    crate::cpu::bag::pool_bags(tables, batch, bags.indices, &offsets, bags.per_sample_weights, &resolve, pooling, layout, out);
+    Ok(())
 }
 
 /// Raw ids hashed into rows: a hot id's row (then `k − 1` × [`NO_ROW`]), else its k buckets.

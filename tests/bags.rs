@@ -171,6 +171,17 @@ fn batched_tables_equal_one_call_per_table_in_both_layouts() {
     }
     let per = edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::PerTable).unwrap();
     assert_eq!(per, per_table.concat());
+    // Into a caller's buffer: the same values over whatever it held; a buffer of the wrong size
+    // is refused and left as it was.
+    let mut out = vec![f32::NAN; batch * total];
+    edo::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut out).unwrap();
+    assert_eq!(out, concat);
+    let mut short_out = vec![f32::NAN; batch * total - 1];
+    assert!(matches!(
+        edo::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut short_out),
+        Err(Error::ShapeMismatch { expected, actual, .. }) if expected == batch * total && actual == batch * total - 1
+    ));
+    assert!(short_out.iter().all(|x| x.is_nan()));
     // Offsets must describe exactly B·T bags.
     let short = Bags::new(&indices, &offsets[..offsets.len() - 1]).include_last_offset(true);
     assert!(matches!(edo::cpu::embedding_bags(&refs, batch, &short, Pooling::Sum, Bounds::Error, Layout::Concat), Err(Error::ShapeMismatch { .. })));

@@ -2,7 +2,7 @@
 //! scripts/mmh3_vectors.py), the hashing trick with hot ids, and quotient-remainder lookups on the
 //! CPU path. No GPU needed.
 
-use edo::hash::{hash_id, hash_str, hashed_bags, hashed_lookup, qr_lookup, qr_split, HashSpec, HashedBags, QrCombine};
+use edo::hash::{hash_id, hash_str, hashed_bags, hashed_bags_into, hashed_lookup, qr_lookup, qr_split, HashSpec, HashedBags, QrCombine};
 use edo::{Bounds, Error, Format, Layout, PackedTable, Pooling};
 
 #[test]
@@ -136,6 +136,12 @@ fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
     let bags = HashedBags::new(&ids, &offsets).include_last_offset(true);
     let per_table = hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::PerTable).unwrap();
     let concat = hashed_bags(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat).unwrap();
+    let mut into = vec![f32::NAN; concat.len()];
+    hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut into).unwrap();
+    assert_eq!(into, concat, "into a caller's buffer");
+    let mut long = vec![f32::NAN; concat.len() + 1];
+    assert!(matches!(hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut long), Err(Error::ShapeMismatch { .. })));
+    assert!(long.iter().all(|x| x.is_nan()), "a refused call writes nothing");
     let mut rows = Vec::new();
     for (t, spec) in specs.iter().enumerate() {
         let map = spec.validate().unwrap();

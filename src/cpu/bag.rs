@@ -23,13 +23,31 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
 /// table after table ([`Layout::PerTable`]). [`Pooling::None`] needs a single table.
 pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<Vec<f32>, Error> {
     let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
+    let mut out = vec![0f32; plan.out_len];
+    pool_planned(tables, batch, bags, pooling, bounds, layout, &plan, &mut out);
+    Ok(out)
+}
+
+/// [`embedding_bags`] into `out`, which has exactly the values it returns: a loop that pools
+/// batch after batch reuses one buffer instead of having a new one zeroed each time. Nothing is
+/// written when the call is refused.
+pub fn embedding_bags_into(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout, out: &mut [f32]) -> Result<(), Error> {
+    let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
+    if out.len() != plan.out_len {
+        return Err(Error::ShapeMismatch { what: "bag output values", expected: plan.out_len, actual: out.len() });
+    }
+    pool_planned(tables, batch, bags, pooling, bounds, layout, &plan, out);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout, plan: &Plan, out: &mut [f32]) {
     let resolve = Indexed(bounds);
     if pooling == Pooling::None {
         // One bag per index: a block's walk is one "bag", its run of indices.
         let dim = tables[0].dim();
         let rows = [Rows::of(tables[0])];
-        let mut out = vec![0f32; plan.out_len];
-        crate::par::for_each_chunk_mut(&mut out, dim, 256, |first, block| {
+        crate::par::for_each_chunk_mut(out, dim, 256, |first, block| {
             let run = [first as u32, (first + block.len() / dim) as u32];
             let walk = Walk { tables: &rows, ids: bags.indices, offsets: &run, weights: bags.per_sample_weights, batch: 1, resolve: &resolve };
             let mut ahead = Lookahead::new(walk, 0..1, 0..1);
@@ -40,13 +58,14 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
             }
             None::<()>
         });
-        return Ok(out);
+        return;
     }
-    Ok(pool_bags(tables, batch, bags.indices, &plan.offsets, bags.per_sample_weights, &resolve, pooling, layout))
+    pool_bags(tables, batch, bags.indices, &plan.offsets, bags.per_sample_weights, &resolve, pooling, layout, out);
 }
 
 /// Pools the bags of `tables` (feature-major `offsets` over `ids`, `B·T + 1` of them, checked),
-/// each id read as the rows `resolve` gives it, into `[B, Σ dims]` or table after table.
+/// each id read as the rows `resolve` gives it, into `out`: `[B, Σ dims]` or table after table.
+/// Writes every value of `out` (`B · Σ dims` of them).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pool_bags<R: Resolve>(
     tables: &[&PackedTable],
@@ -57,15 +76,16 @@ pub(crate) fn pool_bags<R: Resolve>(
     resolve: &R,
     pooling: Pooling,
     layout: Layout,
-) -> Vec<f32> {
+    out: &mut [f32],
+) {
     let total_dim: usize = tables.iter().map(|t| t.dim()).sum();
-    let mut out = vec![0f32; batch * total_dim];
+    debug_assert_eq!(out.len(), batch * total_dim);
     let rows: Vec<Rows> = tables.iter().map(|t| Rows::of(t)).collect();
     let walk = Walk { tables: &rows, ids, offsets, weights, batch, resolve };
     let max_dim = tables.iter().map(|t| t.dim()).max().unwrap_or(0);
     match layout {
         Layout::Concat => {
-            crate::par::for_each_chunk_mut(&mut out, total_dim.max(1), 64, |first, block| {
+            crate::par::for_each_chunk_mut(out, total_dim.max(1), 64, |first, block| {
                 let samples = first..first + block.len() / total_dim.max(1);
                 let mut ahead = Lookahead::new(walk, samples.clone(), 0..tables.len());
                 let mut scratch = vec![0f32; max_dim];
@@ -81,7 +101,7 @@ pub(crate) fn pool_bags<R: Resolve>(
             });
         }
         Layout::PerTable => {
-            let mut rest = &mut out[..];
+            let mut rest = out;
             for (t, table) in tables.iter().enumerate() {
                 let (block, tail) = rest.split_at_mut(batch * table.dim());
                 rest = tail;
@@ -97,7 +117,6 @@ pub(crate) fn pool_bags<R: Resolve>(
             }
         }
     }
-    out
 }
 
 /// A row that reads as zeros: a bad index under [`Bounds::Zero`], or one of the `k − 1` unused

@@ -8,7 +8,7 @@
 pub(crate) mod bag;
 mod gather;
 
-pub use bag::{embedding_bag, embedding_bags};
+pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
 
 /// Rows to look ahead when prefetching: rows are scattered over tables much larger than the
