@@ -4,7 +4,7 @@
 //
 // Bindings: 0 params (uniform BagParams), 1 tables (TableMeta per table), 2 indices (u32),
 // 3 offsets (u32, bags + 1, validated on the host: start at 0, never decrease, end at the number
-// of indices), 4 weights (f32 per index; read only when has_weights), 5 shard (packed rows of all
+// of indices; when sorted out by shard, bags + 1 per shard and then the bags' own), 4 weights (f32 per index; read only when has_weights), 5 shard (packed rows of all
 // tables, concatenated table after table; this dispatch sees words [shard_start, shard_end) of
 // them, always whole rows), 6 out (f32: bag (t, b) at out_base_t + b·out_stride_t, dim_t values;
 // for POOL_NONE, index j's row at j·dim).
@@ -16,6 +16,10 @@
 // what is there, the last finalises (÷ n for mean; an empty bag becomes 0). Indices are pooled in
 // order within a shard, so on one shard the sum is the CPU oracle's up to the driver's fusing of
 // w·x + acc; across shards partial sums are added, a different order (a documented tolerance).
+// Indices from the host come to a sharded table sorted out by shard: each dispatch's offsets
+// (from offsets_base) then cover only the indices in its shard, and the bags' own offsets (from
+// counts_base) count them for mean. Otherwise both bases are 0 and every dispatch reads every
+// index, pooling those in its shard.
 
 struct BagParams {
     batch: u32,        // B: bags per table
@@ -27,9 +31,9 @@ struct BagParams {
     shard_end: u32,    // one past its last word
     first_pass: u32,   // 1: initialise the output
     last_pass: u32,    // 1: finalise the output
+    offsets_base: u32, // where this dispatch's offsets start in `offsets`
+    counts_base: u32,  // where the offsets that count each bag's indices (for mean) start
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct TableMeta {
@@ -118,8 +122,9 @@ fn finish(acc: f32, n: u32) -> f32 {
     return acc;
 }
 
-// Pools columns c0 .. c0 + 16 (those below dim) of one bag.
-fn pool16(m: TableMeta, start: u32, end: u32, o: u32, c0: u32) {
+// Pools columns c0 .. c0 + 16 (those below dim) of one bag, whose indices here are
+// start .. end, n in all.
+fn pool16(m: TableMeta, start: u32, end: u32, n: u32, o: u32, c0: u32) {
     let quads = min(4u, (m.dim - c0) / 4u);
     var acc: array<vec4<f32>, 4>;
     for (var q = 0u; q < quads; q++) {
@@ -149,7 +154,6 @@ fn pool16(m: TableMeta, start: u32, end: u32, o: u32, c0: u32) {
             acc[q] = combine4(acc[q], decode4(loc, c0 + 4u * q, rp), w);
         }
     }
-    let n = end - start;
     for (var q = 0u; q < quads; q++) {
         let p = o + c0 + 4u * q;
         var v = acc[q];
@@ -163,8 +167,8 @@ fn pool16(m: TableMeta, start: u32, end: u32, o: u32, c0: u32) {
     }
 }
 
-// Pools column c of one bag.
-fn pool1(m: TableMeta, start: u32, end: u32, o: u32, c: u32) {
+// Pools column c of one bag, whose indices here are start .. end, n in all.
+fn pool1(m: TableMeta, start: u32, end: u32, n: u32, o: u32, c: u32) {
     var acc = start_value();
     if (params.first_pass == 0u) {
         acc = out[o + c];
@@ -183,7 +187,7 @@ fn pool1(m: TableMeta, start: u32, end: u32, o: u32, c: u32) {
         acc = combine1(acc, decode1(loc, c, row_params(loc, m.code_words)), weight(j));
     }
     if (params.last_pass == 1u) {
-        acc = finish(acc, end - start);
+        acc = finish(acc, n);
     }
     out[o + c] = acc;
 }
@@ -228,16 +232,17 @@ fn main(
     let t = g / params.batch;
     let b = g - t * params.batch;
     let m = tables[t];
-    let start = offsets[g];
-    let end = offsets[g + 1u];
+    let start = offsets[params.offsets_base + g];
+    let end = offsets[params.offsets_base + g + 1u];
+    let n = offsets[params.counts_base + g + 1u] - offsets[params.counts_base + g];
     let o = m.out_base + b * m.out_stride;
     if (VEC4) {
         for (var c0 = lid.x * 16u; c0 < m.dim; c0 += WG_X * 16u) {
-            pool16(m, start, end, o, c0);
+            pool16(m, start, end, n, o, c0);
         }
     } else {
         for (var c = lid.x; c < m.dim; c += WG_X) {
-            pool1(m, start, end, o, c);
+            pool1(m, start, end, n, o, c);
         }
     }
 }

@@ -21,7 +21,9 @@ struct BagParams {
     shard_end: u32,
     first_pass: u32,
     last_pass: u32,
-    _pad: [u32; 3],
+    offsets_base: u32,
+    counts_base: u32,
+    _pad: u32,
 }
 const _: () = assert!(std::mem::size_of::<BagParams>() == 48);
 
@@ -200,11 +202,23 @@ impl Resident {
         }
         let storage = wgpu::BufferUsages::STORAGE;
         let metas = ctx.create_buffer("bag tables", 32 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
-        let indices = match indices {
-            Indices::Host(i) => ctx.create_buffer("bag indices", 4 * i.len() as u64, storage, Some(bytemuck::cast_slice(i))).await?,
-            Indices::Device(buffer, _) => buffer,
+        // Indices from the host over several shards are sorted out here, so each shard's
+        // dispatch reads only its own indices (its offsets, then the bags' own for counting).
+        let n_offsets = plan.offsets.len();
+        let lists = match indices {
+            Indices::Host(ids) if self.shards.len() > 1 && pooling != Pooling::None && 4 * ((self.shards.len() + 1) * n_offsets) as u64 <= max_binding => {
+                Some(BagLists::new(ids, weights, &plan.offsets, batch, &self.tables, &self.shards, bounds))
+            }
+            _ => None,
         };
-        let offsets = ctx.create_buffer("bag offsets", 4 * plan.offsets.len() as u64, storage, Some(bytemuck::cast_slice(&plan.offsets))).await?;
+        let weights = lists.as_ref().map_or(weights, |l| l.weights.as_deref());
+        let indices = match (&lists, indices) {
+            (Some(l), _) => ctx.create_buffer("bag indices by shard", 4 * l.indices.len() as u64, storage, Some(bytemuck::cast_slice(&l.indices))).await?,
+            (None, Indices::Host(i)) => ctx.create_buffer("bag indices", 4 * i.len() as u64, storage, Some(bytemuck::cast_slice(i))).await?,
+            (None, Indices::Device(buffer, _)) => buffer,
+        };
+        let offsets: &[u32] = lists.as_ref().map_or(&plan.offsets, |l| &l.offsets);
+        let offsets = ctx.create_buffer("bag offsets", 4 * offsets.len() as u64, storage, Some(bytemuck::cast_slice(offsets))).await?;
         let has_weights = weights.is_some();
         let weights = weights.unwrap_or(&[0.0]);
         let weights = ctx.create_buffer("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights))).await?;
@@ -229,7 +243,9 @@ impl Resident {
                     shard_end: shard.word_end,
                     first_pass: (k == 0) as u32,
                     last_pass: (k == last) as u32,
-                    _pad: [0; 3],
+                    offsets_base: if lists.is_some() { (k * n_offsets) as u32 } else { 0 },
+                    counts_base: if lists.is_some() { (self.shards.len() * n_offsets) as u32 } else { 0 },
+                    _pad: 0,
                 };
                 let uniform = ctx.create_buffer("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
                 let bind_group = ctx.bind_group("edo bag", &ctx.bag_layout, &[
@@ -247,5 +263,60 @@ impl Resident {
         }
         let rows = if pooling == Pooling::None { n_indices } else { batch };
         Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim }))
+    }
+}
+
+/// Host indices of bags sorted out by the shard that holds their rows: per shard, the indices
+/// of every bag that lie in it (and their weights), in bag order, with `B·T + 1` offsets; then
+/// the bags' own offsets, which count their indices for mean.
+struct BagLists {
+    indices: Vec<u32>,
+    weights: Option<Vec<f32>>,
+    /// `(shards + 1) · (B·T + 1)` offsets into `indices`: shard after shard, then the bags' own.
+    offsets: Vec<u32>,
+}
+
+impl BagLists {
+    fn new(ids: &[u32], weights: Option<&[f32]>, offsets: &[u32], batch: usize, tables: &[Placement], shards: &[super::table::Shard], bounds: Bounds) -> BagLists {
+        let starts: Vec<u32> = shards.iter().map(|s| s.word_start).collect();
+        // The shard whose dispatch pools index `id` of table `t`, as the kernel's locate decides:
+        // its row's shard, the last row's under Clamp, and the first pass's (shard 0) for a zero
+        // row.
+        let shard_of = |t: usize, id: u32| -> usize {
+            let p = &tables[t];
+            let row = match id {
+                r if r < p.rows => r,
+                _ if bounds == Bounds::Clamp => p.rows - 1,
+                _ => return 0,
+            };
+            starts.partition_point(|&w| w <= p.word_base + row * p.row_words) - 1
+        };
+        let n_bags = offsets.len() - 1;
+        let mut lists: Vec<(Vec<u32>, Vec<f32>, Vec<u32>)> = vec![(Vec::new(), Vec::new(), Vec::with_capacity(n_bags + 1)); shards.len()];
+        for g in 0..n_bags {
+            for (idx, _, off) in &mut lists {
+                off.push(idx.len() as u32);
+            }
+            let t = g / batch.max(1);
+            for j in offsets[g] as usize..offsets[g + 1] as usize {
+                let l = &mut lists[shard_of(t, ids[j])];
+                l.0.push(ids[j]);
+                if let Some(w) = weights {
+                    l.1.push(w[j]);
+                }
+            }
+        }
+        let mut out = BagLists { indices: Vec::with_capacity(ids.len()), weights: weights.map(|_| Vec::with_capacity(ids.len())), offsets: Vec::new() };
+        for (idx, w, off) in lists {
+            let base = out.indices.len() as u32;
+            out.offsets.extend(off.iter().map(|o| base + o));
+            out.offsets.push(base + idx.len() as u32);
+            out.indices.extend(idx);
+            if let Some(all) = &mut out.weights {
+                all.extend(w);
+            }
+        }
+        out.offsets.extend_from_slice(offsets);
+        out
     }
 }
