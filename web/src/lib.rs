@@ -100,7 +100,7 @@ impl EdoEngine {
             Some(e) => CacheInner::Gpu(GpuCache::new(e, table.inner.clone(), capacity, policy.build()).await.map_err(err)?),
             None => CacheInner::Cpu(table.inner.clone()),
         };
-        Ok(EdoCache { inner: RefCell::new(inner) })
+        Ok(EdoCache::new(inner))
     }
 
     /// A hot-row cache of at most `capacity` rows over a table file at `url`, read with `fetch`
@@ -114,7 +114,7 @@ impl EdoEngine {
             Some(e) => CacheInner::GpuRemote(GpuCache::new(e, remote, capacity, policy.build()).await.map_err(err)?),
             None => CacheInner::CpuRemote(remote),
         };
-        Ok(EdoCache { inner: RefCell::new(inner) })
+        Ok(EdoCache::new(inner))
     }
 
     /// Every GPU buffer the engine holds, by owner and purpose, with the total and the budget,
@@ -354,6 +354,18 @@ impl RangeReader for FetchReader {
 #[wasm_bindgen]
 pub struct EdoCache {
     inner: RefCell<CacheInner>,
+    /// Fixed at creation, so reading it never waits on the lookup in flight.
+    backend: &'static str,
+}
+
+impl EdoCache {
+    fn new(inner: CacheInner) -> EdoCache {
+        let backend = match inner {
+            CacheInner::Gpu(_) | CacheInner::GpuRemote(_) => "webgpu",
+            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => "cpu",
+        };
+        EdoCache { inner: RefCell::new(inner), backend }
+    }
 }
 
 fn policy_of(name: Option<&str>) -> Result<PolicyKind, JsError> {
@@ -372,14 +384,13 @@ impl EdoCache {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        match &*self.inner.borrow() {
-            CacheInner::Gpu(_) | CacheInner::GpuRemote(_) => "webgpu",
-            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => "cpu",
-        }
-        .into()
+        self.backend.into()
     }
 
     /// Decoded rows of `ids` (`ids.length × dim` values), loading missing rows into the cache.
+    // The cache stays borrowed while the lookup awaits the GPU: that is the "one lookup at a
+    // time" rule, and a call meanwhile gets `busy()` from `try_borrow_mut`, never a panic.
+    #[allow(clippy::await_holding_refcell_ref)]
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         /// A cached lookup read back, whatever the host table behind the cache.
@@ -396,6 +407,7 @@ impl EdoCache {
 
     /// Stages the rows of the next batch on the GPU (call it while the current one runs); the
     /// next `gather` copies them into the cache instead of uploading them. Returns how many.
+    #[allow(clippy::await_holding_refcell_ref)] // as in `gather`
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {

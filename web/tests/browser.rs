@@ -3,6 +3,8 @@
 //! `EDO_EXPECT_BACKEND` (set at build time by the script) says which backend the engine must pick.
 #![cfg(target_arch = "wasm32")]
 
+use std::future::Future;
+
 use edo_web::{EdoEngine, EdoNeighbors, EdoTable};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
@@ -134,7 +136,24 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
             let got = cache.gather(lookup.clone()).await.unwrap();
             assert_eq!(got, table.gather(&lookup).unwrap(), "{format} batch {batch}");
         }
+        // While a lookup is in flight, its cache answers other calls with errors, not panics.
+        let probe: Vec<u32> = (0..50).collect();
+        let mut pending = Box::pin(cache.gather(probe.clone()));
+        let first = pending.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert_eq!(cache.backend(), engine.backend());
+        let in_flight = first.is_pending();
+        let got = match first {
+            std::task::Poll::Ready(got) => got,
+            std::task::Poll::Pending => {
+                assert!(cache.gather(vec![1]).await.is_err(), "a second lookup is refused");
+                assert!(cache.prefetch(vec![1]).await.is_err());
+                assert!(cache.stats().is_err());
+                pending.await
+            }
+        };
+        assert_eq!(got.unwrap(), table.gather(&probe).unwrap());
         if engine.backend() == "webgpu" {
+            assert!(in_flight, "a GPU lookup waits for its readback");
             let stats = cache.stats().unwrap();
             assert!(stats.contains("\"capacity\":300"), "{stats}");
             assert!(!stats.contains("\"hits\":0,"), "{stats}");
