@@ -183,27 +183,29 @@ impl Engine {
             device_type: format!("{:?}", info.device_type),
             driver: [info.driver, info.driver_info].join(" ").trim().to_string(),
         };
-        Ok(Engine {
-            ctx: Arc::new(Context {
-                device,
-                queue,
-                limits,
-                adapter,
-                max_binding_bytes,
-                workgroup_size,
-                gather_layout,
-                gather_pipeline_layout,
-                bag_layout,
-                bag_pipeline_layout,
-                hash_layout,
-                hash_pipeline_layout,
-                pipelines: Mutex::new(HashMap::new()),
-                registry: Arc::new(memory::Registry::default()),
-                memory_budget: options.memory_budget,
-                pressure: options.pressure,
-                lost,
-            }),
-        })
+        // In a browser wgpu's handles are neither Send nor Sync and nothing runs on another
+        // thread; the Arc only shares the context between the engine and its tables.
+        #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+        let ctx = Arc::new(Context {
+            device,
+            queue,
+            limits,
+            adapter,
+            max_binding_bytes,
+            workgroup_size,
+            gather_layout,
+            gather_pipeline_layout,
+            bag_layout,
+            bag_pipeline_layout,
+            hash_layout,
+            hash_pipeline_layout,
+            pipelines: Mutex::new(HashMap::new()),
+            registry: Arc::new(memory::Registry::default()),
+            memory_budget: options.memory_budget,
+            pressure: options.pressure,
+            lost,
+        });
+        Ok(Engine { ctx })
     }
 
     /// [`Engine::new`] for native code that does not run an async executor.

@@ -110,7 +110,7 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let engine = EdoEngine::create(None, None).await;
     let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4").unwrap();
     let resident = engine.upload(&table).await.unwrap();
-    let e = resident.gather(vec![3, 10]).await.err().expect("id 10 of 10 rows");
+    let e = resident.gather(vec![3, 10]).await.expect_err("id 10 of 10 rows");
     let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
     assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
     assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
@@ -177,7 +177,7 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let engine = EdoEngine::create(None, None).await;
     let cache = engine.cache_remote(url.clone(), 400, None).await.unwrap();
     for batch in 0..3u32 {
-        let lookup: Vec<u32> = (0..300).map(|i| ((i * i * 31 + batch * 7) % 1500) as u32).collect();
+        let lookup: Vec<u32> = (0..300).map(|i| (i * i * 31 + batch * 7) % 1500).collect();
         assert_eq!(cache.gather(lookup.clone()).await.unwrap(), table.gather(&lookup).unwrap(), "batch {batch}");
     }
     let stats = cache.stats().unwrap();
