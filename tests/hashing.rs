@@ -120,6 +120,7 @@ fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
         HashSpec { buckets: 4093, seeds: vec![7, 11, 13], hot: (100..140).collect() },
         HashSpec::new(1, 2).with_hot(vec![3]),
         HashSpec::new(65_521, 2),
+        HashSpec::new(5003, 8).with_hot(vec![42, 7]),
     ];
     let tables: Vec<PackedTable> = specs.iter().map(|s| row_number_table(s.rows())).collect();
     let refs: Vec<&PackedTable> = tables.iter().collect();

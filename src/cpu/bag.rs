@@ -191,6 +191,7 @@ const RING: usize = ((1 + PREFETCH_DISTANCE + RUN) * MAX_K).next_power_of_two();
 impl Ring {
     #[inline(always)]
     pub(crate) fn push(&mut self, row: usize) {
+        debug_assert!(self.head - self.tail < RING, "the walk resolves at most a ring of rows ahead");
         self.rows[self.head % RING] = row;
         self.head += 1;
     }
