@@ -32,6 +32,10 @@ pub enum Error {
     /// The GPU ran out of memory for an allocation.
     #[error("GPU out of memory while allocating {what}")]
     OutOfMemory { what: &'static str },
+    /// The host (or the browser's WASM memory) could not hold `bytes` more bytes for `what`: a
+    /// lookup's output or a table too large for this machine.
+    #[error("out of host memory for {what} ({bytes} bytes)")]
+    HostOutOfMemory { what: &'static str, bytes: u64 },
     /// wgpu reported a validation or internal error (a bug in edo, or a driver problem).
     #[error("GPU error in {what}: {message}")]
     Gpu { what: &'static str, message: String },

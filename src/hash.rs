@@ -225,7 +225,7 @@ pub fn hashed_lookup_str(table: &PackedTable, spec: &HashSpec, keys: &[&str]) ->
     spec.validate()?;
     check_table_rows(table, spec)?;
     let dim = table.dim();
-    let mut out = vec![0f32; keys.len() * dim];
+    let mut out = crate::cpu::zeroed(keys.len(), dim, "hashed lookup output")?;
     let mut row = vec![0f32; dim];
     for (i, key) in keys.iter().enumerate() {
         let dst = &mut out[i * dim..(i + 1) * dim];
@@ -287,7 +287,7 @@ pub fn qr_lookup(quotient: &PackedTable, remainder: &PackedTable, ids: &[u64], c
         }
     }
     let out_dim = if combine == QrCombine::Concat { 2 * dim } else { dim };
-    let mut out = vec![0f32; ids.len() * out_dim];
+    let mut out = crate::cpu::zeroed(ids.len(), out_dim, "quotient-remainder lookup output")?;
     let (mut q_row, mut r_row) = (vec![0f32; dim], vec![0f32; dim]);
     for (i, &id) in ids.iter().enumerate() {
         let (q, r) = qr_split(id, m);
@@ -394,8 +394,9 @@ pub fn hashed_bags(
     pooling: crate::Pooling,
     layout: crate::Layout,
 ) -> Result<Vec<f32>, Error> {
-    let mut out = vec![0f32; batch * tables.iter().map(|t| t.dim()).sum::<usize>()];
-    hashed_bags_into(tables, specs, batch, bags, pooling, layout, &mut out)?;
+    let plan = HashedPlan::new(tables, specs, batch, bags, pooling)?;
+    let mut out = crate::cpu::zeroed(plan.out_len, 1, "bag output")?;
+    plan.pool(tables, specs, batch, bags, pooling, layout, &mut out);
     Ok(out)
 }
 
@@ -411,21 +412,41 @@ pub fn hashed_bags_into(
     layout: crate::Layout,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    if tables.len() != specs.len() {
-        return Err(Error::ShapeMismatch { what: "hash specs (one per table)", expected: tables.len(), actual: specs.len() });
+    let plan = HashedPlan::new(tables, specs, batch, bags, pooling)?;
+    if out.len() != plan.out_len {
+        return Err(Error::ShapeMismatch { what: "bag output values", expected: plan.out_len, actual: out.len() });
     }
-    let maps = specs.iter().map(|s| s.validate()).collect::<Result<Vec<_>, _>>()?;
-    for (t, s) in tables.iter().zip(specs) {
-        check_table_rows(t, s)?;
-    }
-    let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
-    let out_len = batch * tables.iter().map(|t| t.dim()).sum::<usize>();
-    if out.len() != out_len {
-        return Err(Error::ShapeMismatch { what: "bag output values", expected: out_len, actual: out.len() });
-    }
-    let resolve = Hashed { specs, maps: &maps, buckets: specs.iter().map(|s| FastMod::new(s.buckets)).collect() };
-    crate::cpu::bag::pool_bags(tables, batch, bags.indices, &offsets, bags.per_sample_weights, &resolve, pooling, layout, out);
+    plan.pool(tables, specs, batch, bags, pooling, layout, out);
     Ok(())
+}
+
+/// A CPU hashed-bags call, checked before anything is allocated or written.
+struct HashedPlan {
+    maps: Vec<HotMap>,
+    offsets: Vec<u32>,
+    out_len: usize,
+}
+
+impl HashedPlan {
+    fn new(tables: &[&PackedTable], specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<HashedPlan, Error> {
+        if tables.len() != specs.len() {
+            return Err(Error::ShapeMismatch { what: "hash specs (one per table)", expected: tables.len(), actual: specs.len() });
+        }
+        let maps = specs.iter().map(|s| s.validate()).collect::<Result<Vec<_>, _>>()?;
+        for (t, s) in tables.iter().zip(specs) {
+            check_table_rows(t, s)?;
+        }
+        // The offsets describe exactly B·T bags, so B is as real as the bags.
+        let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
+        let out_len = batch * tables.iter().map(|t| t.dim()).sum::<usize>();
+        Ok(HashedPlan { maps, offsets, out_len })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pool(&self, tables: &[&PackedTable], specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling, layout: crate::Layout, out: &mut [f32]) {
+        let resolve = Hashed { specs, maps: &self.maps, buckets: specs.iter().map(|s| FastMod::new(s.buckets)).collect() };
+        crate::cpu::bag::pool_bags(tables, batch, bags.indices, &self.offsets, bags.per_sample_weights, &resolve, pooling, layout, out);
+    }
 }
 
 /// Raw ids hashed into rows: a hot id's row (then `k − 1` × [`NO_ROW`]), else its k buckets.

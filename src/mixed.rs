@@ -90,7 +90,7 @@ impl MixedTable {
     pub fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
         let dim = self.dim();
         bounds.check(ids, self.rows())?;
-        let mut out = vec![0f32; ids.len() * dim];
+        let mut out = crate::cpu::zeroed(ids.len(), dim, "gather output")?;
         for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
             if let Some(r) = bounds.resolve(id, self.rows()) {
                 match self.locate(r) {

@@ -331,5 +331,5 @@ fn the_synthetic_table_is_generated_in_place_and_refuses_impossible_shapes() {
     assert!(matches!(edo::synth::embedding_packed(5, 0, 9), Err(Error::ZeroDim)));
     assert!(matches!(edo::synth::embedding_packed(usize::MAX / 2, 4, 9), Err(Error::LimitExceeded { .. })));
     // No overflow in words, but more bytes than any allocation may hold: an error, not an abort.
-    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::OutOfMemory { .. })));
+    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::HostOutOfMemory { .. })));
 }

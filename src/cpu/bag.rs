@@ -23,7 +23,7 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
 /// table after table ([`Layout::PerTable`]). [`Pooling::None`] needs a single table.
 pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<Vec<f32>, Error> {
     let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
-    let mut out = vec![0f32; plan.out_len];
+    let mut out = super::zeroed(plan.out_len, 1, "bag output")?;
     pool_planned(tables, batch, bags, pooling, bounds, layout, &plan, &mut out);
     Ok(out)
 }

@@ -11,7 +11,7 @@ const MIN_ROWS_PER_THREAD: usize = 256;
 
 /// Gathers `ids` from `table` into a new `ids.len() × dim` f32 buffer.
 pub fn gather(table: &PackedTable, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-    let mut out = vec![0f32; ids.len() * table.dim()];
+    let mut out = super::zeroed(ids.len(), table.dim(), "gather output")?;
     gather_into(table, ids, bounds, &mut out)?;
     Ok(out)
 }

@@ -195,7 +195,7 @@ impl<R: RangeReader> RemoteTable<R> {
         let mut words = Vec::new();
         self.read_rows(&wanted, &mut words).await?;
         let (dim, rw) = (self.dim, self.format.row_words(self.dim));
-        let mut out = vec![0f32; ids.len() * dim];
+        let mut out = crate::cpu::zeroed(ids.len(), dim, "gather output")?;
         let mut rows = words.chunks_exact(rw);
         for (r, dst) in resolved.iter().zip(out.chunks_exact_mut(dim)) {
             if r.is_some() {

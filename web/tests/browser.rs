@@ -114,6 +114,13 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
     assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
     assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
+    // An output larger than WASM memory can hold (600 000 rows of 4096 values, 9.8 GB) is an
+    // exception, not an aborted module.
+    let wide = EdoTable::from_float32(&data(1, 4096, 5), 1, 4096, "int8").unwrap();
+    let e = wide.gather(&vec![0; 600_000]).expect_err("9.8 GB of output");
+    let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
+    assert!(message.contains("out of host memory"), "{message}");
+    assert_eq!(wide.gather(&[0]).unwrap().len(), 4096, "the table still serves after the refusal");
     assert!(EdoTable::from_bytes(b"not a table".to_vec(), "x.edo", None, None, None).is_err());
     // An .edo file made in the browser reads back.
     let bytes = table.to_bytes(None).unwrap();
