@@ -107,7 +107,7 @@ fn gather_matches_the_cpu_oracle_across_many_shards_and_output_chunks() {
 fn gather_uses_a_two_dimensional_grid_past_65535_workgroups() {
     // One id per workgroup: 70 001 ids need more than 65 535 workgroups in x.
     let Some(engine) = engine_with(EngineOptions { workgroup_size: 1, ..Default::default() }) else { return };
-    for dim in [2, 8] {
+    for dim in [2, 8, 19] {
         let rows = 5000;
         let data = embedding_table(rows, dim, 3);
         let table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
@@ -116,6 +116,11 @@ fn gather_uses_a_two_dimensional_grid_past_65535_workgroups() {
         let want = edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap();
         assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Zero).unwrap(), &want, &format!("2-D grid, dim {dim}"));
     }
+    // fill writes an output of more values (1.33 M) than its host block holds, every one.
+    let table = PackedTable::quantize(Format::F16, &embedding_table(10, 19, 3), 10, 19).unwrap();
+    let job = block_on(block_on(GpuTable::upload(&engine, &table)).unwrap().prepare_gather(&vec![1; 70_001], Bounds::Error)).unwrap();
+    job.output().fill(SENTINEL).unwrap();
+    assert!(job.output().read_blocking().unwrap().iter().all(|&v| v == SENTINEL));
 }
 
 #[test]

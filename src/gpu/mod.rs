@@ -453,13 +453,17 @@ impl Context {
     }
 }
 
-/// Copies `size` bytes at `offset` of `buffer` (a `COPY_SRC` buffer) back to the host once all
-/// work submitted before has finished.
-pub(crate) async fn read_buffer(ctx: &Context, buffer: &wgpu::Buffer, offset: u64, size: u64) -> Result<Vec<u8>, Error> {
+/// Copies `len` values at byte `offset` of `buffer` (a `COPY_SRC` buffer) back to the host once
+/// all work submitted before has finished. The host vector is allocated fallibly: a readback
+/// larger than host (or WASM) memory is [`Error::HostOutOfMemory`].
+pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<T>, Error> {
     ctx.check_lost()?;
+    let size = len as u64 * std::mem::size_of::<T>() as u64;
     if size == 0 {
         return Ok(Vec::new());
     }
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: size })?;
     let staging = ctx.create_buffer("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None).await?;
     let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo readback") });
     encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
@@ -473,7 +477,9 @@ pub(crate) async fn read_buffer(ctx: &Context, buffer: &wgpu::Buffer, offset: u6
         None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
     }
     let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
-    let out = view.to_vec();
+    // Byte for byte into the values: a mapped range need not be aligned for T.
+    out.resize(len, T::zeroed());
+    bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view);
     drop(view);
     staging.unmap();
     Ok(out)

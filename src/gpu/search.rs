@@ -274,7 +274,7 @@ impl GpuCodes {
             pass.dispatch_workgroups(nq as u32, 1, 1);
         }
         ctx.queue.submit([encoder.finish()]);
-        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&super::read_buffer(ctx, &ws, 4 * off_out, 4 * nq64 * seg * 2).await?);
+        let words: Vec<u32> = super::read_buffer(ctx, &ws, 4 * off_out, (nq64 * seg * 2) as usize).await?;
         let pairs: Vec<(u32, u32)> = words.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         for q in 0..nq {
             if pairs[q * seg as usize..][..kc].iter().any(|&(_, id)| id == UNWRITTEN) {

@@ -501,15 +501,19 @@ impl GpuRows {
     /// outputs with a sentinel so a kernel that never ran cannot pass for one that wrote zeros.
     pub fn fill(&self, value: f32) -> Result<(), Error> {
         self.ctx.check_lost()?;
-        let data = vec![value; self.rows * self.dim];
-        self.ctx.queue.write_buffer(&self.buffer, 0, bytemuck::cast_slice(&data));
+        // At most 4 MiB on the host at a time, whatever the output's size.
+        let total = self.rows * self.dim;
+        let block = vec![value; total.min(1 << 20)];
+        for at in (0..total).step_by(block.len().max(1)) {
+            let n = block.len().min(total - at);
+            self.ctx.queue.write_buffer(&self.buffer, 4 * at as u64, bytemuck::cast_slice(&block[..n]));
+        }
         Ok(())
     }
 
     /// Copies the rows back to the host once all work submitted before has finished.
     pub async fn read(&self) -> Result<Vec<f32>, Error> {
-        let bytes = super::read_buffer(&self.ctx, &self.buffer, 0, 4 * (self.rows * self.dim) as u64).await?;
-        Ok(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes))
+        super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.dim).await
     }
 
     /// [`GpuRows::read`] for native code without an executor.
