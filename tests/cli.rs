@@ -53,8 +53,11 @@ fn bad_arguments_fail_with_a_message() {
     let out = edo(&["bench", "--formats", "int3"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format"));
-    let out = edo(&["demo", "--dim", "0"]);
-    assert_eq!(out.status.code(), Some(2));
+    for (args, flag) in [(&["demo", "--dim", "0"][..], "--dim"), (&["bench", "--ids", "0"], "--ids"), (&["bench", "--shard-mib", "0"], "--shard-mib")] {
+        let out = edo(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(flag), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 fn fixture(name: &str) -> String {

@@ -170,8 +170,11 @@ fn run_bench(common: Common, accuracy: bool) -> Result<(), Failure> {
         max_binding_bytes: common.shard_mib.map(|m| m << 20),
         ..Config::default()
     };
-    if config.rows == 0 || config.dim == 0 {
-        return Err(Failure::new(exit::USAGE, "--rows and --dim must be at least 1"));
+    if config.rows == 0 || config.dim == 0 || config.ids == 0 {
+        return Err(Failure::new(exit::USAGE, "--rows, --dim and --ids must be at least 1"));
+    }
+    if common.shard_mib == Some(0) {
+        return Err(Failure::new(exit::USAGE, "--shard-mib must be at least 1"));
     }
     let quiet = common.json;
     let report = edo::bench::run(&config, |step| {
