@@ -99,7 +99,10 @@ pub(crate) fn check_codes(format: Format, dim: usize, queries: &PackedTable, k: 
 }
 
 pub(crate) fn check_k(k: usize) -> Result<(), Error> {
-    if k == 0 || k > MAX_K {
+    if k == 0 {
+        return Err(Error::Unsupported { what: "k = 0 (a search returns 1 to 1024 neighbours per query)" });
+    }
+    if k > MAX_K {
         return Err(Error::LimitExceeded { what: "k (1 to 1024)", requested: k as u64, max: MAX_K as u64 });
     }
     Ok(())

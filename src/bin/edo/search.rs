@@ -59,6 +59,9 @@ pub struct EvalArgs {
 }
 
 pub fn eval(a: EvalArgs) -> Result<(), Failure> {
+    if a.multiplier == 0 {
+        return Err(Failure::new(exit::USAGE, "--multiplier must be at least 1"));
+    }
     let (mut corpus, rows, dim, queries) = match &a.input {
         Some(path) => {
             let imported = SourceArgs::default().with_tensor(a.tensor.clone()).read(path)?;
@@ -90,7 +93,7 @@ pub fn eval(a: EvalArgs) -> Result<(), Failure> {
     if !a.json {
         eprintln!("  … evaluating {} queries on {rows} × {dim}", queries.len() / dim);
     }
-    let config = EvalConfig { multiplier: a.multiplier.max(1), iters: a.iters };
+    let config = EvalConfig { multiplier: a.multiplier, iters: a.iters };
     let report = eval::evaluate(&corpus, rows, dim, &queries, &config, engine.as_ref())?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("JSON"));
