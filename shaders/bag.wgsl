@@ -4,9 +4,10 @@
 //
 // Bindings: 0 params (uniform BagParams), 1 tables (TableMeta per table), 2 indices (u32),
 // 3 offsets (u32, bags + 1, validated on the host: start at 0, never decrease, end at the number
-// of indices; when sorted out by shard, bags + 1 per shard and then the bags' own), 4 weights (f32 per index; read only when has_weights), 5 shard (packed rows of all
-// tables, concatenated table after table; this dispatch sees words [shard_start, shard_end) of
-// them, always whole rows), 6 out (f32: bag (t, b) at out_base_t + b·out_stride_t, dim_t values;
+// of indices; when sorted out by shard, bags + 1 per shard and then the bags' own), 4 weights
+// (f32 per index; read only when has_weights), 5 shard (packed rows of all tables, concatenated
+// table after table; this dispatch sees words [shard_start, shard_end) of them, always whole
+// rows), 6 out (f32: bag (t, b) at out_base_t + b·out_stride_t, dim_t values;
 // for POOL_NONE, index j's row at j·dim).
 //
 // Bags are feature-major: bag g = t·batch + b. A workgroup handles WG_Y bags; its WG_X

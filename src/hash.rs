@@ -134,7 +134,7 @@ const EMPTY: u32 = u32::MAX;
 impl HotMap {
     /// The map of `(id, row)` pairs sorted by id, with no id twice.
     fn new(sorted: Vec<(u64, u32)>) -> HotMap {
-        // At most a quarter full up to 4096 hot ids (64 KiB or less), at most half beyond: the
+        // At most a quarter full up to 4096 hot ids (256 KiB or less), at most half beyond: the
         // first slot a cold id probes is usually free.
         let n = sorted.len();
         let bits = (if n <= 4096 { 4 * n } else { 2 * n }).next_power_of_two().trailing_zeros().max(1);
