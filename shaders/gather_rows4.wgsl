@@ -4,8 +4,9 @@
 // decode_<format>.wgsl before it supplies row_params(base, code_words) (read once per row) and
 // decode4(base, c, row_params) for c a multiple of 4.
 // Bindings: 0 params (uniform GatherParams), 1 ids (u32, or (output row, id) pairs when listed),
-// 2 shard (the packed rows of one shard, row_words words each), 3 out (vec4<f32>, n_ids × dim / 4, dense; each row written whole by the
-// dispatch of the shard that holds it, or as zeros by shard 0's for a bad id under POLICY_ZERO).
+// 2 shard (the packed rows of one shard, row_words words each), 3 out (vec4<f32>, n_ids × dim / 4,
+// dense; each row written whole by the dispatch of the shard that holds it, or as zeros by
+// shard 0's for a bad id under POLICY_ZERO).
 
 override WG_X: u32 = 32u;
 override WG_Y: u32 = 8u;
