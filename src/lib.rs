@@ -21,6 +21,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
 
+mod alloc;
 mod bags;
 mod bounds;
 pub mod cpu;

@@ -303,7 +303,7 @@ impl PackedTable {
         check_shape(data.len(), rows, dim)?;
         let row_words = format.row_words(dim);
         let total = Self::expected_words(format, rows, dim)?;
-        let mut words = vec![0u32; total];
+        let mut words = crate::alloc::zeroed::<u32>(total, "packed table")?;
         // Each worker encodes a contiguous block of rows and reports its first failure; the
         // lowest failing row wins so the error is the same whatever the thread count.
         let first_error = crate::par::for_each_chunk_mut(&mut words, row_words, 1024, |first_row, block| {
