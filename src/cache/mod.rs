@@ -201,7 +201,7 @@ impl SlotIndex {
     fn prefetch(&self, row: u32) {
         if let SlotIndex::Dense { slot, .. } = self {
             if let Some(entry) = slot.get(row as usize) {
-                prefetch(entry);
+                crate::cpu::prefetch(std::slice::from_ref(entry));
             }
         }
     }
@@ -211,18 +211,6 @@ impl SlotIndex {
             SlotIndex::Hash(map) => map.len(),
         }
     }
-}
-
-/// Hints the CPU to bring `value`'s cache line in (a no-op off x86-64).
-#[inline(always)]
-pub(crate) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults and changes no state.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((value as *const T).cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 /// Which row of a table lives in which of `capacity` slots, under a replacement [`Policy`].
