@@ -63,9 +63,7 @@ pub fn embedding_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
 /// abort, which is what the browser needs (a page can ask for any shape).
 pub fn embedding_packed(rows: usize, dim: usize, seed: u64) -> Result<PackedTable, Error> {
     let len = PackedTable::expected_words(Format::F32, rows, dim)?;
-    let mut words: Vec<u32> = Vec::new();
-    words.try_reserve_exact(len).map_err(|_| Error::HostOutOfMemory { what: "synthetic table", bytes: 4 * len as u64 })?;
-    words.resize(len, 0);
+    let mut words: Vec<u32> = crate::alloc::zeroed(len, "synthetic table")?;
     fill_embedding_table(bytemuck::cast_slice_mut(&mut words), dim, seed);
     PackedTable::from_words(Format::F32, rows, dim, words)
 }
