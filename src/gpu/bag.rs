@@ -278,7 +278,6 @@ struct BagLists {
 
 impl BagLists {
     fn new(ids: &[u32], weights: Option<&[f32]>, offsets: &[u32], batch: usize, tables: &[Placement], shards: &[super::table::Shard], bounds: Bounds) -> BagLists {
-        let starts: Vec<u32> = shards.iter().map(|s| s.word_start).collect();
         // The shard whose dispatch pools index `id` of table `t`, as the kernel's locate decides:
         // its row's shard, the last row's under Clamp, and the first pass's (shard 0) for a zero
         // row.
@@ -289,7 +288,7 @@ impl BagLists {
                 _ if bounds == Bounds::Clamp => p.rows - 1,
                 _ => return 0,
             };
-            starts.partition_point(|&w| w <= p.word_base + row * p.row_words) - 1
+            super::table::shard_holding(shards, p.word_base as u64 + row as u64 * p.row_words as u64)
         };
         let n_bags = offsets.len() - 1;
         let mut lists: Vec<(Vec<u32>, Vec<f32>, Vec<u32>)> = vec![(Vec::new(), Vec::new(), Vec::with_capacity(n_bags + 1)); shards.len()];

@@ -33,6 +33,12 @@ pub(crate) struct Shard {
     pub word_end: u32,
 }
 
+/// The index of the shard of `shards` (in word order, the first starting at 0) that holds word
+/// `word` of the concatenated tables.
+pub(crate) fn shard_holding(shards: &[Shard], word: u64) -> usize {
+    shards.partition_point(|s| s.word_start as u64 <= word) - 1
+}
+
 /// Where one table sits in the concatenation its shards hold.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Placement {
@@ -383,7 +389,6 @@ struct ShardLists {
 
 impl ShardLists {
     fn new(ids: &[u32], chunk: usize, granule: usize, rows: usize, policy: u32, shards: &[Shard], row_words: u32) -> ShardLists {
-        let firsts: Vec<usize> = shards.iter().map(|s| (s.word_start / row_words) as usize).collect();
         // The shard whose dispatch writes the row of `id`, as the kernel's resolve_row decides:
         // its row's shard; the last row's under Clamp; none for the skipped id under Skip; shard
         // 0 (which writes zero rows) for any other bad id.
@@ -394,7 +399,7 @@ impl ShardLists {
                 _ if policy == POLICY_SKIP && id == u32::MAX => return None,
                 _ => return Some(0),
             };
-            Some(firsts.partition_point(|&f| f <= row) - 1)
+            Some(shard_holding(shards, row as u64 * row_words as u64))
         };
         let mut words = Vec::with_capacity(2 * ids.len() + granule * shards.len());
         let mut ranges = Vec::new();
