@@ -147,8 +147,9 @@ fn batched_tables_equal_one_call_per_table_in_both_layouts() {
     let rows = [100usize, 7, 1000];
     let tables: Vec<PackedTable> = dims.iter().zip(rows).enumerate().map(|(t, (&d, r))| PackedTable::quantize(Format::Int4, &embedding_table(r, d, t as u64), r, d).unwrap()).collect();
     let refs: Vec<&PackedTable> = tables.iter().collect();
-    let batch = 33;
-    // Feature-major bags: table 0's 33 bags, then table 1's, then table 2's.
+    // Enough samples for the CPU path to split them over threads (64 or more each).
+    let batch = 161;
+    // Feature-major bags: table 0's 161 bags, then table 1's, then table 2's.
     let mut indices = Vec::new();
     let mut offsets = Vec::new();
     let mut per_table = Vec::new();

@@ -89,13 +89,14 @@ pub(crate) fn pool_bags<R: Resolve>(
                 let samples = first..first + block.len() / total_dim.max(1);
                 let mut ahead = Lookahead::new(walk, samples.clone(), 0..tables.len());
                 let mut scratch = vec![0f32; max_dim];
-                for (b, sample) in samples.zip(block.chunks_exact_mut(total_dim)) {
-                    let mut col = 0;
-                    for (t, table) in tables.iter().enumerate() {
+                // Table by table, each over the block's samples (see [`Lookahead`]).
+                let mut col = 0;
+                for (t, table) in tables.iter().enumerate() {
+                    for (b, sample) in samples.clone().zip(block.chunks_exact_mut(total_dim)) {
                         let dst = &mut sample[col..col + table.dim()];
                         dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
-                        col += table.dim();
                     }
+                    col += table.dim();
                 }
                 None::<()>
             });
@@ -249,12 +250,18 @@ struct Bag<'a> {
 /// Walks the ids a block of bags will read, resolves their rows and prefetches them,
 /// [`PREFETCH_DISTANCE`] ids ahead of the pooling, across bag and table boundaries: bags are
 /// short (often under the distance), so prefetching within a bag alone would leave most rows'
-/// cache misses to come one after another. It visits the bags in the pooling's order, sample by
-/// sample and, within a sample, table by table, and hands the pooling the rows it resolved.
+/// cache misses to come one after another. It visits the bags in the pooling's order, table by
+/// table and, within a table, sample by sample, and hands the pooling the rows it resolved.
+///
+/// Table by table, not sample by sample: a block of samples then reads one table at a time, and
+/// a table that fits in the caches is read from memory about once, however many of its rows the
+/// block's bags repeat. Sample by sample, every table is in play at once. Measured on the recsys
+/// example's 26 tables of 3.6 MB (INT8), with a loop that only touches the rows: 12.5–14.5 ms
+/// against 18–21 ms a step.
 struct Lookahead<'a, R: Resolve> {
     walk: Walk<'a, R>,
-    tables: Range<usize>,
-    samples_end: usize,
+    tables_end: usize,
+    samples: Range<usize>,
     /// The bag being walked, and the walk's position in `ids`.
     b: usize,
     t: usize,
@@ -277,9 +284,9 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
     fn start(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
         // An empty walk starts at its end.
         let empty = samples.is_empty() || tables.is_empty();
-        let (b, t) = (if empty { samples.end } else { samples.start }, tables.start);
+        let (b, t) = (samples.start, if empty { tables.end } else { tables.start });
         let Range { start: i, end } = if empty { 0..0 } else { walk.range(t, b) };
-        Lookahead { walk, tables, samples_end: samples.end, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
+        Lookahead { walk, tables_end: tables.end, samples, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
     }
 
     /// Called as the pooling takes the next id: keeps [`PREFETCH_DISTANCE`] ids after it
@@ -324,14 +331,14 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
     /// Moves to the next bag; `false` at the end of the walk.
     #[inline(always)]
     fn next_bag(&mut self) -> bool {
-        if self.b >= self.samples_end {
+        if self.t >= self.tables_end {
             return false;
         }
-        self.t += 1;
-        if self.t == self.tables.end {
-            self.t = self.tables.start;
-            self.b += 1;
-            if self.b == self.samples_end {
+        self.b += 1;
+        if self.b == self.samples.end {
+            self.b = self.samples.start;
+            self.t += 1;
+            if self.t == self.tables_end {
                 return false;
             }
         }
@@ -432,8 +439,9 @@ fn pool<C: Codec, R: Resolve>((bag, pooling, out, ahead, scratch): PoolArgs<'_, 
 mod tests {
     use super::*;
 
-    /// The lookahead walks exactly the indices the pooling reads, in its order, from
-    /// `PREFETCH_DISTANCE` on: empty bags, blocks of samples that start anywhere, one table or all.
+    /// The lookahead walks exactly the indices the pooling reads, in its order (table by table,
+    /// sample by sample within a table): empty bags, blocks of samples that start anywhere, one
+    /// table or all, no samples or no tables.
     #[test]
     fn lookahead_walks_the_pooling_order() {
         let (batch, n_tables) = (9, 3);
@@ -445,11 +453,11 @@ mod tests {
         }
         let indices: Vec<u32> = (0..*offsets.last().unwrap()).collect();
         let walk = Walk { tables: &[], ids: &indices, offsets: &offsets, weights: None, batch, resolve: &Indexed(Bounds::Zero) };
-        for (samples, tables) in [(0..batch, 0..n_tables), (3..7, 0..n_tables), (2..9, 1..2), (4..4, 0..n_tables), (0..batch, 2..3)] {
+        for (samples, tables) in [(0..batch, 0..n_tables), (3..7, 0..n_tables), (2..9, 1..2), (4..4, 0..n_tables), (0..batch, 2..3), (0..batch, 1..1)] {
             let mut ahead = Lookahead::start(walk, samples.clone(), tables.clone());
             let walked: Vec<(usize, u32)> = std::iter::from_fn(|| ahead.next_run()).flat_map(|(t, run)| run.iter().map(move |&id| (t, id))).collect();
             let pooled: Vec<(usize, u32)> =
-                samples.clone().flat_map(|b| tables.clone().flat_map(move |t| walk.range(t, b).map(move |i| (t, walk.ids[i])))).collect();
+                tables.clone().flat_map(|t| samples.clone().flat_map(move |b| walk.range(t, b).map(move |i| (t, walk.ids[i])))).collect();
             assert_eq!(walked, pooled, "samples {samples:?}, tables {tables:?}");
         }
     }
