@@ -469,6 +469,18 @@ impl Resolve for Hashed<'_> {
         // compiler runs it on vector registers); then the rows, id after id.
         let mut run = [0u64; RUN];
         run[..ids.len()].copy_from_slice(ids);
+        if let [seed] = *seeds {
+            // One hash per id, the common case: no k × RUN block of hashes to fill.
+            let mut hashes = [0u32; RUN];
+            for (h, &id) in hashes.iter_mut().zip(&run) {
+                *h = hash_id(id, seed);
+            }
+            for (&id, &h) in ids.iter().zip(&hashes) {
+                let hot = map.find(id);
+                ring.push(if hot == EMPTY { buckets.rem(h) } else { hot } as usize);
+            }
+            return;
+        }
         let mut hashes = [[0u32; RUN]; MAX_K];
         for (h, &seed) in hashes.iter_mut().zip(seeds) {
             for (h, &id) in h.iter_mut().zip(&run) {

@@ -112,9 +112,10 @@ fn quotient_remainder_follows_dlrm() {
 #[test]
 fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
     // Enough bags that the CPU path's workers split them, bags shorter and longer than the runs
-    // of 8 ids its walk hashes at a time, in both layouts (the walk goes table by table or sample
-    // by sample); tables whose row r holds r make each bag's sum the sum of the rows its ids
-    // read, which per-id `rows_of` says.
+    // of 8 ids its walk hashes at a time, one hash or several, in both layouts (a worker's walk
+    // goes over one table's bags or, for concatenated rows, over every table's bags of its
+    // samples); tables whose row r holds r make each bag's sum the sum of the rows its ids read,
+    // which per-id `rows_of` says.
     let specs = [
         HashSpec::new(997, 1).with_hot(vec![5, 9, 1 << 40]),
         HashSpec { buckets: 4093, seeds: vec![7, 11, 13], hot: (100..140).collect() },
