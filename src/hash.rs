@@ -467,18 +467,25 @@ impl Resolve for Hashed<'_> {
         let (seeds, map, buckets) = (&self.specs[t].seeds[..], &self.maps[t], self.buckets[t]);
         // Each seed's hashes of a whole run first, lane by lane in a loop of fixed length (the
         // compiler runs it on vector registers); then the rows, id after id.
-        let mut run = [0u64; RUN];
-        run[..ids.len()].copy_from_slice(ids);
+        // A full run is read where it lies; a shorter one (a bag's last) is copied into a full one.
+        let run: [u64; RUN] = ids.try_into().unwrap_or_else(|_| {
+            let mut run = [0u64; RUN];
+            run[..ids.len()].copy_from_slice(ids);
+            run
+        });
         if let [seed] = *seeds {
-            // One hash per id, the common case: no k × RUN block of hashes to fill.
+            // One hash per id, the common case: no k × RUN block of hashes to fill, and the rows
+            // go to the ring together.
             let mut hashes = [0u32; RUN];
             for (h, &id) in hashes.iter_mut().zip(&run) {
                 *h = hash_id(id, seed);
             }
-            for (&id, &h) in ids.iter().zip(&hashes) {
+            let mut rows = [0usize; RUN];
+            for ((row, &id), &h) in rows.iter_mut().zip(ids).zip(&hashes) {
                 let hot = map.find(id);
-                ring.push(if hot == EMPTY { buckets.rem(h) } else { hot } as usize);
+                *row = if hot == EMPTY { buckets.rem(h) } else { hot } as usize;
             }
+            ring.extend(&rows[..ids.len()]);
             return;
         }
         let mut hashes = [[0u32; RUN]; MAX_K];

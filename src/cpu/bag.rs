@@ -197,6 +197,16 @@ impl Ring {
         self.head += 1;
     }
 
+    /// [`Ring::push`] of each of `rows`, with the head updated once.
+    #[inline(always)]
+    pub(crate) fn extend(&mut self, rows: &[usize]) {
+        debug_assert!(self.head + rows.len() - self.tail <= RING, "the walk resolves at most a ring of rows ahead");
+        for (i, &row) in rows.iter().enumerate() {
+            self.rows[(self.head + i) % RING] = row;
+        }
+        self.head += rows.len();
+    }
+
     #[inline(always)]
     fn pop(&mut self) -> usize {
         debug_assert!(self.tail < self.head, "the pooling reads only rows the walk resolved");
