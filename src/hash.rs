@@ -134,10 +134,11 @@ const EMPTY: u32 = u32::MAX;
 impl HotMap {
     /// The map of `(id, row)` pairs sorted by id, with no id twice.
     fn new(sorted: Vec<(u64, u32)>) -> HotMap {
-        // At most a quarter full up to 4096 hot ids (256 KiB or less), at most half beyond: the
-        // first slot a cold id probes is usually free.
+        // The first slot a cold id probes is usually free, so a lookup reads one slot and its
+        // one branch goes the usual way: at most 1/16 full up to 128 hot ids (32 KiB or less, in
+        // L1), a quarter up to 4096 (256 KiB or less), half beyond.
         let n = sorted.len();
-        let bits = (if n <= 4096 { 4 * n } else { 2 * n }).next_power_of_two().trailing_zeros().max(1);
+        let bits = (if n <= 128 { 16 * n } else if n <= 4096 { 4 * n } else { 2 * n }).next_power_of_two().trailing_zeros().max(1);
         let mut map = HotMap { table: vec![(0, EMPTY); 1 << bits], shift: 64 - bits, sorted };
         let mask = map.table.len() - 1;
         for &(id, row) in &map.sorted {
