@@ -78,6 +78,11 @@ pub(crate) fn pool_values(acc: &mut [f32], values: impl Iterator<Item = f32>, w:
         for (a, x) in acc.iter_mut().zip(values) {
             *a = a.max(x);
         }
+    } else if w == 1.0 {
+        // Unweighted bags, the usual case: 1 · x is x exactly, so the product is left out.
+        for (a, x) in acc.iter_mut().zip(values) {
+            *a += x;
+        }
     } else {
         for (a, x) in acc.iter_mut().zip(values) {
             *a += w * x;
