@@ -468,7 +468,8 @@ impl Resolve for Hashed<'_> {
         let (seeds, map, buckets) = (&self.specs[t].seeds[..], &self.maps[t], self.buckets[t]);
         // Each seed's hashes of a whole run first, lane by lane in a loop of fixed length (the
         // compiler runs it on vector registers); then the rows, id after id.
-        // A full run is read where it lies; a shorter one (a bag's last) is copied into a full one.
+        // A full run is read where it lies; a shorter one (the last of a table's ids in a block) is
+        // copied into a full one.
         let run: [u64; RUN] = ids.try_into().unwrap_or_else(|_| {
             let mut run = [0u64; RUN];
             run[..ids.len()].copy_from_slice(ids);

@@ -135,7 +135,7 @@ pub(crate) trait Resolve: Sync {
     fn resolve_run(&self, t: usize, table: &Rows, ids: &[Self::Id], ring: &mut Ring);
 }
 
-/// The most ids resolved in one call: runs of a bag, so a resolver's loops over them vectorise.
+/// The most ids resolved in one call, so a resolver's loops over them vectorise.
 pub(crate) const RUN: usize = 8;
 
 /// The most rows one id may read (hashes per id).
@@ -241,6 +241,12 @@ impl<'a, R: Resolve> Walk<'a, R> {
         self.offsets[g] as usize..self.offsets[g + 1] as usize
     }
 
+    /// The positions in `ids` of the bags of table `t` for `samples` (consecutive bags).
+    #[inline(always)]
+    fn span(&self, t: usize, samples: &Range<usize>) -> Range<usize> {
+        self.offsets[t * self.batch + samples.start] as usize..self.offsets[t * self.batch + samples.end] as usize
+    }
+
     /// Bag (`t`, `b`) as the pooling reads it.
     #[inline(always)]
     fn bag(&self, t: usize, b: usize) -> Bag<'a> {
@@ -268,12 +274,15 @@ struct Bag<'a> {
 /// block's bags repeat. Sample by sample, every table is in play at once. Measured on the recsys
 /// example's 26 tables of 3.6 MB (INT8), with a loop that only touches the rows: 12.5–14.5 ms
 /// against 18–21 ms a step.
+///
+/// Within a table, the bags of consecutive samples are consecutive in `ids` (bags are
+/// feature-major), so the walk goes over one range of ids per table, in runs of [`RUN`] that may
+/// span bags: the pooling takes each bag's rows from the ring in the same order.
 struct Lookahead<'a, R: Resolve> {
     walk: Walk<'a, R>,
     tables_end: usize,
     samples: Range<usize>,
-    /// The bag being walked, and the walk's position in `ids`.
-    b: usize,
+    /// The table being walked, and the walk's position in `ids` and the end of the table's range.
     t: usize,
     i: usize,
     end: usize,
@@ -294,9 +303,9 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
     fn start(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
         // An empty walk starts at its end.
         let empty = samples.is_empty() || tables.is_empty();
-        let (b, t) = (samples.start, if empty { tables.end } else { tables.start });
-        let Range { start: i, end } = if empty { 0..0 } else { walk.range(t, b) };
-        Lookahead { walk, tables_end: tables.end, samples, b, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
+        let t = if empty { tables.end } else { tables.start };
+        let Range { start: i, end } = if empty { 0..0 } else { walk.span(t, &samples) };
+        Lookahead { walk, tables_end: tables.end, samples, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
     }
 
     /// Called as the pooling takes the next id: keeps [`PREFETCH_DISTANCE`] ids after it
@@ -325,35 +334,19 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
         }
     }
 
-    /// The next run of the walk (up to [`RUN`] ids of one bag), with its table.
+    /// The next run of the walk (up to [`RUN`] ids of one table), with its table.
     #[inline(always)]
     fn next_run(&mut self) -> Option<(usize, &'a [R::Id])> {
         while self.i == self.end {
-            if !self.next_bag() {
+            if self.t + 1 >= self.tables_end {
                 return None;
             }
+            self.t += 1;
+            Range { start: self.i, end: self.end } = self.walk.span(self.t, &self.samples);
         }
         let n = (self.end - self.i).min(RUN);
         self.i += n;
         Some((self.t, &self.walk.ids[self.i - n..self.i]))
-    }
-
-    /// Moves to the next bag; `false` at the end of the walk.
-    #[inline(always)]
-    fn next_bag(&mut self) -> bool {
-        if self.t >= self.tables_end {
-            return false;
-        }
-        self.b += 1;
-        if self.b == self.samples.end {
-            self.b = self.samples.start;
-            self.t += 1;
-            if self.t == self.tables_end {
-                return false;
-            }
-        }
-        Range { start: self.i, end: self.end } = self.walk.range(self.t, self.b);
-        true
     }
 }
 
