@@ -62,10 +62,9 @@ pub fn embedding_table(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
 /// shape too large for memory is [`Error::HostOutOfMemory`] or [`Error::LimitExceeded`], not an
 /// abort, which is what the browser needs (a page can ask for any shape).
 pub fn embedding_packed(rows: usize, dim: usize, seed: u64) -> Result<PackedTable, Error> {
-    let len = PackedTable::expected_words(Format::F32, rows, dim)?;
-    let mut words: Vec<u32> = crate::alloc::zeroed(len, "synthetic table")?;
-    fill_embedding_table(bytemuck::cast_slice_mut(&mut words), dim, seed);
-    PackedTable::from_words(Format::F32, rows, dim, words)
+    let mut table = PackedTable::zeroed(Format::F32, rows, dim, "synthetic table")?;
+    fill_embedding_table(bytemuck::cast_slice_mut(table.words_mut()), dim, seed);
+    Ok(table)
 }
 
 /// Writes the rows of [`embedding_table`] into `data` (whole rows of `dim` values).

@@ -308,6 +308,7 @@ fn update_rows_of_a_mapped_table_copies_on_write() {
     let mut mapped = file.table().clone();
     mapped.update_rows(&[3], &[0.5; 8]).unwrap();
     assert!(!mapped.is_mapped());
+    assert!((mapped.words().as_ptr() as usize).is_multiple_of(64), "the copy starts on a cache line");
     assert_eq!(file.table(), &t, "the file's rows are unchanged");
     assert_eq!(edo::cpu::gather(&mapped, &[3], edo::Bounds::Error).unwrap(), vec![0.5; 8]);
 }
