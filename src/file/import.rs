@@ -207,9 +207,9 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
         // Nothing to allocate: the width alone is the file's claim, not its bytes.
         return PackedTable::from_words(format, 0, dim, Vec::new());
     }
-    let mut words = vec![0u32; rows * row_words];
+    let mut table = PackedTable::zeroed(format, rows, dim, "imported table")?;
     let mut row_bytes = vec![0u8; 4 * row_words];
-    for (r, (src, dst)) in data.chunks_exact(src_row.max(1)).zip(words.chunks_exact_mut(row_words)).enumerate() {
+    for (r, (src, dst)) in data.chunks_exact(src_row.max(1)).zip(table.words_mut().chunks_exact_mut(row_words)).enumerate() {
         row_bytes.fill(0);
         for (d, s) in row_bytes[..code_bytes].iter_mut().zip(&src[..code_bytes]) {
             *d = if lsb_first { (s ^ xor).reverse_bits() } else { s ^ xor };
@@ -231,7 +231,7 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
             return Err(bad(what, format!("row {r}: scale or bias is not finite")));
         }
     }
-    PackedTable::from_words(format, rows, dim, words)
+    Ok(table)
 }
 
 /// The 2-D tensors of a safetensors file, as `name [rows, cols] dtype` lines for messages.
