@@ -467,9 +467,9 @@ impl Resolve for Hashed<'_> {
     fn resolve_run(&self, t: usize, _table: &Rows, ids: &[u64], ring: &mut Ring) {
         let (seeds, map, buckets) = (&self.specs[t].seeds[..], &self.maps[t], self.buckets[t]);
         // Each seed's hashes of a whole run first, lane by lane in a loop of fixed length (the
-        // compiler runs it on vector registers); then the rows, id after id.
-        // A full run is read where it lies; a shorter one (the last of a table's ids in a block) is
-        // copied into a full one.
+        // compiler runs it on vector registers); then the rows, id after id. A full run is read
+        // where it lies; a shorter one (the last of a table's ids in a block) is copied into a
+        // full one.
         let run: [u64; RUN] = ids.try_into().unwrap_or_else(|_| {
             let mut run = [0u64; RUN];
             run[..ids.len()].copy_from_slice(ids);
