@@ -14,7 +14,12 @@ webdriver() { # $1: extra Chromium flags, as a JSON list body
   "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"$1]}}
 JSON
 }
-trap 'rm -f web/webdriver.json' EXIT
+# Chromedriver and Chromium leave a profile (~36 MB) and a socket directory in the temporary
+# directory of every browser they start; over many runs they filled a CI machine's disk. Everything
+# they write goes to a directory of this run's own, removed at the end.
+scratch=$(mktemp -d)
+export TMPDIR="$scratch"
+trap 'rm -rf web/webdriver.json "$scratch"' EXIT
 
 echo "== browser tests with WebGPU"
 webdriver ', "--enable-unsafe-webgpu"'

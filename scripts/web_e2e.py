@@ -12,9 +12,11 @@ import functools
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -105,7 +107,11 @@ def main():
         threading.Thread(target=server.serve_forever, daemon=True).start()
     urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html" for server in servers]
     dport = free_port()
-    driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Chromedriver and Chromium leave a profile and a socket directory in the temporary directory
+    # of every browser they start: give them one of their own, removed at the end.
+    scratch = tempfile.mkdtemp(prefix="edo-e2e-")
+    env = dict(os.environ, TMPDIR=scratch)
+    driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     driver = f"http://127.0.0.1:{dport}"
     failures = []
     try:
@@ -133,6 +139,8 @@ def main():
             print(f"{want}: screenshot {os.path.relpath(shot, ROOT)}")
     finally:
         driver_proc.terminate()
+        driver_proc.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
         for server in servers:
             server.shutdown()
     if failures:
