@@ -64,10 +64,26 @@ fn fixture(name: &str) -> String {
     format!("{}/tests/data/files/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("edo-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A directory of one test's own under the temporary directory, removed when it goes out of
+/// scope (the test's files do not pile up run after run).
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("edo-cli-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn ok(args: &[&str]) -> String {
@@ -78,14 +94,15 @@ fn ok(args: &[&str]) -> String {
 
 #[test]
 fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
-    let t = scratch("words.edo");
+    let dir = Scratch::new("checkpoint");
+    let t = dir.path("words.edo");
     let t = t.to_str().unwrap();
     let st = fixture("model.safetensors");
     let out = ok(&["quantize", &st, "--tensor", "embeddings.word_embeddings.weight", "--format", "int8", "-o", t]);
     assert!(out.contains("int8 37 × 13"), "{out}");
 
     // inspect finds the recorded source, reports the error and writes the picture.
-    let png = scratch("words.png");
+    let png = dir.path("words.png");
     let _ = std::fs::remove_file(&png);
     let out = ok(&["inspect", t]);
     for needle in ["37 rows × 13 dim", "checksums OK", "embeddings.word_embeddings.weight", "RMSE", "37 of 37 rows within it", "picture:"] {
@@ -109,16 +126,17 @@ fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
     assert_eq!(got, want);
 
     // export as FBGEMM rows, then import those back: the same table.
-    let npy = scratch("words_fbgemm.npy");
+    let npy = dir.path("words_fbgemm.npy");
     ok(&["export", t, "-o", npy.to_str().unwrap()]);
-    let back = scratch("back.edo");
+    let back = dir.path("back.edo");
     ok(&["quantize", npy.to_str().unwrap(), "--layout", "fbgemm8", "-f", "int8", "-o", back.to_str().unwrap()]);
     assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), table.table());
 }
 
 #[test]
 fn text_tables_keep_tokens_for_lookup() {
-    let t = scratch("glove.edo");
+    let dir = Scratch::new("text");
+    let t = dir.path("glove.edo");
     let t = t.to_str().unwrap();
     ok(&["quantize", &fixture("glove.txt"), "-f", "fp16", "-o", t]);
     let out = ok(&["lookup", t, "--tokens", "word3,word7"]);
@@ -128,7 +146,7 @@ fn text_tables_keep_tokens_for_lookup() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"nope\" is not in the vocabulary"));
     // Text export and re-import round trips the decoded values and tokens.
-    let txt = scratch("glove_out.txt");
+    let txt = dir.path("glove_out.txt");
     ok(&["export", t, "-o", txt.to_str().unwrap()]);
     let again = edo::file::import::text(std::fs::read(&txt).unwrap()).unwrap();
     assert_eq!(again.vocab.unwrap().token(7), Some("word7"));
@@ -136,7 +154,8 @@ fn text_tables_keep_tokens_for_lookup() {
 
 #[test]
 fn exit_codes_say_what_went_wrong() {
-    let t = scratch("codes.edo");
+    let dir = Scratch::new("exit-codes");
+    let t = dir.path("codes.edo");
     let t = t.to_str().unwrap();
     ok(&["quantize", &fixture("table_f32.npy"), "-f", "int4", "-o", t]);
     let code = |args: &[&str]| {
@@ -149,19 +168,19 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(code(&["inspect", "/nonexistent/t.edo"]).0, Some(66));
     assert_eq!(code(&["quantize", "/nonexistent/x.npy", "-f", "int8", "-o", t]).0, Some(66));
     // Malformed input: 65, with the reason.
-    let junk = scratch("junk.edo");
+    let junk = dir.path("junk.edo");
     std::fs::write(&junk, b"definitely not a table").unwrap();
     let (c, err) = code(&["inspect", junk.to_str().unwrap()]);
     assert_eq!(c, Some(65), "{err}");
     assert!(err.contains("malformed edo table file"), "{err}");
-    let (c, err) = code(&["quantize", &fixture("ubinary.npy"), "-f", "int8", "-o", scratch("u.edo").to_str().unwrap()]);
+    let (c, err) = code(&["quantize", &fixture("ubinary.npy"), "-f", "int8", "-o", dir.path("u.edo").to_str().unwrap()]);
     assert_eq!(c, Some(65), "{err}");
     assert!(err.contains("layout"), "{err}");
     // Damaged rows: 65, and inspect still prints what it can.
     let mut bytes = std::fs::read(t).unwrap();
     let n = bytes.len();
     bytes[n - 10] ^= 0x40;
-    let damaged = scratch("damaged.edo");
+    let damaged = dir.path("damaged.edo");
     std::fs::write(&damaged, bytes).unwrap();
     let out = edo(&["inspect", damaged.to_str().unwrap(), "--no-png"]);
     assert_eq!(out.status.code(), Some(65));
@@ -169,7 +188,7 @@ fn exit_codes_say_what_went_wrong() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"));
     // Bad arguments: 2.
     assert_eq!(code(&["lookup", t, "--ids", "37"]).0, Some(2));
-    assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", scratch("x.npy").to_str().unwrap()]).0, Some(2));
+    assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", dir.path("x.npy").to_str().unwrap()]).0, Some(2));
     // Unwritable output: 74.
     assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", "/nonexistent/dir/t.edo"]).0, Some(74));
 }
