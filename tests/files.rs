@@ -377,8 +377,24 @@ fn fuzz_corpus_does_not_panic() {
     assert!(n >= 4, "corpus has {n} files");
 }
 
-fn tempdir() -> PathBuf {
+/// A directory under the temporary directory, removed when it goes out of scope.
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
     let dir = std::env::temp_dir().join(format!("edo-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
 }
