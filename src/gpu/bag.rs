@@ -174,15 +174,8 @@ impl Resident {
         let vec4 = pooling != Pooling::None && dims.iter().all(|d| d % 4 == 0);
         let shader = ShaderId::Bag { format: self.format, vec4 };
         let max_dim = dims.iter().copied().max().unwrap_or(1);
-        // One invocation per pass over a bag (16 columns each, or one), up to 32 per bag: each
-        // pass walks all of the bag's indices, so passes side by side finish sooner than passes
-        // one after another in one invocation (a gather's four steps per invocation would put
-        // all four passes of a dim-64 bag in one). lavapipe, 4096 bags of 20 over 200 000 × 64:
-        // FP32 65–123 → 30–39 ms, INT8 57–91 → 18–30 ms.
-        let passes = max_dim.div_ceil(shader.values_per_step());
-        let wg = ctx.workgroup_size.max(1);
-        let x = (passes.min(32) as u32).next_power_of_two().min(wg);
-        let shape = (x, (wg / x).max(1));
+        // One invocation per pass over a bag (16 columns, or one): see `workgroup_shape`.
+        let shape = ctx.workgroup_shape(max_dim.div_ceil(shader.values_per_step()), 1);
         let pipeline = ctx.pipeline(shader, shape).await?;
 
         let mut metas = Vec::with_capacity(self.tables.len());

@@ -309,14 +309,18 @@ impl Context {
         Ok(())
     }
 
-    /// The compute pipeline of a kernel, compiled once per engine.
-    /// Workgroup shape `(WG_X, WG_Y)` of a gather kernel writing rows of `units` steps: WG_X
-    /// invocations share a row (neighbours write neighbouring memory), WG_Y rows per workgroup.
-    pub(crate) fn workgroup_shape(&self, units: usize) -> (u32, u32) {
+    /// Workgroup shape `(WG_X, WG_Y)` of a kernel whose rows take `units` steps, about
+    /// `per_invocation` of them per invocation: WG_X invocations share a row (neighbours touch
+    /// neighbouring memory), at most 32 (a warp), and WG_Y rows per workgroup.
+    ///
+    /// A gather takes four steps per invocation, so the id and the row's scale and bias are read
+    /// once per four stores. A bag takes one: each of its steps (a pass of 16 columns, or one)
+    /// walks all of the bag's indices, and passes side by side finish sooner than passes one
+    /// after another. lavapipe, 4096 bags of 20 over 200 000 × 64, four passes per invocation
+    /// against one: FP32 65–123 → 30–39 ms, INT8 57–91 → 18–30 ms.
+    pub(crate) fn workgroup_shape(&self, units: usize, per_invocation: usize) -> (u32, u32) {
         let wg = self.workgroup_size.max(1);
-        // About four steps per invocation, so the id and the row's scale and bias are read once
-        // per four stores; at most 32 invocations (a warp) per row.
-        let x = (units.div_ceil(4).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
+        let x = (units.div_ceil(per_invocation.max(1)).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
         (x, (wg / x).max(1))
     }
 
@@ -345,7 +349,7 @@ impl Context {
     /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
     pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::gather(format, dim);
-        let shape = self.workgroup_shape(dim / shader.values_per_step());
+        let shape = self.workgroup_shape(dim / shader.values_per_step(), 4);
         Ok((self.pipeline(shader, shape).await?, shape))
     }
 

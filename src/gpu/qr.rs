@@ -74,7 +74,7 @@ impl GpuQrTables {
                 return Err(Error::LimitExceeded { what, requested: bytes, max: max_binding });
             }
         }
-        let shape = ctx.workgroup_shape(dim as usize);
+        let shape = ctx.workgroup_shape(dim as usize, 4);
         let pipeline = ctx.pipeline(ShaderId::Qr { format: self.quotient.format }, shape).await?;
         let ids_buffer = ctx.create_buffer("qr ids", 8 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
