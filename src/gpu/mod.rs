@@ -121,7 +121,9 @@ pub(crate) struct Context {
     pub bag_pipeline_layout: wgpu::PipelineLayout,
     pub hash_layout: wgpu::BindGroupLayout,
     pub hash_pipeline_layout: wgpu::PipelineLayout,
-    pipelines: Mutex<HashMap<(ShaderId, u32), wgpu::ComputePipeline>>,
+    /// Compiled pipelines, keyed by everything that makes one: the kernel (its sources and
+    /// override constants follow from its [`ShaderId`]) and the workgroup shape.
+    pipelines: Mutex<HashMap<(ShaderId, (u32, u32)), wgpu::ComputePipeline>>,
     /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
     pub(crate) registry: Arc<memory::Registry>,
     memory_budget: Option<u64>,
@@ -355,7 +357,7 @@ impl Context {
 
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
     pub(crate) async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
-        let key = (shader, wg_x);
+        let key = (shader, (wg_x, wg_y));
         if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
             return Ok(p.clone());
         }
