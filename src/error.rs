@@ -26,6 +26,11 @@ pub enum Error {
     /// No GPU adapter was found (edo falls back to the CPU path where it can).
     #[error("no GPU adapter found")]
     NoAdapter,
+    /// A device given to [`crate::Engine::from_device`] has a limit below what edo's kernels need
+    /// (see [`crate::gpu::REQUIRED_LIMITS`]); create it with higher limits, such as
+    /// `wgpu::Limits::default()` or the adapter's own.
+    #[error("the device's {limit} is {actual}; edo's kernels need at least {required}")]
+    DeviceLimits { limit: &'static str, required: u64, actual: u64 },
     /// The adapter refused to create a device.
     #[error("requesting a GPU device failed: {0}")]
     RequestDevice(String),

@@ -128,7 +128,67 @@ pub(crate) struct Context {
     pub(crate) registry: Arc<memory::Registry>,
     memory_budget: Option<u64>,
     pub pressure: PressureStages,
-    lost: Arc<Mutex<Option<String>>>,
+    lost: Arc<Lost>,
+}
+
+/// Whether the device is lost, and who wants to hear of it.
+#[derive(Default)]
+struct Lost {
+    reason: Mutex<Option<String>>,
+    listeners: Mutex<Vec<Box<dyn Fn(&str) + Send + Sync>>>,
+}
+
+impl Lost {
+    /// Records the loss and tells the listeners, the first time only (the device-lost callback
+    /// and [`Engine::destroy_device`] may both report one loss).
+    fn mark(&self, reason: String) {
+        let Ok(mut r) = self.reason.lock() else { return };
+        if r.is_some() {
+            return;
+        }
+        *r = Some(reason.clone());
+        drop(r);
+        if let Ok(listeners) = self.listeners.lock() {
+            listeners.iter().for_each(|f| f(&reason));
+        }
+    }
+}
+
+/// The device limits edo's kernels need, as `(name, least value)`: WebGPU's defaults for compute,
+/// but six storage buffers per stage (the bag kernel binds five tables' worth of inputs and its
+/// output). [`Engine::from_device`] refuses a device below any of them.
+pub const REQUIRED_LIMITS: [(&str, u64); 7] = [
+    ("max_bind_groups", 1),
+    ("max_storage_buffers_per_shader_stage", 6),
+    ("max_uniform_buffers_per_shader_stage", 1),
+    ("max_compute_invocations_per_workgroup", 256),
+    ("max_compute_workgroup_size_x", 256),
+    ("max_compute_workgroup_storage_size", 16384),
+    ("max_compute_workgroups_per_dimension", 1),
+];
+
+fn limit_value(limits: &wgpu::Limits, name: &str) -> u64 {
+    match name {
+        "max_bind_groups" => limits.max_bind_groups as u64,
+        "max_storage_buffers_per_shader_stage" => limits.max_storage_buffers_per_shader_stage as u64,
+        "max_uniform_buffers_per_shader_stage" => limits.max_uniform_buffers_per_shader_stage as u64,
+        "max_compute_invocations_per_workgroup" => limits.max_compute_invocations_per_workgroup as u64,
+        "max_compute_workgroup_size_x" => limits.max_compute_workgroup_size_x as u64,
+        "max_compute_workgroup_storage_size" => limits.max_compute_workgroup_storage_size as u64,
+        "max_compute_workgroups_per_dimension" => limits.max_compute_workgroups_per_dimension as u64,
+        _ => unreachable!("every required limit is read above"),
+    }
+}
+
+/// The first of [`REQUIRED_LIMITS`] that `limits` fall short of, as an error.
+fn check_limits(limits: &wgpu::Limits) -> Result<(), Error> {
+    for (limit, required) in REQUIRED_LIMITS {
+        let actual = limit_value(limits, limit);
+        if actual < required {
+            return Err(Error::DeviceLimits { limit, required, actual });
+        }
+    }
+    Ok(())
 }
 
 /// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
@@ -151,29 +211,45 @@ impl Engine {
             })
             .await
             .map_err(|_| Error::NoAdapter)?;
-        let info = adapter.get_info();
-        let limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("edo"),
                 required_features: wgpu::Features::empty(),
-                required_limits: limits.clone(),
+                required_limits: adapter.limits(),
                 ..Default::default()
             })
             .await
             .map_err(|e| Error::RequestDevice(e.to_string()))?;
-        let lost = Arc::new(Mutex::new(None));
+        Engine::from_device(device, queue, options)
+    }
+
+    /// An engine over a device and queue the caller already owns — a desktop app's, a game
+    /// engine's, an inference framework's — so that edo's outputs ([`GpuRows::buffer`]) bind
+    /// directly in the caller's own pipelines, on the same device, with no copy between devices.
+    ///
+    /// Limits and features are read from the device (those it was created with, not the
+    /// adapter's): a device made with WebGPU's default limits gets 128 MiB shards, one made with
+    /// the adapter's limits gets the largest bindings the hardware offers. A device whose limits
+    /// are below what edo's kernels need (see [`REQUIRED_LIMITS`]) is refused with
+    /// [`Error::DeviceLimits`] naming the first one short. `options.backends` and
+    /// `options.power_preference` do not apply (the device is chosen already); the others do.
+    ///
+    /// edo sets the device's lost callback (wgpu keeps one per device), so that every later call
+    /// returns [`Error::DeviceLost`]; to be told yourself, register with
+    /// [`Engine::on_device_lost`].
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions) -> Result<Engine, Error> {
+        let limits = device.limits();
+        check_limits(&limits)?;
+        let info = device.adapter_info();
+        let lost = Arc::new(Lost::default());
         {
             let lost = lost.clone();
-            device.set_device_lost_callback(move |reason, message| {
-                if let Ok(mut l) = lost.lock() {
-                    *l = Some(format!("{reason:?}: {message}"));
-                }
-            });
+            device.set_device_lost_callback(move |reason, message| lost.mark(format!("{reason:?}: {message}")));
         }
         let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
-        let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup);
+        // A kernel's shape is (x, workgroup_size / x) with x from 1 to 32, so y may be the whole size.
+        let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_y).max(1));
         // gather, qr, remap: params, 2 inputs, output. bag: params, 5 inputs, output. hash:
         // params, 3 inputs, output.
         let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", 2);
@@ -208,6 +284,16 @@ impl Engine {
             lost,
         });
         Ok(Engine { ctx })
+    }
+
+    /// Calls `callback` with the reason when the engine's device is lost (a driver reset, the GPU
+    /// removed, [`Engine::destroy_device`]). From then on every call on the engine, its tables
+    /// and outputs returns [`Error::DeviceLost`]; the callback is the moment to build a new
+    /// engine and upload again. Called at most once, on whatever thread wgpu reports the loss.
+    pub fn on_device_lost(&self, callback: impl Fn(&str) + Send + Sync + 'static) {
+        if let Ok(mut listeners) = self.ctx.lost.listeners.lock() {
+            listeners.push(Box::new(callback));
+        }
     }
 
     /// [`Engine::new`] for native code that does not run an async executor.
@@ -276,9 +362,7 @@ impl Engine {
     pub fn destroy_device(&self) {
         self.ctx.device.destroy();
         // The callback runs during destroy on native; make the state certain on every backend.
-        if let Ok(mut l) = self.ctx.lost.lock() {
-            l.get_or_insert_with(|| "Destroyed: device destroyed by the application".to_string());
-        }
+        self.ctx.lost.mark("Destroyed: device destroyed by the application".to_string());
     }
 
     /// Waits until all submitted GPU work has finished (native; a no-op in the browser).
@@ -294,7 +378,7 @@ impl Context {
     }
 
     pub(crate) fn check_lost(&self) -> Result<(), Error> {
-        match self.lost.lock().ok().and_then(|l| l.clone()) {
+        match self.lost.reason.lock().ok().and_then(|l| l.clone()) {
             Some(reason) => Err(Error::DeviceLost(reason)),
             None => Ok(()),
         }
