@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use edo::hash::{HashSpec, HashedBags};
-use edo::{block_on, Bounds, Engine, Format, GpuHashedTables, GpuPrunedTable, Layout, PackedTable, Pooling, PrunedTable};
+use edo::{block_on, Bounds, Engine, Format, GpuHashedTables, GpuLookup, GpuPrunedTable, Layout, Lookup, PackedTable, Pooling, PrunedTable};
 
 const FEATURES: usize = 26;
 const DIM: usize = 64;

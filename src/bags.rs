@@ -77,6 +77,15 @@ impl<'a, I> Bags<'a, I> {
         self
     }
 
+    /// The same offsets and weights over other indices (as many).
+    pub(crate) fn with_indices<'b, J>(&self, indices: &'b [J]) -> Bags<'b, J>
+    where
+        'a: 'b,
+    {
+        debug_assert_eq!(indices.len(), self.indices.len());
+        Bags { indices, offsets: self.offsets, include_last_offset: self.include_last_offset, per_sample_weights: self.per_sample_weights }
+    }
+
     /// Number of bags the offsets describe.
     pub fn len(&self) -> usize {
         if self.include_last_offset {

@@ -275,6 +275,15 @@ pub fn qr_split(id: u64, m: u32) -> (u64, u32) {
     (id / m as u64, (id % m as u64) as u32)
 }
 
+/// EmbeddingBag over raw 64-bit ids of quotient-remainder tables on the CPU (DLRM's
+/// `QREmbeddingBag`): each id's row as [`qr_lookup`] combines it, pooled as the CPU bag pools.
+pub fn qr_bag(quotient: &PackedTable, remainder: &PackedTable, bags: &crate::Bags<'_, u64>, combine: QrCombine, pooling: crate::Pooling, bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
+    bags.validate(pooling, None)?;
+    let rows = qr_lookup(quotient, remainder, bags.indices, combine, bounds)?;
+    let dim = if combine == QrCombine::Concat { 2 * quotient.dim() } else { quotient.dim() };
+    crate::lookup::pool_dense(rows, dim, bags, pooling)
+}
+
 /// Quotient-remainder lookup on the CPU: `quotient` has `ceil(N / m)` rows, `remainder` has `m`;
 /// id `i` reads quotient row `i / m` and remainder row `i % m`, combined by `combine`. Ids whose
 /// quotient is out of range follow `bounds` (a zero or the last quotient row).

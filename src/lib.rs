@@ -32,6 +32,7 @@ pub mod gpu;
 #[cfg(native)]
 pub mod eval;
 pub mod hash;
+mod lookup;
 #[cfg(native)]
 pub mod inspect;
 pub mod mixed;
@@ -50,8 +51,9 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
+pub use lookup::{AnyTable, Lookup};
 pub use gpu::{
-    AdapterSummary, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob,
+    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob,
     MemoryReport, PressureStages,
 };
 pub use mixed::MixedTable;

@@ -12,7 +12,7 @@ const HOT: u32 = 1 << 31;
 /// A table split into hot rows (one format) and cold rows (another), with the map from each
 /// original row to its place. Both parts are ordinary [`PackedTable`]s, so everything that
 /// uploads, stores or decodes a table serves them; [`crate::GpuMixedTable`] looks up both in one
-/// job.
+/// job. Lookups on the CPU path: [`crate::Lookup`].
 #[derive(Clone, Debug)]
 pub struct MixedTable {
     hot: PackedTable,
@@ -83,23 +83,6 @@ impl MixedTable {
     pub fn locate(&self, r: usize) -> (bool, usize) {
         let m = self.remap[r];
         (m & HOT != 0, (m & !HOT) as usize)
-    }
-
-    /// Gathers rows of the original table into `ids.len() × dim` f32, decoding each from its
-    /// part: the CPU path and the oracle of the GPU's.
-    pub fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-        let dim = self.dim();
-        bounds.check(ids, self.rows())?;
-        let mut out = crate::cpu::zeroed(ids.len(), dim, "gather output")?;
-        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
-            if let Some(r) = bounds.resolve(id, self.rows()) {
-                match self.locate(r) {
-                    (true, i) => self.hot.decode_row_into(i, dst),
-                    (false, i) => self.cold.decode_row_into(i, dst),
-                }
-            }
-        }
-        Ok(out)
     }
 
     /// The ids of each part's gather for `ids`: the row in that part, `0xffffffff` where the

@@ -10,7 +10,7 @@
 //! option's bytes rounded up to a step, so the plan never exceeds the budget.
 
 use crate::format::{Format, PackedTable};
-use crate::Error;
+use crate::{AnyTable, Error, MixedTable};
 
 /// How a table's rows are looked up.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +81,35 @@ impl std::fmt::Display for Choice {
             Choice::Resident { format } => write!(f, "resident {format}"),
             Choice::Cached { format, capacity } => write!(f, "cached {format}, {capacity} rows"),
             Choice::Mixed { hot, cold, hot_rows } => write!(f, "mixed: {hot_rows} hot rows {hot}, rest {cold}"),
+        }
+    }
+}
+
+impl Choice {
+    /// Builds the table this choice describes from the table's row-major `rows × dim` f32 values,
+    /// ready to look rows up from ([`crate::Lookup`] on the CPU path, [`AnyTable::upload`] for the
+    /// GPU). The hot rows of a mixed table are the most looked up under `access`: by count for
+    /// [`Access::Counts`], else in row order (row 0 the most frequent, as in a vocabulary sorted by
+    /// frequency — the order [`Access::Zipf`] ranks assume). A cached choice builds the host table
+    /// a [`crate::GpuCache`] of [`Choice::cache_capacity`] rows reads from.
+    pub fn build(&self, data: &[f32], rows: usize, dim: usize, access: &Access) -> Result<AnyTable, Error> {
+        Ok(match *self {
+            Choice::Resident { format } | Choice::Cached { format, .. } => PackedTable::quantize(format, data, rows, dim)?.into(),
+            Choice::Mixed { hot, cold, hot_rows } => match access {
+                Access::Counts(counts) => MixedTable::from_counts(data, rows, dim, counts, hot_rows, hot, cold)?.into(),
+                Access::Uniform | Access::Zipf(_) => {
+                    let hot_ids: Vec<u32> = (0..hot_rows.min(rows) as u32).collect();
+                    MixedTable::quantize(data, rows, dim, &hot_ids, hot, cold)?.into()
+                }
+            },
+        })
+    }
+
+    /// The rows a cache of this choice holds on the GPU (`None` unless cached).
+    pub fn cache_capacity(&self) -> Option<usize> {
+        match *self {
+            Choice::Cached { capacity, .. } => Some(capacity),
+            _ => None,
         }
     }
 }

@@ -1,7 +1,6 @@
 //! Pruned tables: rows that were cut (rarely used, or zero after training) take no memory; an
 //! id → compact-row remap (FBGEMM's index remapping) sends their ids to a zero row.
 
-use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
 use crate::{Bounds, Error};
 
@@ -79,16 +78,5 @@ impl PrunedTable {
     pub fn map_ids(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<u32>, Error> {
         bounds.check(ids, self.original_rows())?;
         Ok(ids.iter().map(|&id| bounds.resolve(id, self.original_rows()).map_or(ABSENT, |r| self.remap[r])).collect())
-    }
-
-    /// Gather on the CPU: pruned rows read as zeros.
-    pub fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-        crate::cpu::gather(&self.table, &self.map_ids(ids, bounds)?, Bounds::Zero)
-    }
-
-    /// EmbeddingBag on the CPU: pruned rows read as zero rows (counted by mean, taking part in max).
-    pub fn bag(&self, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
-        let mapped = self.map_ids(bags.indices, bounds)?;
-        crate::cpu::embedding_bag(&self.table, &Bags { indices: &mapped, ..*bags }, pooling, Bounds::Zero)
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use edo::synth::{embedding_table, uniform_ids};
-use edo::{block_on, Bounds, Engine, EngineOptions, Error, Format, GpuTable, PackedTable};
+use edo::{block_on, Bounds, Engine, EngineOptions, Error, Format, GpuLookup, GpuTable, Lookup, PackedTable};
 
 /// A value no kernel computes: outputs are pre-filled with it, so a row a kernel failed to write
 /// cannot pass for a correct zero row.
@@ -235,14 +235,17 @@ fn random_bags(n_bags: usize, rows: usize, max_len: u32, bad: bool, seed: u64) -
 
 /// Pooled values agree within a documented tolerance: the GPU sums in the same order on one shard,
 /// but a driver may fuse `acc + w·x`, and several shards add partial sums. |GPU − CPU| ≤
-/// 4·n·ε·Σ|wᵢ·xᵢ|, bounded here by n·max|w|·max|x| per bag. Max pooling is exact.
+/// 4·n·ε·Σ|wᵢ·xᵢ|, bounded here by n·max|w|·max|x| per bag. Max pooling is exact (up to the
+/// sign of a zero).
 fn assert_pooled_close(got: &[f32], want: &[f32], max_len: f32, max_abs: f32, exact: bool, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     let tol = 4.0 * max_len * f32::EPSILON * (max_len * max_abs);
     for (i, (&g, &c)) in got.iter().zip(want).enumerate() {
         assert!(g != SENTINEL, "{what}: value {i} never written");
         if exact {
-            assert_eq!(g.to_bits(), c.to_bits(), "{what}: value {i}: {g} vs {c} (max pooling is exact)");
+            // Exact, but for the sign of a zero: max(−0, +0) may be either (IEEE 754 leaves it
+            // open), and zero rows of bad ids or products with a zero row meet both.
+            assert!(g == c, "{what}: value {i}: {g} vs {c} (max pooling is exact)");
         } else {
             assert!((g - c).abs() <= tol, "{what}: value {i}: GPU {g} vs CPU {c}, tolerance {tol}");
         }
@@ -376,7 +379,7 @@ fn hashed_bucket_ids_and_hot_rows_equal_the_cpu_exactly() {
         let table = PackedTable::quantize(Format::F32, &data, spec.rows(), 1).unwrap();
         let gpu = block_on(GpuHashedTables::upload(&engine, &[(&table, spec.clone())])).unwrap();
         let want = edo::hash::hashed_lookup(&table, &spec, &ids).unwrap();
-        let got = block_on(gpu.lookup(&ids)).unwrap().read_blocking().unwrap();
+        let got = block_on(gpu.gather(&ids)).unwrap().read_blocking().unwrap();
         assert_bits_eq(&got, &want, &format!("k = {k}"));
     }
 }
@@ -450,11 +453,11 @@ fn quotient_remainder_lookups_equal_the_cpu_exactly() {
             for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
                 for (bounds, ids) in [(Bounds::Error, &good), (Bounds::Zero, &mixed), (Bounds::Clamp, &mixed)] {
                     let want = edo::hash::qr_lookup(&qt, &rt, ids, combine, bounds).unwrap();
-                    let got = run_job(block_on(gpu.prepare_lookup(ids, combine, bounds)).unwrap());
+                    let got = run_job(block_on(gpu.prepare_gather(ids, combine, bounds)).unwrap());
                     assert_bits_eq(&got, &want, &format!("m {m} {format} {combine:?} {bounds:?} binding {max_binding:?}"));
                 }
             }
-            let err = block_on(gpu.lookup(&[1, covered], QrCombine::Mult, Bounds::Error)).err();
+            let err = block_on(gpu.gather(&[1, covered], QrCombine::Mult, Bounds::Error)).err();
             assert_eq!(err, Some(Error::IdOutOfRange64 { index: 1, id: covered, max: covered }));
         }
     }
@@ -689,7 +692,7 @@ impl edo::cache::RowSource for Counting {
 
 /// Looks up through a cache into a sentinel-filled output and reads it back.
 fn cache_lookup<S: edo::cache::RowSource>(cache: &mut edo::GpuCache<S>, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-    let job = block_on(cache.prepare_lookup(ids, bounds))?;
+    let job = block_on(cache.prepare_gather(ids, bounds))?;
     job.output().fill(SENTINEL)?;
     job.submit()?.read_blocking()
 }
@@ -770,11 +773,11 @@ fn cache_budgets_of_zero_and_one_row_and_failed_lookups() {
     let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 50, edo::cache::PolicyKind::Lru.build())).unwrap();
     cache_lookup(&mut cache, &[1, 2, 3], Bounds::Error).unwrap();
     let stats = cache.stats();
-    assert!(matches!(block_on(cache.lookup(&[7, 500], Bounds::Error)), Err(Error::IdOutOfRange { index: 1, id: 500, .. })));
+    assert!(matches!(block_on(cache.gather(&[7, 500], Bounds::Error)), Err(Error::IdOutOfRange { index: 1, id: 500, .. })));
     assert_eq!(cache.stats(), stats, "a refused lookup changes nothing");
     assert!(!cache.is_cached(7));
     // Prepared, then dropped: row 8 must not look cached, and a later lookup loads it.
-    drop(block_on(cache.prepare_lookup(&[8, 1], Bounds::Error)).unwrap());
+    drop(block_on(cache.prepare_gather(&[8, 1], Bounds::Error)).unwrap());
     assert!(!cache.is_cached(8) && cache.is_cached(1));
     let ids = [8u32, 1, 8];
     assert_bits_eq(&cache_lookup(&mut cache, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "after a dropped job");
@@ -793,7 +796,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     {
         // Large enough that a batch never evicts its own rows: every miss was staged.
         let mut cache = block_on(edo::GpuCache::new(&engine, &counting, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
-        let mut pending = block_on(cache.lookup(&batches[0], Bounds::Error)).unwrap();
+        let mut pending = block_on(cache.gather(&batches[0], Bounds::Error)).unwrap();
         for b in 1..batches.len() {
             // Stage the next batch while this one runs; the lookup then reads nothing from the host.
             let staged = block_on(cache.prefetch(&batches[b])).unwrap();
@@ -801,7 +804,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
             let got = pending.read_blocking().unwrap();
             assert_bits_eq(&got, &edo::cpu::gather(&table, &batches[b - 1], Bounds::Error).unwrap(), &format!("batch {} with the next staged", b - 1));
             let (reads, before) = (counting.reads.get(), cache.stats());
-            pending = block_on(cache.lookup(&batches[b], Bounds::Error)).unwrap();
+            pending = block_on(cache.gather(&batches[b], Bounds::Error)).unwrap();
             let after = cache.stats();
             assert_eq!(counting.reads.get(), reads, "batch {b}: every missing row came from the staging");
             assert_eq!(after.served_from_staging - before.served_from_staging, after.misses - before.misses, "batch {b}");
@@ -811,10 +814,10 @@ fn cache_prefetch_updates_and_a_damaged_file() {
         // A staging that guessed wrong is harmless: the lookup reads its misses from the host.
         block_on(cache.prefetch(&[1, 2, 3])).unwrap();
         let other: Vec<u32> = (3000..3100).collect();
-        assert_bits_eq(&block_on(cache.lookup(&other, Bounds::Error)).unwrap().read_blocking().unwrap(), &edo::cpu::gather(&table, &other, Bounds::Error).unwrap(), "after a wrong guess");
+        assert_bits_eq(&block_on(cache.gather(&other, Bounds::Error)).unwrap().read_blocking().unwrap(), &edo::cpu::gather(&table, &other, Bounds::Error).unwrap(), "after a wrong guess");
     }
     let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 400, edo::cache::PolicyKind::Lfu.build())).unwrap();
-    block_on(cache.lookup(&batches.concat(), Bounds::Error)).unwrap();
+    block_on(cache.gather(&batches.concat(), Bounds::Error)).unwrap();
 
     // Update cached and uncached rows through the cache.
     let mut host = table.clone();
@@ -849,7 +852,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     let mut cache = block_on(edo::GpuCache::new(&engine, damaged, 100, edo::cache::PolicyKind::Lru.build())).unwrap();
     let good = [0u32, 5, 17];
     assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "good rows of a damaged file");
-    match block_on(cache.lookup(&[1, 39_999], Bounds::Error)) {
+    match block_on(cache.gather(&[1, 39_999], Bounds::Error)) {
         Err(Error::Checksum { .. }) => {}
         other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
     }
@@ -952,6 +955,149 @@ fn mixed_precision_gathers_equal_the_cpu() {
         assert_bits_eq(&got[..2 * dim], &edo::cpu::gather(&whole_hot, &probe[..2], Bounds::Error).unwrap(), "hot rows");
         assert_bits_eq(&got[2 * dim..], &edo::cpu::gather(&whole_cold, &probe[2..], Bounds::Error).unwrap(), "cold row");
         assert!(matches!(block_on(gpu.gather(&[2500], Bounds::Error)), Err(Error::IdOutOfRange { .. })));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One lookup interface: every u32-id kind gathers and bags through GpuLookup, equal to the
+// host twin (Lookup); the cache and QR tables bag too.
+
+use edo::{AnyGpuTable, AnyTable};
+
+/// Pools on the GPU through the trait into a sentinel-filled output.
+fn gpu_bag<T: GpuLookup>(table: &T, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Vec<f32> {
+    run_job(block_on(table.prepare_bag(bags, pooling, bounds)).unwrap())
+}
+
+#[test]
+fn every_kind_gathers_and_bags_through_one_interface() {
+    // 3 KiB shards and bindings: the dense rows of a bag's indices span several parts too.
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(3 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (900, 20);
+    let data = embedding_table(rows, dim, 8);
+    let keep: Vec<bool> = (0..rows).map(|r| r % 5 != 2).collect();
+    let hot: Vec<u32> = (0..rows as u32).filter(|r| r % 7 == 0).collect();
+    let kinds: Vec<AnyTable> = vec![
+        PackedTable::quantize(Format::Int4, &data, rows, dim).unwrap().into(),
+        edo::PrunedTable::quantize(Format::Int8, &data, rows, dim, &keep).unwrap().into(),
+        edo::MixedTable::quantize(&data, rows, dim, &hot, Format::F16, Format::Int4).unwrap().into(),
+    ];
+    // 301 bags (several workgroups, no multiple of one), some empty, some with bad indices.
+    let (indices, offsets) = random_bags(301, rows, 17, true, 4);
+    let weights: Vec<f32> = (0..indices.len()).map(|i| 0.25 + (i % 7) as f32 * 0.5).collect();
+    let max_abs = data.iter().fold(0f32, |m, x| m.max(x.abs())) * 1.1;
+    for host in &kinds {
+        let gpu: AnyGpuTable = block_on(host.upload(&engine)).unwrap();
+        assert_eq!((gpu.rows(), gpu.dim()), (host.rows(), host.dim()));
+        let name = match host {
+            AnyTable::Dense(_) => "dense",
+            AnyTable::Pruned(_) => "pruned",
+            AnyTable::Mixed(_) => "mixed",
+        };
+        let ids = ids_with_bad(1234, rows, 9);
+        for bounds in [Bounds::Zero, Bounds::Clamp] {
+            let job = block_on(gpu.prepare_gather(&ids, bounds)).unwrap();
+            assert_bits_eq(&run_job(job), &host.gather(&ids, bounds).unwrap(), &format!("{name} gather {bounds:?}"));
+            for (pooling, weighted) in [(Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false), (Pooling::None, true)] {
+                let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                if weighted {
+                    bags = bags.weights(&weights);
+                }
+                let want = host.bag(&bags, pooling, bounds).unwrap();
+                let got = gpu_bag(&gpu, &bags, pooling, bounds);
+                assert_pooled_close(&got, &want, 17.0 * 3.5, max_abs, pooling == Pooling::Max, &format!("{name} {pooling:?} {bounds:?}"));
+            }
+        }
+        // Refused before any work, with the index of the first bad id.
+        let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+        let first_bad = indices.iter().position(|&i| i as usize >= rows).unwrap();
+        assert!(matches!(block_on(gpu.bag(&bags, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { index, .. }) if index == first_bad), "{name}");
+        assert!(matches!(host.bag(&bags, Pooling::Sum, Bounds::Error), Err(Error::IdOutOfRange { index, .. }) if index == first_bad), "{name}");
+    }
+}
+
+#[test]
+fn mixed_bags_equal_the_fused_bags_of_the_whole_table() {
+    // All rows hot: the mixed table's bag (gather, then pool) must equal the fused bag kernel's
+    // of the same format, the same values in the same order.
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (500, 12);
+    let data = embedding_table(rows, dim, 3);
+    let all: Vec<u32> = (0..rows as u32).collect();
+    let mixed = edo::MixedTable::quantize(&data, rows, dim, &all, Format::Int8, Format::Int4).unwrap();
+    let whole = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let (indices, offsets) = random_bags(200, rows, 9, false, 2);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+        let host_mixed = Lookup::bag(&mixed, &bags, pooling, Bounds::Error).unwrap();
+        assert_bits_eq(&host_mixed, &Lookup::bag(&whole, &bags, pooling, Bounds::Error).unwrap(), &format!("CPU {pooling:?}"));
+        let gpu_mixed = block_on(edo::GpuMixedTable::upload(&engine, &mixed)).unwrap();
+        let gpu_whole = block_on(GpuTable::upload(&engine, &whole)).unwrap();
+        assert_bits_eq(&gpu_bag(&gpu_mixed, &bags, pooling, Bounds::Error), &gpu_bag(&gpu_whole, &bags, pooling, Bounds::Error), &format!("GPU {pooling:?}"));
+    }
+}
+
+#[test]
+fn cache_and_qr_bags_equal_their_oracles() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(4 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (3000, 16);
+    let host = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 5), rows, dim).unwrap();
+    let max_abs = host.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+    // 200 slots for bags over 3000 rows: every call evicts, and runs in parts.
+    let mut cache = block_on(edo::GpuCache::new(&engine, host.clone(), 200, edo::cache::PolicyKind::Lru.build())).unwrap();
+    for seed in 0..3 {
+        let (indices, offsets) = random_bags(157, rows, 12, true, 30 + seed);
+        let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            let want = Lookup::bag(&host, &bags, pooling, Bounds::Zero).unwrap();
+            let got = block_on(cache.bag(&bags, pooling, Bounds::Zero)).unwrap().read_blocking().unwrap();
+            assert_pooled_close(&got, &want, 12.0, max_abs, pooling == Pooling::Max, &format!("cache {pooling:?}"));
+        }
+    }
+    let bad = [1u32, 3000];
+    assert!(matches!(block_on(cache.bag(&Bags::new(&bad, &[0]), Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { index: 1, .. })));
+
+    let m = 97;
+    let quotient = PackedTable::quantize(Format::F16, &embedding_table(40, dim, 6), 40, dim).unwrap();
+    let remainder = PackedTable::quantize(Format::F16, &embedding_table(m, dim, 7), m, dim).unwrap();
+    let qr = block_on(edo::GpuQrTables::upload(&engine, &quotient, &remainder)).unwrap();
+    assert_eq!((qr.dim(), qr.ids()), (dim, 40 * m as u64));
+    let ids: Vec<u64> = random_ids(700, 11).into_iter().map(|i| i % (45 * m as u64)).collect();
+    let offsets: Vec<u32> = (0..ids.len() as u32).step_by(9).collect();
+    let bags = Bags::new(&ids, &offsets);
+    for combine in [edo::hash::QrCombine::Mult, edo::hash::QrCombine::Add, edo::hash::QrCombine::Concat] {
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            let want = edo::hash::qr_bag(&quotient, &remainder, &bags, combine, pooling, Bounds::Zero).unwrap();
+            let got = run_job(block_on(qr.prepare_bag(&bags, combine, pooling, Bounds::Zero)).unwrap());
+            assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("qr {combine:?} {pooling:?}"));
+        }
+    }
+    let beyond = ids.iter().position(|&i| i >= 40 * m as u64).unwrap();
+    assert!(matches!(block_on(qr.bag(&bags, edo::hash::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond));
+}
+
+#[test]
+fn the_planners_choice_is_a_table_to_look_up() {
+    use edo::plan::{Access, Choice};
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (600, 8);
+    let data = embedding_table(rows, dim, 12);
+    let ids = ids_with_bad(333, rows, 1);
+    for (choice, access) in [
+        (Choice::Resident { format: Format::Int8 }, Access::Uniform),
+        (Choice::Cached { format: Format::F16, capacity: 50 }, Access::Zipf(1.1)),
+        (Choice::Mixed { hot: Format::F16, cold: Format::Int4, hot_rows: 40 }, Access::Zipf(1.1)),
+        (Choice::Mixed { hot: Format::F32, cold: Format::BinaryScaled, hot_rows: 3 }, Access::Counts((0..rows as u64).map(|r| r % 50).collect())),
+    ] {
+        let table = choice.build(&data, rows, dim, &access).unwrap();
+        let gpu = block_on(table.upload(&engine)).unwrap();
+        assert_eq!(gpu.bytes(), Lookup::bytes(&table), "{choice}");
+        let job = block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap();
+        assert_bits_eq(&run_job(job), &table.gather(&ids, Bounds::Zero).unwrap(), &format!("{choice}"));
+        assert_eq!(choice.cache_capacity().is_some(), matches!(choice, Choice::Cached { .. }));
+        if let (AnyTable::Mixed(m), Access::Zipf(_)) = (&table, &access) {
+            assert!(m.locate(0).0 && !m.locate(rows - 1).0, "{choice}: the first rows are the hot ones under Zipf");
+        }
     }
 }
 

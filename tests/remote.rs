@@ -197,18 +197,18 @@ mod http {
         let mut cache = block_on(edo::GpuCache::new(&engine, remote, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
         for seed in 0..3 {
             let batch = zipf_ids(1500, rows, 1.05, 100 + seed);
-            let got = block_on(cache.lookup(&batch, Bounds::Error)).unwrap().read_blocking().unwrap();
+            let got = block_on(cache.gather(&batch, Bounds::Error)).unwrap().read_blocking().unwrap();
             assert_eq!(got, edo::cpu::gather(&t, &batch, Bounds::Error).unwrap(), "batch {seed}");
         }
         *server.mode.lock().unwrap() = Mode::CutsShort;
         let cold: Vec<u32> = (49_000..49_100).collect();
-        match block_on(cache.lookup(&cold, Bounds::Error)) {
+        match block_on(cache.gather(&cold, Bounds::Error)) {
             Err(Error::Remote { message, .. }) => assert!(!message.is_empty()),
             other => panic!("expected a remote error, got {:?}", other.map(|_| ())),
         }
         assert!(!cache.is_cached(49_000), "rows that failed to load are not claimed");
         *server.mode.lock().unwrap() = Mode::Ranges;
-        let got = block_on(cache.lookup(&cold, Bounds::Error)).unwrap().read_blocking().unwrap();
+        let got = block_on(cache.gather(&cold, Bounds::Error)).unwrap().read_blocking().unwrap();
         assert_eq!(got, edo::cpu::gather(&t, &cold, Bounds::Error).unwrap(), "after the server recovered");
         // The file is replaced by another of the same size: the checksums catch it.
         let replacement = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 77), rows, dim).unwrap();
@@ -216,7 +216,7 @@ mod http {
         assert_eq!(other.len(), bytes.len());
         *server.file.lock().unwrap() = other;
         let fresh: Vec<u32> = (30_000..30_010).collect();
-        assert!(matches!(block_on(cache.lookup(&fresh, Bounds::Error)), Err(Error::Checksum { .. })));
+        assert!(matches!(block_on(cache.gather(&fresh, Bounds::Error)), Err(Error::Checksum { .. })));
     }
 
     #[test]

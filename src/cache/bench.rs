@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{simulate, PolicyKind};
+use crate::GpuLookup;
 use crate::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
 #[derive(Clone, Debug)]
@@ -170,7 +171,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
             progress(&format!("{policy}{} at {:.0} % of the rows", if prefetch { " + prefetch" } else { "" }, 100.0 * fraction));
             let mut cache = crate::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
             for b in &batches[..config.warmup_batches] {
-                crate::block_on(cache.lookup(b, Bounds::Error))?;
+                crate::block_on(cache.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
             }
             cache.reset_stats();
@@ -182,7 +183,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 engine.wait_idle()?;
                 resident_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
-                let out = crate::block_on(cache.lookup(b, Bounds::Error))?;
+                let out = crate::block_on(cache.gather(b, Bounds::Error))?;
                 if prefetch {
                     if let Some(next) = timed_batches.get(i + 1) {
                         crate::block_on(cache.prefetch(next))?;

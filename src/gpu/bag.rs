@@ -103,15 +103,9 @@ impl GpuTableBatch {
 }
 
 impl GpuTable {
-    /// EmbeddingBag: pools `bags` of rows of this table into `bags.len() × dim` values
-    /// (`indices.len() × dim` for [`Pooling::None`]) and submits the work.
-    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_bag(bags, pooling, bounds).await?;
-        job.submit()?;
-        Ok(job.output)
-    }
-
-    /// [`GpuTable::bag`] without submitting.
+    /// EmbeddingBag, fused with the format's decoder: pools `bags` of rows of this table into
+    /// `bags.len() × dim` values (`indices.len() × dim` for [`Pooling::None`]) without
+    /// submitting; [`GpuLookup::bag`](super::GpuLookup::bag) submits it.
     pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         self.res.prepare_bags(bags.len(), bags, pooling, bounds, Layout::Concat).await
     }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use super::bag::Indices;
 use super::table::{LookupJob, Resident};
 use super::{Context, Engine, GpuRows, GpuTable, ShaderId};
+use crate::bags::{Bags, Pooling};
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
+use crate::cpu::bag::Plan;
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
@@ -45,7 +47,7 @@ struct ScatterParams {
 /// let host = PackedTable::quantize(Format::Int8, &data, 100_000, 64)?;
 /// // 10 000 rows on the GPU, least frequently used evicted first.
 /// let mut cache = edo::block_on(GpuCache::new(&engine, host, 10_000, PolicyKind::Lfu.build()))?;
-/// let rows = edo::block_on(cache.lookup(&[3, 99_999, 3], Bounds::Error))?.read_blocking()?;
+/// let rows = edo::block_on(cache.gather(&[3, 99_999, 3], Bounds::Error))?.read_blocking()?;
 /// println!("{:?}", cache.stats());
 /// # Ok(()) }
 /// ```
@@ -248,14 +250,14 @@ impl<S: RowSource> GpuCache<S> {
     ///
     /// Bounds are those of [`GpuTable::gather`]: with [`Bounds::Error`] a bad id fails the call
     /// before anything changes; `Zero` reads zeros and `Clamp` the last row.
-    pub async fn lookup(&mut self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        self.prepare_lookup(ids, bounds).await?.submit()
+    pub async fn gather(&mut self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        self.prepare_gather(ids, bounds).await?.submit()
     }
 
-    /// [`GpuCache::lookup`] without submitting, so the output can be inspected (or pre-filled)
+    /// [`GpuCache::gather`] without submitting, so the output can be inspected (or pre-filled)
     /// first. The slots are assigned already: dropping the job unsubmitted empties the slots it
     /// would have loaded, so the cache never claims a row it does not hold.
-    pub async fn prepare_lookup(&mut self, ids: &[u32], bounds: Bounds) -> Result<CacheLookup<'_, S>, Error> {
+    pub async fn prepare_gather(&mut self, ids: &[u32], bounds: Bounds) -> Result<CacheLookup<'_, S>, Error> {
         self.slots.res.ctx.check_lost()?;
         let rows = self.rows();
         bounds.check(ids, rows)?;
@@ -271,6 +273,22 @@ impl<S: RowSource> GpuCache<S> {
                 Err(e)
             }
         }
+    }
+
+    /// EmbeddingBag over rows of the host table: the indices are looked up through the cache
+    /// (as [`GpuCache::gather`], loading what is missing), then pooled on the GPU; the values of
+    /// the fully resident table's bag, at the cost of `indices × dim × 4` bytes of GPU scratch.
+    pub async fn bag(&mut self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        // Offsets, weights and bounds are checked before any row is loaded.
+        Plan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        let ctx = self.slots.res.ctx.clone();
+        let mut parts = Vec::new();
+        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())? {
+            parts.push(self.gather(&bags.indices[part], bounds).await?);
+        }
+        let job = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
+        job.submit()?;
+        Ok(job.into_output())
     }
 
     /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the
@@ -467,7 +485,7 @@ impl GpuCache<PackedTable> {
     }
 }
 
-/// A cache lookup ready to submit (see [`GpuCache::prepare_lookup`]).
+/// A cache lookup ready to submit (see [`GpuCache::prepare_gather`]).
 pub struct CacheLookup<'a, S: RowSource> {
     cache: &'a mut GpuCache<S>,
     job: Option<LookupJob>,

@@ -65,10 +65,26 @@ impl GpuHashedTables {
     pub fn bytes(&self) -> u64 {
         self.res.bytes() + self.hot.size()
     }
+    /// Number of tables.
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+    /// `(rows, dim)` of each table.
+    pub fn shapes(&self) -> Vec<(usize, usize)> {
+        self.res.tables.iter().map(|p| (p.rows as usize, p.dim as usize)).collect()
+    }
+    /// Names the tables and their hot-id map in the engine's memory report.
+    pub fn set_name(&self, name: &str) {
+        self.res.set_name(name);
+        self.res.ctx.registry.set_owner([&self.hot], name);
+    }
 
     /// Each id's embedding (its hot row, or the sum of its k bucket rows) from a single hashed
     /// table: `ids.len() × dim`.
-    pub async fn lookup(&self, ids: &[u64]) -> Result<GpuRows, Error> {
+    pub async fn gather(&self, ids: &[u64]) -> Result<GpuRows, Error> {
         if self.specs.len() != 1 {
             return Err(Error::Unsupported { what: "lookup on several hashed tables: use bags with one id per bag" });
         }

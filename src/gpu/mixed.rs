@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::bag::Indices;
 use super::table::{LookupJob, POLICY_SKIP};
-use super::{Engine, GpuRows, GpuTable};
+use super::{Engine, GpuTable};
 use crate::mixed::MixedTable;
 use crate::{Bounds, Error};
 
@@ -39,15 +39,18 @@ impl GpuMixedTable {
         self.cold.set_name(&format!("{name} (cold)"));
     }
 
-    /// Gathers rows of the original table — hot ones decoded from the hot part, the others from
-    /// the cold part — and submits the work.
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_gather(ids, bounds).await?;
-        job.submit()?;
-        Ok(job.into_output())
+    /// The formats of the hot and the cold rows.
+    pub fn formats(&self) -> (crate::Format, crate::Format) {
+        (self.hot.format(), self.cold.format())
+    }
+    /// The engine the table lives on.
+    pub fn engine(&self) -> Engine {
+        Engine { ctx: self.hot.res.ctx.clone() }
     }
 
-    /// [`GpuMixedTable::gather`] without submitting.
+    /// A gather of rows of the original table — hot ones decoded from the hot part, the others
+    /// from the cold part — not submitted. (Bags: [`GpuLookup::bag`](super::GpuLookup::bag) pools
+    /// the gathered rows.)
     pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         self.hot.res.ctx.check_lost()?;
         bounds.check(ids, self.rows())?;

@@ -9,6 +9,7 @@
 mod bag;
 mod cache;
 mod hashed;
+mod lookup;
 mod memory;
 mod mixed;
 mod pruned;
@@ -23,6 +24,7 @@ pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
 pub(crate) use memory::Buffer;
 pub use hashed::GpuHashedTables;
+pub use lookup::{AnyGpuTable, GpuLookup};
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};

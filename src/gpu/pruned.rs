@@ -3,7 +3,7 @@
 
 use super::bag::Indices;
 use super::table::LookupJob;
-use super::{Engine, GpuRows, GpuTable, ShaderId};
+use super::{Engine, GpuTable, ShaderId};
 use crate::bags::{Bags, Pooling};
 use crate::cpu::bag::Plan;
 use crate::prune::PrunedTable;
@@ -44,14 +44,23 @@ impl GpuPrunedTable {
         self.table.res.ctx.registry.set_owner([&self.remap], name);
     }
 
-    /// Gathers rows of the original table (pruned rows are zeros) and submits the work.
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_gather(ids, bounds).await?;
-        job.submit()?;
-        Ok(job.output)
+    /// Rows of the original table (ids address these).
+    pub fn rows(&self) -> usize {
+        self.original_rows
+    }
+    pub fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    pub fn format(&self) -> crate::Format {
+        self.table.format()
+    }
+    /// The engine the table lives on.
+    pub fn engine(&self) -> Engine {
+        Engine { ctx: self.table.res.ctx.clone() }
     }
 
-    /// [`GpuPrunedTable::gather`] without submitting: the remap pass, then the gather pass.
+    /// A gather of rows of the original table (pruned rows are zeros), not submitted: the remap
+    /// pass, then the gather pass.
     pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         bounds.check(ids, self.original_rows)?;
         let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, bounds).await?;
@@ -60,14 +69,7 @@ impl GpuPrunedTable {
         Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
     }
 
-    /// EmbeddingBag over the original table's ids (pruned rows are zero rows) and submits.
-    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_bag(bags, pooling, bounds).await?;
-        job.submit()?;
-        Ok(job.output)
-    }
-
-    /// [`GpuPrunedTable::bag`] without submitting.
+    /// EmbeddingBag over the original table's ids (pruned rows are zero rows), not submitted.
     pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         // Offsets, weights and bounds checked against the original table's ids.
         let plan = Plan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;

@@ -2,6 +2,7 @@
 
 use super::table::{LookupJob, Resident};
 use super::{Engine, GpuRows, ShaderId};
+use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
 use crate::hash::{check_qr, qr_split, QrCombine};
 use crate::{Bounds, Error};
@@ -45,17 +46,62 @@ impl GpuQrTables {
     pub fn bytes(&self) -> u64 {
         self.quotient.bytes() + self.remainder.bytes()
     }
+    /// Values per row of each table (a looked-up row has twice as many for [`QrCombine::Concat`]).
+    pub fn dim(&self) -> usize {
+        self.quotient.tables[0].dim as usize
+    }
+    /// Ids the tables cover: quotient rows × remainder rows.
+    pub fn ids(&self) -> u64 {
+        self.quotient.tables[0].rows as u64 * self.remainder.tables[0].rows as u64
+    }
+    /// Names both tables in the engine's memory report ("NAME (quotient)", "NAME (remainder)").
+    pub fn set_name(&self, name: &str) {
+        self.quotient.set_name(&format!("{name} (quotient)"));
+        self.remainder.set_name(&format!("{name} (remainder)"));
+    }
+
+    /// EmbeddingBag over raw 64-bit ids (DLRM's `QREmbeddingBag`): each id's combined row, as
+    /// [`GpuQrTables::gather`] gives it, pooled on the GPU in the same job, and submitted. The
+    /// CPU path's twin is [`crate::hash::qr_bag`].
+    pub async fn bag(&self, bags: &Bags<'_, u64>, combine: QrCombine, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_bag(bags, combine, pooling, bounds).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+
+    /// [`GpuQrTables::bag`] without submitting.
+    pub async fn prepare_bag(&self, bags: &Bags<'_, u64>, combine: QrCombine, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        bags.validate(pooling, None)?;
+        let ctx = self.quotient.ctx.clone();
+        let out_dim = if combine == QrCombine::Concat { 2 * self.dim() } else { self.dim() };
+        let mut passes = Vec::new();
+        let mut inputs = Vec::new();
+        let mut parts = Vec::new();
+        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), out_dim)? {
+            let job = self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
+                Error::IdOutOfRange64 { index, id, max } => Error::IdOutOfRange64 { index: part.start + index, id, max },
+                e => e,
+            })?;
+            passes.extend(job.passes);
+            inputs.extend(job._inputs);
+            parts.push(job.output);
+        }
+        let pool = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
+        passes.extend(pool.passes);
+        inputs.extend(pool._inputs);
+        Ok(LookupJob { ctx, passes, _inputs: inputs, output: pool.output })
+    }
 
     /// Looks up raw 64-bit ids: `ids.len() × dim` (`× 2·dim` for [`QrCombine::Concat`]). Ids
     /// whose quotient is past the table follow `bounds`, as [`crate::hash::qr_lookup`].
-    pub async fn lookup(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_lookup(ids, combine, bounds).await?;
+    pub async fn gather(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_gather(ids, combine, bounds).await?;
         job.submit()?;
         Ok(job.output)
     }
 
-    /// [`GpuQrTables::lookup`] without submitting.
-    pub async fn prepare_lookup(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<LookupJob, Error> {
+    /// [`GpuQrTables::gather`] without submitting.
+    pub async fn prepare_gather(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<LookupJob, Error> {
         let ctx = &self.quotient.ctx;
         ctx.check_lost()?;
         let (q, r) = (self.quotient.tables[0], self.remainder.tables[0]);

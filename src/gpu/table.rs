@@ -259,20 +259,14 @@ impl GpuTable {
         Ok(())
     }
 
-    /// Gathers `ids` into a new GPU buffer of `ids.len() × dim` f32 and submits the work.
+    /// Builds everything a gather of `ids` into `ids.len() × dim` f32 needs (ids buffer, output
+    /// buffer, bind groups) without submitting it, so the same lookup can be encoded into a
+    /// caller's command encoder, or repeated by a benchmark; [`GpuLookup::gather`] submits it.
     ///
-    /// Returns as soon as the work is queued. With [`Bounds::Error`] the ids are checked first and
-    /// nothing is submitted if one is out of range; [`Bounds::Zero`] and [`Bounds::Clamp`] are
-    /// applied by the kernel.
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        let job = self.prepare_gather(ids, bounds).await?;
-        job.submit()?;
-        Ok(job.output)
-    }
-
-    /// Builds everything a gather needs (ids buffer, output buffer, bind groups) without
-    /// submitting it, so the same lookup can be encoded into a caller's command encoder, or
-    /// repeated by a benchmark.
+    /// With [`Bounds::Error`] the ids are checked first and nothing is built if one is out of
+    /// range; [`Bounds::Zero`] and [`Bounds::Clamp`] are applied by the kernel.
+    ///
+    /// [`GpuLookup::gather`]: super::GpuLookup::gather
     pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         self.res.ctx.check_lost()?;
         let rows = self.rows();

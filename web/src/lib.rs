@@ -14,7 +14,7 @@ use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, RangeReader, RemoteTable};
-use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuTable, PackedTable, Pooling};
+use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuTable, Lookup, PackedTable, Pooling};
 use wasm_bindgen::prelude::*;
 
 fn err(e: edo::Error) -> JsError {
@@ -281,7 +281,7 @@ impl EdoResident {
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
         match &self.inner.gpu {
             Some(g) => g.gather(&ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
-            None => edo::cpu::gather(&self.inner.table, &ids, Bounds::Error).map_err(err),
+            None => self.inner.table.gather(&ids, Bounds::Error).map_err(err),
         }
     }
 
@@ -295,7 +295,7 @@ impl EdoResident {
         }
         match &self.inner.gpu {
             Some(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
-            None => edo::cpu::embedding_bag(&self.inner.table, &bags, pooling, Bounds::Error).map_err(err),
+            None => self.inner.table.bag(&bags, pooling, Bounds::Error).map_err(err),
         }
     }
 }
@@ -395,7 +395,7 @@ impl EdoCache {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         /// A cached lookup read back, whatever the host table behind the cache.
         async fn read_back<S: edo::cache::RowSource>(cache: &mut GpuCache<S>, ids: &[u32]) -> Result<Vec<f32>, JsError> {
-            cache.lookup(ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err)
+            cache.gather(ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err)
         }
         match &mut *inner {
             CacheInner::Gpu(c) => read_back(c, &ids).await,

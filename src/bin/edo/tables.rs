@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
+use edo::GpuLookup;
 use edo::file::import::{self, FileKind, Imported, Layout};
 use edo::file::{export as exp, TableFile};
 use edo::inspect::{picture, table_error_stats, ErrorStats};

@@ -1,0 +1,264 @@
+//! One interface over the GPU table kinds that u32 ids look up: [`GpuLookup`], and the closed
+//! enum [`AnyGpuTable`] over them for code that picks a kind at run time.
+//!
+//! A kind implements the primitive `prepare_gather` (build the job, submit nothing); `gather`,
+//! `bag` and `prepare_bag` have defaults built on it, as burn's `ModuleOps::embedding` defaults to
+//! select + reshape. The default bag gathers every index into dense f32 rows and pools those
+//! with the FP32 bag kernel, in the same compute pass: the same values as a fused bag (rows are
+//! decoded exactly as the gather decodes them, then summed in index order), at the cost of
+//! `indices × dim × 4` bytes of GPU scratch. Kinds with a fused bag kernel ([`GpuTable`],
+//! [`super::GpuPrunedTable`]) override it.
+
+use std::sync::Arc;
+
+use super::bag::Indices;
+use super::table::{LookupJob, Placement, Resident, Shard};
+use super::{Context, Engine, GpuMixedTable, GpuPrunedTable, GpuRows, GpuTable};
+use crate::bags::{Bags, Layout, Pooling};
+use crate::cpu::bag::Plan;
+use crate::format::Format;
+use crate::{Bounds, Error};
+
+/// A table on the GPU whose rows u32 ids look up: gathered into dense f32 rows, or pooled into
+/// bags (EmbeddingBag). Every call submits its work and returns at once; the output stays on
+/// the GPU in a [`GpuRows`] until read back. The `prepare_*` forms build the same job without
+/// submitting it, for a caller's own command encoder ([`LookupJob::encode`]) or to repeat it.
+///
+/// Bounds are applied as [`Bounds`] says: with [`Bounds::Error`] a bad id fails the call before
+/// any work; [`Bounds::Zero`] reads zero rows (which count for mean and take part in max) and
+/// [`Bounds::Clamp`] the last row.
+#[allow(async_fn_in_trait)] // the futures are awaited where they are made; wasm's are not Send
+pub trait GpuLookup {
+    /// Rows the ids address (before any pruning or remapping).
+    fn rows(&self) -> usize;
+    /// Values per row.
+    fn dim(&self) -> usize;
+    /// Bytes of GPU memory the table holds (shards, remaps).
+    fn bytes(&self) -> u64;
+    /// Names the table's buffers in the engine's [`super::Engine::memory_report`].
+    fn set_name(&self, name: &str);
+
+    /// Builds a gather of `ids` into `ids.len() × dim` f32 without submitting it.
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error>;
+
+    /// Builds EmbeddingBag over `bags` of rows — `bags.len() × dim` values, `indices.len() × dim`
+    /// for [`Pooling::None`] — without submitting it.
+    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        // Offsets, weights and bounds are checked against this table before anything is built.
+        Plan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        let mut gathers = Vec::new();
+        for part in dense_parts(&self.engine().ctx, bags.indices.len(), self.dim())? {
+            gathers.push(self.prepare_gather(&bags.indices[part], bounds).await?);
+        }
+        let ctx = gathers[0].ctx.clone();
+        let mut passes = Vec::new();
+        let mut inputs = Vec::new();
+        let mut parts = Vec::new();
+        for job in gathers {
+            passes.extend(job.passes);
+            inputs.extend(job._inputs);
+            parts.push(job.output);
+        }
+        let pool = pool_dense(&ctx, parts, bags, pooling).await?;
+        passes.extend(pool.passes);
+        inputs.extend(pool._inputs);
+        Ok(LookupJob { ctx, passes, _inputs: inputs, output: pool.output })
+    }
+
+    /// Gathers `ids` and submits the work.
+    async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_gather(ids, bounds).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+
+    /// Pools `bags` and submits the work.
+    async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_bag(bags, pooling, bounds).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+
+    /// The engine the table lives on (another handle to it).
+    fn engine(&self) -> Engine;
+}
+
+/// The ranges of `n` gathered rows of `dim` values that fit one storage binding each: the
+/// shards of a dense table of gathered rows. At least one (empty) range.
+pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std::ops::Range<usize>>, Error> {
+    let per = (ctx.max_binding_bytes / (4 * dim.max(1) as u64)).min(u32::MAX as u64) as usize;
+    if per == 0 {
+        return Err(Error::LimitExceeded { what: "bytes of one gathered row", requested: 4 * dim as u64, max: ctx.max_binding_bytes });
+    }
+    if n == 0 {
+        return Ok(vec![0..0]);
+    }
+    Ok((0..n).step_by(per).map(|s| s..(s + per).min(n)).collect())
+}
+
+/// The bag pass over rows already gathered, one per index of `bags` in order (`parts`, each
+/// within one binding, from [`dense_parts`]): the FP32 bag kernel over those rows as a table,
+/// with index `i` reading row `i`. The parts stay alive with the job.
+pub(crate) async fn pool_dense<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags: &Bags<'_, I>, pooling: Pooling) -> Result<LookupJob, Error> {
+    let dim = parts.first().map_or(1, |p| p.dim);
+    let n = bags.indices.len();
+    if n as u64 * dim as u64 > u32::MAX as u64 {
+        return Err(Error::LimitExceeded { what: "values of the rows gathered for a bag (u32 words)", requested: n as u64 * dim as u64, max: u32::MAX as u64 });
+    }
+    let iota: Vec<u32> = (0..n as u32).collect();
+    let dense = bags.with_indices(&iota);
+    let plan = Plan::new(&[(n, dim)], dense.len(), &dense, pooling, Bounds::Error)?;
+    let mut shards = Vec::with_capacity(parts.len());
+    let mut word = 0u32;
+    for part in &parts {
+        let words = (part.rows * dim) as u32;
+        shards.push(Shard { buffer: part.buffer.clone(), word_start: word, word_end: word + words });
+        word += words;
+    }
+    let placement = Placement { word_base: 0, rows: n as u32, dim: dim as u32, row_words: dim as u32, code_words: dim as u32 };
+    let res = Resident { ctx: ctx.clone(), format: Format::F32, tables: vec![placement], shards };
+    let (pipeline, dispatches, mut inputs, output) =
+        res.encode_bags(dense.len(), &plan, Indices::Host(&iota), bags.per_sample_weights, pooling, Bounds::Error, Layout::Concat).await?;
+    inputs.extend(parts.into_iter().map(|p| p.buffer));
+    Ok(LookupJob { ctx: ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+}
+
+impl GpuLookup for GpuTable {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn dim(&self) -> usize {
+        self.dim()
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.set_name(name)
+    }
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_gather(ids, bounds).await
+    }
+    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_bag(bags, pooling, bounds).await
+    }
+    fn engine(&self) -> Engine {
+        Engine { ctx: self.res.ctx.clone() }
+    }
+}
+
+impl GpuLookup for GpuPrunedTable {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn dim(&self) -> usize {
+        self.dim()
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.set_name(name)
+    }
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_gather(ids, bounds).await
+    }
+    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_bag(bags, pooling, bounds).await
+    }
+    fn engine(&self) -> Engine {
+        self.engine()
+    }
+}
+
+impl GpuLookup for GpuMixedTable {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn dim(&self) -> usize {
+        self.dim()
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.set_name(name)
+    }
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_gather(ids, bounds).await
+    }
+    fn engine(&self) -> Engine {
+        self.engine()
+    }
+}
+
+/// Any of the GPU table kinds of [`GpuLookup`], for code that chooses one at run time (a
+/// planner's choice, a file's contents): a closed enum, so no `dyn` and no boxing.
+#[derive(Clone)]
+pub enum AnyGpuTable {
+    /// A packed table of one format.
+    Dense(GpuTable),
+    /// A compact table of kept rows and its remap.
+    Pruned(Arc<GpuPrunedTable>),
+    /// Hot rows in one format, cold rows in another.
+    Mixed(Arc<GpuMixedTable>),
+}
+
+macro_rules! each {
+    ($self:expr, $t:ident => $e:expr) => {
+        match $self {
+            AnyGpuTable::Dense(t) => {
+                let $t: &GpuTable = t;
+                $e
+            }
+            AnyGpuTable::Pruned(t) => {
+                let $t: &GpuPrunedTable = t;
+                $e
+            }
+            AnyGpuTable::Mixed(t) => {
+                let $t: &GpuMixedTable = t;
+                $e
+            }
+        }
+    };
+}
+
+impl GpuLookup for AnyGpuTable {
+    fn rows(&self) -> usize {
+        each!(self, t => GpuLookup::rows(t))
+    }
+    fn dim(&self) -> usize {
+        each!(self, t => GpuLookup::dim(t))
+    }
+    fn bytes(&self) -> u64 {
+        each!(self, t => GpuLookup::bytes(t))
+    }
+    fn set_name(&self, name: &str) {
+        each!(self, t => GpuLookup::set_name(t, name))
+    }
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        each!(self, t => GpuLookup::prepare_gather(t, ids, bounds).await)
+    }
+    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        each!(self, t => GpuLookup::prepare_bag(t, bags, pooling, bounds).await)
+    }
+    fn engine(&self) -> Engine {
+        each!(self, t => GpuLookup::engine(t))
+    }
+}
+
+impl From<GpuTable> for AnyGpuTable {
+    fn from(t: GpuTable) -> Self {
+        AnyGpuTable::Dense(t)
+    }
+}
+impl From<GpuPrunedTable> for AnyGpuTable {
+    fn from(t: GpuPrunedTable) -> Self {
+        AnyGpuTable::Pruned(Arc::new(t))
+    }
+}
+impl From<GpuMixedTable> for AnyGpuTable {
+    fn from(t: GpuMixedTable) -> Self {
+        AnyGpuTable::Mixed(Arc::new(t))
+    }
+}
