@@ -91,6 +91,8 @@ pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std
         return Err(Error::LimitExceeded { what: "bytes of one gathered row", requested: 4 * dim as u64, max: ctx.max_binding_bytes });
     }
     if n == 0 {
+        // One empty part: an empty lookup still has an output to bind.
+        #[allow(clippy::single_range_in_vec_init)]
         return Ok(vec![0..0]);
     }
     Ok((0..n).step_by(per).map(|s| s..(s + per).min(n)).collect())
@@ -199,9 +201,9 @@ pub enum AnyGpuTable {
     /// A packed table of one format.
     Dense(GpuTable),
     /// A compact table of kept rows and its remap.
-    Pruned(Arc<GpuPrunedTable>),
+    Pruned(GpuPrunedTable),
     /// Hot rows in one format, cold rows in another.
-    Mixed(Arc<GpuMixedTable>),
+    Mixed(GpuMixedTable),
 }
 
 macro_rules! each {
@@ -254,11 +256,11 @@ impl From<GpuTable> for AnyGpuTable {
 }
 impl From<GpuPrunedTable> for AnyGpuTable {
     fn from(t: GpuPrunedTable) -> Self {
-        AnyGpuTable::Pruned(Arc::new(t))
+        AnyGpuTable::Pruned(t)
     }
 }
 impl From<GpuMixedTable> for AnyGpuTable {
     fn from(t: GpuMixedTable) -> Self {
-        AnyGpuTable::Mixed(Arc::new(t))
+        AnyGpuTable::Mixed(t)
     }
 }

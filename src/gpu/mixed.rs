@@ -9,7 +9,9 @@ use super::{Engine, GpuTable};
 use crate::mixed::MixedTable;
 use crate::{Bounds, Error};
 
-/// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are.
+/// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are. Cloning gives
+/// another handle to the same buffers.
+#[derive(Clone)]
 pub struct GpuMixedTable {
     hot: GpuTable,
     cold: GpuTable,

@@ -125,7 +125,7 @@ pub(crate) struct Context {
     pub hash_pipeline_layout: wgpu::PipelineLayout,
     /// Compiled pipelines, keyed by everything that makes one: the kernel (its sources and
     /// override constants follow from its [`ShaderId`]) and the workgroup shape.
-    pipelines: Mutex<HashMap<(ShaderId, (u32, u32)), wgpu::ComputePipeline>>,
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
     pub(crate) registry: Arc<memory::Registry>,
     memory_budget: Option<u64>,
@@ -133,11 +133,17 @@ pub(crate) struct Context {
     lost: Arc<Lost>,
 }
 
+/// A kernel and its workgroup shape `(x, y)`.
+type PipelineKey = (ShaderId, (u32, u32));
+
+/// A callback of [`Engine::on_device_lost`].
+type LostListener = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Whether the device is lost, and who wants to hear of it.
 #[derive(Default)]
 struct Lost {
     reason: Mutex<Option<String>>,
-    listeners: Mutex<Vec<Box<dyn Fn(&str) + Send + Sync>>>,
+    listeners: Mutex<Vec<LostListener>>,
 }
 
 impl Lost {

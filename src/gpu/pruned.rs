@@ -18,7 +18,8 @@ struct RemapParams {
     _pad: u32,
 }
 
-/// A [`PrunedTable`] on the GPU.
+/// A [`PrunedTable`] on the GPU. Cloning gives another handle to the same buffers.
+#[derive(Clone)]
 pub struct GpuPrunedTable {
     table: GpuTable,
     remap: super::Buffer,
