@@ -63,9 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<6} {:>10} {:>8} {:>14} {:>8} {:>14} {:>10}", "format", "GPU bytes", "vs fp32", "GPU lookups/s", "% copy", "CPU lookups/s", "% memcpy");
     let mut gpu_rate = Vec::new();
     for format in [Format::Int8, Format::F32] {
-        let tables: Vec<PackedTable> = (0..FEATURES)
-            .map(|f| PackedTable::quantize(format, &edo::synth::embedding_table(rows, DIM, f as u64), rows, DIM))
-            .collect::<Result<_, _>>()?;
+        let tables: Vec<PackedTable> =
+            (0..FEATURES).map(|f| PackedTable::quantize(format, &edo::synth::embedding_table(rows, DIM, f as u64), rows, DIM)).collect::<Result<_, _>>()?;
         let refs: Vec<&PackedTable> = tables.iter().collect();
         let row_bytes = format.row_bytes(DIM) as f64;
         // Bytes a lookup step reads: one packed row per hashed id (k = 1), plus the ids.

@@ -109,7 +109,11 @@ impl<'a, I> Bags<'a, I> {
         if let Some(expected) = expected_bags {
             if n_bags != expected {
                 let expected_len = expected + self.include_last_offset as usize;
-                return Err(Error::ShapeMismatch { what: "offsets (batch × tables, + 1 with include_last_offset)", expected: expected_len, actual: self.offsets.len() });
+                return Err(Error::ShapeMismatch {
+                    what: "offsets (batch × tables, + 1 with include_last_offset)",
+                    expected: expected_len,
+                    actual: self.offsets.len(),
+                });
             }
         }
         if self.indices.len() > u32::MAX as usize {
@@ -145,11 +149,7 @@ impl<'a, I> Bags<'a, I> {
         }
         if self.include_last_offset && *offsets.last().unwrap_or(&0) as usize != self.indices.len() && n_bags > 0 {
             // PyTorch ignores indices past the last offset; say so rather than drop them silently.
-            return Err(Error::BadOffsets {
-                index: n_bags,
-                value: offsets[n_bags],
-                reason: "the last offset must equal the number of indices",
-            });
+            return Err(Error::BadOffsets { index: n_bags, value: offsets[n_bags], reason: "the last offset must equal the number of indices" });
         }
         Ok(offsets)
     }

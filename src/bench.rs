@@ -242,9 +242,7 @@ fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEnc
 /// The device's own `copy_buffer_to_buffer` of `bytes`, in bytes read + written per second.
 pub fn gpu_copy_gbps(engine: &Engine, bytes: u64, iters: usize) -> Result<f64, Error> {
     let bytes = bytes.max(4).next_multiple_of(4);
-    let mk = |usage| {
-        engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("copy bench"), size: bytes, usage, mapped_at_creation: false })
-    };
+    let mk = |usage| engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("copy bench"), size: bytes, usage, mapped_at_creation: false });
     let src = mk(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE);
     let dst = mk(wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE);
     let seconds = time_gpu(engine, iters, |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes))?;

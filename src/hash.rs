@@ -138,7 +138,16 @@ impl HotMap {
         // one branch goes the usual way: at most 1/16 full up to 128 hot ids (32 KiB or less, in
         // L1), a quarter up to 4096 (256 KiB or less), half beyond.
         let n = sorted.len();
-        let bits = (if n <= 128 { 16 * n } else if n <= 4096 { 4 * n } else { 2 * n }).next_power_of_two().trailing_zeros().max(1);
+        let bits = (if n <= 128 {
+            16 * n
+        } else if n <= 4096 {
+            4 * n
+        } else {
+            2 * n
+        })
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(1);
         let mut map = HotMap { table: vec![(0, EMPTY); 1 << bits], shift: 64 - bits, sorted };
         let mask = map.table.len() - 1;
         for &(id, row) in &map.sorted {
@@ -277,7 +286,14 @@ pub fn qr_split(id: u64, m: u32) -> (u64, u32) {
 
 /// EmbeddingBag over raw 64-bit ids of quotient-remainder tables on the CPU (DLRM's
 /// `QREmbeddingBag`): each id's row as [`qr_lookup`] combines it, pooled as the CPU bag pools.
-pub fn qr_bag(quotient: &PackedTable, remainder: &PackedTable, bags: &crate::Bags<'_, u64>, combine: QrCombine, pooling: crate::Pooling, bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
+pub fn qr_bag(
+    quotient: &PackedTable,
+    remainder: &PackedTable,
+    bags: &crate::Bags<'_, u64>,
+    combine: QrCombine,
+    pooling: crate::Pooling,
+    bounds: crate::Bounds,
+) -> Result<Vec<f32>, Error> {
     bags.validate(pooling, None)?;
     let rows = qr_lookup(quotient, remainder, bags.indices, combine, bounds)?;
     let dim = if combine == QrCombine::Concat { 2 * quotient.dim() } else { quotient.dim() };
@@ -453,7 +469,16 @@ impl HashedPlan {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn pool(&self, tables: &[&PackedTable], specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling, layout: crate::Layout, out: &mut [f32]) {
+    fn pool(
+        &self,
+        tables: &[&PackedTable],
+        specs: &[HashSpec],
+        batch: usize,
+        bags: &HashedBags,
+        pooling: crate::Pooling,
+        layout: crate::Layout,
+        out: &mut [f32],
+    ) {
         let resolve = Hashed { specs, maps: &self.maps, buckets: specs.iter().map(|s| FastMod::new(s.buckets)).collect() };
         crate::cpu::bag::pool_bags(tables, batch, bags.indices, &self.offsets, bags.per_sample_weights, &resolve, pooling, layout, out);
     }
@@ -537,7 +562,8 @@ mod tests {
     fn hot_map_finds_exactly_its_ids() {
         let mut rng = crate::synth::Rng::new(6);
         for n in 0..40 {
-            let spec = HashSpec::new(10, 1).with_hot((0..n).map(|_| (rng.next_u64() >> 60 << 3) | (rng.next_u64() % 8)).collect::<std::collections::BTreeSet<_>>().into_iter().collect());
+            let spec = HashSpec::new(10, 1)
+                .with_hot((0..n).map(|_| (rng.next_u64() >> 60 << 3) | (rng.next_u64() % 8)).collect::<std::collections::BTreeSet<_>>().into_iter().collect());
             let map = spec.validate().unwrap();
             for id in (0..130).chain([u64::MAX]) {
                 let want = spec.hot.iter().position(|&h| h == id).map(|i| 10 + i as u32);
@@ -546,8 +572,13 @@ mod tests {
         }
         // Many hot ids, some sharing their low or high bits (neighbours in the probe table),
         // probed with themselves, their neighbours and random ids.
-        let hot: std::collections::BTreeSet<u64> =
-            (0..3000).map(|i| match i % 3 { 0 => i << 40, 1 => u64::MAX - i, _ => rng.next_u64() }).collect();
+        let hot: std::collections::BTreeSet<u64> = (0..3000)
+            .map(|i| match i % 3 {
+                0 => i << 40,
+                1 => u64::MAX - i,
+                _ => rng.next_u64(),
+            })
+            .collect();
         let spec = HashSpec::new(1 << 20, 1).with_hot(hot.iter().copied().collect());
         let map = spec.validate().unwrap();
         let rows: std::collections::HashMap<u64, u32> = spec.hot.iter().enumerate().map(|(i, &id)| (id, (1 << 20) + i as u32)).collect();

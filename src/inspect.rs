@@ -87,7 +87,18 @@ pub struct ErrorAccumulator {
 
 impl ErrorAccumulator {
     pub fn new(dim: usize, bound_format: Option<Format>) -> ErrorAccumulator {
-        ErrorAccumulator { dim, bound_format, values: 0, max_abs: 0.0, sum_abs: 0.0, sum_sq: 0.0, rel: Vec::new(), cos_sum: 0.0, cos_min: f64::INFINITY, beyond: 0 }
+        ErrorAccumulator {
+            dim,
+            bound_format,
+            values: 0,
+            max_abs: 0.0,
+            sum_abs: 0.0,
+            sum_sq: 0.0,
+            rel: Vec::new(),
+            cos_sum: 0.0,
+            cos_min: f64::INFINITY,
+            beyond: 0,
+        }
     }
 
     /// Adds whole rows: `source` and `decoded` hold the same rows, `dim` values each.
@@ -108,7 +119,13 @@ impl ErrorAccumulator {
             }
             self.sum_sq += e2;
             self.rel.push(if x2 > 0.0 { (e2 / x2).sqrt() } else { e2.sqrt() });
-            let cos = if x2 > 0.0 && y2 > 0.0 { xy / (x2.sqrt() * y2.sqrt()) } else if x2 == y2 { 1.0 } else { 0.0 };
+            let cos = if x2 > 0.0 && y2 > 0.0 {
+                xy / (x2.sqrt() * y2.sqrt())
+            } else if x2 == y2 {
+                1.0
+            } else {
+                0.0
+            };
             self.cos_sum += cos;
             self.cos_min = self.cos_min.min(cos);
             if let Some(f) = self.bound_format {
@@ -213,14 +230,8 @@ pub fn picture(table: &PackedTable, source: Option<&[f32]>) -> (RgbImage, Pictur
         error_scale = Some(max);
         paint(panel_w + GAP, &|cy, cx| heat(cell(err, cy, cx) / scale));
     }
-    let legend = PictureLegend {
-        width,
-        height: panel_h,
-        rows_per_pixel: rows.max(1) as f64 / cells_y as f64 / zoom_y as f64,
-        cols_per_pixel,
-        value_scale,
-        error_scale,
-    };
+    let legend =
+        PictureLegend { width, height: panel_h, rows_per_pixel: rows.max(1) as f64 / cells_y as f64 / zoom_y as f64, cols_per_pixel, value_scale, error_scale };
     (img, legend)
 }
 

@@ -24,23 +24,23 @@ compile_error!("edo assumes a little-endian host: table files and GPU buffers ar
 mod alloc;
 mod bags;
 mod bounds;
+pub mod cache;
 pub mod cpu;
 mod error;
+#[cfg(native)]
+pub mod eval;
 pub mod file;
 pub mod format;
 pub mod gpu;
-#[cfg(native)]
-pub mod eval;
 pub mod hash;
-mod lookup;
 #[cfg(native)]
 pub mod inspect;
+mod lookup;
 pub mod mixed;
 mod oneshot;
 pub(crate) mod par;
 pub mod plan;
 pub mod prune;
-pub mod cache;
 pub mod search;
 
 #[cfg(native)]
@@ -51,11 +51,11 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-pub use lookup::{AnyTable, Lookup};
 pub use gpu::{
-    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows, GpuTable, GpuTableBatch, LookupJob,
-    MemoryReport, PressureStages,
+    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
+    GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages,
 };
+pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;
 pub use prune::PrunedTable;
 

@@ -51,7 +51,15 @@ impl MixedTable {
 
     /// [`MixedTable::quantize`] with the `hot` rows of highest `counts` (access counts per row, a
     /// sample of the id stream) hot; ties go to the lower row.
-    pub fn from_counts(data: &[f32], rows: usize, dim: usize, counts: &[u64], hot: usize, hot_format: Format, cold_format: Format) -> Result<MixedTable, Error> {
+    pub fn from_counts(
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        counts: &[u64],
+        hot: usize,
+        hot_format: Format,
+        cold_format: Format,
+    ) -> Result<MixedTable, Error> {
         if counts.len() != rows {
             return Err(Error::ShapeMismatch { what: "access counts (one per row)", expected: rows, actual: counts.len() });
         }

@@ -283,7 +283,11 @@ fn candidates(t: &TableSpec, mass: &Mass, errors: &[(Format, f64)], options: &Pl
 /// Share of lookups carried by the most looked-up rows.
 enum Mass {
     Uniform(usize),
-    Zipf { s: f64, rows: usize, total: f64 },
+    Zipf {
+        s: f64,
+        rows: usize,
+        total: f64,
+    },
     /// Prefix sums of the counts sorted in decreasing order, as shares.
     Sorted(Vec<f64>),
 }
@@ -306,10 +310,14 @@ impl Mass {
                 c.sort_unstable_by(|a, b| b.cmp(a));
                 let total = c.iter().sum::<u64>().max(1) as f64;
                 let mut acc = 0u64;
-                Mass::Sorted(c.into_iter().map(|x| {
-                    acc += x;
-                    acc as f64 / total
-                }).collect())
+                Mass::Sorted(
+                    c.into_iter()
+                        .map(|x| {
+                            acc += x;
+                            acc as f64 / total
+                        })
+                        .collect(),
+                )
             }
         })
     }
@@ -319,7 +327,13 @@ impl Mass {
         match self {
             Mass::Uniform(rows) => k.min(*rows) as f64 / (*rows).max(1) as f64,
             Mass::Zipf { s, rows, total } => zipf_prefix(k.min(*rows), *s) / total,
-            Mass::Sorted(prefix) => if k == 0 { 0.0 } else { prefix[k.min(prefix.len()) - 1] },
+            Mass::Sorted(prefix) => {
+                if k == 0 {
+                    0.0
+                } else {
+                    prefix[k.min(prefix.len()) - 1]
+                }
+            }
         }
     }
 
@@ -332,7 +346,11 @@ impl Mass {
         let (mut lo, mut hi) = (0usize, rows);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.top(mid) >= share { hi = mid } else { lo = mid + 1 }
+            if self.top(mid) >= share {
+                hi = mid
+            } else {
+                lo = mid + 1
+            }
         }
         lo
     }

@@ -145,7 +145,8 @@ fn bad_offsets_and_weights_are_typed_errors() {
 fn batched_tables_equal_one_call_per_table_in_both_layouts() {
     let dims = [8usize, 3, 16];
     let rows = [100usize, 7, 1000];
-    let tables: Vec<PackedTable> = dims.iter().zip(rows).enumerate().map(|(t, (&d, r))| PackedTable::quantize(Format::Int4, &embedding_table(r, d, t as u64), r, d).unwrap()).collect();
+    let tables: Vec<PackedTable> =
+        dims.iter().zip(rows).enumerate().map(|(t, (&d, r))| PackedTable::quantize(Format::Int4, &embedding_table(r, d, t as u64), r, d).unwrap()).collect();
     let refs: Vec<&PackedTable> = tables.iter().collect();
     // Enough samples for the CPU path to split them over threads (64 or more each).
     let batch = 161;
@@ -191,7 +192,10 @@ fn batched_tables_equal_one_call_per_table_in_both_layouts() {
     let j = offsets[batch] as usize + 1; // the second index of table 1 (7 rows)
     bad[j] = 7;
     let bags = Bags::new(&bad, &offsets).include_last_offset(true);
-    assert_eq!(edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Sum, Bounds::Error, Layout::Concat), Err(Error::IdOutOfRange { index: j, id: 7, rows: 7 }));
+    assert_eq!(
+        edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Sum, Bounds::Error, Layout::Concat),
+        Err(Error::IdOutOfRange { index: j, id: 7, rows: 7 })
+    );
 }
 
 // The host lookup interface: every kind gathers and bags through `Lookup`.
@@ -245,14 +249,15 @@ fn quotient_remainder_bags_pool_the_combined_rows() {
         let rows = qr_lookup(&quotient, &remainder, &ids, combine, Bounds::Zero).unwrap();
         let width = rows.len() / ids.len();
         // Bag after bag by hand: [0, 69], [], [13, 70, 5], [41]; id 70 is past the 70 ids covered.
-        let sum = |r: std::ops::Range<usize>| -> Vec<f32> {
-            (0..width).map(|c| r.clone().map(|k| rows[k * width + c]).fold(0.0, |a, x| a + x)).collect()
-        };
+        let sum = |r: std::ops::Range<usize>| -> Vec<f32> { (0..width).map(|c| r.clone().map(|k| rows[k * width + c]).fold(0.0, |a, x| a + x)).collect() };
         let want: Vec<f32> = [sum(0..2), vec![0.0; width], sum(2..5), sum(5..6)].concat();
         assert_eq!(qr_bag(&quotient, &remainder, &Bags::new(&ids, &offsets), combine, Pooling::Sum, Bounds::Zero).unwrap(), want, "{combine:?}");
         if combine == QrCombine::Mult {
             assert!(rows[3 * width..4 * width].iter().all(|&x| x == 0.0), "id 70's quotient row reads as zeros under Zero");
         }
     }
-    assert!(matches!(qr_bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error), Err(Error::IdOutOfRange64 { index: 3, id: 70, .. })));
+    assert!(matches!(
+        qr_bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
+        Err(Error::IdOutOfRange64 { index: 3, id: 70, .. })
+    ));
 }

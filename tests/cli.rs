@@ -15,7 +15,10 @@ fn readme_names_the_two_commands_and_ci_runs_the_same_tests() {
     assert!(readme.contains("\n./scripts/test.sh\n"), "README shows the test command");
     assert!(ci.lines().any(|l| l.trim() == "./scripts/test.sh"), ".ci/run runs the README's test command");
     assert!(ci.contains("EDO_REQUIRE_GPU=1") && ci.contains("mesa-vulkan-drivers"), ".ci/run requires a GPU and installs lavapipe");
-    assert!(ci.contains("EDO_REQUIRE_WEB=1") && ci.contains("chromium chromium-driver") && ci.contains("wasm-bindgen-cli"), ".ci/run requires the browser tests and installs what they need");
+    assert!(
+        ci.contains("EDO_REQUIRE_WEB=1") && ci.contains("chromium chromium-driver") && ci.contains("wasm-bindgen-cli"),
+        ".ci/run requires the browser tests and installs what they need"
+    );
 }
 
 #[test]
@@ -122,7 +125,8 @@ fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
     let table = edo::file::TableFile::open(t).unwrap();
     let want = edo::cpu::gather(table.table(), &[5, 0], edo::Bounds::Error).unwrap();
     let json: serde_json::Value = serde_json::from_str(&ok(&["lookup", t, "--ids", "5,0", "--json"])).unwrap();
-    let got: Vec<f32> = json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    let got: Vec<f32> =
+        json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
     assert_eq!(got, want);
 
     // export as FBGEMM rows, then import those back: the same table.
@@ -198,7 +202,9 @@ fn eval_prints_recall_memory_and_latency_per_method() {
     let out = ok(&["eval", "--rows", "3000", "--dim", "64", "--queries", "20", "--iters", "1", "--json"]);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     let methods = r["methods"].as_array().unwrap();
-    let by = |name: &str, path: &str| methods.iter().find(|m| m["name"].as_str().unwrap().starts_with(name) && m["path"] == path).unwrap_or_else(|| panic!("no {name} on {path}"));
+    let by = |name: &str, path: &str| {
+        methods.iter().find(|m| m["name"].as_str().unwrap().starts_with(name) && m["path"] == path).unwrap_or_else(|| panic!("no {name} on {path}"))
+    };
     assert_eq!(by("fp32 exact", "CPU")["recall_at_10"], 1.0);
     let plain = by("binary hamming", "CPU")["recall_at_10"].as_f64().unwrap();
     let rescored = by("binary + int8 rescore", "CPU")["recall_at_10"].as_f64().unwrap();

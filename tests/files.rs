@@ -61,7 +61,8 @@ fn npy_floats_import_exactly() {
 #[test]
 fn export_writes_the_bytes_numpy_writes() {
     let values = npy_f32("table_f32.npy");
-    for (format, reference) in [(Format::F32, "table_f32.npy"), (Format::F16, "table_f16.npy"), (Format::Int4, "fbgemm4.npy"), (Format::Binary, "ubinary.npy")] {
+    for (format, reference) in [(Format::F32, "table_f32.npy"), (Format::F16, "table_f16.npy"), (Format::Int4, "fbgemm4.npy"), (Format::Binary, "ubinary.npy")]
+    {
         let table = PackedTable::quantize(format, &values, ROWS, DIM).unwrap();
         assert!(export::packed_array(&table).to_npy() == fixture(reference), "{format} export differs from {reference}");
     }

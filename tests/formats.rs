@@ -38,12 +38,7 @@ fn round_trips_stay_within_the_documented_bounds() {
                 let bounds = format.error_bounds(row);
                 for c in 0..dim {
                     let (x, y) = (row[c], decoded[r * dim + c]);
-                    assert!(
-                        (x - y).abs() <= bounds[c],
-                        "{format} dim {dim} row {r} col {c}: {x} -> {y}, |err| {} > bound {}",
-                        (x - y).abs(),
-                        bounds[c]
-                    );
+                    assert!((x - y).abs() <= bounds[c], "{format} dim {dim} row {r} col {c}: {x} -> {y}, |err| {} > bound {}", (x - y).abs(), bounds[c]);
                 }
             }
         }
@@ -177,20 +172,11 @@ fn non_finite_values_are_typed_errors_naming_the_row() {
 #[test]
 fn values_beyond_fp16_range_are_out_of_range_errors() {
     let data = [1.0f32, 70000.0];
-    assert!(matches!(
-        PackedTable::quantize(Format::F16, &data, 1, 2),
-        Err(Error::OutOfRange { row: 0, col: 1, format: Format::F16, .. })
-    ));
-    assert!(matches!(
-        PackedTable::quantize(Format::Int4, &[-1e6f32, 0.0], 1, 2),
-        Err(Error::OutOfRange { row: 0, col: 0, format: Format::Int4, .. })
-    ));
+    assert!(matches!(PackedTable::quantize(Format::F16, &data, 1, 2), Err(Error::OutOfRange { row: 0, col: 1, format: Format::F16, .. })));
+    assert!(matches!(PackedTable::quantize(Format::Int4, &[-1e6f32, 0.0], 1, 2), Err(Error::OutOfRange { row: 0, col: 0, format: Format::Int4, .. })));
     // INT8 stores f32 scales: huge values are fine unless max − min overflows.
     assert!(PackedTable::quantize(Format::Int8, &data, 1, 2).is_ok());
-    assert!(matches!(
-        PackedTable::quantize(Format::Int8, &[-3e38f32, 3e38], 1, 2),
-        Err(Error::OutOfRange { row: 0, format: Format::Int8, .. })
-    ));
+    assert!(matches!(PackedTable::quantize(Format::Int8, &[-3e38f32, 3e38], 1, 2), Err(Error::OutOfRange { row: 0, format: Format::Int8, .. })));
 }
 
 #[test]

@@ -311,8 +311,12 @@ fn table_batched_bags_match_the_oracle_in_one_dispatch_per_shard() {
         let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
         for (dims, format) in [(vec![8usize, 4, 64, 16], Format::Int8), (vec![8, 3, 17], Format::F16), (vec![32, 32], Format::BinaryScaled)] {
             let rows: Vec<usize> = (0..dims.len()).map(|t| [500, 3, 1200, 40][t % 4]).collect();
-            let tables: Vec<PackedTable> =
-                dims.iter().zip(&rows).enumerate().map(|(t, (&d, &r))| PackedTable::quantize(format, &embedding_table(r, d, t as u64), r, d).unwrap()).collect();
+            let tables: Vec<PackedTable> = dims
+                .iter()
+                .zip(&rows)
+                .enumerate()
+                .map(|(t, (&d, &r))| PackedTable::quantize(format, &embedding_table(r, d, t as u64), r, d).unwrap())
+                .collect();
             let refs: Vec<&PackedTable> = tables.iter().collect();
             let max_abs = tables.iter().flat_map(|t| t.dequantize()).fold(0f32, |m, x| m.max(x.abs()));
             let gpu = block_on(GpuTableBatch::upload(&engine, &refs)).unwrap();
@@ -390,8 +394,12 @@ fn hashed_bags_over_many_tables_match_the_cpu() {
         let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
         let specs = vec![HashSpec::new(300, 1).with_hot(vec![1, 2, 3]), HashSpec::new(50, 4), HashSpec::new(1000, 2).with_hot(vec![42])];
         let dims = [16usize, 16, 8];
-        let tables: Vec<PackedTable> =
-            specs.iter().zip(dims).enumerate().map(|(t, (s, d))| PackedTable::quantize(Format::Int8, &embedding_table(s.rows(), d, t as u64), s.rows(), d).unwrap()).collect();
+        let tables: Vec<PackedTable> = specs
+            .iter()
+            .zip(dims)
+            .enumerate()
+            .map(|(t, (s, d))| PackedTable::quantize(Format::Int8, &embedding_table(s.rows(), d, t as u64), s.rows(), d).unwrap())
+            .collect();
         let refs: Vec<&PackedTable> = tables.iter().collect();
         let pairs: Vec<(&PackedTable, HashSpec)> = refs.iter().copied().zip(specs.iter().cloned()).collect();
         let gpu = block_on(GpuHashedTables::upload(&engine, &pairs)).unwrap();
@@ -546,7 +554,14 @@ fn tied_codes(rows: usize, dim: usize, seed: u64, format: Format) -> PackedTable
 fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
     let Some(engine) = engine() else { return };
     let Some(sharded) = engine_with(EngineOptions { max_binding_bytes: Some(24 << 10), ..Default::default() }) else { return };
-    let cases = [(1, 1, 1, Format::Binary), (3000, 7, 17, Format::Binary), (5000, 64, 10, Format::BinaryScaled), (2100, 256, 1024, Format::Binary), (1500, 1000, 100, Format::BinaryScaled), (700, 3, 5, Format::Binary)];
+    let cases = [
+        (1, 1, 1, Format::Binary),
+        (3000, 7, 17, Format::Binary),
+        (5000, 64, 10, Format::BinaryScaled),
+        (2100, 256, 1024, Format::Binary),
+        (1500, 1000, 100, Format::BinaryScaled),
+        (700, 3, 5, Format::Binary),
+    ];
     for (rows, dim, k, format) in cases {
         let corpus = tied_codes(rows, dim, rows as u64, format);
         let queries = tied_codes(37, dim, 7 + rows as u64, Format::Binary);
@@ -556,7 +571,14 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
             let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
             assert_eq!(got.k, want.k);
             if let Some(i) = (0..got.ids.len()).find(|&i| (got.ids[i], got.distances[i]) != (want.ids[i], want.distances[i])) {
-                panic!("{rows} × {dim} k {k} {what} ({} shards): first difference at {i}: GPU ({}, {}) vs CPU ({}, {})", codes.shard_count(), got.ids[i], got.distances[i], want.ids[i], want.distances[i]);
+                panic!(
+                    "{rows} × {dim} k {k} {what} ({} shards): first difference at {i}: GPU ({}, {}) vs CPU ({}, {})",
+                    codes.shard_count(),
+                    got.ids[i],
+                    got.distances[i],
+                    want.ids[i],
+                    want.distances[i]
+                );
             }
         }
     }
@@ -814,7 +836,11 @@ fn cache_prefetch_updates_and_a_damaged_file() {
         // A staging that guessed wrong is harmless: the lookup reads its misses from the host.
         block_on(cache.prefetch(&[1, 2, 3])).unwrap();
         let other: Vec<u32> = (3000..3100).collect();
-        assert_bits_eq(&block_on(cache.gather(&other, Bounds::Error)).unwrap().read_blocking().unwrap(), &edo::cpu::gather(&table, &other, Bounds::Error).unwrap(), "after a wrong guess");
+        assert_bits_eq(
+            &block_on(cache.gather(&other, Bounds::Error)).unwrap().read_blocking().unwrap(),
+            &edo::cpu::gather(&table, &other, Bounds::Error).unwrap(),
+            "after a wrong guess",
+        );
     }
     let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 400, edo::cache::PolicyKind::Lfu.build())).unwrap();
     block_on(cache.gather(&batches.concat(), Bounds::Error)).unwrap();
@@ -835,7 +861,11 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     assert_eq!(block_on(cache.prefetch(&[cold])).unwrap(), 1);
     block_on(cache.update_rows(&[cold], &fresh[dim..2 * dim])).unwrap();
     host.update_rows(&[cold], &fresh[dim..2 * dim]).unwrap();
-    assert_bits_eq(&cache_lookup(&mut cache, &[cold], Bounds::Error).unwrap(), &edo::cpu::gather(&host, &[cold], Bounds::Error).unwrap(), "a staged row updated before its lookup");
+    assert_bits_eq(
+        &cache_lookup(&mut cache, &[cold], Bounds::Error).unwrap(),
+        &edo::cpu::gather(&host, &[cold], Bounds::Error).unwrap(),
+        "a staged row updated before its lookup",
+    );
 
     // A table file with a damaged byte in its last rows.
     let dir = std::env::temp_dir().join(format!("edo-gpu-cache-{}", std::process::id()));
@@ -851,7 +881,11 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     let damaged = edo::file::TableFile::open(&path).unwrap();
     let mut cache = block_on(edo::GpuCache::new(&engine, damaged, 100, edo::cache::PolicyKind::Lru.build())).unwrap();
     let good = [0u32, 5, 17];
-    assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "good rows of a damaged file");
+    assert_bits_eq(
+        &cache_lookup(&mut cache, &good, Bounds::Error).unwrap(),
+        &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(),
+        "good rows of a damaged file",
+    );
     match block_on(cache.gather(&[1, 39_999], Bounds::Error)) {
         Err(Error::Checksum { .. }) => {}
         other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
@@ -1073,7 +1107,9 @@ fn cache_and_qr_bags_equal_their_oracles() {
         }
     }
     let beyond = ids.iter().position(|&i| i >= 40 * m as u64).unwrap();
-    assert!(matches!(block_on(qr.bag(&bags, edo::hash::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond));
+    assert!(
+        matches!(block_on(qr.bag(&bags, edo::hash::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond)
+    );
 }
 
 #[test]
@@ -1112,7 +1148,10 @@ fn own_device(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {
         eprintln!("SKIPPED: no adapter");
         return None;
     };
-    Some(block_on(adapter.request_device(&wgpu::DeviceDescriptor { required_limits: limits, ..Default::default() })).expect("a device within the adapter's limits"))
+    Some(
+        block_on(adapter.request_device(&wgpu::DeviceDescriptor { required_limits: limits, ..Default::default() }))
+            .expect("a device within the adapter's limits"),
+    )
 }
 
 #[test]

@@ -99,10 +99,7 @@ fn quotient_remainder_follows_dlrm() {
         assert_eq!((mult[i], add[i]), (q * r, q + r), "id {id}");
         assert_eq!((concat[2 * i], concat[2 * i + 1]), (q, r));
     }
-    assert_eq!(
-        qr_lookup(&qt, &rt, &[5, 10_000], QrCombine::Mult, Bounds::Error),
-        Err(Error::IdOutOfRange64 { index: 1, id: 10_000, max: 10_000 })
-    );
+    assert_eq!(qr_lookup(&qt, &rt, &[5, 10_000], QrCombine::Mult, Bounds::Error), Err(Error::IdOutOfRange64 { index: 1, id: 10_000, max: 10_000 }));
     let z = qr_lookup(&qt, &rt, &[10_050], QrCombine::Add, Bounds::Zero).unwrap();
     assert_eq!(z, vec![50.5], "a zero quotient row plus the remainder row");
     let c = qr_lookup(&qt, &rt, &[u64::MAX], QrCombine::Concat, Bounds::Clamp).unwrap();
@@ -131,7 +128,11 @@ fn many_hashed_ids_over_several_tables_read_exactly_their_rows() {
     for _ in 0..specs.len() * batch {
         offsets.push(ids.len() as u32);
         for _ in 0..rng.below(21) {
-            ids.push(match rng.below(3) { 0 => rng.below(150) as u64, 1 => 1 << 40, _ => rng.next_u64() });
+            ids.push(match rng.below(3) {
+                0 => rng.below(150) as u64,
+                1 => 1 << 40,
+                _ => rng.next_u64(),
+            });
         }
     }
     offsets.push(ids.len() as u32);

@@ -1,9 +1,9 @@
 //! The memory planner and mixed-precision tables (host side; the GPU lookup of a mixed table is
 //! in `tests/gpu.rs`).
 
-use edo::Lookup;
 use edo::plan::{plan, Access, Choice, PlanOptions, TableSpec};
 use edo::synth::{embedding_table, zipf_ids, Rng};
+use edo::Lookup;
 use edo::{Bounds, Error, Format, MixedTable};
 
 fn specs(seed: u64) -> Vec<TableSpec> {

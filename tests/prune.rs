@@ -1,8 +1,8 @@
 //! Pruned tables on the CPU path: absent rows read as zeros, memory shrinks. No GPU needed.
 
-use edo::Lookup;
 use edo::prune::{PrunedTable, ABSENT};
 use edo::synth::embedding_table;
+use edo::Lookup;
 use edo::{Bags, Bounds, Error, Format, PackedTable, Pooling};
 
 #[test]

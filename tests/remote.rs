@@ -153,12 +153,20 @@ mod http {
                     (Some((a, b)), Mode::Ranges | Mode::CutsShort) if a < body.len() => {
                         let b = b.min(body.len() - 1);
                         let part = &body[a..=b];
-                        let mut r = format!("HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len(), part.len()).into_bytes();
+                        let mut r = format!(
+                            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len(),
+                            part.len()
+                        )
+                        .into_bytes();
                         let sent = if mode == Mode::CutsShort { part.len() / 2 } else { part.len() };
                         r.extend_from_slice(&part[..sent]);
                         r
                     }
-                    (Some(_), Mode::Ranges | Mode::CutsShort) => format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", body.len()).into_bytes(),
+                    (Some(_), Mode::Ranges | Mode::CutsShort) => {
+                        format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", body.len())
+                            .into_bytes()
+                    }
                     _ => {
                         let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
                         r.extend_from_slice(&body);

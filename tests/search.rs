@@ -11,10 +11,12 @@ fn reference(corpus: &PackedTable, queries: &PackedTable, k: usize) -> Neighbors
     let k_eff = k.min(corpus.rows());
     let (mut ids, mut distances) = (Vec::new(), Vec::new());
     for q in 0..queries.rows() {
-        let mut all: Vec<(u32, u32)> = (0..corpus.rows()).map(|r| {
-            let d = corpus.row(r)[..cw].iter().zip(&queries.row(q)[..cw]).map(|(a, b)| (a ^ b).count_ones()).sum();
-            (d, r as u32)
-        }).collect();
+        let mut all: Vec<(u32, u32)> = (0..corpus.rows())
+            .map(|r| {
+                let d = corpus.row(r)[..cw].iter().zip(&queries.row(q)[..cw]).map(|(a, b)| (a ^ b).count_ones()).sum();
+                (d, r as u32)
+            })
+            .collect();
         all.sort();
         for &(d, r) in &all[..k_eff] {
             ids.push(r);
@@ -40,7 +42,9 @@ fn codes(rows: usize, dim: usize, seed: u64) -> PackedTable {
 
 #[test]
 fn hamming_topk_matches_brute_force_with_ties_by_index() {
-    for (rows, dim, k) in [(1, 1, 1), (5, 3, 10), (1000, 7, 1), (3000, 13, 17), (2500, 64, 1024), (4097, 256, 10), (999, 1000, 100), (2000, 96, 50), (1234, 512, 64)] {
+    for (rows, dim, k) in
+        [(1, 1, 1), (5, 3, 10), (1000, 7, 1), (3000, 13, 17), (2500, 64, 1024), (4097, 256, 10), (999, 1000, 100), (2000, 96, 50), (1234, 512, 64)]
+    {
         let corpus = codes(rows, dim, rows as u64);
         let queries = codes(23, dim, 1 + rows as u64 * 3);
         let got = search::hamming_topk(&corpus, &queries, k).unwrap();

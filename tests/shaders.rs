@@ -48,15 +48,13 @@ fn every_shader_validates_and_translates_to_every_backend() {
             };
             assert_eq!(wg[0] as f64 * wg[1] as f64, want, "{}", shader.name());
 
-            let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None)
-                .unwrap_or_else(|e| panic!("{} SPIR-V: {e}", shader.name()));
+            let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap_or_else(|e| panic!("{} SPIR-V: {e}", shader.name()));
             assert_eq!(spv[0], 0x0723_0203, "SPIR-V magic");
 
             let msl_pipeline = naga::back::msl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())), ..Default::default() };
             // wgpu's Metal backend targets MSL 2.1 or newer on every device it supports.
             let msl_options = naga::back::msl::Options { lang_version: (2, 1), ..Default::default() };
-            let (msl, _) = naga::back::msl::write_string(&module, &info, &msl_options, &msl_pipeline)
-                .unwrap_or_else(|e| panic!("{} MSL: {e}", shader.name()));
+            let (msl, _) = naga::back::msl::write_string(&module, &info, &msl_options, &msl_pipeline).unwrap_or_else(|e| panic!("{} MSL: {e}", shader.name()));
             assert!(msl.contains("kernel void"), "{} MSL has a kernel", shader.name());
 
             let mut hlsl = String::new();
@@ -68,11 +66,8 @@ fn every_shader_validates_and_translates_to_every_backend() {
 
             let mut glsl = String::new();
             let glsl_options = naga::back::glsl::Options { version: naga::back::glsl::Version::Desktop(450), ..Default::default() };
-            let glsl_pipeline = naga::back::glsl::PipelineOptions {
-                shader_stage: naga::ShaderStage::Compute,
-                entry_point: "main".to_string(),
-                multiview: None,
-            };
+            let glsl_pipeline =
+                naga::back::glsl::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: "main".to_string(), multiview: None };
             naga::back::glsl::Writer::new(&mut glsl, &module, &info, &glsl_options, &glsl_pipeline, Default::default())
                 .and_then(|mut w| w.write())
                 .unwrap_or_else(|e| panic!("{} GLSL: {e}", shader.name()));

@@ -133,7 +133,11 @@ pub struct CacheStats {
 impl CacheStats {
     /// Hits per lookup (0 when nothing was looked up).
     pub fn hit_rate(&self) -> f64 {
-        if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.lookups as f64
+        }
     }
 }
 

@@ -31,7 +31,15 @@ pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, poolin
 /// [`embedding_bags`] into `out`, which has exactly the values it returns: a loop that pools
 /// batch after batch reuses one buffer instead of having a new one zeroed each time. Nothing is
 /// written when the call is refused.
-pub fn embedding_bags_into(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout, out: &mut [f32]) -> Result<(), Error> {
+pub fn embedding_bags_into(
+    tables: &[&PackedTable],
+    batch: usize,
+    bags: &Bags,
+    pooling: Pooling,
+    bounds: Bounds,
+    layout: Layout,
+    out: &mut [f32],
+) -> Result<(), Error> {
     let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
     if out.len() != plan.out_len {
         return Err(Error::ShapeMismatch { what: "bag output values", expected: plan.out_len, actual: out.len() });

@@ -134,9 +134,7 @@ struct Array<'a> {
 impl Array<'_> {
     fn into_table(self, layout: Layout, what: &'static str) -> Result<Table, Error> {
         match (layout, self.elem) {
-            (Layout::Dense, Elem::U8 | Elem::I8) => {
-                Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into()))
-            }
+            (Layout::Dense, Elem::U8 | Elem::I8) => Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into())),
             (Layout::Dense, _) => {
                 if self.cols == 0 {
                     return Err(Error::ZeroDim);
@@ -150,9 +148,9 @@ impl Array<'_> {
                     Layout::Packbits { dim } | Layout::PackbitsLsb { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
                     Layout::Dense => unreachable!("matched above"),
                 };
-                let dim = dim.filter(|&d| d > 0 && d <= self.cols.saturating_mul(8) && format.unpadded_row_bytes(d) == self.cols).ok_or_else(|| {
-                    bad(what, format!("{} columns are not a {format} row of any dim{}", self.cols, layout_dim_hint(layout)))
-                })?;
+                let dim = dim
+                    .filter(|&d| d > 0 && d <= self.cols.saturating_mul(8) && format.unpadded_row_bytes(d) == self.cols)
+                    .ok_or_else(|| bad(what, format!("{} columns are not a {format} row of any dim{}", self.cols, layout_dim_hint(layout))))?;
                 let flip = if self.elem == Elem::I8 { 0x80 } else { 0 };
                 let lsb_first = matches!(layout, Layout::PackbitsLsb { .. });
                 Ok(Table::Packed(from_unpadded(format, self.rows, dim, self.data, flip, lsb_first, what)?))
@@ -236,11 +234,7 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
 
 /// The 2-D tensors of a safetensors file, as `name [rows, cols] dtype` lines for messages.
 fn tensor_list(st: &safetensors::SafeTensors<'_>) -> String {
-    let mut names: Vec<String> = st
-        .iter()
-        .filter(|(_, t)| t.shape().len() == 2)
-        .map(|(n, t)| format!("{n} {:?} {:?}", t.shape(), t.dtype()))
-        .collect();
+    let mut names: Vec<String> = st.iter().filter(|(_, t)| t.shape().len() == 2).map(|(n, t)| format!("{n} {:?} {:?}", t.shape(), t.dtype())).collect();
     names.sort();
     if names.is_empty() {
         "none".into()

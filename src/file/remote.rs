@@ -249,7 +249,8 @@ pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_rang
     let content_range = content_range.unwrap_or("");
     match status {
         206 => {
-            let (start, end, total) = parse_content_range(content_range).ok_or_else(|| fail(format!("a 206 response without a usable Content-Range ({content_range:?})")))?;
+            let (start, end, total) =
+                parse_content_range(content_range).ok_or_else(|| fail(format!("a 206 response without a usable Content-Range ({content_range:?})")))?;
             let last = range.end.max(range.start + 1) - 1;
             if start != range.start || end > last {
                 return Err(fail(format!("asked for bytes {}-{last}, got {content_range}", range.start)));
@@ -257,10 +258,16 @@ pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_rang
             Ok((end + 1 - start, total))
         }
         416 => {
-            let total = content_range.trim().strip_prefix("bytes */").and_then(|t| t.trim().parse().ok()).ok_or_else(|| fail("a 416 response without the file's length".into()))?;
+            let total = content_range
+                .trim()
+                .strip_prefix("bytes */")
+                .and_then(|t| t.trim().parse().ok())
+                .ok_or_else(|| fail("a 416 response without the file's length".into()))?;
             Ok((0, total))
         }
-        _ => Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)"))),
+        _ => {
+            Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")))
+        }
     }
 }
 
@@ -284,7 +291,11 @@ impl HttpReader {
         let mut response = self.agent.get(&self.url).header("Range", range_header(&range)).call().map_err(|e| fail(e.to_string()))?;
         let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).map(str::to_string);
         let (len, total) = range_reply(&self.url, &range, response.status().as_u16(), content_range.as_deref())?;
-        let mut bytes = if len == 0 { Vec::new() } else { response.body_mut().with_config().limit(len).read_to_vec().map_err(|e| fail(format!("reading bytes from {}: {e}", range.start)))? };
+        let mut bytes = if len == 0 {
+            Vec::new()
+        } else {
+            response.body_mut().with_config().limit(len).read_to_vec().map_err(|e| fail(format!("reading bytes from {}: {e}", range.start)))?
+        };
         bytes.truncate((range.end - range.start) as usize);
         Ok((bytes, total))
     }

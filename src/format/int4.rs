@@ -66,7 +66,7 @@ impl Codec for Int4 {
         let bias = f16::from_bits((params >> 16) as u16).to_f32();
         // Whole words first (eight values each, a loop the compiler vectorises), then the tail.
         let full = out.len() / 8;
-    let mut chunks = out.chunks_exact_mut(8);
+        let mut chunks = out.chunks_exact_mut(8);
         for (dst, &w) in (&mut chunks).zip(words) {
             for (j, o) in dst.iter_mut().enumerate() {
                 *o = ((w >> (4 * j)) & 0xF) as f32 * scale + bias;

@@ -109,14 +109,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 6] = [
-        Format::F32,
-        Format::F16,
-        Format::Int8,
-        Format::Int4,
-        Format::Binary,
-        Format::BinaryScaled,
-    ];
+    pub const ALL: [Format; 6] = [Format::F32, Format::F16, Format::Int8, Format::Int4, Format::Binary, Format::BinaryScaled];
 
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
@@ -435,8 +428,7 @@ impl PackedTable {
         if dim == 0 {
             return Err(Error::ZeroDim);
         }
-        rows.checked_mul(format.row_words(dim))
-            .ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })
+        rows.checked_mul(format.row_words(dim)).ok_or(Error::LimitExceeded { what: "packed table words", requested: u64::MAX, max: usize::MAX as u64 })
     }
 
     /// Re-quantises rows `ids` from `values` (`ids.len() × dim`, row after row) in place; the
@@ -533,9 +525,7 @@ pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Err
     if dim == 0 {
         return Err(Error::ZeroDim);
     }
-    let expected = rows
-        .checked_mul(dim)
-        .ok_or(Error::LimitExceeded { what: "rows × dim", requested: u64::MAX, max: usize::MAX as u64 })?;
+    let expected = rows.checked_mul(dim).ok_or(Error::LimitExceeded { what: "rows × dim", requested: u64::MAX, max: usize::MAX as u64 })?;
     if len != expected {
         return Err(Error::ShapeMismatch { what: "table values (rows × dim)", expected, actual: len });
     }
@@ -632,7 +622,11 @@ mod tests {
                     pool_values(&mut want, decoded.into_iter(), w, max);
                     let mut got = acc0.clone();
                     dispatch!(format, C => C::pool_row(table.row(0), w, max, &mut got, &mut vec![f32::NAN; dim]));
-                    assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{format} dim {dim} w {w} max {max}");
+                    assert_eq!(
+                        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "{format} dim {dim} w {w} max {max}"
+                    );
                 }
             }
         }

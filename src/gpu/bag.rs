@@ -217,9 +217,7 @@ impl Resident {
         let has_weights = weights.is_some();
         let weights = weights.unwrap_or(&[0.0]);
         let weights = ctx.create_buffer("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights))).await?;
-        let out = ctx
-            .create_buffer("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
-            .await?;
+        let out = ctx.create_buffer("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None).await?;
 
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
         let (gx, gy) = ctx.grid("workgroups of one bag dispatch", n_bags, shape.1 as u64)?;
@@ -243,15 +241,19 @@ impl Resident {
                     _pad: 0,
                 };
                 let uniform = ctx.create_buffer("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-                let bind_group = ctx.bind_group("edo bag", &ctx.bag_layout, &[
-                    uniform.as_entire_binding(),
-                    inputs[0].as_entire_binding(),
-                    inputs[1].as_entire_binding(),
-                    inputs[2].as_entire_binding(),
-                    inputs[3].as_entire_binding(),
-                    shard.buffer.as_entire_binding(),
-                    buffer_range(&out, 0, out_bytes),
-                ]);
+                let bind_group = ctx.bind_group(
+                    "edo bag",
+                    &ctx.bag_layout,
+                    &[
+                        uniform.as_entire_binding(),
+                        inputs[0].as_entire_binding(),
+                        inputs[1].as_entire_binding(),
+                        inputs[2].as_entire_binding(),
+                        inputs[3].as_entire_binding(),
+                        shard.buffer.as_entire_binding(),
+                        buffer_range(&out, 0, out_bytes),
+                    ],
+                );
                 dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
             }
@@ -272,7 +274,15 @@ struct BagLists {
 }
 
 impl BagLists {
-    fn new(ids: &[u32], weights: Option<&[f32]>, offsets: &[u32], batch: usize, tables: &[Placement], shards: &[super::table::Shard], bounds: Bounds) -> BagLists {
+    fn new(
+        ids: &[u32],
+        weights: Option<&[f32]>,
+        offsets: &[u32],
+        batch: usize,
+        tables: &[Placement],
+        shards: &[super::table::Shard],
+        bounds: Bounds,
+    ) -> BagLists {
         // The shard whose dispatch pools index `id` of table `t`, as the kernel's locate decides:
         // its row's shard, the last row's under Clamp, and the first pass's (shard 0) for a zero
         // row.

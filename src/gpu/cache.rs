@@ -399,7 +399,12 @@ impl<S: RowSource> GpuCache<S> {
     /// Adds the pass that writes the rows of `loads` (row, slot) into their slots: rows the
     /// staging buffer holds are copied from it on the GPU, the others are read from the host and
     /// uploaded. One dispatch per shard and source.
-    async fn scatter(&mut self, loads: &[(u32, u32)], passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>, inputs: &mut Vec<super::Buffer>) -> Result<(), Error> {
+    async fn scatter(
+        &mut self,
+        loads: &[(u32, u32)],
+        passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>,
+        inputs: &mut Vec<super::Buffer>,
+    ) -> Result<(), Error> {
         if loads.is_empty() {
             return Ok(());
         }
@@ -451,7 +456,13 @@ impl<S: RowSource> GpuCache<S> {
     }
 
     /// One scatter dispatch: `moves` (slot, source row in `rows`) into shard `shard_index`.
-    async fn scatter_dispatch(&self, shard_index: usize, moves: &[(u32, u32)], rows: &super::Buffer, inputs: &mut Vec<super::Buffer>) -> Result<super::table::Dispatch, Error> {
+    async fn scatter_dispatch(
+        &self,
+        shard_index: usize,
+        moves: &[(u32, u32)],
+        rows: &super::Buffer,
+        inputs: &mut Vec<super::Buffer>,
+    ) -> Result<super::table::Dispatch, Error> {
         let ctx = &self.slots.res.ctx;
         let shard = &self.slots.res.shards[shard_index];
         let params = ScatterParams {
@@ -463,12 +474,11 @@ impl<S: RowSource> GpuCache<S> {
         let flat: Vec<u32> = moves.iter().flat_map(|&(slot, source)| [slot, source]).collect();
         let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
         let moves_buffer = ctx.create_buffer("scatter moves", 4 * flat.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&flat))).await?;
-        let bind_group = ctx.bind_group("edo scatter", &ctx.gather_layout, &[
-            uniform.as_entire_binding(),
-            moves_buffer.as_entire_binding(),
-            rows.as_entire_binding(),
-            shard.buffer.as_entire_binding(),
-        ]);
+        let bind_group = ctx.bind_group(
+            "edo scatter",
+            &ctx.gather_layout,
+            &[uniform.as_entire_binding(), moves_buffer.as_entire_binding(), rows.as_entire_binding(), shard.buffer.as_entire_binding()],
+        );
         let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", (moves.len() * self.row_words) as u64, ctx.workgroup_size as u64)?;
         inputs.extend([uniform, moves_buffer]);
         Ok((bind_group, gx, gy))

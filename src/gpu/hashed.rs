@@ -107,7 +107,11 @@ impl GpuHashedTables {
         let ex = expand(&self.specs, batch, bags, pooling)?;
         let storage = wgpu::BufferUsages::STORAGE;
         if 8 * bags.indices.len() as u64 > ctx.limits.max_storage_buffer_binding_size {
-            return Err(Error::LimitExceeded { what: "bytes of ids in one call", requested: 8 * bags.indices.len() as u64, max: ctx.limits.max_storage_buffer_binding_size });
+            return Err(Error::LimitExceeded {
+                what: "bytes of ids in one call",
+                requested: 8 * bags.indices.len() as u64,
+                max: ctx.limits.max_storage_buffer_binding_size,
+            });
         }
         let metas: Vec<HashMeta> = self
             .specs
@@ -127,13 +131,11 @@ impl GpuHashedTables {
         let ids = ctx.create_buffer("hashed ids", 8 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
         let slots = ctx.create_buffer("hashed rows", 4 * ex.n_slots as u64, storage, None).await?;
         let pipeline = ctx.pipeline(ShaderId::HashIds, (ctx.workgroup_size, 1)).await?;
-        let bind_group = ctx.bind_group("edo hash", &ctx.hash_layout, &[
-            uniform.as_entire_binding(),
-            metas.as_entire_binding(),
-            ids.as_entire_binding(),
-            self.hot.as_entire_binding(),
-            slots.as_entire_binding(),
-        ]);
+        let bind_group = ctx.bind_group(
+            "edo hash",
+            &ctx.hash_layout,
+            &[uniform.as_entire_binding(), metas.as_entire_binding(), ids.as_entire_binding(), self.hot.as_entire_binding(), slots.as_entire_binding()],
+        );
         let (gx, gy) = ctx.grid("workgroups of one hash dispatch", n_ids as u64, ctx.workgroup_size as u64)?;
         let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] });
 

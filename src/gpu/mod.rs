@@ -20,11 +20,11 @@ mod table;
 
 pub use bag::GpuTableBatch;
 pub use cache::{CacheLookup, GpuCache};
-pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
-pub use mixed::GpuMixedTable;
-pub(crate) use memory::Buffer;
 pub use hashed::GpuHashedTables;
 pub use lookup::{AnyGpuTable, GpuLookup};
+pub(crate) use memory::Buffer;
+pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
+pub use mixed::GpuMixedTable;
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};
@@ -213,10 +213,7 @@ impl Engine {
         desc.backends = options.backends;
         let instance = wgpu::Instance::new(desc);
         let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: options.power_preference,
-                ..Default::default()
-            })
+            .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
             .await
             .map_err(|_| Error::NoAdapter)?;
         let (device, queue) = adapter
@@ -455,10 +452,8 @@ impl Context {
         }
         let source = shader.source();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(shader.name()),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        let module =
+            self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(shader.name()), source: wgpu::ShaderSource::Wgsl(source.into()) });
         let mut constants = shader.constants();
         match shader {
             ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter => constants.push(("WG", (wg_x * wg_y) as f64)),
@@ -472,7 +467,9 @@ impl Context {
                 // qr.wgsl binds what a gather does: params, ids, one shard, the output.
                 // So do the search kernels (params, queries, one shard, the workspace) and the
                 // cache's scatter (params, slots, uploaded rows, the shard it writes).
-                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) | ShaderId::Rescore { .. } => &self.gather_pipeline_layout,
+                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) | ShaderId::Rescore { .. } => {
+                    &self.gather_pipeline_layout
+                }
                 ShaderId::Bag { .. } => &self.bag_pipeline_layout,
                 ShaderId::HashIds => &self.hash_pipeline_layout,
             }),
@@ -489,13 +486,7 @@ impl Context {
     }
 
     /// Creates a buffer, turning out-of-memory and validation failures into typed errors.
-    pub(crate) async fn create_buffer(
-        &self,
-        what: &'static str,
-        size: u64,
-        usage: wgpu::BufferUsages,
-        contents: Option<&[u8]>,
-    ) -> Result<Buffer, Error> {
+    pub(crate) async fn create_buffer(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>) -> Result<Buffer, Error> {
         self.check_lost()?;
         if size > self.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size });
@@ -601,6 +592,7 @@ fn kernel_layout(device: &wgpu::Device, label: &str, inputs: u32) -> (wgpu::Bind
         .chain([entry(inputs + 1, wgpu::BufferBindingType::Storage { read_only: false })])
         .collect();
     let group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
-    let pipeline = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(label), bind_group_layouts: &[Some(&group)], immediate_size: 0 });
+    let pipeline =
+        device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(label), bind_group_layouts: &[Some(&group)], immediate_size: 0 });
     (group, pipeline)
 }

@@ -86,7 +86,11 @@ impl GpuPrunedTable {
 
     /// The remap pass over ids already checked against the bounds policy.
     #[allow(clippy::type_complexity)]
-    async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), super::Buffer, Vec<super::Buffer>), Error> {
+    async fn remap_pass(
+        &self,
+        ids: &[u32],
+        bounds: Bounds,
+    ) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), super::Buffer, Vec<super::Buffer>), Error> {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
         let storage = wgpu::BufferUsages::STORAGE;
@@ -95,12 +99,11 @@ impl GpuPrunedTable {
         let ids_buffer = ctx.create_buffer("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids))).await?;
         let mapped = ctx.create_buffer("remapped ids", 4 * ids.len() as u64, storage, None).await?;
         let pipeline = ctx.pipeline(ShaderId::Remap, (ctx.workgroup_size, 1)).await?;
-        let bind_group = ctx.bind_group("edo remap", &ctx.gather_layout, &[
-            uniform.as_entire_binding(),
-            ids_buffer.as_entire_binding(),
-            self.remap.as_entire_binding(),
-            mapped.as_entire_binding(),
-        ]);
+        let bind_group = ctx.bind_group(
+            "edo remap",
+            &ctx.gather_layout,
+            &[uniform.as_entire_binding(), ids_buffer.as_entire_binding(), self.remap.as_entire_binding(), mapped.as_entire_binding()],
+        );
         let (gx, gy) = ctx.grid("workgroups of one remap dispatch", ids.len() as u64, ctx.workgroup_size as u64)?;
         let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx, gy)] };
         Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))

@@ -148,12 +148,11 @@ impl GpuQrTables {
                     shard_rows: (shard.word_end - shard.word_start) / p.row_words,
                 };
                 let uniform = ctx.create_buffer("qr params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-                let bind_group = ctx.bind_group("edo qr", &ctx.gather_layout, &[
-                    uniform.as_entire_binding(),
-                    inputs[0].as_entire_binding(),
-                    shard.buffer.as_entire_binding(),
-                    out.as_entire_binding(),
-                ]);
+                let bind_group = ctx.bind_group(
+                    "edo qr",
+                    &ctx.gather_layout,
+                    &[uniform.as_entire_binding(), inputs[0].as_entire_binding(), shard.buffer.as_entire_binding(), out.as_entire_binding()],
+                );
                 dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
             }

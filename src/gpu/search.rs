@@ -181,7 +181,8 @@ impl GpuCodes {
         let ws_words = off_out + nq64 * seg * 2;
         let qrw = codes.row_words();
         let query_words = &codes.words()[q0 * qrw..(q0 + nq) * qrw];
-        let queries = ctx.create_buffer("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words))).await?;
+        let queries =
+            ctx.create_buffer("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words))).await?;
         let ws = ctx
             .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
@@ -217,7 +218,12 @@ impl GpuCodes {
         if let Some((fq, table)) = rescore {
             let dim = table.dim();
             let fbuf = ctx
-                .create_buffer("search float queries", 4 * (nq * dim) as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])))
+                .create_buffer(
+                    "search float queries",
+                    4 * (nq * dim) as u64,
+                    wgpu::BufferUsages::STORAGE,
+                    Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])),
+                )
                 .await?;
             let tp = table.res.tables[0];
             for shard in &table.res.shards {
@@ -235,8 +241,14 @@ impl GpuCodes {
             _fqueries = Some(fbuf);
         }
         let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
-        let (hist, select, ties, scan, collect, sort) =
-            (pipe(SearchKernel::Hist).await?, pipe(SearchKernel::Select).await?, pipe(SearchKernel::Ties).await?, pipe(SearchKernel::Scan).await?, pipe(SearchKernel::Collect).await?, pipe(SearchKernel::Sort).await?);
+        let (hist, select, ties, scan, collect, sort) = (
+            pipe(SearchKernel::Hist).await?,
+            pipe(SearchKernel::Select).await?,
+            pipe(SearchKernel::Ties).await?,
+            pipe(SearchKernel::Scan).await?,
+            pipe(SearchKernel::Collect).await?,
+            pipe(SearchKernel::Sort).await?,
+        );
 
         // Counters start at zero; result slots start as a sentinel no kernel writes, so a slot
         // left unwritten is caught below instead of passing for row 0.
@@ -287,12 +299,11 @@ impl GpuCodes {
 
 async fn bind_group(ctx: &Context, params: SearchParams, input: &wgpu::Buffer, shard: &wgpu::Buffer, ws: &wgpu::Buffer) -> Result<wgpu::BindGroup, Error> {
     let uniform = ctx.create_buffer("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-    Ok(ctx.bind_group("edo search", &ctx.gather_layout, &[
-        uniform.as_entire_binding(),
-        buffer_range(input, 0, input.size()),
-        shard.as_entire_binding(),
-        ws.as_entire_binding(),
-    ]))
+    Ok(ctx.bind_group(
+        "edo search",
+        &ctx.gather_layout,
+        &[uniform.as_entire_binding(), buffer_range(input, 0, input.size()), shard.as_entire_binding(), ws.as_entire_binding()],
+    ))
 }
 
 /// The score a `rescore.wgsl` key stands for (the inverse of `descending_key`).

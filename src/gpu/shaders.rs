@@ -35,7 +35,8 @@ pub enum SearchKernel {
 }
 
 impl SearchKernel {
-    pub const ALL: [SearchKernel; 6] = [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
+    pub const ALL: [SearchKernel; 6] =
+        [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
 }
 
 /// Every compute kernel edo runs.
@@ -83,8 +84,20 @@ impl ShaderId {
     /// Output values each invocation writes per step (1, or 4 for the vec4 driver).
     pub fn values_per_step(self) -> usize {
         match self {
-            ShaderId::Gather { vec4, .. } => if vec4 { 4 } else { 1 },
-            ShaderId::Bag { vec4, .. } => if vec4 { 16 } else { 1 },
+            ShaderId::Gather { vec4, .. } => {
+                if vec4 {
+                    4
+                } else {
+                    1
+                }
+            }
+            ShaderId::Bag { vec4, .. } => {
+                if vec4 {
+                    16
+                } else {
+                    1
+                }
+            }
             ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter | ShaderId::Qr { .. } | ShaderId::Search(_) | ShaderId::Rescore { .. } => 1,
         }
     }

@@ -241,12 +241,7 @@ impl GpuTable {
         while i < rows.len() {
             // A run of consecutive rows inside one shard.
             let first = rows[i] as u64;
-            let shard = self
-                .res
-                .shards
-                .iter()
-                .find(|s| (s.word_start as u64..s.word_end as u64).contains(&(first * rw)))
-                .expect("every row lies in a shard");
+            let shard = self.res.shards.iter().find(|s| (s.word_start as u64..s.word_end as u64).contains(&(first * rw))).expect("every row lies in a shard");
             let mut last = first;
             while i + 1 < rows.len() && rows[i + 1] as u64 == last + 1 && (last + 2) * rw <= shard.word_end as u64 {
                 i += 1;
@@ -331,9 +326,20 @@ impl GpuTable {
         let (ids_buffer, lists) = match ids {
             Indices::Host(ids) if shards.len() > 1 => {
                 let lists = ShardLists::new(ids, chunk as usize, granule as usize, rows, policy, shards, row_words);
-                (ctx.create_buffer("gather ids by shard", 4 * lists.words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&lists.words))).await?, Some(lists))
+                (
+                    ctx.create_buffer(
+                        "gather ids by shard",
+                        4 * lists.words.len() as u64,
+                        wgpu::BufferUsages::STORAGE,
+                        Some(bytemuck::cast_slice(&lists.words)),
+                    )
+                    .await?,
+                    Some(lists),
+                )
             }
-            Indices::Host(ids) => (ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?, None),
+            Indices::Host(ids) => {
+                (ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?, None)
+            }
             Indices::Device(buffer, _) => (buffer, None),
         };
 
@@ -360,12 +366,16 @@ impl GpuTable {
             let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
             let params = params(n, shard, lists.is_some());
             let uniform = ctx.create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-            let bind_group = ctx.bind_group("edo gather", &ctx.gather_layout, &[
-                uniform.as_entire_binding(),
-                buffer_range(&ids_buffer, 4 * word, 4 * words),
-                shard.buffer.as_entire_binding(),
-                buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * chunk.min(n_ids as u64 - start)),
-            ]);
+            let bind_group = ctx.bind_group(
+                "edo gather",
+                &ctx.gather_layout,
+                &[
+                    uniform.as_entire_binding(),
+                    buffer_range(&ids_buffer, 4 * word, 4 * words),
+                    shard.buffer.as_entire_binding(),
+                    buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * chunk.min(n_ids as u64 - start)),
+                ],
+            );
             dispatches.push((bind_group, gx, gy));
         }
         Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim }))

@@ -7,7 +7,6 @@
 //! touches the GPU returns a Promise; nothing blocks. Errors are exceptions carrying edo's typed
 //! message. wasm-bindgen writes the TypeScript definitions (`pkg/edo_web.d.ts`).
 
-
 use edo::file::import::{self, FileKind, Layout};
 use edo::file::{TableFile, Vocab};
 use std::cell::RefCell;
@@ -165,7 +164,8 @@ impl EdoTable {
     /// whose `layout` must be named: fbgemm8, fbgemm4, packbits, packbits-lsb).
     #[wasm_bindgen(js_name = fromBytes)]
     pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, JsError> {
-        let kind = FileKind::from_path(std::path::Path::new(name)).ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors and .txt/.vec files")))?;
+        let kind = FileKind::from_path(std::path::Path::new(name))
+            .ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors and .txt/.vec files")))?;
         let layout = match layout.as_deref() {
             None | Some("") => Layout::Dense,
             Some(l) => Layout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,

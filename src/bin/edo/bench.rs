@@ -24,7 +24,14 @@ pub fn mib(bytes: u64) -> String {
 
 pub fn print_report(r: &Report, accuracy: bool) {
     println!();
-    println!("edo {} — {} × {} f32 table ({}), {} random ids per lookup", if accuracy { "demo" } else { "bench" }, r.rows, r.dim, mib((r.rows * r.dim * 4) as u64), r.ids);
+    println!(
+        "edo {} — {} × {} f32 table ({}), {} random ids per lookup",
+        if accuracy { "demo" } else { "bench" },
+        r.rows,
+        r.dim,
+        mib((r.rows * r.dim * 4) as u64),
+        r.ids
+    );
     match (&r.adapter, &r.no_gpu_reason) {
         (Some(a), _) => println!("GPU: {a}"),
         (None, Some(why)) => println!("GPU: none ({why}) — running the CPU path only"),
@@ -52,10 +59,7 @@ pub fn print_report(r: &Report, accuracy: bool) {
         }
         println!();
     }
-    println!(
-        "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}",
-        "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "CPU ms", "out GB/s", "% memcpy"
-    );
+    println!("{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}", "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "CPU ms", "out GB/s", "% memcpy");
     let fp32 = r.formats.iter().find(|f| f.format == "fp32");
     for f in &r.formats {
         let (gms, ggb, gpct, grat) = match &f.gpu {

@@ -118,7 +118,10 @@ fn print(b: &bench::CacheBench) {
         _ => println!("no GPU: hit rates and uploads from the host-side bookkeeping; no lookup rates"),
     }
     println!();
-    println!("{:<16} {:>10} {:>11} {:>9} {:>10} {:>13} {:>12} {:>12}", "policy", "cache", "bytes", "hit rate", "optimum", "uploaded/id", "M lookups/s", "vs resident");
+    println!(
+        "{:<16} {:>10} {:>11} {:>9} {:>10} {:>13} {:>12} {:>12}",
+        "policy", "cache", "bytes", "hit rate", "optimum", "uploaded/id", "M lookups/s", "vs resident"
+    );
     for r in &b.runs {
         let name = if r.prefetch { format!("{} + prefetch", r.policy) } else { r.policy.clone() };
         let optimum = b.static_optimum.iter().find(|(f, _)| *f == r.fraction).map(|(_, o)| *o).unwrap_or(f64::NAN);

@@ -114,7 +114,13 @@ impl From<edo::Error> for Failure {
     fn from(e: edo::Error) -> Failure {
         use edo::Error as E;
         let code = match &e {
-            E::BadFile { .. } | E::UnsupportedVersion { .. } | E::Checksum { .. } | E::Parse { .. } | E::NonFinite { .. } | E::OutOfRange { .. } | E::MissingTensor { .. } => exit::DATA,
+            E::BadFile { .. }
+            | E::UnsupportedVersion { .. }
+            | E::Checksum { .. }
+            | E::Parse { .. }
+            | E::NonFinite { .. }
+            | E::OutOfRange { .. }
+            | E::MissingTensor { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,

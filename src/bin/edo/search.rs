@@ -107,7 +107,14 @@ pub fn eval(a: EvalArgs) -> Result<(), Failure> {
     for m in &report.methods {
         println!(
             "{:<28} {:>4} {:>11} {:>8.3} {:>10.3} {:>9.3} {:>9.3} {:>9.3}",
-            m.name, m.path, human_bytes(m.bytes), m.ratio_to_fp32, m.ms_per_query, m.recall_at_1, m.recall_at_10, m.recall_at_100
+            m.name,
+            m.path,
+            human_bytes(m.bytes),
+            m.ratio_to_fp32,
+            m.ms_per_query,
+            m.recall_at_1,
+            m.recall_at_10,
+            m.recall_at_100
         );
     }
     println!();

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use edo::GpuLookup;
 use edo::file::import::{self, FileKind, Imported, Layout};
 use edo::file::{export as exp, TableFile};
 use edo::inspect::{picture, table_error_stats, ErrorStats};
+use edo::GpuLookup;
 use edo::{Bounds, Error, Format, PackedTable};
 use serde_json::json;
 
@@ -55,7 +55,10 @@ impl SourceArgs {
     pub fn read(&self, path: &Path) -> Result<Imported, Failure> {
         require_input(path)?;
         if FileKind::from_path(path).is_none() {
-            return Err(Failure::new(exit::USAGE, format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display())));
+            return Err(Failure::new(
+                exit::USAGE,
+                format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display()),
+            ));
         }
         Ok(import::path(path, self.tensor.as_deref(), self.layout()?)?)
     }
@@ -109,7 +112,10 @@ pub struct QuantizeArgs {
 
 pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if FileKind::from_path(&a.output) != Some(FileKind::Edo) {
-        return Err(Failure::new(exit::USAGE, format!("{}: the output of quantize is an .edo table file (use `edo export` for .npy / .safetensors)", a.output.display())));
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("{}: the output of quantize is an .edo table file (use `edo export` for .npy / .safetensors)", a.output.display()),
+        ));
     }
     let started = Instant::now();
     let imported = a.source.read(&a.input)?;
@@ -252,7 +258,10 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         Some(p) => {
             let imported = read.read(p)?;
             if (imported.rows(), imported.dim()) != (t.rows(), t.dim()) {
-                return Err(Failure::new(exit::DATA, format!("{} is {} × {}, the table is {} × {}", p.display(), imported.rows(), imported.dim(), t.rows(), t.dim())));
+                return Err(Failure::new(
+                    exit::DATA,
+                    format!("{} is {} × {}, the table is {} × {}", p.display(), imported.rows(), imported.dim(), t.rows(), t.dim()),
+                ));
             }
             Some(imported)
         }
@@ -293,7 +302,12 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("{}", a.file.display());
         println!("  format      {} (edo table file v{})", t.format(), edo::file::VERSION);
         println!("  shape       {} rows × {} dim", t.rows(), t.dim());
-        println!("  size        {} packed, {} as fp32: {ratio:.3} of fp32, {:.1}× smaller", mib(t.bytes()), mib(t.f32_bytes()), 1.0 / ratio.max(f64::MIN_POSITIVE));
+        println!(
+            "  size        {} packed, {} as fp32: {ratio:.3} of fp32, {:.1}× smaller",
+            mib(t.bytes()),
+            mib(t.f32_bytes()),
+            1.0 / ratio.max(f64::MIN_POSITIVE)
+        );
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
         if let Some(v) = file.vocab() {
             let dup = v.duplicates();
@@ -380,11 +394,7 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
     let dim = t.dim();
     let token = |id: u32| file.vocab().and_then(|v| v.token(id)).map(str::to_string);
     if a.json {
-        let rows: Vec<_> = ids
-            .iter()
-            .zip(values.chunks_exact(dim))
-            .map(|(&id, row)| json!({ "id": id, "token": token(id), "values": row }))
-            .collect();
+        let rows: Vec<_> = ids.iter().zip(values.chunks_exact(dim)).map(|(&id, row)| json!({ "id": id, "token": token(id), "values": row })).collect();
         println!("{}", serde_json::to_string_pretty(&json!({ "format": t.format().name(), "dim": dim, "rows": rows })).expect("JSON"));
     } else {
         for (&id, row) in ids.iter().zip(values.chunks_exact(dim)) {
