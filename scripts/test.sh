@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# All of edo's tests: formats and CPU path, shader validation for every backend, the GPU path
-# against the CPU oracle (needs a Vulkan/Metal/DX12 adapter; lavapipe works — without one the GPU
-# tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a failure), the doc
-# examples, the docs with warnings denied, the library checked for wasm32, and the browser tests
-# (headless Chromium; they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without
-# them they print "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure).
+# All of edo's tests: formatting (rustfmt), formats and CPU path, shader validation for every
+# backend, the GPU path against the CPU oracle (needs a Vulkan/Metal/DX12 adapter; lavapipe works —
+# without one the GPU tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a
+# failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
+# and wasm32 for the library and the browser crate), and the browser tests (headless Chromium;
+# they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
+# "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
 # nothing wgpu needs; keep it quiet unless the user steers it.
 if [ -z "${MESA_VK_DEVICE_SELECT:-}" ]; then export NODEVICE_SELECT=1; fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
 
 echo "== cargo test (unit, integration, GPU, doctests)"
 cargo test --all-features
@@ -17,11 +21,15 @@ cargo test --all-features
 echo "== cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --quiet
 
-echo "== wasm32: cargo check of the library"
+echo "== cargo clippy (warnings denied)"
+cargo clippy --all-features --all-targets --quiet -- -D warnings
+
+echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -q '^wasm32-unknown-unknown$'; then
     rustup target add wasm32-unknown-unknown
 fi
-cargo check --lib --target wasm32-unknown-unknown --quiet
+cargo clippy --lib --target wasm32-unknown-unknown --quiet -- -D warnings
+cargo clippy -p edo-web --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
 
 echo "== browser (WASM + WebGPU in headless Chromium)"
 want=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' web/Cargo.toml)
