@@ -16,7 +16,8 @@
 //!   block); native code gets blocking wrappers through pollster.
 //! - [`Bounds`] is chosen per call: refuse bad ids before any work, read them as zeros, or clamp.
 //!
-//! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back.
+//! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back; the
+//! [`guide`] pages (`docs/*.md`) go through each part, with examples that run as doctests.
 
 #[cfg(target_endian = "big")]
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
@@ -67,3 +68,22 @@ pub use pollster::block_on;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The guides of `docs/`, here so that their examples run as doctests and they read as pages of
+/// the API documentation.
+pub mod guide {
+    #[doc = include_str!("../docs/lookups.md")]
+    pub mod lookups {}
+    #[doc = include_str!("../docs/files.md")]
+    pub mod files {}
+    #[doc = include_str!("../docs/search.md")]
+    pub mod search {}
+    #[doc = include_str!("../docs/caches.md")]
+    pub mod caches {}
+    #[doc = include_str!("../docs/formats.md")]
+    pub mod formats {}
+    #[doc = include_str!("../docs/browser.md")]
+    pub mod browser {}
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub mod benchmarks {}
+}

@@ -248,7 +248,7 @@ impl<S: RowSource> GpuCache<S> {
     /// Looks up `ids` — loading the rows that are not cached, evicting others by policy — and
     /// submits the work; the output is what the fully resident table's gather gives.
     ///
-    /// Bounds are those of [`GpuTable::gather`]: with [`Bounds::Error`] a bad id fails the call
+    /// Bounds are those of [`GpuTable::prepare_gather`]: with [`Bounds::Error`] a bad id fails the call
     /// before anything changes; `Zero` reads zeros and `Clamp` the last row.
     pub async fn gather(&mut self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
         self.prepare_gather(ids, bounds).await?.submit()
