@@ -50,8 +50,17 @@ fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
     }
 }
 
+/// Bounds of a row whose values decode to ±`s`: a sign is kept, the magnitude becomes `s`.
+fn sign_error_bounds(row: &[f32], s: f32) -> Vec<f32> {
+    row.iter().map(|&x| if x == 0.0 { s } else { (x.abs() - s).abs() }).collect()
+}
+
 impl Codec for Binary {
     const FORMAT: Format = Format::Binary;
+    const NAME: &'static str = "binary";
+    const ALIASES: &'static [&'static str] = &["bin"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_binary.wgsl");
+    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 0.0)];
     const VALUES_PER_WORD: usize = 32;
     const PARAM_WORDS: usize = 0;
 
@@ -65,10 +74,18 @@ impl Codec for Binary {
     fn decode_row(words: &[u32], out: &mut [f32]) {
         decode_bits(words, 1.0, out)
     }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        sign_error_bounds(row, 1.0)
+    }
 }
 
 impl Codec for BinaryScaled {
     const FORMAT: Format = Format::BinaryScaled;
+    const NAME: &'static str = "binary+scale";
+    const ALIASES: &'static [&'static str] = &["binary-scaled", "binary_scaled"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_binary.wgsl");
+    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 1.0)];
     const VALUES_PER_WORD: usize = 32;
     const PARAM_WORDS: usize = 1;
 
@@ -85,5 +102,10 @@ impl Codec for BinaryScaled {
     fn decode_row(words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 1;
         decode_bits(&words[..code_words], f32::from_bits(words[code_words]), out)
+    }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        // The stored scale, computed as the encoder does.
+        sign_error_bounds(row, (row.iter().map(|v| v.abs() as f64).sum::<f64>() / row.len() as f64) as f32)
     }
 }

@@ -14,6 +14,9 @@ pub struct F16;
 
 impl Codec for F16 {
     const FORMAT: Format = Format::F16;
+    const NAME: &'static str = "fp16";
+    const ALIASES: &'static [&'static str] = &["f16"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_f16.wgsl");
     const VALUES_PER_WORD: usize = 2;
     const PARAM_WORDS: usize = 0;
 
@@ -43,6 +46,10 @@ impl Codec for F16 {
         for (o, &h) in out.iter_mut().zip(halves) {
             *o = half_to_f32(h);
         }
+    }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        row.iter().map(|&x| f16_half_ulp(x)).collect()
     }
 
     #[inline(always)]

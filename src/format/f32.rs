@@ -8,6 +8,9 @@ pub struct F32;
 
 impl Codec for F32 {
     const FORMAT: Format = Format::F32;
+    const NAME: &'static str = "fp32";
+    const ALIASES: &'static [&'static str] = &["f32"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_f32.wgsl");
     const VALUES_PER_WORD: usize = 1;
     const PARAM_WORDS: usize = 0;
 
@@ -24,6 +27,10 @@ impl Codec for F32 {
         for (o, w) in out.iter_mut().zip(words) {
             *o = f32::from_bits(*w);
         }
+    }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        vec![0.0; row.len()]
     }
 
     #[inline(always)]

@@ -21,6 +21,9 @@ pub struct Int4;
 
 impl Codec for Int4 {
     const FORMAT: Format = Format::Int4;
+    const NAME: &'static str = "int4";
+    const ALIASES: &'static [&'static str] = &["i4"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_int4.wgsl");
     const VALUES_PER_WORD: usize = 8;
     const PARAM_WORDS: usize = 1;
 
@@ -75,6 +78,11 @@ impl Codec for Int4 {
         for (j, o) in chunks.into_remainder().iter_mut().enumerate() {
             *o = ((words[full] >> (4 * j)) & 0xF) as f32 * scale + bias;
         }
+    }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        let (min, max) = super::min_max(row);
+        vec![int4_error_bound(min, max); row.len()]
     }
 }
 

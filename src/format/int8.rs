@@ -27,6 +27,9 @@ const EPSILON: f32 = 1e-8;
 
 impl Codec for Int8 {
     const FORMAT: Format = Format::Int8;
+    const NAME: &'static str = "int8";
+    const ALIASES: &'static [&'static str] = &["i8"];
+    const WGSL: &'static str = include_str!("../../shaders/decode_int8.wgsl");
     const VALUES_PER_WORD: usize = 4;
     const PARAM_WORDS: usize = 2;
 
@@ -63,6 +66,11 @@ impl Codec for Int8 {
             // Exact product (see the module docs), one rounding in the addition.
             *o = q as f32 * scale + bias;
         }
+    }
+
+    fn error_bounds(row: &[f32]) -> Vec<f32> {
+        let (min, max) = super::min_max(row);
+        vec![int8_error_bound(min, max); row.len()]
     }
 
     #[inline(always)]

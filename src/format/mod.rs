@@ -36,13 +36,38 @@ pub enum EncodeError {
     OutOfRange { col: usize, value: f32 },
 }
 
-/// One packed row format.
+/// One packed row format: its layout, its CPU codec (the oracle) and its WGSL decoder. A new
+/// format is a file implementing this trait, its `shaders/decode_<name>.wgsl`, and a variant of
+/// [`Format`] with its arm in `dispatch!` (all in this module); nothing else lists formats.
 ///
 /// A row of `dim` values takes [`Codec::code_words`]`(dim)` words of codes followed by
 /// [`Codec::PARAM_WORDS`] words of parameters.
+///
+/// # The WGSL decoder contract
+///
+/// [`Codec::WGSL`] is WGSL with no bindings and no entry point, concatenated between a kernel's
+/// helpers and its driver. It reads the packed words from `shard: array<u32>`, which the driver
+/// declares, and defines:
+/// - `fn row_params(base: u32, code_words: u32) -> vec2<f32>`: the row's parameters (scale and
+///   bias, or what the format needs), read once per row; `base` is the row's first word in `shard`;
+/// - `fn decode1(base: u32, c: u32, p: vec2<f32>) -> f32`: value `c` of the row;
+/// - `fn decode4(base: u32, c: u32, p: vec2<f32>) -> vec4<f32>`: values `c .. c + 4` (`c` a
+///   multiple of 4, all within the row).
+///
+/// Each value must equal [`Codec::decode_row`]'s bit for bit: one rounding at most, after a
+/// product that is exact in f32, so that a driver's fused multiply-add cannot change it. Variants
+/// of one decoder are override constants ([`Codec::WGSL_CONSTANTS`]), not copies.
 pub trait Codec {
     /// The runtime tag of this format.
     const FORMAT: Format;
+    /// The short name the CLI, files and reports use.
+    const NAME: &'static str;
+    /// Other names [`Format::from_name`] accepts (lower case).
+    const ALIASES: &'static [&'static str] = &[];
+    /// The WGSL decoder (see the contract above).
+    const WGSL: &'static str;
+    /// Override constants the decoder needs (the binary decoder's `SCALED`).
+    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[];
     /// Values packed into one code word (1, 2, 4, 8 or 32).
     const VALUES_PER_WORD: usize;
     /// Words of per-row parameters stored after the codes.
@@ -59,6 +84,10 @@ pub trait Codec {
     /// Decodes a packed row (`code_words(out.len()) + PARAM_WORDS` words) into `out`.
     fn decode_row(words: &[u32], out: &mut [f32]);
 
+    /// The documented bound on `|x − x̂|` for each value of `row` (finite) after a round trip
+    /// through this format.
+    fn error_bounds(row: &[f32]) -> Vec<f32>;
+
     /// Pools a packed row into `acc` (`dim` values): `acc += w · x` or, with `max`,
     /// `acc = max(acc, x)`, where `x` is exactly what [`Codec::decode_row`] gives. Formats whose
     /// values decode one at a time override it so the row never goes through memory; the
@@ -69,6 +98,11 @@ pub trait Codec {
         Self::decode_row(words, row);
         pool_values(acc, row.iter().copied(), w, max);
     }
+}
+
+/// The least and greatest value of a (finite) row.
+pub(crate) fn min_max(row: &[f32]) -> (f32, f32) {
+    row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
 /// `acc += w · x` or, with `max`, `acc = max(acc, x)`, over the decoded values `x` of one row.
@@ -90,8 +124,9 @@ pub(crate) fn pool_values(acc: &mut [f32], values: impl Iterator<Item = f32>, w:
     }
 }
 
-/// The packed formats edo stores tables in.
+/// The packed formats edo stores tables in. More will come: match with a `_` arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Format {
     /// Plain `f32`, 4 bytes per value: the reference the others are measured against.
     F32,
@@ -113,27 +148,18 @@ impl Format {
 
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Format::F32 => "fp32",
-            Format::F16 => "fp16",
-            Format::Int8 => "int8",
-            Format::Int4 => "int4",
-            Format::Binary => "binary",
-            Format::BinaryScaled => "binary+scale",
-        }
+        dispatch!(self, C => C::NAME)
     }
 
-    /// Parses [`Format::name`] (case-insensitive; `f32`, `f16`, `bin` accepted too).
+    /// Parses [`Format::name`] (case-insensitive; `f32`, `f16`, `bin` and other aliases too).
     pub fn from_name(name: &str) -> Option<Format> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "fp32" | "f32" => Format::F32,
-            "fp16" | "f16" => Format::F16,
-            "int8" | "i8" => Format::Int8,
-            "int4" | "i4" => Format::Int4,
-            "binary" | "bin" => Format::Binary,
-            "binary+scale" | "binary-scaled" | "binary_scaled" => Format::BinaryScaled,
-            _ => return None,
-        })
+        let name = name.to_ascii_lowercase();
+        Format::ALL.into_iter().find(|&f| f.name() == name || dispatch!(f, C => C::ALIASES).contains(&name.as_str()))
+    }
+
+    /// The format's WGSL decoder and the override constants it needs (see [`Codec`]).
+    pub fn wgsl(self) -> (&'static str, &'static [(&'static str, f64)]) {
+        dispatch!(self, C => (C::WGSL, C::WGSL_CONSTANTS))
     }
 
     /// Values per code word.
@@ -175,21 +201,7 @@ impl Format {
     /// The documented bound on `|x − x̂|` for each value of `row` after a round trip through
     /// this format (see each format's module docs). `row` must be finite.
     pub fn error_bounds(self, row: &[f32]) -> Vec<f32> {
-        let (min, max) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        match self {
-            Format::F32 => vec![0.0; row.len()],
-            Format::F16 => row.iter().map(|&x| f16::f16_half_ulp(x)).collect(),
-            Format::Int8 => vec![int8::int8_error_bound(min, max); row.len()],
-            Format::Int4 => vec![int4::int4_error_bound(min, max); row.len()],
-            Format::Binary | Format::BinaryScaled => {
-                // |x̂| is 1, or the stored mean |x| (computed as the encoder does).
-                let s = match self {
-                    Format::Binary => 1.0,
-                    _ => (row.iter().map(|v| v.abs() as f64).sum::<f64>() / row.len() as f64) as f32,
-                };
-                row.iter().map(|&x| if x == 0.0 { s } else { (x.abs() - s).abs() }).collect()
-            }
-        }
+        dispatch!(self, C => C::error_bounds(row))
     }
 
     fn encode_row(self, row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {

@@ -451,5 +451,6 @@ fn layout_name(format: Format, dense: bool) -> &'static str {
         (Format::Int4, _) => "FBGEMM fused 4-bit rows, u8 [rows, ceil(dim/2) + 4]",
         (Format::Binary, _) => "numpy.packbits sign bits, u8 [rows, ceil(dim/8)]",
         (Format::BinaryScaled, _) => "packbits bits then f32 scale, u8 [rows, ceil(dim/8) + 4]",
+        _ => "codes then the row's parameters, u8 [rows, bytes of a row]",
     }
 }
