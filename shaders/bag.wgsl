@@ -52,8 +52,6 @@ const POOL_SUM: u32 = 0u;
 const POOL_MEAN: u32 = 1u;
 const POOL_MAX: u32 = 2u;
 const POOL_NONE: u32 = 3u;
-const NOT_HERE: u32 = 0xffffffffu;  // the row is in another shard
-const ZERO_ROW: u32 = 0xfffffffeu;  // a bad index under POLICY_ZERO
 
 override WG_X: u32 = 16u;
 override WG_Y: u32 = 16u;
@@ -67,7 +65,7 @@ override VEC4: bool = false;
 @group(0) @binding(5) var<storage, read> shard: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
-// The first word, within the bound shard, of row `index` of table `m`; NOT_HERE or ZERO_ROW.
+// The first word, within the bound shard, of row `index` of table `m`; ROW_SKIP or ROW_ZERO.
 // Every index is checked before the table is read (WebGPU would clamp a bad read silently).
 fn locate(index: u32, m: TableMeta) -> u32 {
     var row = index;
@@ -75,12 +73,12 @@ fn locate(index: u32, m: TableMeta) -> u32 {
         if (params.policy == POLICY_CLAMP) {
             row = m.rows - 1u;
         } else {
-            return ZERO_ROW;
+            return ROW_ZERO;
         }
     }
     let w = m.word_base + row * m.row_words;
     if (w < params.shard_start || w >= params.shard_end) {
-        return NOT_HERE;
+        return ROW_SKIP;
     }
     return w - params.shard_start;
 }
@@ -138,7 +136,7 @@ fn pool16(m: TableMeta, start: u32, end: u32, n: u32, o: u32, c0: u32) {
     }
     for (var j = start; j < end; j++) {
         let loc = locate(indices[j], m);
-        if (loc == ZERO_ROW) {
+        if (loc == ROW_ZERO) {
             if (params.first_pass == 1u && params.pooling == POOL_MAX) {
                 for (var q = 0u; q < quads; q++) {
                     acc[q] = max(acc[q], vec4<f32>(0.0));
@@ -146,7 +144,7 @@ fn pool16(m: TableMeta, start: u32, end: u32, n: u32, o: u32, c0: u32) {
             }
             continue;
         }
-        if (loc == NOT_HERE) {
+        if (loc == ROW_SKIP) {
             continue;
         }
         let rp = row_params(loc, m.code_words);
@@ -176,13 +174,13 @@ fn pool1(m: TableMeta, start: u32, end: u32, n: u32, o: u32, c: u32) {
     }
     for (var j = start; j < end; j++) {
         let loc = locate(indices[j], m);
-        if (loc == ZERO_ROW) {
+        if (loc == ROW_ZERO) {
             if (params.first_pass == 1u && params.pooling == POOL_MAX) {
                 acc = max(acc, 0.0);
             }
             continue;
         }
-        if (loc == NOT_HERE) {
+        if (loc == ROW_SKIP) {
             continue;
         }
         acc = combine1(acc, decode1(loc, c, row_params(loc, m.code_words)), weight(j));
@@ -198,10 +196,10 @@ fn unpooled_row(j: u32, lane: u32) {
     let m = tables[0];
     let o = j * m.dim;
     let loc = locate(indices[j], m);
-    if (loc == NOT_HERE) {
+    if (loc == ROW_SKIP) {
         return;
     }
-    if (loc == ZERO_ROW) {
+    if (loc == ROW_ZERO) {
         if (params.first_pass == 1u) {
             for (var c = lane; c < m.dim; c += WG_X) {
                 out[o + c] = 0.0;

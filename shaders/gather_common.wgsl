@@ -28,10 +28,12 @@ struct GatherParams {
 
 const POLICY_ZERO: u32 = 0u;
 const POLICY_CLAMP: u32 = 1u;
-// As POLICY_ZERO, but the id 0xffffffff writes nothing: another gather of the same job (the other
+// As POLICY_ZERO, but the id ROW_SKIP writes nothing: another gather of the same job (the other
 // part of a mixed-precision table) writes that output row.
 const POLICY_SKIP: u32 = 2u;
-const ROW_SKIP: u32 = 0xffffffffu; // the id's row lives in another shard
+// The sentinels of rows, here for every kernel that decodes rows (the host's are
+// bounds::SKIP_ID and ZERO_ID, checked equal by a test):
+const ROW_SKIP: u32 = 0xffffffffu; // another dispatch writes this row (another shard, another pass)
 const ROW_ZERO: u32 = 0xfffffffeu; // out-of-range id under POLICY_ZERO: write a zero row
 
 // The row of `id` inside the bound shard, ROW_SKIP or ROW_ZERO.
@@ -43,7 +45,7 @@ fn resolve_row(id: u32, total_rows: u32, shard_first: u32, shard_rows: u32, poli
     if (row >= total_rows) {
         if (policy == POLICY_CLAMP) {
             row = total_rows - 1u;
-        } else if (policy == POLICY_SKIP && id == 0xffffffffu) {
+        } else if (policy == POLICY_SKIP && id == ROW_SKIP) {
             return ROW_SKIP;
         } else {
             return select(ROW_SKIP, ROW_ZERO, shard_first == 0u);

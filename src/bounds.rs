@@ -2,6 +2,14 @@
 
 use crate::Error;
 
+/// The id that writes nothing: under the kernels' skip policy its row is another pass's to write
+/// (the other part of a mixed-precision table). `ROW_SKIP` in `gather_common.wgsl`.
+pub(crate) const SKIP_ID: u32 = u32::MAX;
+
+/// An id past any table edo uploads, so it reads a zero row under [`Bounds::Zero`]. Kernels use
+/// the value as a row, too: `ROW_ZERO` in `gather_common.wgsl`, a zero row to write.
+pub(crate) const ZERO_ID: u32 = u32::MAX - 1;
+
 /// Bounds policy for ids ≥ rows, chosen per call (FBGEMM's bounds-check modes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Bounds {

@@ -3,6 +3,7 @@
 //! most lookups read hot rows, so the expected error is close to the precise format's while the
 //! memory is close to the compact one's.
 
+use crate::bounds::{SKIP_ID, ZERO_ID};
 use crate::format::{check_shape, Format, PackedTable};
 use crate::{Bounds, Error};
 
@@ -93,26 +94,25 @@ impl MixedTable {
         (m & HOT != 0, (m & !HOT) as usize)
     }
 
-    /// The ids of each part's gather for `ids`: the row in that part, `0xffffffff` where the
-    /// other part writes the row, and `0xfffffffe` (out of range: a zero row) in the cold part
-    /// for an id the bounds policy reads as zeros.
+    /// The ids of each part's gather for `ids`: the row in that part, [`SKIP_ID`] where the other
+    /// part writes the row, and [`ZERO_ID`] (out of range: a zero row) in the cold part for an id
+    /// the bounds policy reads as zeros.
     pub(crate) fn split_ids(&self, ids: &[u32], bounds: Bounds) -> (Vec<u32>, Vec<u32>) {
-        const SKIP: u32 = u32::MAX;
         let mut hot = Vec::with_capacity(ids.len());
         let mut cold = Vec::with_capacity(ids.len());
         for &id in ids {
             match bounds.resolve(id, self.rows()).map(|r| self.locate(r)) {
                 Some((true, i)) => {
                     hot.push(i as u32);
-                    cold.push(SKIP);
+                    cold.push(SKIP_ID);
                 }
                 Some((false, i)) => {
-                    hot.push(SKIP);
+                    hot.push(SKIP_ID);
                     cold.push(i as u32);
                 }
                 None => {
-                    hot.push(SKIP);
-                    cold.push(SKIP - 1);
+                    hot.push(SKIP_ID);
+                    cold.push(ZERO_ID);
                 }
             }
         }

@@ -2,29 +2,20 @@
 //! them, and written out for every backend wgpu targets: SPIR-V (Vulkan), MSL (Metal), HLSL (DX12)
 //! and GLSL. Needs no GPU.
 
-use edo::gpu::ShaderId;
+use edo::gpu::{ShaderId, Shape};
+use edo::Format;
 use naga::back::PipelineConstants;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
+use std::collections::HashSet;
 
-/// The override values the engine uses: every workgroup shape, both binary variants.
+/// The override values the engine uses: every workgroup shape it makes, as the kernel's shape
+/// takes them, with the kernel's own constants.
 fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
-    if matches!(shader, ShaderId::Search(_) | ShaderId::Rescore { .. }) {
-        // Fixed workgroup sizes; only the binary decoder's SCALED.
-        return vec![shader.constants().into_iter().map(|(k, v)| (k.to_string(), v)).collect()];
-    }
-    [(1.0, 256.0), (4.0, 64.0), (32.0, 8.0)]
-        .into_iter()
-        .map(|(x, y)| {
-            let mut c: PipelineConstants = shader.constants().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-            if matches!(shader, ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter) {
-                c.insert("WG".to_string(), x * y);
-            } else {
-                c.insert("WG_X".to_string(), x);
-                c.insert("WG_Y".to_string(), y);
-            }
-            c
-        })
-        .collect()
+    let shapes: &[(u32, u32)] = match shader.kernel().0.shape {
+        Shape::Fixed(_) => &[(1, 1)],
+        Shape::Rows | Shape::Flat => &[(1, 256), (4, 64), (32, 8)],
+    };
+    shapes.iter().map(|&shape| shader.constants_for(shape).into_iter().map(|(k, v)| (k.to_string(), v)).collect()).collect()
 }
 
 #[test]
@@ -41,10 +32,10 @@ fn every_shader_validates_and_translates_to_every_backend() {
             let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants)
                 .unwrap_or_else(|e| panic!("{} {constants:?}: {e}", shader.name()));
             let wg = module.entry_points[0].workgroup_size;
-            let want = match shader {
-                ShaderId::Search(edo::gpu::SearchKernel::Select) | ShaderId::Rescore { .. } => 64.0,
-                ShaderId::Search(_) => 256.0,
-                _ => constants.get("WG").copied().unwrap_or_else(|| constants["WG_X"] * constants["WG_Y"]),
+            let want = match shader.kernel().0.shape {
+                Shape::Fixed(size) => size as f64,
+                Shape::Flat => constants["WG"],
+                Shape::Rows => constants["WG_X"] * constants["WG_Y"],
             };
             assert_eq!(wg[0] as f64 * wg[1] as f64, want, "{}", shader.name());
 
@@ -99,11 +90,20 @@ fn shader_files_document_their_layout() {
             decoders += name.starts_with("decode_") as usize;
         }
     }
-    assert_eq!((drivers, decoders), (14, 5));
-    // Every decoder is reachable from some ShaderId, and every source assembles differently
-    // (the bag driver's vec4 variant is an override constant, not another source).
-    let sources: std::collections::HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
-    assert_eq!(sources.len(), 34, "5 decoders × 5 drivers, the hash, remap, scatter and 6 search kernels");
+    // The files on disk are exactly the kernel table's drivers and the formats' decoders.
+    let kernels: Vec<_> = ShaderId::all().into_iter().map(|s| s.kernel().0).collect();
+    let listed_drivers: HashSet<&str> = kernels.iter().map(|k| k.driver).collect();
+    let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|f| f.wgsl().0).collect();
+    assert_eq!(drivers, listed_drivers.len(), "every driver file is a kernel's, and every kernel's driver is a file");
+    assert_eq!(decoders, listed_decoders.len(), "every decoder file is a format's, and every format's decoder is a file");
+    // Every kernel that decodes gets each decoder: the sources are all (driver, decoder) pairs, each
+    // assembled differently (bag's vec4 variant and binary+scale are override constants, not sources).
+    let pairs: HashSet<(&str, Option<&str>)> =
+        ShaderId::all().into_iter().map(|s| (s.kernel().0.driver, s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0))).collect();
+    let sources: HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
+    assert_eq!(sources.len(), pairs.len());
+    let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver).collect();
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() + (listed_drivers.len() - decoding_drivers.len()));
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,

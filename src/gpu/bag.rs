@@ -324,3 +324,21 @@ impl BagLists {
         out
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Bag { format: crate::Format::F32, vec4: false },
+            BagParams { batch, n_bags, pooling, policy, has_weights, shard_start, shard_end, first_pass, last_pass, offsets_base, counts_base, _pad }
+        );
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Bag { format: crate::Format::F32, vec4: false },
+            TableMeta { word_base, rows, dim, row_words, code_words, out_base, out_stride, _pad }
+        );
+    }
+}

@@ -535,3 +535,14 @@ impl<S: RowSource> Drop for CacheLookup<'_, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(ShaderId::Scatter, ScatterParams { n_moves, row_words, shard_first, shard_rows });
+    }
+}

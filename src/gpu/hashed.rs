@@ -147,3 +147,15 @@ impl GpuHashedTables {
         Ok(LookupJob { ctx: ctx.clone(), passes: vec![hash_pass, (bag_pipeline, bag_dispatches)], _inputs: inputs, output })
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(ShaderId::HashIds, HashParams { n_ids, n_tables, _pad });
+        super::super::shaders::assert_wgsl_layout!(ShaderId::HashIds, HashMeta { id_start, id_end, out_base, k, buckets, hot_start, hot_len, _pad, seeds });
+    }
+}

@@ -28,7 +28,8 @@ pub use mixed::GpuMixedTable;
 pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};
-pub use shaders::{SearchKernel, ShaderId};
+#[doc(hidden)] // for tests/shaders.rs, which validates every kernel
+pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape};
 pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;
@@ -255,11 +256,9 @@ impl Engine {
         let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
         // A kernel's shape is (x, workgroup_size / x) with x from 1 to 32, so y may be the whole size.
         let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_y).max(1));
-        // gather, qr, remap: params, 2 inputs, output. bag: params, 5 inputs, output. hash:
-        // params, 3 inputs, output.
-        let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", 2);
-        let (bag_layout, bag_pipeline_layout) = kernel_layout(&device, "edo bag", 5);
-        let (hash_layout, hash_pipeline_layout) = kernel_layout(&device, "edo hash", 3);
+        let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", Binds::Gather.inputs());
+        let (bag_layout, bag_pipeline_layout) = kernel_layout(&device, "edo bag", Binds::Bag.inputs());
+        let (hash_layout, hash_pipeline_layout) = kernel_layout(&device, "edo hash", Binds::Hash.inputs());
         let adapter = AdapterSummary {
             name: info.name,
             backend: format!("{:?}", info.backend),
@@ -450,28 +449,18 @@ impl Context {
         if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
             return Ok(p.clone());
         }
-        let source = shader.source();
+        let (kernel, _) = shader.kernel();
+        let name = shader.name();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module =
-            self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(shader.name()), source: wgpu::ShaderSource::Wgsl(source.into()) });
-        let mut constants = shader.constants();
-        match shader {
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter => constants.push(("WG", (wg_x * wg_y) as f64)),
-            // Fixed workgroup sizes: the chunk and sort arithmetic depends on them.
-            ShaderId::Search(_) | ShaderId::Rescore { .. } => {}
-            _ => constants.extend([("WG_X", wg_x as f64), ("WG_Y", wg_y as f64)]),
-        }
+            self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&name), source: wgpu::ShaderSource::Wgsl(shader.source().into()) });
+        let constants = shader.constants_for((wg_x, wg_y));
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(shader.name()),
-            layout: Some(match shader {
-                // qr.wgsl binds what a gather does: params, ids, one shard, the output.
-                // So do the search kernels (params, queries, one shard, the workspace) and the
-                // cache's scatter (params, slots, uploaded rows, the shard it writes).
-                ShaderId::Gather { .. } | ShaderId::Qr { .. } | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) | ShaderId::Rescore { .. } => {
-                    &self.gather_pipeline_layout
-                }
-                ShaderId::Bag { .. } => &self.bag_pipeline_layout,
-                ShaderId::HashIds => &self.hash_pipeline_layout,
+            label: Some(&name),
+            layout: Some(match kernel.binds {
+                Binds::Gather => &self.gather_pipeline_layout,
+                Binds::Bag => &self.bag_pipeline_layout,
+                Binds::Hash => &self.hash_pipeline_layout,
             }),
             module: &module,
             entry_point: Some("main"),
@@ -479,7 +468,7 @@ impl Context {
             cache: None,
         });
         if let Some(e) = scope.pop().await {
-            return Err(Error::Gpu { what: shader.name(), message: e.to_string() });
+            return Err(Error::Gpu { what: kernel.name, message: format!("{name}: {e}") });
         }
         self.pipelines.lock().map_err(|_| poisoned())?.insert(key, pipeline.clone());
         Ok(pipeline)

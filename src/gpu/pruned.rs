@@ -109,3 +109,14 @@ impl GpuPrunedTable {
         Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(ShaderId::Remap, RemapParams { n_ids, original_rows, policy, _pad });
+    }
+}

@@ -161,3 +161,17 @@ impl GpuQrTables {
         Ok(LookupJob { ctx: ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
     }
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Qr { format: crate::Format::F32 },
+            QrParams { n_ids, m, stage, combine, policy, dim, out_stride, rows, row_words, code_words, shard_first, shard_rows }
+        );
+    }
+}

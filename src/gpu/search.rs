@@ -311,3 +311,37 @@ fn score_of_key(key: u32) -> f32 {
     let ordered = !key;
     f32::from_bits(if ordered & 0x8000_0000 != 0 { ordered & 0x7fff_ffff } else { !ordered })
 }
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Search(crate::gpu::SearchKernel::Hist),
+            SearchParams {
+                n_queries,
+                code_words,
+                corpus_row_words,
+                query_row_words,
+                bins,
+                k,
+                seg,
+                chunks,
+                shard_first,
+                shard_rows,
+                chunk_base,
+                dim,
+                off_hist,
+                off_sel,
+                off_ties,
+                off_out,
+                table_row_words,
+                table_code_words,
+                _pad
+            }
+        );
+    }
+}

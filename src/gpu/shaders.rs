@@ -1,27 +1,110 @@
-//! The WGSL sources and how they are assembled; a [`ShaderId`] is the pipeline cache key.
+//! The kernels, in one table: every kernel's sources, bind-group layout, workgroup shape and
+//! override constants are one [`Kernel`] value; a [`ShaderId`] names a kernel and, for kernels
+//! that decode rows, the table format. The pipeline cache is keyed by the `ShaderId` and the
+//! workgroup shape, which together determine everything a pipeline is made of.
 //!
-//! A gather module is `gather_common.wgsl` (parameters, bounds policy) + `decode_<format>.wgsl`
-//! (how one packed row decodes, no bindings) + a driver with the bindings and the entry point:
-//! `gather_rows.wgsl` (any dim, one value per step) or `gather_rows4.wgsl` (dim a multiple of 4,
-//! one vec4 store per step). Five decoders × two drivers from seven small files, with no
-//! preprocessor: WGSL resolves module-scope names in any order, so a decoder can read the `shard`
-//! its driver declares.
+//! A module is the kernel's helpers (`*_common.wgsl`) + the format's decoder
+//! (`decode_<format>.wgsl`, from [`crate::Codec::WGSL`], when the kernel decodes rows) + its
+//! driver (bindings and the entry point), concatenated: WGSL resolves module-scope names in any
+//! order, so a decoder can read the `shard` its driver declares, and no preprocessor is needed.
 
 use crate::format::Format;
 
 const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
-const GATHER_ROWS: &str = include_str!("../../shaders/gather_rows.wgsl");
-const GATHER_ROWS4: &str = include_str!("../../shaders/gather_rows4.wgsl");
-const BAG: &str = include_str!("../../shaders/bag.wgsl");
 const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
-const HASH_IDS: &str = include_str!("../../shaders/hash_ids.wgsl");
-const QR: &str = include_str!("../../shaders/qr.wgsl");
-const REMAP: &str = include_str!("../../shaders/remap.wgsl");
-const SCATTER_ROWS: &str = include_str!("../../shaders/scatter_rows.wgsl");
 const SEARCH_COMMON: &str = include_str!("../../shaders/search_common.wgsl");
 const HAMMING_COMMON: &str = include_str!("../../shaders/hamming_common.wgsl");
-const SORT_PAIRS: &str = include_str!("../../shaders/sort_pairs.wgsl");
-const RESCORE: &str = include_str!("../../shaders/rescore.wgsl");
+
+/// How a kernel's workgroup shape is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `WG_X × WG_Y` invocations (override constants): `WG_X` share a row, `WG_Y` rows per
+    /// workgroup (see `Context::workgroup_shape`).
+    Rows,
+    /// `WG` invocations in one dimension (an override constant).
+    Flat,
+    /// Fixed in the source, because the kernel's arithmetic depends on it.
+    Fixed(u32),
+}
+
+/// The bind-group layout of a kernel: binding 0 a uniform parameter block, then `inputs`
+/// read-only storage buffers, then one read-write storage buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binds {
+    /// Two inputs: ids (or moves, or queries) and a table shard.
+    Gather,
+    /// Five inputs: table metas, indices, offsets, weights, a table shard.
+    Bag,
+    /// Three inputs: raw ids, hash specs, hot ids.
+    Hash,
+}
+
+impl Binds {
+    /// Read-only storage buffers between the parameters and the output.
+    pub fn inputs(self) -> u32 {
+        match self {
+            Binds::Gather => 2,
+            Binds::Bag => 5,
+            Binds::Hash => 3,
+        }
+    }
+}
+
+/// Everything about a kernel but the format it decodes.
+#[derive(Debug)]
+pub struct Kernel {
+    /// Its name, for labels and errors.
+    pub name: &'static str,
+    /// The helpers that come first.
+    pub helpers: &'static [&'static str],
+    /// Whether a format's decoder follows the helpers.
+    pub decodes: bool,
+    /// The driver: bindings and the entry point `main`.
+    pub driver: &'static str,
+    pub binds: Binds,
+    pub shape: Shape,
+    /// Output values one step of an invocation covers (1; 4 for vec4 stores; 16 for a bag pass).
+    pub values_per_step: usize,
+    /// Override constants of this variant of the driver.
+    pub constants: &'static [(&'static str, f64)],
+}
+
+const fn rows_kernel(name: &'static str, driver: &'static str, values_per_step: usize) -> Kernel {
+    Kernel { name, helpers: &[GATHER_COMMON], decodes: true, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
+}
+
+const fn search_kernel(name: &'static str, driver: &'static str, size: u32) -> Kernel {
+    let helpers: &'static [&'static str] = &[SEARCH_COMMON, HAMMING_COMMON];
+    Kernel { name, helpers, decodes: false, driver, binds: Binds::Gather, shape: Shape::Fixed(size), values_per_step: 1, constants: &[] }
+}
+
+const fn flat_kernel(name: &'static str, helpers: &'static [&'static str], driver: &'static str, binds: Binds) -> Kernel {
+    Kernel { name, helpers, decodes: false, driver, binds, shape: Shape::Flat, values_per_step: 1, constants: &[] }
+}
+
+const BAG_DRIVER: &str = include_str!("../../shaders/bag.wgsl");
+
+/// The kernels. qr, remap, scatter, the search passes and rescore bind what a gather does:
+/// parameters, two inputs (ids, moves or queries; a table shard or rows), an output.
+pub mod kernels {
+    use super::*;
+    pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", include_str!("../../shaders/gather_rows.wgsl"), 1);
+    pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", include_str!("../../shaders/gather_rows4.wgsl"), 4);
+    pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", BAG_DRIVER, 1) };
+    /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, 16 columns a pass.
+    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", BAG_DRIVER, 16) };
+    pub const QR: Kernel = rows_kernel("qr", include_str!("../../shaders/qr.wgsl"), 1);
+    pub const HASH_IDS: Kernel = flat_kernel("hash_ids", &[HASH_COMMON], include_str!("../../shaders/hash_ids.wgsl"), Binds::Hash);
+    pub const REMAP: Kernel = flat_kernel("remap", &[], include_str!("../../shaders/remap.wgsl"), Binds::Gather);
+    pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], include_str!("../../shaders/scatter_rows.wgsl"), Binds::Gather);
+    pub const HAMMING_HIST: Kernel = search_kernel("hamming_hist", include_str!("../../shaders/hamming_hist.wgsl"), 256);
+    pub const HAMMING_SELECT: Kernel = search_kernel("hamming_select", include_str!("../../shaders/hamming_select.wgsl"), 64);
+    pub const HAMMING_TIES: Kernel = search_kernel("hamming_ties", include_str!("../../shaders/hamming_ties.wgsl"), 256);
+    pub const HAMMING_SCAN: Kernel = search_kernel("hamming_scan", include_str!("../../shaders/hamming_scan.wgsl"), 256);
+    pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", include_str!("../../shaders/hamming_collect.wgsl"), 256);
+    pub const SORT_PAIRS: Kernel = Kernel { helpers: &[SEARCH_COMMON], ..search_kernel("sort_pairs", include_str!("../../shaders/sort_pairs.wgsl"), 256) };
+    pub const RESCORE: Kernel = Kernel { helpers: &[SEARCH_COMMON], decodes: true, ..search_kernel("rescore", include_str!("../../shaders/rescore.wgsl"), 64) };
+}
 
 /// The passes of a Hamming search (see `gpu::search`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,14 +122,14 @@ impl SearchKernel {
         [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
 }
 
-/// Every compute kernel edo runs.
+/// Every compute kernel edo runs: a [`Kernel`], and the table format for kernels that decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ShaderId {
     /// Gather rows of `format` into dense f32; `vec4` selects the driver for dims that are a
     /// multiple of 4.
     Gather { format: Format, vec4: bool },
     /// EmbeddingBag over one or several tables of `format`; `vec4` when every dim is a multiple
-    /// of 4 (an override constant of the one `bag.wgsl`).
+    /// of 4.
     Bag { format: Format, vec4: bool },
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
@@ -81,127 +164,132 @@ impl ShaderId {
         ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
     }
 
-    /// Output values each invocation writes per step (1, or 4 for the vec4 driver).
-    pub fn values_per_step(self) -> usize {
+    /// The kernel, and the format it decodes if it reads a table.
+    pub fn kernel(self) -> (&'static Kernel, Option<Format>) {
+        use kernels::*;
         match self {
-            ShaderId::Gather { vec4, .. } => {
-                if vec4 {
-                    4
-                } else {
-                    1
-                }
-            }
-            ShaderId::Bag { vec4, .. } => {
-                if vec4 {
-                    16
-                } else {
-                    1
-                }
-            }
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter | ShaderId::Qr { .. } | ShaderId::Search(_) | ShaderId::Rescore { .. } => 1,
+            ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
+            ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
+            ShaderId::Qr { format } => (&QR, Some(format)),
+            ShaderId::Rescore { format } => (&RESCORE, Some(format)),
+            ShaderId::HashIds => (&HASH_IDS, None),
+            ShaderId::Remap => (&REMAP, None),
+            ShaderId::Scatter => (&SCATTER, None),
+            ShaderId::Search(k) => (
+                match k {
+                    SearchKernel::Hist => &HAMMING_HIST,
+                    SearchKernel::Select => &HAMMING_SELECT,
+                    SearchKernel::Ties => &HAMMING_TIES,
+                    SearchKernel::Scan => &HAMMING_SCAN,
+                    SearchKernel::Collect => &HAMMING_COLLECT,
+                    SearchKernel::Sort => &SORT_PAIRS,
+                },
+                None,
+            ),
         }
-    }
-
-    /// A short name for labels and error messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            ShaderId::Gather { format, vec4 } => match (format, vec4) {
-                (Format::F32, false) => "gather_rows/decode_f32",
-                (Format::F32, true) => "gather_rows4/decode_f32",
-                (Format::F16, false) => "gather_rows/decode_f16",
-                (Format::F16, true) => "gather_rows4/decode_f16",
-                (Format::Int8, false) => "gather_rows/decode_int8",
-                (Format::Int8, true) => "gather_rows4/decode_int8",
-                (Format::Int4, false) => "gather_rows/decode_int4",
-                (Format::Int4, true) => "gather_rows4/decode_int4",
-                (Format::Binary | Format::BinaryScaled, false) => "gather_rows/decode_binary",
-                (Format::Binary | Format::BinaryScaled, true) => "gather_rows4/decode_binary",
-            },
-            ShaderId::HashIds => "hash_ids",
-            ShaderId::Qr { .. } => "qr",
-            ShaderId::Remap => "remap",
-            ShaderId::Scatter => "scatter_rows",
-            ShaderId::Search(k) => match k {
-                SearchKernel::Hist => "hamming_hist",
-                SearchKernel::Select => "hamming_select",
-                SearchKernel::Ties => "hamming_ties",
-                SearchKernel::Scan => "hamming_scan",
-                SearchKernel::Collect => "hamming_collect",
-                SearchKernel::Sort => "sort_pairs",
-            },
-            ShaderId::Rescore { format } => match format {
-                Format::F32 => "rescore/decode_f32",
-                Format::F16 => "rescore/decode_f16",
-                Format::Int8 => "rescore/decode_int8",
-                Format::Int4 => "rescore/decode_int4",
-                Format::Binary | Format::BinaryScaled => "rescore/decode_binary",
-            },
-            ShaderId::Bag { format, .. } => match format {
-                Format::F32 => "bag/decode_f32",
-                Format::F16 => "bag/decode_f16",
-                Format::Int8 => "bag/decode_int8",
-                Format::Int4 => "bag/decode_int4",
-                Format::Binary | Format::BinaryScaled => "bag/decode_binary",
-            },
-        }
-    }
-
-    /// The complete WGSL module.
-    pub fn source(self) -> String {
-        let driver = match self {
-            ShaderId::Gather { vec4: false, .. } => GATHER_ROWS,
-            ShaderId::Gather { vec4: true, .. } => GATHER_ROWS4,
-            ShaderId::Bag { .. } => BAG,
-            ShaderId::Qr { .. } => QR,
-            ShaderId::HashIds => return [HASH_COMMON, HASH_IDS].concat(),
-            ShaderId::Remap => return REMAP.to_string(),
-            ShaderId::Scatter => return SCATTER_ROWS.to_string(),
-            ShaderId::Search(SearchKernel::Sort) => return [SEARCH_COMMON, SORT_PAIRS].concat(),
-            ShaderId::Search(k) => {
-                let driver = match k {
-                    SearchKernel::Hist => include_str!("../../shaders/hamming_hist.wgsl"),
-                    SearchKernel::Select => include_str!("../../shaders/hamming_select.wgsl"),
-                    SearchKernel::Ties => include_str!("../../shaders/hamming_ties.wgsl"),
-                    SearchKernel::Scan => include_str!("../../shaders/hamming_scan.wgsl"),
-                    SearchKernel::Collect => include_str!("../../shaders/hamming_collect.wgsl"),
-                    SearchKernel::Sort => unreachable!("returned above"),
-                };
-                return [SEARCH_COMMON, HAMMING_COMMON, driver].concat();
-            }
-            ShaderId::Rescore { format } => return [SEARCH_COMMON, decoder(format), RESCORE].concat(),
-        };
-        [GATHER_COMMON, decoder(self.format().unwrap_or(Format::F32)), driver].concat()
-    }
-
-    /// Override constants fixed by the kernel's identity (the workgroup shape is added per
-    /// pipeline).
-    pub fn constants(self) -> Vec<(&'static str, f64)> {
-        let mut c = match self.format() {
-            Some(Format::Binary) => vec![("SCALED", 0.0)],
-            Some(Format::BinaryScaled) => vec![("SCALED", 1.0)],
-            _ => vec![],
-        };
-        if let ShaderId::Bag { vec4, .. } = self {
-            c.push(("VEC4", vec4 as u8 as f64));
-        }
-        c
     }
 
     /// The table format the kernel decodes, if it reads a table.
     pub fn format(self) -> Option<Format> {
-        match self {
-            ShaderId::Gather { format, .. } | ShaderId::Bag { format, .. } | ShaderId::Qr { format } | ShaderId::Rescore { format } => Some(format),
-            ShaderId::HashIds | ShaderId::Remap | ShaderId::Scatter | ShaderId::Search(_) => None,
+        self.kernel().1
+    }
+
+    /// Output values each invocation writes per step.
+    pub fn values_per_step(self) -> usize {
+        self.kernel().0.values_per_step
+    }
+
+    /// A short name for labels and messages: the kernel's, and the format's after a slash.
+    pub fn name(self) -> String {
+        match self.kernel() {
+            (k, Some(format)) => format!("{}/{format}", k.name),
+            (k, None) => k.name.to_string(),
         }
+    }
+
+    /// The complete WGSL module: helpers, the format's decoder, the driver.
+    pub fn source(self) -> String {
+        let (kernel, format) = self.kernel();
+        let decoder = format.filter(|_| kernel.decodes).map(|f| f.wgsl().0);
+        kernel.helpers.iter().copied().chain(decoder).chain([kernel.driver]).collect()
+    }
+
+    /// Override constants fixed by the kernel's identity: the driver variant's and the
+    /// decoder's. The workgroup shape's (`WG_X`, `WG_Y` or `WG`) are added per pipeline.
+    pub fn constants(self) -> Vec<(&'static str, f64)> {
+        let (kernel, format) = self.kernel();
+        let decoder = format.filter(|_| kernel.decodes).map_or(&[][..], |f| f.wgsl().1);
+        kernel.constants.iter().chain(decoder).copied().collect()
+    }
+
+    /// [`ShaderId::constants`] with those of the workgroup shape `(x, y)`.
+    pub fn constants_for(self, (x, y): (u32, u32)) -> Vec<(&'static str, f64)> {
+        let mut c = self.constants();
+        match self.kernel().0.shape {
+            Shape::Rows => c.extend([("WG_X", x as f64), ("WG_Y", y as f64)]),
+            Shape::Flat => c.push(("WG", (x * y) as f64)),
+            Shape::Fixed(_) => {}
+        }
+        c
     }
 }
 
-fn decoder(format: Format) -> &'static str {
-    match format {
-        Format::F32 => include_str!("../../shaders/decode_f32.wgsl"),
-        Format::F16 => include_str!("../../shaders/decode_f16.wgsl"),
-        Format::Int8 => include_str!("../../shaders/decode_int8.wgsl"),
-        Format::Int4 => include_str!("../../shaders/decode_int4.wgsl"),
-        Format::Binary | Format::BinaryScaled => include_str!("../../shaders/decode_binary.wgsl"),
+/// Checks that a `#[repr(C)]` host struct lays out its fields as the WGSL struct of the same name
+/// in `shader`'s module does, field by field, by name and byte offset, as naga lays it out; and
+/// that both have the same size. Fields whose name starts with `_` are padding and may differ.
+#[cfg(test)]
+macro_rules! assert_wgsl_layout {
+    ($shader:expr, $ty:ident { $($field:ident),* $(,)? }) => {
+        $crate::gpu::shaders::check_wgsl_layout(
+            $shader,
+            stringify!($ty),
+            std::mem::size_of::<$ty>(),
+            &[$((stringify!($field), std::mem::offset_of!($ty, $field))),*],
+        )
+    };
+}
+#[cfg(test)]
+pub(crate) use assert_wgsl_layout;
+
+#[cfg(test)]
+pub(crate) fn check_wgsl_layout(shader: ShaderId, name: &str, size: usize, fields: &[(&str, usize)]) {
+    let source = shader.source();
+    let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{}: {}", shader.name(), e.emit_to_string(&source)));
+    let (members, span) = module
+        .types
+        .iter()
+        .find_map(|(_, t)| match &t.inner {
+            naga::TypeInner::Struct { members, span } if t.name.as_deref() == Some(name) => Some((members.clone(), *span)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{}: no struct {name}", shader.name()));
+    let wgsl: Vec<(String, usize)> =
+        members.iter().filter_map(|m| m.name.clone().map(|n| (n, m.offset as usize))).filter(|(n, _)| !n.starts_with('_')).collect();
+    let host: Vec<(String, usize)> = fields.iter().filter(|(n, _)| !n.starts_with('_')).map(|&(n, o)| (n.to_string(), o)).collect();
+    assert_eq!(host, wgsl, "{name}: host fields (name, offset) against the WGSL struct's in {}", shader.name());
+    assert_eq!(size, span as usize, "{name}: size on the host and in WGSL");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row sentinels are one value on each side: `bounds::SKIP_ID`/`ZERO_ID` on the host,
+    /// `ROW_SKIP`/`ROW_ZERO` in `gather_common.wgsl`, which every decoding kernel includes.
+    #[test]
+    fn row_sentinels_agree_between_host_and_wgsl() {
+        let module = naga::front::wgsl::parse_str(GATHER_COMMON).unwrap();
+        let value = |name: &str| -> u32 {
+            let (_, c) = module.constants.iter().find(|(_, c)| c.name.as_deref() == Some(name)).unwrap_or_else(|| panic!("no {name}"));
+            match module.global_expressions[c.init] {
+                naga::Expression::Literal(naga::Literal::U32(v)) => v,
+                ref e => panic!("{name}: {e:?}"),
+            }
+        };
+        assert_eq!(value("ROW_SKIP"), crate::bounds::SKIP_ID);
+        assert_eq!(value("ROW_ZERO"), crate::bounds::ZERO_ID);
+        for k in [&kernels::BAG, &kernels::GATHER_ROWS, &kernels::GATHER_ROWS4] {
+            assert!(k.helpers.contains(&GATHER_COMMON) && !k.driver.contains("0xffffffffu") && !k.driver.contains("0xfffffffeu"), "{}", k.name);
+        }
     }
 }

@@ -276,7 +276,7 @@ impl GpuTable {
     }
 
     /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
-    /// rows of id `0xffffffff` unwritten) and, optionally, an output buffer another pass shares.
+    /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
     pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<super::bag::Pass, Error> {
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
@@ -400,7 +400,7 @@ impl ShardLists {
             let row = match id as usize {
                 r if r < rows => r,
                 _ if policy == POLICY_CLAMP => rows - 1,
-                _ if policy == POLICY_SKIP && id == u32::MAX => return None,
+                _ if policy == POLICY_SKIP && id == crate::bounds::SKIP_ID => return None,
                 _ => return Some(0),
             };
             Some(shard_holding(shards, row as u64 * row_words as u64))
@@ -529,5 +529,19 @@ impl GpuRows {
     #[cfg(native)]
     pub fn read_blocking(&self) -> Result<Vec<f32>, Error> {
         pollster::block_on(self.read())
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::gpu::ShaderId;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Gather { format: crate::Format::F32, vec4: false },
+            GatherParams { n_ids, dim, row_words, code_words, total_rows, shard_first, shard_rows, policy, listed, _pad }
+        );
     }
 }
