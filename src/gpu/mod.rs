@@ -363,6 +363,7 @@ impl Engine {
 
     /// Destroys the device, as a driver reset would. Every later call on this engine, its tables
     /// and its outputs fails with [`Error::DeviceLost`]. Meant for testing recovery paths.
+    #[doc(hidden)] // a test hook
     pub fn destroy_device(&self) {
         self.ctx.device.destroy();
         // The callback runs during destroy on native; make the state certain on every backend.

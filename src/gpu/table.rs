@@ -508,6 +508,7 @@ impl GpuRows {
 
     /// Overwrites every value with `value` (queued before any later submission). Tests fill
     /// outputs with a sentinel so a kernel that never ran cannot pass for one that wrote zeros.
+    #[doc(hidden)] // a test hook
     pub fn fill(&self, value: f32) -> Result<(), Error> {
         self.ctx.check_lost()?;
         // At most 4 MiB on the host at a time, whatever the output's size.
