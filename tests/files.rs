@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use edo::file::import::{self, Layout, Table};
+use edo::file::import::{self, FileLayout, Table};
 use edo::file::{export, npy, TableFile, Vocab};
 use edo::synth::embedding_table;
 use edo::{Error, Format, PackedTable};
@@ -49,11 +49,11 @@ fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
 #[test]
 fn npy_floats_import_exactly() {
     let want = npy_f32("table_f32.npy");
-    let f32_table = import::npy(&fixture("table_f32.npy"), Layout::Dense).unwrap();
+    let f32_table = import::npy(&fixture("table_f32.npy"), FileLayout::Dense).unwrap();
     assert_eq!(dense(&f32_table), (&want[..], ROWS, DIM));
-    let f64_table = import::npy(&fixture("table_f64.npy"), Layout::Dense).unwrap();
+    let f64_table = import::npy(&fixture("table_f64.npy"), FileLayout::Dense).unwrap();
     assert_bits_eq(dense(&f64_table).0, &want, "f64 narrowed");
-    let f16_table = import::npy(&fixture("table_f16.npy"), Layout::Dense).unwrap();
+    let f16_table = import::npy(&fixture("table_f16.npy"), FileLayout::Dense).unwrap();
     let want16: Vec<f32> = want.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
     assert_bits_eq(dense(&f16_table).0, &want16, "f16 widened");
 }
@@ -75,13 +75,13 @@ fn export_writes_the_bytes_numpy_writes() {
 #[test]
 fn fbgemm_8bit_rows_round_trip_byte_for_byte() {
     let bytes = fixture("fbgemm8.npy");
-    let table = packed(import::npy(&bytes, Layout::Fbgemm8).unwrap());
+    let table = packed(import::npy(&bytes, FileLayout::Fbgemm8).unwrap());
     assert_eq!((table.format(), table.rows(), table.dim()), (Format::Int8, ROWS, DIM));
     assert_bits_eq(&table.dequantize(), &npy_f32("fbgemm8_dequant.npy"), "FBGEMM 8-bit decode");
     assert!(export::packed_array(&table).to_npy() == bytes, "fbgemm8.npy export");
 
     let st = fixture("fbgemm8.safetensors");
-    let from_st = packed(import::safetensors(&st, None, Layout::Fbgemm8).unwrap());
+    let from_st = packed(import::safetensors(&st, None, FileLayout::Fbgemm8).unwrap());
     assert_eq!(from_st, table);
     assert!(export::packed_array(&table).to_safetensors("weight", &BTreeMap::new()) == st, "safetensors export");
 
@@ -99,14 +99,14 @@ fn fbgemm_8bit_rows_round_trip_byte_for_byte() {
 #[test]
 fn fbgemm_4bit_rows_import_with_their_dim() {
     let bytes = fixture("fbgemm4.npy");
-    let table = packed(import::npy(&bytes, Layout::Fbgemm4 { dim: Some(DIM) }).unwrap());
+    let table = packed(import::npy(&bytes, FileLayout::Fbgemm4 { dim: Some(DIM) }).unwrap());
     assert_eq!((table.format(), table.dim()), (Format::Int4, DIM));
     assert_bits_eq(&table.dequantize(), &npy_f32("fbgemm4_dequant.npy"), "FBGEMM 4-bit decode");
     assert!(export::packed_array(&table).to_npy() == bytes);
     // 11 bytes per row also fit dim 14: that is what an unannotated array reads as.
-    assert_eq!(packed(import::npy(&bytes, Layout::Fbgemm4 { dim: None }).unwrap()).dim(), 14);
+    assert_eq!(packed(import::npy(&bytes, FileLayout::Fbgemm4 { dim: None }).unwrap()).dim(), 14);
     // A dim the width cannot hold is refused.
-    let e = import::npy(&bytes, Layout::Fbgemm4 { dim: Some(20) }).unwrap_err();
+    let e = import::npy(&bytes, FileLayout::Fbgemm4 { dim: Some(20) }).unwrap_err();
     assert!(matches!(e, Error::BadFile { .. }), "{e}");
 }
 
@@ -114,46 +114,46 @@ fn fbgemm_4bit_rows_import_with_their_dim() {
 fn packbits_codes_import_as_binary() {
     let values = npy_f32("table_f32.npy");
     let want = PackedTable::quantize(Format::Binary, &values, ROWS, DIM).unwrap();
-    let ub = packed(import::npy(&fixture("ubinary.npy"), Layout::Packbits { dim: Some(DIM) }).unwrap());
+    let ub = packed(import::npy(&fixture("ubinary.npy"), FileLayout::Packbits { dim: Some(DIM) }).unwrap());
     assert_eq!(ub, want);
-    let b8 = packed(import::npy(&fixture("binary_int8.npy"), Layout::Packbits { dim: Some(DIM) }).unwrap());
+    let b8 = packed(import::npy(&fixture("binary_int8.npy"), FileLayout::Packbits { dim: Some(DIM) }).unwrap());
     assert_eq!(b8, want, "sentence-transformers int8 'binary' is packbits − 128");
     // faiss packs LSB-first: the same bits, each byte reversed.
     let mut lsb = export::packed_array(&want);
     lsb.data.iter_mut().for_each(|b| *b = b.reverse_bits());
-    assert_eq!(packed(import::npy(&lsb.to_npy(), Layout::PackbitsLsb { dim: Some(DIM) }).unwrap()), want);
+    assert_eq!(packed(import::npy(&lsb.to_npy(), FileLayout::PackbitsLsb { dim: Some(DIM) }).unwrap()), want);
     // Bits past dim are cleared, whatever the file holds.
     let mut dirty = export::packed_array(&want);
     for r in 0..ROWS {
         dirty.data[2 * r + 1] |= 0x07;
     }
-    assert_eq!(packed(import::npy(&dirty.to_npy(), Layout::Packbits { dim: Some(DIM) }).unwrap()), want);
+    assert_eq!(packed(import::npy(&dirty.to_npy(), FileLayout::Packbits { dim: Some(DIM) }).unwrap()), want);
     // A byte array needs its layout named.
-    let e = import::npy(&fixture("ubinary.npy"), Layout::Dense).unwrap_err();
+    let e = import::npy(&fixture("ubinary.npy"), FileLayout::Dense).unwrap_err();
     assert!(e.to_string().contains("layout"), "{e}");
 }
 
 #[test]
 fn safetensors_checkpoint_tensors_by_name() {
     let st = fixture("model.safetensors");
-    let words = import::safetensors(&st, Some("embeddings.word_embeddings.weight"), Layout::Dense).unwrap();
+    let words = import::safetensors(&st, Some("embeddings.word_embeddings.weight"), FileLayout::Dense).unwrap();
     assert_eq!((words.rows(), words.dim()), (ROWS, DIM));
     assert_bits_eq(dense(&words).0, &npy_f32("word_embeddings_as_f32.npy"), "BF16 widened");
-    let types = import::safetensors(&st, Some("embeddings.token_type_embeddings.weight"), Layout::Dense).unwrap();
+    let types = import::safetensors(&st, Some("embeddings.token_type_embeddings.weight"), FileLayout::Dense).unwrap();
     assert_eq!(types.rows(), 2);
 
-    match import::safetensors(&st, None, Layout::Dense).unwrap_err() {
+    match import::safetensors(&st, None, FileLayout::Dense).unwrap_err() {
         Error::MissingTensor { available, .. } => assert!(available.contains("embeddings.word_embeddings.weight [37, 13] BF16"), "{available}"),
         e => panic!("{e}"),
     }
-    match import::safetensors(&st, Some("word_embeddings"), Layout::Dense).unwrap_err() {
+    match import::safetensors(&st, Some("word_embeddings"), FileLayout::Dense).unwrap_err() {
         Error::MissingTensor { name, available } => {
             assert_eq!(name, "word_embeddings");
             assert!(!available.contains("LayerNorm"), "only 2-D tensors are offered: {available}");
         }
         e => panic!("{e}"),
     }
-    let e = import::safetensors(&st, Some("embeddings.LayerNorm.weight"), Layout::Dense).unwrap_err();
+    let e = import::safetensors(&st, Some("embeddings.LayerNorm.weight"), FileLayout::Dense).unwrap_err();
     assert!(e.to_string().contains("2-D"), "{e}");
 }
 
@@ -325,7 +325,7 @@ fn malformed_table_files_are_typed_errors() {
 fn malformed_npy_files_are_typed_errors() {
     let good = fixture("table_f32.npy");
     for len in 0..good.len() {
-        assert!(matches!(import::npy(&good[..len], Layout::Dense), Err(Error::BadFile { .. })), "truncated to {len}");
+        assert!(matches!(import::npy(&good[..len], FileLayout::Dense), Err(Error::BadFile { .. })), "truncated to {len}");
     }
     let header_edit = |from: &str, to: &str| {
         let s = String::from_utf8_lossy(&good[..128]).replace(from, to);
@@ -344,19 +344,19 @@ fn malformed_npy_files_are_typed_errors() {
     ];
     for (i, bad) in cases.into_iter().enumerate() {
         assert_eq!(bad.len(), good.len());
-        assert!(matches!(import::npy(&bad, Layout::Dense), Err(Error::BadFile { .. })), "case {i}");
+        assert!(matches!(import::npy(&bad, FileLayout::Dense), Err(Error::BadFile { .. })), "case {i}");
     }
     let mut v9 = good.clone();
     v9[6] = 9;
-    assert!(import::npy(&v9, Layout::Dense).unwrap_err().to_string().contains("version 9"));
+    assert!(import::npy(&v9, FileLayout::Dense).unwrap_err().to_string().contains("version 9"));
     // Zero rows of an absurd width: no overflow, whatever the layout.
     let wide = npy::write(npy::Dtype::U8, &[0, usize::MAX / 3], &[]);
-    for layout in [Layout::Fbgemm8, Layout::Fbgemm4 { dim: None }, Layout::Packbits { dim: None }, Layout::Packbits { dim: Some(usize::MAX) }] {
+    for layout in [FileLayout::Fbgemm8, FileLayout::Fbgemm4 { dim: None }, FileLayout::Packbits { dim: None }, FileLayout::Packbits { dim: Some(usize::MAX) }] {
         let _ = import::npy(&wide, layout);
     }
     // A 3-D array is not a table.
     let cube = npy::write(npy::Dtype::F32, &[2, 2, 2], &[0u8; 32]);
-    assert!(import::npy(&cube, Layout::Dense).unwrap_err().to_string().contains("2-D"));
+    assert!(import::npy(&cube, FileLayout::Dense).unwrap_err().to_string().contains("2-D"));
 }
 
 /// Replays the fuzz corpus: none of it may panic.
@@ -371,8 +371,8 @@ fn fuzz_corpus_does_not_panic() {
             let rows = f.table().rows();
             let _ = f.verify_rows(rows / 2..rows);
         }
-        let _ = import::npy(&bytes, Layout::Dense);
-        let _ = import::safetensors(&bytes, None, Layout::Dense);
+        let _ = import::npy(&bytes, FileLayout::Dense);
+        let _ = import::safetensors(&bytes, None, FileLayout::Dense);
         n += 1;
     }
     assert!(n >= 4, "corpus has {n} files");

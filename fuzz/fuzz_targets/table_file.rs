@@ -2,7 +2,7 @@
 //! import. None may panic, hang or allocate what a header claims without the bytes to back it.
 #![no_main]
 
-use edo::file::import::{self, Layout};
+use edo::file::import::{self, FileLayout};
 use edo::file::TableFile;
 use libfuzzer_sys::fuzz_target;
 
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = v.token(0);
         }
     }
-    for layout in [Layout::Dense, Layout::Fbgemm8, Layout::Fbgemm4 { dim: None }, Layout::Packbits { dim: None }] {
+    for layout in [FileLayout::Dense, FileLayout::Fbgemm8, FileLayout::Fbgemm4 { dim: None }, FileLayout::Packbits { dim: None }] {
         let _ = import::npy(data, layout);
         let _ = import::safetensors(data, None, layout);
     }

@@ -4,7 +4,7 @@
 //! (`<f4`, `<f2`, `<f8`) and word2vec / GloVe text. Packed tables come from byte arrays in the
 //! layouts other tools write, read without requantising:
 //!
-//! | [`Layout`]   | array                         | becomes          | written by                                  |
+//! | [`FileLayout`]   | array                         | becomes          | written by                                  |
 //! |--------------|-------------------------------|------------------|---------------------------------------------|
 //! | `Fbgemm8`    | u8 `[rows, dim + 8]`          | [`Format::Int8`] | `torch.ops.fbgemm` / `embedding_bag_byte_prepack` |
 //! | `Fbgemm4`    | u8 `[rows, ⌈dim/2⌉ + 4]`      | [`Format::Int4`] | `embedding_bag_4bit_prepack`                 |
@@ -29,7 +29,7 @@ use crate::Error;
 
 /// How to read an array's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
+pub enum FileLayout {
     /// Floats, one row per table row.
     Dense,
     /// FBGEMM fused 8-bit row-wise: `dim` codes, f32 scale, f32 bias per row.
@@ -43,16 +43,16 @@ pub enum Layout {
     PackbitsLsb { dim: Option<usize> },
 }
 
-impl Layout {
+impl FileLayout {
     /// Parses a layout name (`dense`, `fbgemm8`, `fbgemm4`, `packbits`), with the dim for the
     /// layouts that may need it.
-    pub fn from_name(name: &str, dim: Option<usize>) -> Option<Layout> {
+    pub fn from_name(name: &str, dim: Option<usize>) -> Option<FileLayout> {
         Some(match name.to_ascii_lowercase().as_str() {
-            "dense" | "float" => Layout::Dense,
-            "fbgemm8" | "fused8" | "int8" => Layout::Fbgemm8,
-            "fbgemm4" | "fused4" | "int4" => Layout::Fbgemm4 { dim },
-            "packbits" | "ubinary" | "binary" => Layout::Packbits { dim },
-            "packbits-lsb" | "faiss" | "lsb" => Layout::PackbitsLsb { dim },
+            "dense" | "float" => FileLayout::Dense,
+            "fbgemm8" | "fused8" | "int8" => FileLayout::Fbgemm8,
+            "fbgemm4" | "fused4" | "int4" => FileLayout::Fbgemm4 { dim },
+            "packbits" | "ubinary" | "binary" => FileLayout::Packbits { dim },
+            "packbits-lsb" | "faiss" | "lsb" => FileLayout::PackbitsLsb { dim },
             _ => return None,
         })
     }
@@ -132,27 +132,27 @@ struct Array<'a> {
 }
 
 impl Array<'_> {
-    fn into_table(self, layout: Layout, what: &'static str) -> Result<Table, Error> {
+    fn into_table(self, layout: FileLayout, what: &'static str) -> Result<Table, Error> {
         match (layout, self.elem) {
-            (Layout::Dense, Elem::U8 | Elem::I8) => Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into())),
-            (Layout::Dense, _) => {
+            (FileLayout::Dense, Elem::U8 | Elem::I8) => Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into())),
+            (FileLayout::Dense, _) => {
                 if self.cols == 0 {
                     return Err(Error::ZeroDim);
                 }
                 Ok(Table::Dense { data: self.floats()?, rows: self.rows, dim: self.cols })
             }
-            (_, Elem::U8) | (Layout::Packbits { .. } | Layout::PackbitsLsb { .. }, Elem::I8) => {
+            (_, Elem::U8) | (FileLayout::Packbits { .. } | FileLayout::PackbitsLsb { .. }, Elem::I8) => {
                 let (format, dim) = match layout {
-                    Layout::Fbgemm8 => (Format::Int8, self.cols.checked_sub(8).filter(|&d| d > 0)),
-                    Layout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| c.saturating_mul(2)))),
-                    Layout::Packbits { dim } | Layout::PackbitsLsb { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
-                    Layout::Dense => unreachable!("matched above"),
+                    FileLayout::Fbgemm8 => (Format::Int8, self.cols.checked_sub(8).filter(|&d| d > 0)),
+                    FileLayout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| c.saturating_mul(2)))),
+                    FileLayout::Packbits { dim } | FileLayout::PackbitsLsb { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
+                    FileLayout::Dense => unreachable!("matched above"),
                 };
                 let dim = dim
                     .filter(|&d| d > 0 && d <= self.cols.saturating_mul(8) && format.unpadded_row_bytes(d) == self.cols)
                     .ok_or_else(|| bad(what, format!("{} columns are not a {format} row of any dim{}", self.cols, layout_dim_hint(layout))))?;
                 let flip = if self.elem == Elem::I8 { 0x80 } else { 0 };
-                let lsb_first = matches!(layout, Layout::PackbitsLsb { .. });
+                let lsb_first = matches!(layout, FileLayout::PackbitsLsb { .. });
                 Ok(Table::Packed(from_unpadded(format, self.rows, dim, self.data, flip, lsb_first, what)?))
             }
             (_, e) => Err(bad(what, format!("{layout:?} rows are bytes (uint8), not {e:?}"))),
@@ -182,10 +182,10 @@ impl Array<'_> {
     }
 }
 
-fn layout_dim_hint(layout: Layout) -> &'static str {
+fn layout_dim_hint(layout: FileLayout) -> &'static str {
     match layout {
-        Layout::Fbgemm8 => " (fbgemm8 rows are dim + 8 bytes)",
-        Layout::Fbgemm4 { .. } => " (fbgemm4 rows are ⌈dim/2⌉ + 4 bytes; pass the dim if it is odd)",
+        FileLayout::Fbgemm8 => " (fbgemm8 rows are dim + 8 bytes)",
+        FileLayout::Fbgemm4 { .. } => " (fbgemm4 rows are ⌈dim/2⌉ + 4 bytes; pass the dim if it is odd)",
         _ => " (packbits rows are ⌈dim/8⌉ bytes; pass the dim if it is not a multiple of 8)",
     }
 }
@@ -244,7 +244,7 @@ fn tensor_list(st: &safetensors::SafeTensors<'_>) -> String {
 }
 
 /// Reads tensor `tensor` of a safetensors file (or its only 2-D tensor when `None`).
-pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: Layout) -> Result<Imported, Error> {
+pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     const WHAT: &str = "safetensors file";
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(WHAT, e.to_string()))?;
     let name = match tensor {
@@ -275,7 +275,7 @@ pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: Layout) -> Result
 }
 
 /// Reads a 2-D `.npy` array.
-pub fn npy(bytes: &[u8], layout: Layout) -> Result<Imported, Error> {
+pub fn npy(bytes: &[u8], layout: FileLayout) -> Result<Imported, Error> {
     const WHAT: &str = ".npy file";
     let a = npy::read(bytes)?;
     let [rows, cols] = a.shape[..] else {
@@ -385,7 +385,7 @@ impl FileKind {
 /// Reads a table from a file: the kind from the extension, `tensor` for safetensors files,
 /// `layout` for byte arrays. An `.edo` file is read as the packed table it holds.
 #[cfg(native)]
-pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: Layout) -> Result<Imported, Error> {
+pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     let path = path.as_ref();
     let kind = FileKind::from_path(path).ok_or_else(|| Error::Io {
         path: path.display().to_string(),

@@ -7,7 +7,7 @@
 //! touches the GPU returns a Promise; nothing blocks. Errors are exceptions carrying edo's typed
 //! message. wasm-bindgen writes the TypeScript definitions (`pkg/edo_web.d.ts`).
 
-use edo::file::import::{self, FileKind, Layout};
+use edo::file::import::{self, FileKind, FileLayout};
 use edo::file::{TableFile, Vocab};
 use std::cell::RefCell;
 
@@ -167,8 +167,8 @@ impl EdoTable {
         let kind = FileKind::from_path(std::path::Path::new(name))
             .ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors and .txt/.vec files")))?;
         let layout = match layout.as_deref() {
-            None | Some("") => Layout::Dense,
-            Some(l) => Layout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,
+            None | Some("") => FileLayout::Dense,
+            Some(l) => FileLayout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,
         };
         let imported = match kind {
             FileKind::Edo => {

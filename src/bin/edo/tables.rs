@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use edo::file::import::{self, FileKind, Imported, Layout};
+use edo::file::import::{self, FileKind, FileLayout, Imported};
 use edo::file::{export as exp, TableFile};
 use edo::inspect::{picture, table_error_stats, ErrorStats};
 use edo::GpuLookup;
@@ -32,10 +32,10 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
-    fn layout(&self) -> Result<Layout, Failure> {
+    fn layout(&self) -> Result<FileLayout, Failure> {
         match &self.layout {
-            None => Ok(Layout::Dense),
-            Some(name) => Layout::from_name(name, self.dim)
+            None => Ok(FileLayout::Dense),
+            Some(name) => FileLayout::from_name(name, self.dim)
                 .ok_or_else(|| Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits, packbits-lsb)"))),
         }
     }
