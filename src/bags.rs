@@ -1,7 +1,8 @@
 //! EmbeddingBag inputs: indices grouped into bags by offsets, with PyTorch's and FBGEMM's
 //! semantics, validated once on the host for both paths.
 
-use crate::Error;
+use crate::format::PackedTable;
+use crate::{Bounds, Error};
 
 /// How the rows of one bag are combined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -163,4 +164,54 @@ pub enum Layout {
     Concat,
     /// Table after table, each `[B, dim_t]`.
     PerTable,
+}
+
+/// A bag call's inputs checked once against its tables — offsets, weights, bounds — with what
+/// its output takes; the CPU path and every GPU bag kernel start from one.
+pub(crate) struct BagPlan {
+    /// `B·T + 1` offsets.
+    pub offsets: Vec<u32>,
+    pub total_dim: usize,
+    pub out_len: usize,
+}
+
+impl BagPlan {
+    pub(crate) fn new<R: TableShape>(tables: &[R], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<BagPlan, Error> {
+        if tables.is_empty() {
+            return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
+        }
+        if pooling == Pooling::None && tables.len() != 1 {
+            return Err(Error::Unsupported { what: "pooling None over several tables (one output row per index needs one dim)" });
+        }
+        let offsets = bags.validate(pooling, Some(batch * tables.len()))?;
+        // Bounds: the indices of table t are those of its B bags.
+        for (t, table) in tables.iter().enumerate() {
+            let (s, e) = (offsets[t * batch] as usize, offsets[(t + 1) * batch] as usize);
+            let rows = table.shape().0;
+            bounds.check(&bags.indices[s..e], rows).map_err(|err| match err {
+                Error::IdOutOfRange { index, id, rows } => Error::IdOutOfRange { index: s + index, id, rows },
+                other => other,
+            })?;
+        }
+        let total_dim: usize = tables.iter().map(|t| t.shape().1).sum();
+        let out_len = if pooling == Pooling::None { bags.indices.len() * total_dim } else { batch * total_dim };
+        Ok(BagPlan { offsets, total_dim, out_len })
+    }
+}
+
+/// Rows and dim of a table, on the host or on the GPU.
+pub(crate) trait TableShape {
+    fn shape(&self) -> (usize, usize);
+}
+
+impl TableShape for &PackedTable {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows(), self.dim())
+    }
+}
+
+impl TableShape for (usize, usize) {
+    fn shape(&self) -> (usize, usize) {
+        *self
+    }
 }

@@ -5,8 +5,8 @@
 //! rows with the CPU bag, which gives the values of a fused bag (rows decode the same way and are
 //! summed in index order). [`PackedTable`] and [`PrunedTable`] pool as they decode instead.
 
+use crate::bags::BagPlan;
 use crate::bags::{Bags, Pooling};
-use crate::cpu::bag::Plan;
 use crate::format::{Format, PackedTable};
 use crate::mixed::MixedTable;
 use crate::prune::PrunedTable;
@@ -30,7 +30,7 @@ pub trait Lookup {
     /// for [`Pooling::None`]).
     fn bag(&self, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
         // Offsets, weights and bounds are checked before any row is read.
-        Plan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
         let rows = self.gather(bags.indices, bounds)?;
         pool_dense(rows, self.dim(), bags, pooling)
     }

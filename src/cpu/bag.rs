@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::ops::Range;
 
 use super::{prefetch, Kernel, PREFETCH_DISTANCE};
-use crate::bags::{Bags, Layout, Pooling};
+use crate::bags::{BagPlan, Bags, Layout, Pooling};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::{Bounds, Error};
 
@@ -22,7 +22,7 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
 /// feature-major (`offsets` describe `B·T` bags). Output `[B, Σ dims]` ([`Layout::Concat`]) or
 /// table after table ([`Layout::PerTable`]). [`Pooling::None`] needs a single table.
 pub fn embedding_bags(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<Vec<f32>, Error> {
-    let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
+    let plan = BagPlan::new(tables, batch, bags, pooling, bounds)?;
     let mut out = super::zeroed(plan.out_len, 1, "bag output")?;
     pool_planned(tables, batch, bags, pooling, bounds, layout, &plan, &mut out);
     Ok(out)
@@ -40,7 +40,7 @@ pub fn embedding_bags_into(
     layout: Layout,
     out: &mut [f32],
 ) -> Result<(), Error> {
-    let plan = Plan::new(tables, batch, bags, pooling, bounds)?;
+    let plan = BagPlan::new(tables, batch, bags, pooling, bounds)?;
     if out.len() != plan.out_len {
         return Err(Error::ShapeMismatch { what: "bag output values", expected: plan.out_len, actual: out.len() });
     }
@@ -49,7 +49,7 @@ pub fn embedding_bags_into(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout, plan: &Plan, out: &mut [f32]) {
+fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds, layout: Layout, plan: &BagPlan, out: &mut [f32]) {
     let resolve = Indexed(bounds);
     if pooling == Pooling::None {
         // One bag per index: a block's walk is one "bag", its run of indices.
@@ -355,55 +355,6 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
         let n = (self.end - self.i).min(RUN);
         self.i += n;
         Some((self.t, &self.walk.ids[self.i - n..self.i]))
-    }
-}
-
-/// What a batched call needs, checked once; shared with the GPU path.
-pub(crate) struct Plan {
-    /// `B·T + 1` offsets.
-    pub offsets: Vec<u32>,
-    pub total_dim: usize,
-    pub out_len: usize,
-}
-
-impl Plan {
-    pub(crate) fn new<R: TableShape>(tables: &[R], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<Plan, Error> {
-        if tables.is_empty() {
-            return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
-        }
-        if pooling == Pooling::None && tables.len() != 1 {
-            return Err(Error::Unsupported { what: "pooling None over several tables (one output row per index needs one dim)" });
-        }
-        let offsets = bags.validate(pooling, Some(batch * tables.len()))?;
-        // Bounds: the indices of table t are those of its B bags.
-        for (t, table) in tables.iter().enumerate() {
-            let (s, e) = (offsets[t * batch] as usize, offsets[(t + 1) * batch] as usize);
-            let rows = table.shape().0;
-            bounds.check(&bags.indices[s..e], rows).map_err(|err| match err {
-                Error::IdOutOfRange { index, id, rows } => Error::IdOutOfRange { index: s + index, id, rows },
-                other => other,
-            })?;
-        }
-        let total_dim: usize = tables.iter().map(|t| t.shape().1).sum();
-        let out_len = if pooling == Pooling::None { bags.indices.len() * total_dim } else { batch * total_dim };
-        Ok(Plan { offsets, total_dim, out_len })
-    }
-}
-
-/// Rows and dim of a table, on the host or on the GPU.
-pub(crate) trait TableShape {
-    fn shape(&self) -> (usize, usize);
-}
-
-impl TableShape for &PackedTable {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows(), self.dim())
-    }
-}
-
-impl TableShape for (usize, usize) {
-    fn shape(&self) -> (usize, usize) {
-        *self
     }
 }
 

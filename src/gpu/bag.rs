@@ -3,8 +3,8 @@
 
 use super::table::{buffer_range, LookupJob, Placement, Resident};
 use super::{Engine, GpuRows, GpuTable, ShaderId};
+use crate::bags::{BagPlan, TableShape};
 use crate::bags::{Bags, Layout, Pooling};
-use crate::cpu::bag::{Plan, TableShape};
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
@@ -134,7 +134,7 @@ impl Indices<'_> {
 impl Resident {
     async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
         self.ctx.check_lost()?;
-        let plan = Plan::new(&self.tables, batch, bags, pooling, bounds)?;
+        let plan = BagPlan::new(&self.tables, batch, bags, pooling, bounds)?;
         let (pipeline, dispatches, inputs, output) =
             self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?;
         Ok(LookupJob { ctx: self.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
@@ -146,7 +146,7 @@ impl Resident {
     pub(crate) async fn encode_bags(
         &self,
         batch: usize,
-        plan: &Plan,
+        plan: &BagPlan,
         indices: Indices<'_>,
         weights: Option<&[f32]>,
         pooling: Pooling,

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use super::bag::Indices;
 use super::table::{LookupJob, Resident};
 use super::{Context, Engine, GpuRows, GpuTable, ShaderId};
+use crate::bags::BagPlan;
 use crate::bags::{Bags, Pooling};
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
-use crate::cpu::bag::Plan;
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
@@ -280,7 +280,7 @@ impl<S: RowSource> GpuCache<S> {
     /// the fully resident table's bag, at the cost of `indices × dim × 4` bytes of GPU scratch.
     pub async fn bag(&mut self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         // Offsets, weights and bounds are checked before any row is loaded.
-        Plan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
         let ctx = self.slots.res.ctx.clone();
         let mut parts = Vec::new();
         for part in super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())? {

@@ -4,7 +4,7 @@
 use super::bag::Indices;
 use super::table::{LookupJob, Resident};
 use super::{Engine, GpuRows, ShaderId};
-use crate::cpu::bag::Plan;
+use crate::bags::BagPlan;
 use crate::format::PackedTable;
 use crate::hash::{expand, HashSpec, HashedBags};
 use crate::{Bounds, Error, Layout, Pooling};
@@ -140,7 +140,7 @@ impl GpuHashedTables {
         let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] });
 
         let total_dim = self.res.tables.iter().map(|t| t.dim as usize).sum::<usize>();
-        let plan = Plan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };
+        let plan = BagPlan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };
         let (bag_pipeline, bag_dispatches, mut inputs, output) =
             self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
         inputs.extend([uniform, metas, ids]);

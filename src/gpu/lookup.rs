@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::bag::Indices;
 use super::table::{LookupJob, Placement, Resident, Shard};
 use super::{Context, Engine, GpuMixedTable, GpuPrunedTable, GpuRows, GpuTable};
+use crate::bags::BagPlan;
 use crate::bags::{Bags, Layout, Pooling};
-use crate::cpu::bag::Plan;
 use crate::format::Format;
 use crate::{Bounds, Error};
 
@@ -45,7 +45,7 @@ pub trait GpuLookup {
     /// for [`Pooling::None`] — without submitting it.
     async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         // Offsets, weights and bounds are checked against this table before anything is built.
-        Plan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
         let mut gathers = Vec::new();
         for part in dense_parts(&self.engine().ctx, bags.indices.len(), self.dim())? {
             gathers.push(self.prepare_gather(&bags.indices[part], bounds).await?);
@@ -109,7 +109,7 @@ pub(crate) async fn pool_dense<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags:
     }
     let iota: Vec<u32> = (0..n as u32).collect();
     let dense = bags.with_indices(&iota);
-    let plan = Plan::new(&[(n, dim)], dense.len(), &dense, pooling, Bounds::Error)?;
+    let plan = BagPlan::new(&[(n, dim)], dense.len(), &dense, pooling, Bounds::Error)?;
     let mut shards = Vec::with_capacity(parts.len());
     let mut word = 0u32;
     for part in &parts {

@@ -4,8 +4,8 @@
 use super::bag::Indices;
 use super::table::LookupJob;
 use super::{Engine, GpuTable, ShaderId};
+use crate::bags::BagPlan;
 use crate::bags::{Bags, Pooling};
-use crate::cpu::bag::Plan;
 use crate::prune::PrunedTable;
 use crate::{Bounds, Error};
 
@@ -73,7 +73,7 @@ impl GpuPrunedTable {
     /// EmbeddingBag over the original table's ids (pruned rows are zero rows), not submitted.
     pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         // Offsets, weights and bounds checked against the original table's ids.
-        let plan = Plan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;
+        let plan = BagPlan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;
         let (remap_pass, mapped, mut inputs) = self.remap_pass(bags.indices, bounds).await?;
         let (pipeline, dispatches, more, output) = self
             .table
