@@ -63,6 +63,11 @@ pub enum Error {
     /// A hot id listed twice.
     #[error("hot id {id} is listed twice")]
     DuplicateHotId { id: u64 },
+    /// `what` is in use and cannot take this call now: a row cache holds a prepared lookup not yet
+    /// submitted, or (in a browser, one thread) a lookup of it is awaiting the GPU. Submit or drop
+    /// the prepared job, or await the other lookup, and call again.
+    #[error("{what} is busy: submit or drop the lookup in progress first")]
+    Busy { what: &'static str },
     /// A combination of arguments edo does not support.
     #[error("unsupported: {what}")]
     Unsupported { what: &'static str },

@@ -105,6 +105,18 @@ impl Choice {
         })
     }
 
+    /// Puts `table` (what [`Choice::build`] made of this choice) on the GPU as the choice says:
+    /// resident, or — for a cached choice — a [`crate::GpuCache`] of [`Choice::cache_capacity`]
+    /// rows over it, evicting the least frequently used.
+    pub async fn upload(&self, engine: &crate::Engine, table: AnyTable) -> Result<crate::AnyGpuTable, Error> {
+        match (self, table) {
+            (Choice::Cached { capacity, .. }, AnyTable::Dense(t)) => {
+                Ok(crate::GpuCache::new(engine, t, *capacity, crate::cache::PolicyKind::Lfu.build()).await?.into())
+            }
+            (_, table) => table.upload(engine).await,
+        }
+    }
+
     /// The rows a cache of this choice holds on the GPU (`None` unless cached).
     pub fn cache_capacity(&self) -> Option<usize> {
         match *self {

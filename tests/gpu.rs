@@ -39,7 +39,8 @@ fn gpu_gather(table: &GpuTable, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>,
     let job = block_on(table.prepare_gather(ids, bounds))?;
     job.output().fill(SENTINEL)?;
     job.submit()?;
-    job.output().read_blocking()
+    // The job's inputs go before the readback, as a caller's would: the budget tests count on it.
+    job.into_output().read_blocking()
 }
 
 /// Bit-exact comparison, with the first difference in the message.
@@ -713,10 +714,12 @@ impl edo::cache::RowSource for Counting {
 }
 
 /// Looks up through a cache into a sentinel-filled output and reads it back.
-fn cache_lookup<S: edo::cache::RowSource>(cache: &mut edo::GpuCache<S>, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+fn cache_lookup<S: edo::cache::RowSource>(cache: &edo::GpuCache<S>, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
     let job = block_on(cache.prepare_gather(ids, bounds))?;
     job.output().fill(SENTINEL)?;
-    job.submit()?.read_blocking()
+    job.submit()?;
+    // The job's inputs go before the readback, as a caller's would: the budget tests count on it.
+    job.into_output().read_blocking()
 }
 
 /// A cache over a host table returns the fully resident table's rows bit for bit, for every
@@ -732,7 +735,7 @@ fn cached_lookups_equal_the_resident_table_for_every_format_and_policy() {
         let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
         for kind in edo::cache::PolicyKind::ALL {
             for capacity in [1usize, 61, 700] {
-                let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), capacity, kind.build())).unwrap();
+                let cache = block_on(edo::GpuCache::new(&engine, table.clone(), capacity, kind.build())).unwrap();
                 assert_eq!(cache.max_capacity(), capacity);
                 for batch in 0..4u64 {
                     let n = [1usize, 300, 1029, 5][batch as usize];
@@ -742,7 +745,7 @@ fn cached_lookups_equal_the_resident_table_for_every_format_and_policy() {
                         ids[n - 1] = u32::MAX;
                     }
                     let bounds = if batch % 2 == 0 { Bounds::Zero } else { Bounds::Clamp };
-                    let got = cache_lookup(&mut cache, &ids, bounds).unwrap();
+                    let got = cache_lookup(&cache, &ids, bounds).unwrap();
                     let want = edo::cpu::gather(&table, &ids, bounds).unwrap();
                     assert_bits_eq(&got, &want, &format!("{format} {kind} capacity {capacity} batch {batch}"));
                 }
@@ -786,14 +789,14 @@ fn cache_budgets_of_zero_and_one_row_and_failed_lookups() {
     assert!(matches!(block_on(edo::GpuCache::new(&engine, table.clone(), 0, edo::cache::PolicyKind::Lfu.build())), Err(Error::LimitExceeded { .. })));
     assert_eq!(engine.allocated_bytes(), before);
 
-    let mut one = block_on(edo::GpuCache::with_budget(&engine, table.clone(), row_bytes, edo::cache::PolicyKind::Arc.build())).unwrap();
+    let one = block_on(edo::GpuCache::with_budget(&engine, table.clone(), row_bytes, edo::cache::PolicyKind::Arc.build())).unwrap();
     assert_eq!(one.capacity(), 1);
     let ids = [4u32, 4, 9, 4, 9, 9, 499, 0];
-    assert_bits_eq(&cache_lookup(&mut one, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "one slot");
+    assert_bits_eq(&cache_lookup(&one, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "one slot");
     assert_eq!(one.stats().parts, 6);
 
-    let mut cache = block_on(edo::GpuCache::new(&engine, table.clone(), 50, edo::cache::PolicyKind::Lru.build())).unwrap();
-    cache_lookup(&mut cache, &[1, 2, 3], Bounds::Error).unwrap();
+    let cache = block_on(edo::GpuCache::new(&engine, table.clone(), 50, edo::cache::PolicyKind::Lru.build())).unwrap();
+    cache_lookup(&cache, &[1, 2, 3], Bounds::Error).unwrap();
     let stats = cache.stats();
     assert!(matches!(block_on(cache.gather(&[7, 500], Bounds::Error)), Err(Error::IdOutOfRange { index: 1, id: 500, .. })));
     assert_eq!(cache.stats(), stats, "a refused lookup changes nothing");
@@ -802,7 +805,7 @@ fn cache_budgets_of_zero_and_one_row_and_failed_lookups() {
     drop(block_on(cache.prepare_gather(&[8, 1], Bounds::Error)).unwrap());
     assert!(!cache.is_cached(8) && cache.is_cached(1));
     let ids = [8u32, 1, 8];
-    assert_bits_eq(&cache_lookup(&mut cache, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "after a dropped job");
+    assert_bits_eq(&cache_lookup(&cache, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "after a dropped job");
 }
 
 /// Prefetched rows are hits for the lookup that follows; row updates reach the cached copies;
@@ -817,7 +820,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     let batches: Vec<Vec<u32>> = (0..6).map(|b| edo::synth::zipf_ids(512, rows, 1.05, 100 + b)).collect();
     {
         // Large enough that a batch never evicts its own rows: every miss was staged.
-        let mut cache = block_on(edo::GpuCache::new(&engine, &counting, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
+        let cache = block_on(edo::GpuCache::new(&engine, &counting, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
         let mut pending = block_on(cache.gather(&batches[0], Bounds::Error)).unwrap();
         for b in 1..batches.len() {
             // Stage the next batch while this one runs; the lookup then reads nothing from the host.
@@ -854,7 +857,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     block_on(cache.update_rows(&ids, &fresh)).unwrap();
     host.update_rows(&ids, &fresh).unwrap();
     let all: Vec<u32> = batches.concat();
-    assert_bits_eq(&cache_lookup(&mut cache, &all, Bounds::Error).unwrap(), &edo::cpu::gather(&host, &all, Bounds::Error).unwrap(), "after update_rows");
+    assert_bits_eq(&cache_lookup(&cache, &all, Bounds::Error).unwrap(), &edo::cpu::gather(&host, &all, Bounds::Error).unwrap(), "after update_rows");
     assert!(matches!(block_on(cache.update_rows(&[4000], &fresh[..dim])), Err(Error::IdOutOfRange { .. })));
     // A row staged by a prefetch and then changed: the lookup sees the new row, not the staged one.
     let cold = (0..rows as u32).rev().find(|&r| !cache.is_cached(r)).unwrap();
@@ -862,7 +865,7 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     block_on(cache.update_rows(&[cold], &fresh[dim..2 * dim])).unwrap();
     host.update_rows(&[cold], &fresh[dim..2 * dim]).unwrap();
     assert_bits_eq(
-        &cache_lookup(&mut cache, &[cold], Bounds::Error).unwrap(),
+        &cache_lookup(&cache, &[cold], Bounds::Error).unwrap(),
         &edo::cpu::gather(&host, &[cold], Bounds::Error).unwrap(),
         "a staged row updated before its lookup",
     );
@@ -879,19 +882,15 @@ fn cache_prefetch_updates_and_a_damaged_file() {
     bytes[n - 10] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
     let damaged = edo::file::TableFile::open(&path).unwrap();
-    let mut cache = block_on(edo::GpuCache::new(&engine, damaged, 100, edo::cache::PolicyKind::Lru.build())).unwrap();
+    let cache = block_on(edo::GpuCache::new(&engine, damaged, 100, edo::cache::PolicyKind::Lru.build())).unwrap();
     let good = [0u32, 5, 17];
-    assert_bits_eq(
-        &cache_lookup(&mut cache, &good, Bounds::Error).unwrap(),
-        &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(),
-        "good rows of a damaged file",
-    );
+    assert_bits_eq(&cache_lookup(&cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "good rows of a damaged file");
     match block_on(cache.gather(&[1, 39_999], Bounds::Error)) {
         Err(Error::Checksum { .. }) => {}
         other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
     }
     assert!(!cache.is_cached(39_999), "a row that failed to load is not claimed");
-    assert_bits_eq(&cache_lookup(&mut cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "the cache still serves");
+    assert_bits_eq(&cache_lookup(&cache, &good, Bounds::Error).unwrap(), &edo::cpu::gather(&big, &good, Bounds::Error).unwrap(), "the cache still serves");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -905,14 +904,14 @@ fn memory_report_and_cache_pressure_stages() {
     let (rows, dim) = (20_000, 8);
     let host = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 4), rows, dim).unwrap();
     let row_bytes = Format::Int8.row_bytes(dim) as u64;
-    let mut cache = block_on(edo::GpuCache::new(&engine, &host, 8000, edo::cache::PolicyKind::Lfu.build())).unwrap();
+    let cache = block_on(edo::GpuCache::new(&engine, &host, 8000, edo::cache::PolicyKind::Lfu.build())).unwrap();
     cache.set_name("user cache");
     assert_eq!((cache.page_rows(), cache.capacity()), (2000, 2000), "a quarter of the capacity per page under a budget");
-    let check = |cache: &mut edo::GpuCache<&PackedTable>, ids: &[u32], what: &str| {
+    let check = |cache: &edo::GpuCache<&PackedTable>, ids: &[u32], what: &str| {
         assert_bits_eq(&cache_lookup(cache, ids, Bounds::Error).unwrap(), &edo::cpu::gather(&host, ids, Bounds::Error).unwrap(), what);
     };
     let wide: Vec<u32> = (0..5000).map(|i| i * 4).collect();
-    check(&mut cache, &wide, "growing");
+    check(&cache, &wide, "growing");
     assert_eq!(cache.capacity(), 6000, "grew to fit the batch's rows");
 
     let report = engine.memory_report();
@@ -939,10 +938,10 @@ fn memory_report_and_cache_pressure_stages() {
     let first = fill(0.92);
     first.set_name("filler");
     assert_eq!(engine.memory_report().owner_bytes("filler"), first.bytes());
-    check(&mut cache, &wide[..50], "under pressure");
+    check(&cache, &wide[..50], "under pressure");
     assert_eq!(cache.capacity(), 4000, "one page given back above 90 %");
     let second = fill(0.955);
-    check(&mut cache, &wide[..2200], "under more pressure");
+    check(&cache, &wide[..2200], "under more pressure");
     assert_eq!(cache.capacity(), 2000, "down to one page above 95 %");
     assert!(cache.stats().parts > cache.stats().batches, "the wide batch ran in parts instead of growing");
     // An allocation past the budget is refused with a clear error.
@@ -952,11 +951,11 @@ fn memory_report_and_cache_pressure_stages() {
         other => panic!("expected the budget error, got {:?}", other.map(|_| ())),
     }
     drop((first, second));
-    check(&mut cache, &wide, "after memory was freed");
+    check(&cache, &wide, "after memory was freed");
     assert_eq!(cache.capacity(), 6000, "grows again below 85 %");
     cache.release().unwrap();
     assert_eq!(cache.capacity(), 2000);
-    check(&mut cache, &wide[..10], "after release");
+    check(&cache, &wide[..10], "after release");
 }
 
 /// A mixed-precision table (hot rows in one format, cold rows in another) looked up in one job
@@ -1078,7 +1077,7 @@ fn cache_and_qr_bags_equal_their_oracles() {
     let host = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 5), rows, dim).unwrap();
     let max_abs = host.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
     // 200 slots for bags over 3000 rows: every call evicts, and runs in parts.
-    let mut cache = block_on(edo::GpuCache::new(&engine, host.clone(), 200, edo::cache::PolicyKind::Lru.build())).unwrap();
+    let cache = block_on(edo::GpuCache::new(&engine, host.clone(), 200, edo::cache::PolicyKind::Lru.build())).unwrap();
     for seed in 0..3 {
         let (indices, offsets) = random_bags(157, rows, 12, true, 30 + seed);
         let bags = Bags::new(&indices, &offsets).include_last_offset(true);
@@ -1126,8 +1125,12 @@ fn the_planners_choice_is_a_table_to_look_up() {
         (Choice::Mixed { hot: Format::F32, cold: Format::BinaryScaled, hot_rows: 3 }, Access::Counts((0..rows as u64).map(|r| r % 50).collect())),
     ] {
         let table = choice.build(&data, rows, dim, &access).unwrap();
-        let gpu = block_on(table.upload(&engine)).unwrap();
-        assert_eq!(gpu.bytes(), Lookup::bytes(&table), "{choice}");
+        let gpu = block_on(choice.upload(&engine, table.clone())).unwrap();
+        match (&gpu, choice.cache_capacity()) {
+            (AnyGpuTable::Cached(cache), Some(capacity)) => assert_eq!(cache.max_capacity(), capacity, "{choice}"),
+            (_, None) => assert_eq!(gpu.bytes(), Lookup::bytes(&table), "{choice}"),
+            _ => panic!("{choice}: a cached choice is uploaded as a cache"),
+        }
         let job = block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap();
         assert_bits_eq(&run_job(job), &table.gather(&ids, Bounds::Zero).unwrap(), &format!("{choice}"));
         assert_eq!(choice.cache_capacity().is_some(), matches!(choice, Choice::Cached { .. }));
@@ -1226,4 +1229,44 @@ fn device_loss_listeners_hear_it_once() {
     let heard = heard.lock().unwrap();
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert!(heard[0].contains("Destroyed"), "{heard:?}");
+}
+
+#[test]
+fn a_shared_cache_serves_through_the_interface_and_holds_its_slots_for_a_prepared_job() {
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (5000, 12);
+    let host = PackedTable::quantize(Format::F16, &embedding_table(rows, dim, 21), rows, dim).unwrap();
+    let cache: AnyGpuTable = block_on(edo::GpuCache::new(&engine, host.clone(), 300, edo::cache::PolicyKind::Arc.build())).unwrap().into();
+    let AnyGpuTable::Cached(shared) = &cache else { unreachable!() };
+    let ids = ids_with_bad(777, rows, 13);
+    // Through the enum, as any kind.
+    let job = block_on(cache.prepare_gather(&ids, Bounds::Zero)).unwrap();
+    // While the job holds the slots, other lookups of the cache are refused, not misordered.
+    assert!(matches!(block_on(shared.gather(&[1, 2], Bounds::Error)), Err(Error::Busy { .. })));
+    assert!(matches!(block_on(shared.prefetch(&[1, 2])), Err(Error::Busy { .. })));
+    assert_bits_eq(&run_job(job), &host.gather(&ids, Bounds::Zero).unwrap(), "prepared through the enum");
+    // Submitted once: a second submission could read slots that hold other rows by now.
+    let job = block_on(cache.prepare_gather(&ids[..50], Bounds::Zero)).unwrap();
+    job.submit().unwrap();
+    assert!(matches!(job.submit(), Err(Error::Unsupported { .. })));
+    // A dropped job gives the slots back.
+    drop(block_on(cache.prepare_gather(&ids[100..200], Bounds::Zero)).unwrap());
+    let (indices, offsets) = random_bags(211, rows, 9, true, 5);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    let max_abs = host.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+    let got = run_job(block_on(cache.prepare_bag(&bags, Pooling::Mean, Bounds::Zero)).unwrap());
+    assert_pooled_close(&got, &host.bag(&bags, Pooling::Mean, Bounds::Zero).unwrap(), 9.0, max_abs, false, "prepared cache bag");
+    // Threads share one cache; every one gets its own rows.
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let (cache, host) = (&cache, &host);
+            scope.spawn(move || {
+                for k in 0..5 {
+                    let ids = edo::synth::zipf_ids(400, rows, 1.1, 100 * t + k);
+                    let got = block_on(cache.gather(&ids, Bounds::Error)).unwrap().read_blocking().unwrap();
+                    assert_bits_eq(&got, &host.gather(&ids, Bounds::Error).unwrap(), &format!("thread {t} batch {k}"));
+                }
+            });
+        }
+    });
 }

@@ -202,7 +202,7 @@ mod http {
             }
             Err(e) => panic!("{e}"),
         };
-        let mut cache = block_on(edo::GpuCache::new(&engine, remote, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
+        let cache = block_on(edo::GpuCache::new(&engine, remote, 3000, edo::cache::PolicyKind::Lfu.build())).unwrap();
         for seed in 0..3 {
             let batch = zipf_ids(1500, rows, 1.05, 100 + seed);
             let got = block_on(cache.gather(&batch, Bounds::Error)).unwrap().read_blocking().unwrap();

@@ -169,7 +169,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         }
         for (policy, prefetch) in variants {
             progress(&format!("{policy}{} at {:.0} % of the rows", if prefetch { " + prefetch" } else { "" }, 100.0 * fraction));
-            let mut cache = crate::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
+            let cache = crate::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
             for b in &batches[..config.warmup_batches] {
                 crate::block_on(cache.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;

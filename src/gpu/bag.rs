@@ -137,7 +137,7 @@ impl Resident {
         let plan = BagPlan::new(&self.tables, batch, bags, pooling, bounds)?;
         let (pipeline, dispatches, inputs, output) =
             self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?;
-        Ok(LookupJob { ctx: self.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(self.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
     }
 
     /// The bag kernel's pass over validated offsets: its pipeline, dispatches, the buffers they

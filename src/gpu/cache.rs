@@ -9,12 +9,19 @@
 //! A batch with more distinct rows than slots runs as several parts, scatter and gather after
 //! scatter and gather, in one compute pass: WebGPU orders the dispatches of a pass, so a part's
 //! scatter never overwrites a slot before the previous part's gather has read it.
+//!
+//! Lookups take `&self`, so one cache serves several threads (or models): the slot map sits
+//! behind a mutex, and a lookup assigns its slots and is queued before the next one assigns
+//! any. A prepared job holds the cache (a `Claim`) until it is submitted or dropped; another
+//! lookup meanwhile is refused with [`Error::Busy`], as is, in a browser, one that starts while
+//! another awaits the GPU.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::bag::Indices;
-use super::table::{LookupJob, Resident};
-use super::{Context, Engine, GpuRows, GpuTable, ShaderId};
+use super::table::{LookupJob, Resident, Stage};
+use super::{Engine, GpuLookup, GpuRows, GpuTable, ShaderId};
 use crate::bags::BagPlan;
 use crate::bags::{Bags, Pooling};
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
@@ -53,16 +60,66 @@ struct ScatterParams {
 /// ```
 pub struct GpuCache<S: RowSource = PackedTable> {
     source: S,
+    state: Arc<Mutex<CacheState>>,
+    max_capacity: usize,
+    page_rows: usize,
+}
+
+/// What lookups change: the slots and their map, and the staging of the next batch.
+pub(crate) struct CacheState {
     /// The slots: one shard per page, `page_rows` slots each (the last page may hold fewer).
     slots: GpuTable,
     map: SlotMap,
     max_capacity: usize,
     page_rows: usize,
     row_words: usize,
+    rows: usize,
+    dim: usize,
     name: String,
     /// Rows a prefetch uploaded for the next lookup (the second level): its misses are copied
     /// from here into their slots on the GPU instead of being read from the host.
     staged: Option<Staged>,
+    /// A prepared lookup holds the slots it assigned until it is submitted or dropped.
+    pending: bool,
+}
+
+/// A prepared cache lookup's hold on the cache: the slots it loads. Submitting the job releases
+/// it; dropping the job unsubmitted empties those slots, so the cache never claims a row it does
+/// not hold.
+pub(crate) struct Claim {
+    state: Arc<Mutex<CacheState>>,
+    loaded: Vec<u32>,
+    released: AtomicBool,
+}
+
+impl Claim {
+    pub(crate) fn release(&self) {
+        if !self.released.swap(true, Ordering::AcqRel) {
+            if let Ok(mut st) = self.state.lock() {
+                st.pending = false;
+            }
+        }
+    }
+    pub(crate) fn released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+    /// Gives up the claim without touching the state (its holder has the lock): the slots it
+    /// loads, for the holder to keep or invalidate. Its drop then does nothing.
+    fn forget(mut self) -> Vec<u32> {
+        self.released.store(true, Ordering::Release);
+        std::mem::take(&mut self.loaded)
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.released.swap(true, Ordering::AcqRel) {
+            if let Ok(mut st) = self.state.lock() {
+                st.map.invalidate(self.loaded.drain(..));
+                st.pending = false;
+            }
+        }
+    }
 }
 
 struct Staged {
@@ -71,6 +128,11 @@ struct Staged {
     buffer: super::Buffer,
 }
 
+// Lookups hold the state's lock across their awaits on purpose: slots are assigned and the work
+// queued as one step. Natively edo's futures complete without yielding to another task (wgpu's
+// are ready at once; pollster runs them), so no task on the thread waits on the lock; in a
+// browser the lock is only tried, and a lookup meanwhile is refused (`Error::Busy`).
+#[allow(clippy::await_holding_lock)]
 impl<S: RowSource> GpuCache<S> {
     /// A cache of up to `capacity` rows of `source` (at most its row count), empty at first.
     ///
@@ -101,15 +163,18 @@ impl<S: RowSource> GpuCache<S> {
         let res = Resident::zeroed(engine, format, first, dim).await?;
         let name = engine.ctx.registry.owner_name("cache");
         res.set_name(&name);
-        let mut cache = GpuCache { source, slots: GpuTable { res }, map, max_capacity, page_rows, row_words, name, staged: None };
+        let mut st = CacheState { slots: GpuTable { res }, map, max_capacity, page_rows, row_words, rows, dim, name, staged: None, pending: false };
         if pages == 1 {
-            while cache.map.capacity() < max_capacity {
-                if !cache.grow().await? {
+            while st.map.capacity() < max_capacity {
+                if !st.grow().await? {
                     return Err(Error::OutOfMemory { what: "cache slots" });
                 }
             }
         }
-        Ok(cache)
+        // In a browser nothing runs on another thread; the Arc only shares the state with claims.
+        #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+        let state = Arc::new(Mutex::new(st));
+        Ok(GpuCache { source, state, max_capacity, page_rows })
     }
 
     /// A cache holding as many rows as `budget_bytes` of packed rows allow (see
@@ -136,9 +201,19 @@ impl<S: RowSource> GpuCache<S> {
     pub fn dim(&self) -> usize {
         self.source.dim()
     }
+    /// The cache's state, for one call. Natively a lookup on another thread is waited for; in
+    /// a browser (one thread) a lookup awaiting the GPU cannot be, so the call is refused.
+    fn state(&self) -> Result<MutexGuard<'_, CacheState>, Error> {
+        #[cfg(native)]
+        let st = self.state.lock().map_err(|_| Error::Gpu { what: "cache", message: "a lookup panicked on another thread".into() })?;
+        #[cfg(web)]
+        let st = self.state.try_lock().map_err(|_| Error::Busy { what: "the cache (a lookup is awaiting the GPU)" })?;
+        Ok(st)
+    }
+
     /// Slots allocated now: rows the GPU can hold before the cache grows or evicts.
     pub fn capacity(&self) -> usize {
-        self.map.capacity()
+        self.state().map_or(0, |st| st.map.capacity())
     }
     /// Slots the cache may grow to.
     pub fn max_capacity(&self) -> usize {
@@ -150,22 +225,180 @@ impl<S: RowSource> GpuCache<S> {
     }
     /// Rows cached now.
     pub fn cached_rows(&self) -> usize {
-        self.map.len()
+        self.state().map_or(0, |st| st.map.len())
     }
     /// Whether `row` is on the GPU now.
     pub fn is_cached(&self, row: u32) -> bool {
-        self.map.slot(row).is_some()
+        self.state().is_ok_and(|st| st.map.slot(row).is_some())
     }
     /// Names the cache in the engine's [`Engine::memory_report`] (default: "cache N").
-    pub fn set_name(&mut self, name: &str) {
-        self.name = name.to_string();
-        self.slots.set_name(name)
+    pub fn set_name(&self, name: &str) {
+        if let Ok(mut st) = self.state() {
+            st.name = name.to_string();
+            st.slots.set_name(name)
+        }
     }
 
     /// Gives back every page but the first: the rows stay on the host and are loaded again when
     /// looked up. What the engine does by itself above [`crate::PressureStages::evict`].
-    pub fn release(&mut self) -> Result<(), Error> {
-        self.shrink_to_pages(1)
+    pub fn release(&self) -> Result<(), Error> {
+        self.state()?.shrink_to_pages(1)
+    }
+    /// Storage buffers the slots are split into (each within the binding limit).
+    pub fn shard_count(&self) -> usize {
+        self.state().map_or(0, |st| st.slots.shard_count())
+    }
+    /// Bytes of GPU memory the slots take.
+    pub fn bytes(&self) -> u64 {
+        self.state().map_or(0, |st| st.slots.bytes())
+    }
+    /// The replacement policy's name ("lru").
+    pub fn policy_name(&self) -> String {
+        self.state().map_or_else(|_| String::new(), |st| st.map.policy_name().to_string())
+    }
+    /// Hits, misses, evictions and bytes uploaded since the cache was made or the last reset.
+    pub fn stats(&self) -> CacheStats {
+        self.state().map(|st| st.map.stats()).unwrap_or_default()
+    }
+    pub fn reset_stats(&self) {
+        if let Ok(mut st) = self.state() {
+            st.map.reset_stats()
+        }
+    }
+    /// The engine the cache lives on.
+    pub fn engine(&self) -> Result<Engine, Error> {
+        Ok(Engine { ctx: self.state()?.slots.res.ctx.clone() })
+    }
+
+    /// Looks up `ids` — loading the rows that are not cached, evicting others by policy — and
+    /// submits the work; the output is what the fully resident table's gather gives.
+    ///
+    /// Bounds are those of [`GpuTable::prepare_gather`]: with [`Bounds::Error`] a bad id fails the
+    /// call before anything changes; `Zero` reads zeros and `Clamp` the last row. The slots are
+    /// assigned and the work queued under the cache's lock, so lookups from several threads queue
+    /// in the order they assign slots.
+    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        let mut st = self.state()?;
+        let mut job = self.prepare_locked(&mut st, ids, bounds).await?;
+        // This call holds the lock until the work is queued: the claim is not needed.
+        let loaded = job.claim.take().map(Claim::forget).unwrap_or_default();
+        if let Err(e) = job.submit() {
+            st.map.invalidate(loaded);
+            return Err(e);
+        }
+        Ok(job.into_output())
+    }
+
+    /// [`GpuCache::gather`] without submitting, so the output can be inspected (or pre-filled)
+    /// first. The slots are assigned already and the job holds them: until it is submitted (or
+    /// dropped, which empties the slots it would have loaded, so the cache never claims a row it
+    /// does not hold), other lookups of the cache are refused with [`Error::Busy`].
+    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        let mut st = self.state()?;
+        let job = self.prepare_locked(&mut st, ids, bounds).await?;
+        st.pending = true;
+        Ok(job)
+    }
+
+    /// A lookup's job, its slots assigned, with a claim on them; the caller holds the lock.
+    async fn prepare_locked(&self, st: &mut CacheState, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        st.slots.res.ctx.check_lost()?;
+        st.check_idle()?;
+        let rows = st.rows;
+        bounds.check(ids, rows)?;
+        st.adapt(ids).await?;
+        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
+        let mut slots = Vec::new();
+        let parts = st.map.lookup(&resolved, &mut slots);
+        let loaded: Vec<u32> = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, slot)| slot)).collect();
+        match st.encode(&self.source, &parts, &slots).await {
+            Ok(mut job) => {
+                job.claim = Some(Claim { state: self.state.clone(), loaded, released: AtomicBool::new(false) });
+                Ok(job)
+            }
+            Err(e) => {
+                st.map.invalidate(loaded);
+                Err(e)
+            }
+        }
+    }
+
+    /// EmbeddingBag over rows of the host table: the indices are looked up through the cache
+    /// (as [`GpuCache::gather`], loading what is missing), then pooled on the GPU; the values of
+    /// the fully resident table's bag, at the cost of `indices × dim × 4` bytes of GPU scratch.
+    /// Submitted part by part when the gathered rows exceed one storage binding.
+    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        // Offsets, weights and bounds are checked before any row is loaded.
+        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        let ctx = self.engine()?.ctx;
+        let mut parts = Vec::new();
+        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())? {
+            parts.push(self.gather(&bags.indices[part], bounds).await?);
+        }
+        let job = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+
+    /// [`GpuCache::bag`] without submitting, when the gathered rows fit one storage binding
+    /// (else [`Error::Unsupported`]: [`GpuCache::bag`] submits part by part). The job holds the
+    /// cache as [`GpuCache::prepare_gather`]'s does.
+    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
+        let ctx = self.engine()?.ctx;
+        if super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())?.len() > 1 {
+            return Err(Error::Unsupported {
+                what: "a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)",
+            });
+        }
+        let gather = self.prepare_gather(bags.indices, bounds).await?;
+        let parts = vec![gather.output.clone_handle()];
+        Ok(gather.then(super::lookup::pool_dense(&ctx, parts, bags, pooling).await?))
+    }
+
+    /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the
+    /// cache: the two-level scheme, the cache (L1) holding the current batch's rows and a staging
+    /// buffer (L2) the next one's. Call it after submitting the current batch: the host reads (a
+    /// mapped file's pages, a remote table's requests, checksums) and the upload then overlap the
+    /// GPU's work. The next lookup copies its misses that were staged from L2 into their slots on
+    /// the GPU, reading nothing from the host for them; staging evicts nothing and does not touch
+    /// the policy, so a wrong guess costs only the upload. Each prefetch replaces the previous
+    /// staging, and a lookup consumes it. Ids out of range are skipped (the lookup applies its
+    /// bounds policy); at most `capacity` distinct rows (and one storage binding) are staged.
+    /// Returns how many rows were staged.
+    pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
+        let mut st = self.state()?;
+        st.check_idle()?;
+        st.prefetch(&self.source, ids).await
+    }
+
+    /// Uploads again the cached copies of rows `ids` after the host table changed them (see
+    /// [`GpuCache::update_rows`] for an in-memory host table); rows not cached need nothing.
+    pub async fn refresh_rows(&self, ids: &[u32]) -> Result<(), Error> {
+        let mut st = self.state()?;
+        st.check_idle()?;
+        st.refresh_rows(&self.source, ids).await
+    }
+}
+
+/// Appends the packed words of `rows` from `source` to `out` (empty), checking that the source
+/// returned a whole row of `row_words` words for each.
+async fn read_host_rows(source: &impl RowSource, row_words: usize, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+    source.read_rows(rows, out).await?;
+    if out.len() != rows.len() * row_words {
+        return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * row_words, actual: out.len() });
+    }
+    Ok(())
+}
+
+impl CacheState {
+    /// Refuses a call while a prepared lookup holds the slots: its claim would otherwise have to
+    /// wait for this call's awaits (in a browser, it could not).
+    fn check_idle(&self) -> Result<(), Error> {
+        match self.pending {
+            true => Err(Error::Busy { what: "the cache (a prepared lookup is not yet submitted)" }),
+            false => Ok(()),
+        }
     }
 
     fn shrink_to_pages(&mut self, pages: usize) -> Result<(), Error> {
@@ -217,7 +450,7 @@ impl<S: RowSource> GpuCache<S> {
         if self.map.capacity() >= self.max_capacity {
             return Ok(());
         }
-        let rows = self.rows();
+        let rows = self.rows;
         let missing = ids.iter().filter(|&&id| (id as usize) < rows && self.map.slot(id).is_none()).count();
         while self.map.capacity() - self.map.len() < missing && self.map.capacity() < self.max_capacity {
             if ctx.pressure().is_some_and(|p| p >= stages.stop_growing) || !self.grow().await? {
@@ -226,86 +459,11 @@ impl<S: RowSource> GpuCache<S> {
         }
         Ok(())
     }
-    /// Storage buffers the slots are split into (each within the binding limit).
-    pub fn shard_count(&self) -> usize {
-        self.slots.shard_count()
-    }
-    /// Bytes of GPU memory the slots take.
-    pub fn bytes(&self) -> u64 {
-        self.slots.bytes()
-    }
-    pub fn policy_name(&self) -> &str {
-        self.map.policy_name()
-    }
-    /// Hits, misses, evictions and bytes uploaded since the cache was made or the last reset.
-    pub fn stats(&self) -> CacheStats {
-        self.map.stats()
-    }
-    pub fn reset_stats(&mut self) {
-        self.map.reset_stats()
-    }
-
-    /// Looks up `ids` — loading the rows that are not cached, evicting others by policy — and
-    /// submits the work; the output is what the fully resident table's gather gives.
-    ///
-    /// Bounds are those of [`GpuTable::prepare_gather`]: with [`Bounds::Error`] a bad id fails the call
-    /// before anything changes; `Zero` reads zeros and `Clamp` the last row.
-    pub async fn gather(&mut self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        self.prepare_gather(ids, bounds).await?.submit()
-    }
-
-    /// [`GpuCache::gather`] without submitting, so the output can be inspected (or pre-filled)
-    /// first. The slots are assigned already: dropping the job unsubmitted empties the slots it
-    /// would have loaded, so the cache never claims a row it does not hold.
-    pub async fn prepare_gather(&mut self, ids: &[u32], bounds: Bounds) -> Result<CacheLookup<'_, S>, Error> {
-        self.slots.res.ctx.check_lost()?;
-        let rows = self.rows();
-        bounds.check(ids, rows)?;
-        self.adapt(ids).await?;
-        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
-        let mut slots = Vec::new();
-        let parts = self.map.lookup(&resolved, &mut slots);
-        let loaded: Vec<u32> = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, slot)| slot)).collect();
-        match self.encode(&parts, &slots).await {
-            Ok((job, copies)) => Ok(CacheLookup { cache: self, job: Some(job), copies, loaded }),
-            Err(e) => {
-                self.map.invalidate(loaded);
-                Err(e)
-            }
-        }
-    }
-
-    /// EmbeddingBag over rows of the host table: the indices are looked up through the cache
-    /// (as [`GpuCache::gather`], loading what is missing), then pooled on the GPU; the values of
-    /// the fully resident table's bag, at the cost of `indices × dim × 4` bytes of GPU scratch.
-    pub async fn bag(&mut self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
-        // Offsets, weights and bounds are checked before any row is loaded.
-        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
-        let ctx = self.slots.res.ctx.clone();
-        let mut parts = Vec::new();
-        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())? {
-            parts.push(self.gather(&bags.indices[part], bounds).await?);
-        }
-        let job = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
-        job.submit()?;
-        Ok(job.into_output())
-    }
-
-    /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the
-    /// cache: the two-level scheme, the cache (L1) holding the current batch's rows and a staging
-    /// buffer (L2) the next one's. Call it after submitting the current batch: the host reads (a
-    /// mapped file's pages, a remote table's requests, checksums) and the upload then overlap the
-    /// GPU's work. The next lookup copies its misses that were staged from L2 into their slots on
-    /// the GPU, reading nothing from the host for them; staging evicts nothing and does not touch
-    /// the policy, so a wrong guess costs only the upload. Each prefetch replaces the previous
-    /// staging, and a lookup consumes it. Ids out of range are skipped (the lookup applies its
-    /// bounds policy); at most `capacity` distinct rows (and one storage binding) are staged.
-    /// Returns how many rows were staged.
-    pub async fn prefetch(&mut self, ids: &[u32]) -> Result<usize, Error> {
+    async fn prefetch(&mut self, source: &impl RowSource, ids: &[u32]) -> Result<usize, Error> {
         let ctx = self.slots.res.ctx.clone();
         ctx.check_lost()?;
         self.staged = None;
-        let rows = self.rows();
+        let rows = self.rows;
         let limit = self.max_capacity.min((ctx.max_binding_bytes / 4 / self.row_words as u64).max(1) as usize);
         let mut index = rustc_hash::FxHashMap::default();
         let mut wanted = Vec::new();
@@ -322,7 +480,7 @@ impl<S: RowSource> GpuCache<S> {
             return Ok(0);
         }
         let mut words = Vec::new();
-        self.read_host_rows(&wanted, &mut words).await?;
+        read_host_rows(source, self.row_words, &wanted, &mut words).await?;
         let buffer = ctx.create_buffer("cache staging", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
         ctx.registry.set_owner([&buffer], &self.name);
         self.map.note_staged(wanted.len());
@@ -330,12 +488,10 @@ impl<S: RowSource> GpuCache<S> {
         Ok(wanted.len())
     }
 
-    /// Uploads again the cached copies of rows `ids` after the host table changed them (see
-    /// [`GpuCache::update_rows`] for an in-memory host table); rows not cached need nothing.
-    pub async fn refresh_rows(&mut self, ids: &[u32]) -> Result<(), Error> {
+    async fn refresh_rows(&mut self, source: &impl RowSource, ids: &[u32]) -> Result<(), Error> {
         let ctx = self.slots.res.ctx.clone();
         ctx.check_lost()?;
-        Bounds::Error.check(ids, self.rows())?;
+        Bounds::Error.check(ids, self.rows)?;
         // A staged copy of a changed row is stale: drop the staging rather than serve it.
         if self.staged.as_ref().is_some_and(|s| ids.iter().any(|id| s.index.contains_key(id))) {
             self.staged = None;
@@ -348,7 +504,7 @@ impl<S: RowSource> GpuCache<S> {
         }
         let mut passes = Vec::new();
         let mut inputs = Vec::new();
-        if let Err(e) = self.scatter(&loads, &mut passes, &mut inputs).await {
+        if let Err(e) = self.scatter(source, &loads, &mut passes, &mut inputs).await {
             // The old copies are stale now: forget them rather than serve them.
             self.map.invalidate(loads.iter().map(|&(_, slot)| slot));
             return Err(e);
@@ -360,24 +516,24 @@ impl<S: RowSource> GpuCache<S> {
     }
 
     /// The job of a lookup: per part, the scatter of its loads and the gather of its slots.
-    async fn encode(&mut self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
-        let job = self.encode_parts(parts, slots).await;
+    async fn encode(&mut self, source: &impl RowSource, parts: &[Part], slots: &[u32]) -> Result<LookupJob, Error> {
+        let job = self.encode_parts(source, parts, slots).await;
         // The staging served this lookup (or was not needed): the next prefetch stages anew.
         self.staged = None;
         job
     }
 
-    async fn encode_parts(&mut self, parts: &[Part], slots: &[u32]) -> Result<(LookupJob, Vec<(super::Buffer, u64, u64)>), Error> {
+    async fn encode_parts(&mut self, source: &impl RowSource, parts: &[Part], slots: &[u32]) -> Result<LookupJob, Error> {
         let ctx = self.slots.res.ctx.clone();
-        let dim = self.dim() as u64;
+        let dim = self.dim as u64;
         let mut passes = Vec::new();
         let mut inputs = Vec::new();
         if let [part] = parts {
-            self.scatter(&part.loads, &mut passes, &mut inputs).await?;
+            self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
             let (pipeline, dispatches, more, output) = self.slots.encode_gather(Indices::Host(slots), Bounds::Zero).await?;
             passes.push((pipeline, dispatches));
             inputs.extend(more);
-            return Ok((LookupJob { ctx, passes, _inputs: inputs, output }, Vec::new()));
+            return Ok(LookupJob::new(ctx, passes, inputs, output));
         }
         // Several parts: each gathers into its own buffer, copied into place after the pass
         // (binding offsets must be aligned, part boundaries are not).
@@ -386,14 +542,14 @@ impl<S: RowSource> GpuCache<S> {
         let out = ctx.create_buffer("cache lookup output", out_bytes, usage, None).await?;
         let mut copies = Vec::new();
         for part in parts {
-            self.scatter(&part.loads, &mut passes, &mut inputs).await?;
+            self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
             let (pipeline, dispatches, more, part_out) = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), Bounds::Zero).await?;
             passes.push((pipeline, dispatches));
             inputs.extend(more);
-            copies.push((part_out.buffer, 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
+            copies.push((part_out.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
         }
         let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: slots.len(), dim: dim as usize };
-        Ok((LookupJob { ctx, passes, _inputs: inputs, output }, copies))
+        Ok(LookupJob { ctx, stages: vec![Stage { passes, copies }], _inputs: inputs, output, claim: None })
     }
 
     /// Adds the pass that writes the rows of `loads` (row, slot) into their slots: rows the
@@ -401,6 +557,7 @@ impl<S: RowSource> GpuCache<S> {
     /// uploaded. One dispatch per shard and source.
     async fn scatter(
         &mut self,
+        source: &impl RowSource,
         loads: &[(u32, u32)],
         passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>,
         inputs: &mut Vec<super::Buffer>,
@@ -429,7 +586,7 @@ impl<S: RowSource> GpuCache<S> {
             if !group.is_empty() {
                 let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
                 words.clear();
-                self.read_host_rows(&rows, &mut words).await?;
+                read_host_rows(source, self.row_words, &rows, &mut words).await?;
                 let upload = ctx.create_buffer("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
                 let moves: Vec<(u32, u32)> = group.iter().enumerate().map(|(k, &(_, slot))| (slot, k as u32)).collect();
                 dispatches.push(self.scatter_dispatch(shard_index, &moves, &upload, inputs).await?);
@@ -442,16 +599,6 @@ impl<S: RowSource> GpuCache<S> {
             }
         }
         passes.push((pipeline, dispatches));
-        Ok(())
-    }
-
-    /// Appends the packed words of `rows` from the host table to `out` (empty), checking that
-    /// the source returned a whole row for each.
-    async fn read_host_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
-        self.source.read_rows(rows, out).await?;
-        if out.len() != rows.len() * self.row_words {
-            return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * self.row_words, actual: out.len() });
-        }
         Ok(())
     }
 
@@ -495,44 +642,33 @@ impl GpuCache<PackedTable> {
     }
 }
 
-/// A cache lookup ready to submit (see [`GpuCache::prepare_gather`]).
-pub struct CacheLookup<'a, S: RowSource> {
-    cache: &'a mut GpuCache<S>,
-    job: Option<LookupJob>,
-    /// Part outputs copied into the output after the pass: (buffer, byte offset, bytes).
-    copies: Vec<(super::Buffer, u64, u64)>,
-    loaded: Vec<u32>,
-}
-
-impl<S: RowSource> CacheLookup<'_, S> {
-    /// The buffer the lookup will write.
-    pub fn output(&self) -> &GpuRows {
-        &self.job.as_ref().expect("a job until submitted").output
+impl<S: RowSource> GpuLookup for GpuCache<S> {
+    fn rows(&self) -> usize {
+        self.rows()
     }
-
-    /// Submits the uploads and the gathers (does not wait) and returns the output.
-    pub fn submit(mut self) -> Result<GpuRows, Error> {
-        self.cache.slots.res.ctx.check_lost()?;
-        let job = self.job.take().expect("a job until submitted");
-        self.loaded.clear();
-        let ctx: &Arc<Context> = &job.ctx;
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache lookup") });
-        job.encode(&mut encoder);
-        for (part, offset, bytes) in &self.copies {
-            if *bytes > 0 {
-                encoder.copy_buffer_to_buffer(part, 0, &job.output.buffer, *offset, *bytes);
-            }
-        }
-        ctx.queue.submit([encoder.finish()]);
-        Ok(job.into_output())
+    fn dim(&self) -> usize {
+        self.dim()
     }
-}
-
-impl<S: RowSource> Drop for CacheLookup<'_, S> {
-    fn drop(&mut self) {
-        if self.job.is_some() {
-            self.cache.map.invalidate(self.loaded.drain(..));
-        }
+    fn bytes(&self) -> u64 {
+        self.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.set_name(name)
+    }
+    fn engine(&self) -> Engine {
+        Engine { ctx: self.state.lock().map(|st| st.slots.res.ctx.clone()).unwrap_or_else(|p| p.into_inner().slots.res.ctx.clone()) }
+    }
+    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_gather(ids, bounds).await
+    }
+    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        self.prepare_bag(bags, pooling, bounds).await
+    }
+    async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        self.gather(ids, bounds).await
+    }
+    async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        self.bag(bags, pooling, bounds).await
     }
 }
 

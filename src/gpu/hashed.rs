@@ -144,7 +144,7 @@ impl GpuHashedTables {
         let (bag_pipeline, bag_dispatches, mut inputs, output) =
             self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
         inputs.extend([uniform, metas, ids]);
-        Ok(LookupJob { ctx: ctx.clone(), passes: vec![hash_pass, (bag_pipeline, bag_dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(ctx.clone(), vec![hash_pass, (bag_pipeline, bag_dispatches)], inputs, output))
     }
 }
 

@@ -7,13 +7,14 @@
 //! with the FP32 bag kernel, in the same compute pass: the same values as a fused bag (rows are
 //! decoded exactly as the gather decodes them, then summed in index order), at the cost of
 //! `indices × dim × 4` bytes of GPU scratch. Kinds with a fused bag kernel ([`GpuTable`],
-//! [`super::GpuPrunedTable`]) override it.
+//! [`super::GpuPrunedTable`]) override it. The row cache implements the trait too: its lookups
+//! take `&self`, with the slot map behind a lock (see [`GpuCache`]).
 
 use std::sync::Arc;
 
 use super::bag::Indices;
 use super::table::{LookupJob, Placement, Resident, Shard};
-use super::{Context, Engine, GpuMixedTable, GpuPrunedTable, GpuRows, GpuTable};
+use super::{Context, Engine, GpuCache, GpuMixedTable, GpuPrunedTable, GpuRows, GpuTable};
 use crate::bags::BagPlan;
 use crate::bags::{Bags, Layout, Pooling};
 use crate::format::Format;
@@ -46,23 +47,19 @@ pub trait GpuLookup {
     async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         // Offsets, weights and bounds are checked against this table before anything is built.
         BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
-        let mut gathers = Vec::new();
-        for part in dense_parts(&self.engine().ctx, bags.indices.len(), self.dim())? {
-            gathers.push(self.prepare_gather(&bags.indices[part], bounds).await?);
-        }
-        let ctx = gathers[0].ctx.clone();
-        let mut passes = Vec::new();
-        let mut inputs = Vec::new();
+        let mut job: Option<LookupJob> = None;
         let mut parts = Vec::new();
-        for job in gathers {
-            passes.extend(job.passes);
-            inputs.extend(job._inputs);
-            parts.push(job.output);
+        for part in dense_parts(&self.engine().ctx, bags.indices.len(), self.dim())? {
+            let gather = self.prepare_gather(&bags.indices[part], bounds).await?;
+            parts.push(gather.output.clone_handle());
+            job = Some(match job {
+                None => gather,
+                Some(j) => j.then(gather),
+            });
         }
-        let pool = pool_dense(&ctx, parts, bags, pooling).await?;
-        passes.extend(pool.passes);
-        inputs.extend(pool._inputs);
-        Ok(LookupJob { ctx, passes, _inputs: inputs, output: pool.output })
+        let job = job.expect("at least one part");
+        let pool = pool_dense(&job.ctx.clone(), parts, bags, pooling).await?;
+        Ok(job.then(pool))
     }
 
     /// Gathers `ids` and submits the work.
@@ -122,7 +119,7 @@ pub(crate) async fn pool_dense<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags:
     let (pipeline, dispatches, mut inputs, output) =
         res.encode_bags(dense.len(), &plan, Indices::Host(&iota), bags.per_sample_weights, pooling, Bounds::Error, Layout::Concat).await?;
     inputs.extend(parts.into_iter().map(|p| p.buffer));
-    Ok(LookupJob { ctx: ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+    Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
 }
 
 impl GpuLookup for GpuTable {
@@ -204,6 +201,8 @@ pub enum AnyGpuTable {
     Pruned(GpuPrunedTable),
     /// Hot rows in one format, cold rows in another.
     Mixed(GpuMixedTable),
+    /// Rows of a host table cached on the GPU (shared: lookups take `&self`).
+    Cached(Arc<GpuCache>),
 }
 
 macro_rules! each {
@@ -219,6 +218,10 @@ macro_rules! each {
             }
             AnyGpuTable::Mixed(t) => {
                 let $t: &GpuMixedTable = t;
+                $e
+            }
+            AnyGpuTable::Cached(t) => {
+                let $t: &GpuCache = t;
                 $e
             }
         }
@@ -244,6 +247,12 @@ impl GpuLookup for AnyGpuTable {
     async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         each!(self, t => GpuLookup::prepare_bag(t, bags, pooling, bounds).await)
     }
+    async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        each!(self, t => GpuLookup::gather(t, ids, bounds).await)
+    }
+    async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        each!(self, t => GpuLookup::bag(t, bags, pooling, bounds).await)
+    }
     fn engine(&self) -> Engine {
         each!(self, t => GpuLookup::engine(t))
     }
@@ -262,5 +271,12 @@ impl From<GpuPrunedTable> for AnyGpuTable {
 impl From<GpuMixedTable> for AnyGpuTable {
     fn from(t: GpuMixedTable) -> Self {
         AnyGpuTable::Mixed(t)
+    }
+}
+impl From<GpuCache> for AnyGpuTable {
+    // In a browser nothing runs on another thread; the Arc only shares the cache.
+    #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+    fn from(t: GpuCache) -> Self {
+        AnyGpuTable::Cached(Arc::new(t))
     }
 }

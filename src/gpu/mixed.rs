@@ -60,6 +60,6 @@ impl GpuMixedTable {
         let (p1, d1, mut inputs, output) = self.hot.encode_gather_with(Indices::Host(&hot_ids), POLICY_SKIP, None).await?;
         let (p2, d2, more, _) = self.cold.encode_gather_with(Indices::Host(&cold_ids), POLICY_SKIP, Some(output.buffer.clone())).await?;
         inputs.extend(more);
-        Ok(LookupJob { ctx: self.hot.res.ctx.clone(), passes: vec![(p1, d1), (p2, d2)], _inputs: inputs, output })
+        Ok(LookupJob::new(self.hot.res.ctx.clone(), vec![(p1, d1), (p2, d2)], inputs, output))
     }
 }

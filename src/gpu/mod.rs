@@ -19,7 +19,7 @@ mod shaders;
 mod table;
 
 pub use bag::GpuTableBatch;
-pub use cache::{CacheLookup, GpuCache};
+pub use cache::GpuCache;
 pub use hashed::GpuHashedTables;
 pub use lookup::{AnyGpuTable, GpuLookup};
 pub(crate) use memory::Buffer;

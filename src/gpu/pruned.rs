@@ -67,7 +67,7 @@ impl GpuPrunedTable {
         let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, bounds).await?;
         let (pipeline, dispatches, more, output) = self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?;
         inputs.extend(more);
-        Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, (pipeline, dispatches)], inputs, output))
     }
 
     /// EmbeddingBag over the original table's ids (pruned rows are zero rows), not submitted.
@@ -81,7 +81,7 @@ impl GpuPrunedTable {
             .encode_bags(bags.len(), &plan, Indices::Device(mapped, bags.indices.len()), bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat)
             .await?;
         inputs.extend(more);
-        Ok(LookupJob { ctx: self.table.res.ctx.clone(), passes: vec![remap_pass, (pipeline, dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, (pipeline, dispatches)], inputs, output))
     }
 
     /// The remap pass over ids already checked against the bounds policy.

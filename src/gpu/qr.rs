@@ -74,22 +74,21 @@ impl GpuQrTables {
         bags.validate(pooling, None)?;
         let ctx = self.quotient.ctx.clone();
         let out_dim = if combine == QrCombine::Concat { 2 * self.dim() } else { self.dim() };
-        let mut passes = Vec::new();
-        let mut inputs = Vec::new();
+        let mut job: Option<LookupJob> = None;
         let mut parts = Vec::new();
         for part in super::lookup::dense_parts(&ctx, bags.indices.len(), out_dim)? {
-            let job = self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
+            let gather = self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
                 Error::IdOutOfRange64 { index, id, max } => Error::IdOutOfRange64 { index: part.start + index, id, max },
                 e => e,
             })?;
-            passes.extend(job.passes);
-            inputs.extend(job._inputs);
-            parts.push(job.output);
+            parts.push(gather.output.clone_handle());
+            job = Some(match job {
+                None => gather,
+                Some(j) => j.then(gather),
+            });
         }
         let pool = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
-        passes.extend(pool.passes);
-        inputs.extend(pool._inputs);
-        Ok(LookupJob { ctx, passes, _inputs: inputs, output: pool.output })
+        Ok(job.expect("at least one part").then(pool))
     }
 
     /// Looks up raw 64-bit ids: `ids.len() × dim` (`× 2·dim` for [`QrCombine::Concat`]). Ids
@@ -158,7 +157,7 @@ impl GpuQrTables {
             }
         }
         let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize };
-        Ok(LookupJob { ctx: ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
     }
 }
 

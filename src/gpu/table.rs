@@ -267,7 +267,7 @@ impl GpuTable {
         let rows = self.rows();
         bounds.check(ids, rows)?;
         let (pipeline, dispatches, inputs, output) = self.encode_gather(Indices::Host(ids), bounds).await?;
-        Ok(LookupJob { ctx: self.res.ctx.clone(), passes: vec![(pipeline, dispatches)], _inputs: inputs, output })
+        Ok(LookupJob::new(self.res.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
     }
 
     /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
@@ -448,29 +448,80 @@ pub(crate) fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, pas
     }
 }
 
-/// A lookup (gather, bags) ready to run: its pipeline, its dispatches and its output buffer.
+/// A lookup (gather, bags) ready to run: its kernels and their dispatches, the buffers they
+/// bind, and its output buffer.
 pub struct LookupJob {
     pub(crate) ctx: Arc<Context>,
-    /// Kernels in order, each with its dispatches.
-    pub(crate) passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>,
+    /// Compute passes in order, each followed by its copies.
+    pub(crate) stages: Vec<Stage>,
     /// Input buffers the bind groups use, kept alive with the job.
     pub(crate) _inputs: Vec<super::Buffer>,
     pub(crate) output: GpuRows,
+    /// A cache's slots this job loads, held until it is submitted (see `gpu::cache`).
+    pub(crate) claim: Option<super::cache::Claim>,
+}
+
+/// One compute pass (kernels in order, each with its dispatches), then buffer copies: `(from,
+/// to, byte offset in to, bytes)`, each copying from the start of `from`.
+pub(crate) struct Stage {
+    pub passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>,
+    pub copies: Vec<(super::Buffer, super::Buffer, u64, u64)>,
 }
 
 impl LookupJob {
-    /// Records the lookup into `encoder` (one compute pass; one dispatch per shard, and per
-    /// output chunk for gathers).
-    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
-        encode_passes(encoder, "edo lookup", &self.passes);
+    /// A job of one compute pass.
+    pub(crate) fn new(ctx: Arc<Context>, passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>, inputs: Vec<super::Buffer>, output: GpuRows) -> LookupJob {
+        LookupJob { ctx, stages: vec![Stage { passes, copies: Vec::new() }], _inputs: inputs, output, claim: None }
     }
 
-    /// Submits the lookup on the engine's queue (does not wait).
+    /// This job, then `next` (which reads what this one wrote): their stages in order, `next`'s
+    /// output. This job's output stays alive with the job.
+    pub(crate) fn then(mut self, next: LookupJob) -> LookupJob {
+        self.stages.extend(next.stages);
+        self._inputs.extend(next._inputs);
+        self._inputs.push(self.output.buffer.clone());
+        debug_assert!(self.claim.is_none() || next.claim.is_none(), "one cache claim per job");
+        LookupJob { ctx: self.ctx, stages: self.stages, _inputs: self._inputs, output: next.output, claim: self.claim.or(next.claim) }
+    }
+
+    fn encode_stages(&self, encoder: &mut wgpu::CommandEncoder) {
+        for stage in &self.stages {
+            if !stage.passes.is_empty() {
+                encode_passes(encoder, "edo lookup", &stage.passes);
+            }
+            for (from, to, offset, bytes) in &stage.copies {
+                if *bytes > 0 {
+                    encoder.copy_buffer_to_buffer(from, 0, to, *offset, *bytes);
+                }
+            }
+        }
+    }
+
+    /// Records the lookup into `encoder` (compute passes with one dispatch per shard, and per
+    /// output chunk for gathers). A job of a [`super::GpuCache`] holds the cache's slots until it
+    /// is recorded: submit the encoder before the cache's next lookup, whose loads may reuse them.
+    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
+        self.encode_stages(encoder);
+        if let Some(claim) = &self.claim {
+            claim.release();
+        }
+    }
+
+    /// Submits the lookup on the engine's queue (does not wait). A job may be submitted again
+    /// (a benchmark repeats one), except a cache's: its slots may hold other rows by then, so a
+    /// second submission is refused with [`Error::Unsupported`].
     pub fn submit(&self) -> Result<(), Error> {
         self.ctx.check_lost()?;
+        if self.claim.as_ref().is_some_and(|c| c.released()) {
+            return Err(Error::Unsupported { what: "submitting a cache lookup again (its slots may hold other rows now): prepare it again" });
+        }
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo lookup") });
-        self.encode(&mut encoder);
+        self.encode_stages(&mut encoder);
         self.ctx.queue.submit([encoder.finish()]);
+        // Released after the submission, so no lookup of the cache is queued before this one.
+        if let Some(claim) = &self.claim {
+            claim.release();
+        }
         Ok(())
     }
 
@@ -494,6 +545,10 @@ pub struct GpuRows {
 }
 
 impl GpuRows {
+    /// Another handle to the same buffer (the job that writes it keeps its own).
+    pub(crate) fn clone_handle(&self) -> GpuRows {
+        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim }
+    }
     /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
     /// the caller's own pipelines.
     pub fn buffer(&self) -> &wgpu::Buffer {
