@@ -65,6 +65,10 @@ impl GpuHashedTables {
     pub fn bytes(&self) -> u64 {
         self.res.bytes() + self.hot.size()
     }
+    /// The tables' format (they share one).
+    pub fn format(&self) -> crate::Format {
+        self.res.format
+    }
     /// Number of tables.
     pub fn len(&self) -> usize {
         self.specs.len()

@@ -46,6 +46,10 @@ impl GpuQrTables {
     pub fn bytes(&self) -> u64 {
         self.quotient.bytes() + self.remainder.bytes()
     }
+    /// The tables' format (they share one).
+    pub fn format(&self) -> crate::Format {
+        self.quotient.format
+    }
     /// Values per row of each table (a looked-up row has twice as many for [`QrCombine::Concat`]).
     pub fn dim(&self) -> usize {
         self.quotient.tables[0].dim as usize

@@ -67,6 +67,10 @@ impl GpuCodes {
         Ok(GpuCodes { res: Resident::upload(engine, &[codes]).await? })
     }
 
+    /// The codes' format ([`crate::Format::Binary`] or [`crate::Format::BinaryScaled`]).
+    pub fn format(&self) -> crate::Format {
+        self.res.format
+    }
     pub fn rows(&self) -> usize {
         self.res.tables[0].rows as usize
     }
