@@ -1,11 +1,10 @@
 //! `edo eval` and `edo search-bench`: retrieval quality, memory and latency of each way to search
 //! a float table, and the speed of binary Hamming search on the GPU and the CPU path.
 
-use std::time::Instant;
-
 use serde::Serialize;
 
 use crate::format::{Format, PackedTable};
+use crate::measure::timed;
 use crate::search::{self, Scored};
 use crate::{Engine, Error, GpuCodes, GpuTable};
 
@@ -107,18 +106,6 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
     Ok(EvalReport { rows, dim, queries: nq, multiplier: config.multiplier, adapter: engine.map(|e| e.adapter().to_string()), methods })
 }
 
-/// Median wall time of `iters` runs of `f` (after one untimed run), with the last result.
-pub fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T, Error>) -> Result<(T, f64), Error> {
-    let mut out = f()?;
-    let mut times = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
-        let t = Instant::now();
-        out = f()?;
-        times.push(t.elapsed().as_secs_f64());
-    }
-    Ok((out, crate::bench::median(times)))
-}
-
 /// Binary Hamming top-k on each path, in the same run.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchBench {
@@ -174,7 +161,7 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
     if let Some(engine) = engine {
         let codes = crate::block_on(GpuCodes::upload(engine, corpus))?;
         let (gpu, s) = timed(iters, || crate::block_on(codes.hamming_topk(queries, k)))?;
-        let copy = crate::bench::gpu_copy_gbps(engine, codes.bytes(), iters)?;
+        let copy = crate::measure::gpu_copy_gbps(engine, codes.bytes(), iters)?;
         let scan = code_bytes * nq / s / 1e9;
         b.adapter = Some(engine.adapter().to_string());
         b.gpu_seconds = Some(s);

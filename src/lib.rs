@@ -28,13 +28,13 @@ mod bounds;
 pub mod cache;
 pub mod cpu;
 mod error;
-#[cfg(native)]
+#[cfg(all(native, feature = "reports"))]
 pub mod eval;
 pub mod file;
 pub mod format;
 pub mod gpu;
 pub mod hash;
-#[cfg(native)]
+#[cfg(all(native, feature = "reports"))]
 pub mod inspect;
 mod lookup;
 pub mod mixed;
@@ -44,8 +44,10 @@ pub mod plan;
 pub mod prune;
 pub mod search;
 
-#[cfg(native)]
+#[cfg(all(native, feature = "reports"))]
 pub mod bench;
+#[cfg(native)]
+pub mod measure;
 pub mod synth;
 
 pub use bags::{Bags, Layout, Pooling};

@@ -11,7 +11,7 @@
 //! after the other (rows of a finished part may be evicted by the next). A row is never evicted
 //! while the part that reads it is being assembled.
 
-#[cfg(native)]
+#[cfg(all(native, feature = "reports"))]
 pub mod bench;
 mod policy;
 

@@ -8,7 +8,7 @@ fn edo(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn readme_names_the_two_commands_and_ci_runs_the_same_tests() {
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
     let ci = std::fs::read_to_string(format!("{root}/.ci/run")).unwrap();
     assert!(readme.contains("\ncargo run --release -- demo\n"), "README shows the main job");
@@ -64,7 +64,7 @@ fn bad_arguments_fail_with_a_message() {
 }
 
 fn fixture(name: &str) -> String {
-    format!("{}/tests/data/files/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/../tests/data/files/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A directory of one test's own under the temporary directory, removed when it goes out of
@@ -239,7 +239,7 @@ fn distances_equal_faiss_where_it_is_installed() {
         eprintln!("SKIPPED: faiss not installed (pip install numpy faiss-cpu)");
         return;
     }
-    let script = format!("{}/scripts/faiss_peer.py", env!("CARGO_MANIFEST_DIR"));
+    let script = format!("{}/../scripts/faiss_peer.py", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("python3")
         .args([&script, "--rows", "20000", "--bits", "200", "--queries", "12", "--k", "25", "--iters", "1", "--edo", env!("CARGO_BIN_EXE_edo")])
         .output()
