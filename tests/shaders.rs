@@ -92,17 +92,17 @@ fn shader_files_document_their_layout() {
     }
     // The files on disk are exactly the kernel table's drivers and the formats' decoders.
     let kernels: Vec<_> = ShaderId::all().into_iter().map(|s| s.kernel().0).collect();
-    let listed_drivers: HashSet<&str> = kernels.iter().map(|k| k.driver).collect();
+    let listed_drivers: HashSet<&str> = kernels.iter().map(|k| k.driver.text()).collect();
     let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|f| f.wgsl().0).collect();
     assert_eq!(drivers, listed_drivers.len(), "every driver file is a kernel's, and every kernel's driver is a file");
     assert_eq!(decoders, listed_decoders.len(), "every decoder file is a format's, and every format's decoder is a file");
     // Every kernel that decodes gets each decoder: the sources are all (driver, decoder) pairs, each
     // assembled differently (bag's vec4 variant and binary+scale are override constants, not sources).
     let pairs: HashSet<(&str, Option<&str>)> =
-        ShaderId::all().into_iter().map(|s| (s.kernel().0.driver, s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0))).collect();
+        ShaderId::all().into_iter().map(|s| (s.kernel().0.driver.text(), s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0))).collect();
     let sources: HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
     assert_eq!(sources.len(), pairs.len());
-    let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver).collect();
+    let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver.text()).collect();
     assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() + (listed_drivers.len() - decoding_drivers.len()));
 }
 

@@ -29,7 +29,7 @@ pub use pruned::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};
 #[doc(hidden)] // for tests/shaders.rs, which validates every kernel
-pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape};
+pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape, Src};
 pub use table::{GpuRows, GpuTable, LookupJob};
 
 use std::collections::HashMap;

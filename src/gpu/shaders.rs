@@ -10,10 +10,56 @@
 
 use crate::format::Format;
 
-const GATHER_COMMON: &str = include_str!("../../shaders/gather_common.wgsl");
-const HASH_COMMON: &str = include_str!("../../shaders/hash_common.wgsl");
-const SEARCH_COMMON: &str = include_str!("../../shaders/search_common.wgsl");
-const HAMMING_COMMON: &str = include_str!("../../shaders/hamming_common.wgsl");
+/// A WGSL file of `shaders/`. Kernels name their files with these, and each file's text is in
+/// the binary once: [`Src::text`] is the one place that includes it (a `const` holding the text
+/// itself would be copied into every kernel that uses it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Src {
+    GatherCommon,
+    HashCommon,
+    SearchCommon,
+    HammingCommon,
+    GatherRows,
+    GatherRows4,
+    Bag,
+    Qr,
+    HashIds,
+    Remap,
+    ScatterRows,
+    HammingHist,
+    HammingSelect,
+    HammingTies,
+    HammingScan,
+    HammingCollect,
+    SortPairs,
+    Rescore,
+}
+
+impl Src {
+    /// The file's text.
+    pub fn text(self) -> &'static str {
+        match self {
+            Src::GatherCommon => include_str!("../../shaders/gather_common.wgsl"),
+            Src::HashCommon => include_str!("../../shaders/hash_common.wgsl"),
+            Src::SearchCommon => include_str!("../../shaders/search_common.wgsl"),
+            Src::HammingCommon => include_str!("../../shaders/hamming_common.wgsl"),
+            Src::GatherRows => include_str!("../../shaders/gather_rows.wgsl"),
+            Src::GatherRows4 => include_str!("../../shaders/gather_rows4.wgsl"),
+            Src::Bag => include_str!("../../shaders/bag.wgsl"),
+            Src::Qr => include_str!("../../shaders/qr.wgsl"),
+            Src::HashIds => include_str!("../../shaders/hash_ids.wgsl"),
+            Src::Remap => include_str!("../../shaders/remap.wgsl"),
+            Src::ScatterRows => include_str!("../../shaders/scatter_rows.wgsl"),
+            Src::HammingHist => include_str!("../../shaders/hamming_hist.wgsl"),
+            Src::HammingSelect => include_str!("../../shaders/hamming_select.wgsl"),
+            Src::HammingTies => include_str!("../../shaders/hamming_ties.wgsl"),
+            Src::HammingScan => include_str!("../../shaders/hamming_scan.wgsl"),
+            Src::HammingCollect => include_str!("../../shaders/hamming_collect.wgsl"),
+            Src::SortPairs => include_str!("../../shaders/sort_pairs.wgsl"),
+            Src::Rescore => include_str!("../../shaders/rescore.wgsl"),
+        }
+    }
+}
 
 /// How a kernel's workgroup shape is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +102,11 @@ pub struct Kernel {
     /// Its name, for labels and errors.
     pub name: &'static str,
     /// The helpers that come first.
-    pub helpers: &'static [&'static str],
+    pub helpers: &'static [Src],
     /// Whether a format's decoder follows the helpers.
     pub decodes: bool,
     /// The driver: bindings and the entry point `main`.
-    pub driver: &'static str,
+    pub driver: Src,
     pub binds: Binds,
     pub shape: Shape,
     /// Output values one step of an invocation covers (1; 4 for vec4 stores; 16 for a bag pass).
@@ -69,41 +115,39 @@ pub struct Kernel {
     pub constants: &'static [(&'static str, f64)],
 }
 
-const fn rows_kernel(name: &'static str, driver: &'static str, values_per_step: usize) -> Kernel {
-    Kernel { name, helpers: &[GATHER_COMMON], decodes: true, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
+const fn rows_kernel(name: &'static str, driver: Src, values_per_step: usize) -> Kernel {
+    Kernel { name, helpers: &[Src::GatherCommon], decodes: true, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
 }
 
-const fn search_kernel(name: &'static str, driver: &'static str, size: u32) -> Kernel {
-    let helpers: &'static [&'static str] = &[SEARCH_COMMON, HAMMING_COMMON];
+const fn search_kernel(name: &'static str, driver: Src, size: u32) -> Kernel {
+    let helpers: &'static [Src] = &[Src::SearchCommon, Src::HammingCommon];
     Kernel { name, helpers, decodes: false, driver, binds: Binds::Gather, shape: Shape::Fixed(size), values_per_step: 1, constants: &[] }
 }
 
-const fn flat_kernel(name: &'static str, helpers: &'static [&'static str], driver: &'static str, binds: Binds) -> Kernel {
+const fn flat_kernel(name: &'static str, helpers: &'static [Src], driver: Src, binds: Binds) -> Kernel {
     Kernel { name, helpers, decodes: false, driver, binds, shape: Shape::Flat, values_per_step: 1, constants: &[] }
 }
-
-const BAG_DRIVER: &str = include_str!("../../shaders/bag.wgsl");
 
 /// The kernels. qr, remap, scatter, the search passes and rescore bind what a gather does:
 /// parameters, two inputs (ids, moves or queries; a table shard or rows), an output.
 pub mod kernels {
     use super::*;
-    pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", include_str!("../../shaders/gather_rows.wgsl"), 1);
-    pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", include_str!("../../shaders/gather_rows4.wgsl"), 4);
-    pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", BAG_DRIVER, 1) };
+    pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", Src::GatherRows, 1);
+    pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", Src::GatherRows4, 4);
+    pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
     /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, 16 columns a pass.
-    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", BAG_DRIVER, 16) };
-    pub const QR: Kernel = rows_kernel("qr", include_str!("../../shaders/qr.wgsl"), 1);
-    pub const HASH_IDS: Kernel = flat_kernel("hash_ids", &[HASH_COMMON], include_str!("../../shaders/hash_ids.wgsl"), Binds::Hash);
-    pub const REMAP: Kernel = flat_kernel("remap", &[], include_str!("../../shaders/remap.wgsl"), Binds::Gather);
-    pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], include_str!("../../shaders/scatter_rows.wgsl"), Binds::Gather);
-    pub const HAMMING_HIST: Kernel = search_kernel("hamming_hist", include_str!("../../shaders/hamming_hist.wgsl"), 256);
-    pub const HAMMING_SELECT: Kernel = search_kernel("hamming_select", include_str!("../../shaders/hamming_select.wgsl"), 64);
-    pub const HAMMING_TIES: Kernel = search_kernel("hamming_ties", include_str!("../../shaders/hamming_ties.wgsl"), 256);
-    pub const HAMMING_SCAN: Kernel = search_kernel("hamming_scan", include_str!("../../shaders/hamming_scan.wgsl"), 256);
-    pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", include_str!("../../shaders/hamming_collect.wgsl"), 256);
-    pub const SORT_PAIRS: Kernel = Kernel { helpers: &[SEARCH_COMMON], ..search_kernel("sort_pairs", include_str!("../../shaders/sort_pairs.wgsl"), 256) };
-    pub const RESCORE: Kernel = Kernel { helpers: &[SEARCH_COMMON], decodes: true, ..search_kernel("rescore", include_str!("../../shaders/rescore.wgsl"), 64) };
+    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 16) };
+    pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
+    pub const HASH_IDS: Kernel = flat_kernel("hash_ids", &[Src::HashCommon], Src::HashIds, Binds::Hash);
+    pub const REMAP: Kernel = flat_kernel("remap", &[], Src::Remap, Binds::Gather);
+    pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], Src::ScatterRows, Binds::Gather);
+    pub const HAMMING_HIST: Kernel = search_kernel("hamming_hist", Src::HammingHist, 256);
+    pub const HAMMING_SELECT: Kernel = search_kernel("hamming_select", Src::HammingSelect, 64);
+    pub const HAMMING_TIES: Kernel = search_kernel("hamming_ties", Src::HammingTies, 256);
+    pub const HAMMING_SCAN: Kernel = search_kernel("hamming_scan", Src::HammingScan, 256);
+    pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", Src::HammingCollect, 256);
+    pub const SORT_PAIRS: Kernel = Kernel { helpers: &[Src::SearchCommon], ..search_kernel("sort_pairs", Src::SortPairs, 256) };
+    pub const RESCORE: Kernel = Kernel { helpers: &[Src::SearchCommon], decodes: true, ..search_kernel("rescore", Src::Rescore, 64) };
 }
 
 /// The passes of a Hamming search (see `gpu::search`).
@@ -211,7 +255,7 @@ impl ShaderId {
     pub fn source(self) -> String {
         let (kernel, format) = self.kernel();
         let decoder = format.filter(|_| kernel.decodes).map(|f| f.wgsl().0);
-        kernel.helpers.iter().copied().chain(decoder).chain([kernel.driver]).collect()
+        kernel.helpers.iter().map(|h| h.text()).chain(decoder).chain([kernel.driver.text()]).collect()
     }
 
     /// Override constants fixed by the kernel's identity: the driver variant's and the
@@ -278,7 +322,7 @@ mod tests {
     /// `ROW_SKIP`/`ROW_ZERO` in `gather_common.wgsl`, which every decoding kernel includes.
     #[test]
     fn row_sentinels_agree_between_host_and_wgsl() {
-        let module = naga::front::wgsl::parse_str(GATHER_COMMON).unwrap();
+        let module = naga::front::wgsl::parse_str(Src::GatherCommon.text()).unwrap();
         let value = |name: &str| -> u32 {
             let (_, c) = module.constants.iter().find(|(_, c)| c.name.as_deref() == Some(name)).unwrap_or_else(|| panic!("no {name}"));
             match module.global_expressions[c.init] {
@@ -289,7 +333,8 @@ mod tests {
         assert_eq!(value("ROW_SKIP"), crate::bounds::SKIP_ID);
         assert_eq!(value("ROW_ZERO"), crate::bounds::ZERO_ID);
         for k in [&kernels::BAG, &kernels::GATHER_ROWS, &kernels::GATHER_ROWS4] {
-            assert!(k.helpers.contains(&GATHER_COMMON) && !k.driver.contains("0xffffffffu") && !k.driver.contains("0xfffffffeu"), "{}", k.name);
+            let driver = k.driver.text();
+            assert!(k.helpers.contains(&Src::GatherCommon) && !driver.contains("0xffffffffu") && !driver.contains("0xfffffffeu"), "{}", k.name);
         }
     }
 }
