@@ -31,23 +31,16 @@ impl MixedTable {
             return Err(Error::LimitExceeded { what: "rows of a mixed-precision table", requested: rows as u64, max: HOT as u64 - 1 });
         }
         Bounds::Error.check(hot_rows, rows)?;
-        let mut remap = vec![u32::MAX; rows];
-        for (i, &r) in hot_rows.iter().enumerate() {
-            if remap[r as usize] != u32::MAX {
+        let mut is_hot = vec![false; rows];
+        for &r in hot_rows {
+            if std::mem::replace(&mut is_hot[r as usize], true) {
                 return Err(Error::DuplicateHotId { id: r as u64 });
             }
-            remap[r as usize] = HOT | i as u32;
         }
-        let mut cold_rows = Vec::with_capacity(rows - hot_rows.len());
-        for (r, m) in remap.iter_mut().enumerate() {
-            if *m == u32::MAX {
-                *m = cold_rows.len() as u32;
-                cold_rows.push(r as u32);
-            }
-        }
+        let cold_rows: Vec<u32> = (0..rows as u32).filter(|&r| !is_hot[r as usize]).collect();
         let hot = PackedTable::quantize_rows(hot_format, data, dim, hot_rows)?;
         let cold = PackedTable::quantize_rows(cold_format, data, dim, &cold_rows)?;
-        Ok(MixedTable { hot, cold, remap })
+        MixedTable::from_parts(hot_rows, hot, cold)
     }
 
     /// [`MixedTable::quantize`] with the `hot` rows of highest `counts` (access counts per row, a
@@ -68,6 +61,45 @@ impl MixedTable {
         order.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
         order.truncate(hot.min(rows));
         MixedTable::quantize(data, rows, dim, &order, hot_format, cold_format)
+    }
+
+    /// A mixed table from its parts, as `edo plan --write` stores one: `hot_rows` (distinct rows
+    /// of the original table, in the order of `hot`'s rows) and the two tables; the original has
+    /// `hot.rows() + cold.rows()` rows, the cold ones in order. Refused unless they fit together.
+    pub fn from_parts(hot_rows: &[u32], hot: PackedTable, cold: PackedTable) -> Result<MixedTable, Error> {
+        if hot.dim() != cold.dim() {
+            return Err(Error::ShapeMismatch { what: "dims of the hot and the cold rows", expected: cold.dim(), actual: hot.dim() });
+        }
+        if hot_rows.len() != hot.rows() {
+            return Err(Error::ShapeMismatch { what: "hot row ids (one per row of the hot table)", expected: hot.rows(), actual: hot_rows.len() });
+        }
+        let rows = hot.rows() + cold.rows();
+        if rows >= HOT as usize {
+            return Err(Error::LimitExceeded { what: "rows of a mixed-precision table", requested: rows as u64, max: HOT as u64 - 1 });
+        }
+        Bounds::Error.check(hot_rows, rows)?;
+        let mut remap = vec![u32::MAX; rows];
+        for (i, &r) in hot_rows.iter().enumerate() {
+            if remap[r as usize] != u32::MAX {
+                return Err(Error::DuplicateHotId { id: r as u64 });
+            }
+            remap[r as usize] = HOT | i as u32;
+        }
+        for (cold_index, m) in remap.iter_mut().filter(|m| **m == u32::MAX).enumerate() {
+            *m = cold_index as u32;
+        }
+        Ok(MixedTable { hot, cold, remap })
+    }
+
+    /// The original rows that are hot, in the order of the hot table's rows.
+    pub fn hot_rows(&self) -> Vec<u32> {
+        let mut rows = vec![0u32; self.hot.rows()];
+        for (r, &m) in self.remap.iter().enumerate() {
+            if m & HOT != 0 {
+                rows[(m & !HOT) as usize] = r as u32;
+            }
+        }
+        rows
     }
 
     pub fn rows(&self) -> usize {

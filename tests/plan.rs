@@ -142,3 +142,22 @@ fn mixed_tables_check_their_input() {
     let hot: Vec<usize> = (0..rows).filter(|&r| m.locate(r).0).collect();
     assert_eq!(hot, [6, 13, 20, 27, 34]);
 }
+
+#[test]
+fn a_mixed_table_round_trips_through_its_parts() {
+    let (rows, dim) = (300, 6);
+    let data = embedding_table(rows, dim, 2);
+    let hot: Vec<u32> = vec![299, 0, 17, 150];
+    let m = MixedTable::quantize(&data, rows, dim, &hot, Format::F16, Format::Int4).unwrap();
+    assert_eq!(m.hot_rows(), hot);
+    let back = MixedTable::from_parts(&m.hot_rows(), m.hot().clone(), m.cold().clone()).unwrap();
+    let all: Vec<u32> = (0..rows as u32).collect();
+    assert_eq!(back.gather(&all, Bounds::Error).unwrap(), m.gather(&all, Bounds::Error).unwrap());
+    // Parts that do not fit together are refused.
+    let (h, c) = (m.hot().clone(), m.cold().clone());
+    assert!(matches!(MixedTable::from_parts(&hot[..3], h.clone(), c.clone()), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(MixedTable::from_parts(&[299, 0, 17, 0], h.clone(), c.clone()), Err(Error::DuplicateHotId { id: 0 })));
+    assert!(matches!(MixedTable::from_parts(&[300, 0, 17, 1], h.clone(), c.clone()), Err(Error::IdOutOfRange { index: 0, id: 300, .. })));
+    let other_dim = edo::PackedTable::quantize(Format::Int4, &embedding_table(296, 5, 1), 296, 5).unwrap();
+    assert!(matches!(MixedTable::from_parts(&hot, h, other_dim), Err(Error::ShapeMismatch { .. })));
+}

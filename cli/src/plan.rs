@@ -1,10 +1,14 @@
 //! `edo plan`.
 
+use std::path::{Path, PathBuf};
+
 use clap::Args;
-use edo::plan::{plan, Access, PlanOptions, TableSpec};
-use edo::Format;
+use edo::file::TableFile;
+use edo::plan::{plan, Access, Choice, PlanOptions, TableSpec};
+use edo::{AnyTable, Format};
 
 use crate::bench::human_bytes;
+use crate::tables::SourceArgs;
 use crate::{exit, parse_format, Failure};
 
 #[derive(Args)]
@@ -13,11 +17,12 @@ pub struct PlanArgs {
     /// the tables take resident in INT8.
     #[arg(long, value_parser = parse_size)]
     budget: Option<u64>,
-    /// A table as NAME:ROWS:DIM, optionally followed by :zipf=S, :uniform and :lookups=W
+    /// A table as NAME:ROWS:DIM, or NAME=FILE (any table edo imports: its rows are measured,
+    /// and --write can write it), optionally followed by :zipf=S, :uniform and :lookups=W
     /// (relative lookups; default 1). Repeat for each table. Default: 26 recommender tables
     /// (10 thousand to 4 million rows, dim 64, Zipf 1.05).
     #[arg(long = "table", value_parser = parse_table)]
-    tables: Vec<TableSpec>,
+    tables: Vec<TableArg>,
     /// Candidate formats, comma separated.
     #[arg(long, value_delimiter = ',', value_parser = parse_format, default_value = "fp16,int8,int4,binary+scale")]
     formats: Vec<Format>,
@@ -30,6 +35,19 @@ pub struct PlanArgs {
     /// Print the plan as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Write the planned tables given as NAME=FILE into this directory: NAME.edo (resident, or
+    /// the host table of a cache), or for mixed precision NAME.hot.edo, NAME.cold.edo and
+    /// NAME.hot_rows.npy (u32, the original rows of the hot table's rows), from which
+    /// edo::MixedTable::from_parts rebuilds it.
+    #[arg(long)]
+    write: Option<PathBuf>,
+}
+
+/// A `--table`: a shape to plan for, or a file whose table to plan for (and write).
+#[derive(Clone)]
+pub enum TableArg {
+    Shape(TableSpec),
+    File { name: String, path: PathBuf, access: Access, lookups: f64 },
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -50,31 +68,66 @@ fn parse_size(s: &str) -> Result<u64, String> {
     Ok((value * scale as f64) as u64)
 }
 
-fn parse_table(s: &str) -> Result<TableSpec, String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let [name, rows, dim, rest @ ..] = parts.as_slice() else { return Err(format!("{s:?}: expected NAME:ROWS:DIM[:zipf=S|:uniform][:lookups=W]")) };
-    let rows: usize = rows.parse().map_err(|_| format!("{s:?}: rows {rows:?} is not a number"))?;
-    let dim: usize = dim.parse().map_err(|_| format!("{s:?}: dim {dim:?} is not a number"))?;
-    if rows == 0 || dim == 0 {
-        return Err(format!("{s:?}: rows and dim must be at least 1"));
-    }
-    let mut spec = TableSpec::new(*name, rows, dim, Access::Zipf(1.05));
-    for opt in rest {
-        if *opt == "uniform" {
-            spec.access = Access::Uniform;
+fn parse_table(s: &str) -> Result<TableArg, String> {
+    // Options come last, after a colon each; what is left is NAME:ROWS:DIM or NAME=FILE.
+    let mut head = s;
+    let (mut access, mut lookups) = (Access::Zipf(1.05), 1.0);
+    while let Some((rest, opt)) = head.rsplit_once(':') {
+        if opt == "uniform" {
+            access = Access::Uniform;
         } else if let Some(v) = opt.strip_prefix("zipf=") {
             let z: f64 = v.parse().map_err(|_| format!("{s:?}: zipf={v:?} is not a number"))?;
             if !(z > 0.0 && z.is_finite()) {
                 return Err(format!("{s:?}: the Zipf exponent must be > 0"));
             }
-            spec.access = Access::Zipf(z);
+            access = Access::Zipf(z);
         } else if let Some(v) = opt.strip_prefix("lookups=") {
-            spec.lookups = v.parse().ok().filter(|w: &f64| *w >= 0.0 && w.is_finite()).ok_or_else(|| format!("{s:?}: lookups={v:?} must be a number ≥ 0"))?;
+            lookups = v.parse().ok().filter(|w: &f64| *w >= 0.0 && w.is_finite()).ok_or_else(|| format!("{s:?}: lookups={v:?} must be a number ≥ 0"))?;
         } else {
-            return Err(format!("{s:?}: unknown option {opt:?} (zipf=S, uniform, lookups=W)"));
+            break;
         }
+        head = rest;
     }
-    Ok(spec)
+    if let Some((name, path)) = head.split_once('=') {
+        if name.is_empty() || path.is_empty() {
+            return Err(format!("{s:?}: expected NAME=FILE"));
+        }
+        return Ok(TableArg::File { name: name.to_string(), path: PathBuf::from(path), access, lookups });
+    }
+    let parts: Vec<&str> = head.split(':').collect();
+    let [name, rows, dim] = parts.as_slice() else {
+        return Err(format!("{s:?}: expected NAME:ROWS:DIM or NAME=FILE, then :zipf=S, :uniform or :lookups=W"));
+    };
+    let rows: usize = rows.parse().map_err(|_| format!("{s:?}: rows {rows:?} is not a number"))?;
+    let dim: usize = dim.parse().map_err(|_| format!("{s:?}: dim {dim:?} is not a number"))?;
+    if rows == 0 || dim == 0 {
+        return Err(format!("{s:?}: rows and dim must be at least 1"));
+    }
+    let mut spec = TableSpec::new(*name, rows, dim, access);
+    spec.lookups = lookups;
+    Ok(TableArg::Shape(spec))
+}
+
+/// Rows of a table the planner measures each format's error on: up to this many, evenly spaced.
+const SAMPLE_ROWS: usize = 2048;
+
+/// A table read from a file: its values, and its spec with a sample of its rows.
+struct Loaded {
+    path: PathBuf,
+    values: Vec<f32>,
+    vocab: Option<edo::file::Vocab>,
+}
+
+fn load(name: &str, path: &Path, access: &Access, lookups: f64) -> Result<(TableSpec, Loaded), Failure> {
+    let imported = SourceArgs::default().read(path)?;
+    let (rows, dim) = (imported.rows(), imported.dim());
+    let values = imported.values().into_owned();
+    let step = rows.div_ceil(SAMPLE_ROWS).max(1);
+    let sample: Vec<f32> = (0..rows).step_by(step).flat_map(|r| values[r * dim..(r + 1) * dim].iter().copied()).collect();
+    let mut spec = TableSpec::new(name, rows, dim, access.clone());
+    spec.lookups = lookups;
+    spec.sample = Some(sample);
+    Ok((spec, Loaded { path: path.to_path_buf(), values, vocab: imported.vocab }))
 }
 
 /// 26 tables of a recommender model (the DLRM shape: a few huge tables, many small ones).
@@ -88,11 +141,43 @@ fn default_tables() -> Vec<TableSpec> {
 }
 
 pub fn run(a: PlanArgs) -> Result<(), Failure> {
-    let tables = if a.tables.is_empty() { default_tables() } else { a.tables };
+    let mut tables = Vec::new();
+    let mut loaded = Vec::new();
+    for t in &a.tables {
+        match t {
+            TableArg::Shape(spec) => {
+                tables.push(spec.clone());
+                loaded.push(None);
+            }
+            TableArg::File { name, path, access, lookups } => {
+                let (spec, table) = load(name, path, access, *lookups)?;
+                tables.push(spec);
+                loaded.push(Some(table));
+            }
+        }
+    }
+    if tables.is_empty() {
+        tables = default_tables();
+        loaded = tables.iter().map(|_| None).collect();
+    }
+    if let Some(dir) = &a.write {
+        if !loaded.iter().any(Option::is_some) {
+            return Err(Failure::new(exit::USAGE, "--write needs tables given as NAME=FILE: a NAME:ROWS:DIM table has no rows to write"));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", dir.display())))?;
+    }
     let int8: u64 = tables.iter().map(|t| (t.rows * Format::Int8.row_bytes(t.dim)) as u64).sum();
     let budget = a.budget.unwrap_or(int8 / 2);
     let options = PlanOptions { formats: a.formats, min_hit_rate: a.min_hit_rate, mixed: !a.no_mixed, ..PlanOptions::default() };
     let p = plan(&tables, budget, &options)?;
+    let mut written = Vec::new();
+    if let Some(dir) = &a.write {
+        for ((spec, table), tp) in tables.iter().zip(&loaded).zip(&p.tables) {
+            if let Some(table) = table {
+                written.extend(write_planned(dir, spec, table, &tp.choice)?);
+            }
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&p.to_json()).expect("JSON"));
         return Ok(());
@@ -116,5 +201,56 @@ pub fn run(a: PlanArgs) -> Result<(), Failure> {
     if budget < p.bytes {
         return Err(Failure::new(exit::FAILURE, "internal: the plan exceeds the budget"));
     }
+    for path in &written {
+        println!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+/// Builds the table `choice` describes from the file's rows and writes it into `dir`; returns
+/// the files written.
+fn write_planned(dir: &Path, spec: &TableSpec, table: &Loaded, choice: &Choice) -> Result<Vec<PathBuf>, Failure> {
+    let built = choice.build(&table.values, spec.rows, spec.dim, &spec.access)?;
+    let source = std::fs::canonicalize(&table.path).unwrap_or_else(|_| table.path.clone());
+    let file = |t: &edo::PackedTable, part: &str| -> Result<TableFile, Failure> {
+        let mut f = TableFile::new(t.clone());
+        f.set_metadata("plan.choice", choice.to_string())?;
+        f.set_metadata("plan.part", part)?;
+        f.set_metadata("source", source.display().to_string())?;
+        if let Some(rows) = choice.cache_capacity() {
+            f.set_metadata("plan.cache_rows", rows.to_string())?;
+        }
+        Ok(f)
+    };
+    let mut out = Vec::new();
+    let mut put = |f: TableFile, name: String| -> Result<(), Failure> {
+        let path = dir.join(name);
+        f.write(&path)?;
+        out.push(path);
+        Ok(())
+    };
+    match &built {
+        AnyTable::Dense(t) => {
+            let mut f = file(t, "whole")?;
+            if let Some(v) = &table.vocab {
+                f = f.with_vocab(v.clone())?;
+            }
+            put(f, format!("{}.edo", spec.name))?;
+        }
+        AnyTable::Mixed(m) => {
+            put(file(m.hot(), "hot")?, format!("{}.hot.edo", spec.name))?;
+            put(file(m.cold(), "cold")?, format!("{}.cold.edo", spec.name))?;
+            let hot_rows = m.hot_rows();
+            let npy = edo::file::export::Array { dtype: edo::file::npy::Dtype::U32, shape: vec![hot_rows.len()], data: bytemuck_bytes(&hot_rows) };
+            let path = dir.join(format!("{}.hot_rows.npy", spec.name));
+            std::fs::write(&path, npy.to_npy()).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", path.display())))?;
+            out.push(path);
+        }
+        _ => return Err(Failure::new(exit::FAILURE, format!("internal: the planner chose {choice}, which edo plan cannot write"))),
+    }
+    Ok(out)
+}
+
+fn bytemuck_bytes(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

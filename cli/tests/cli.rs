@@ -292,3 +292,59 @@ fn plan_fits_the_budget_and_explains_itself() {
     assert_eq!(small.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&small.stderr).contains("smallest plan"), "{}", String::from_utf8_lossy(&small.stderr));
 }
+
+#[test]
+fn plan_writes_the_tables_it_plans_from_files() {
+    use edo::file::{export::Array, npy, TableFile};
+    use edo::{Bounds, Format, Lookup, MixedTable, PackedTable};
+    let dir = Scratch::new("plan-write");
+    let (rows, dim) = (20_000, 32);
+    let data = edo::synth::embedding_table(rows, dim, 3);
+    let words = dir.path("words.npy");
+    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&words, Array { dtype: npy::Dtype::F32, shape: vec![rows, dim], data: bytes }.to_npy()).unwrap();
+    let out = dir.path("planned");
+    let (w, o) = (words.to_str().unwrap(), out.to_str().unwrap());
+    let table = format!("words={w}:zipf=1.2");
+    let plan = |args: &[&str]| -> String {
+        let json = ok(&[&["plan", "--table", &table, "--write", o, "--json"], args].concat());
+        let p: serde_json::Value = serde_json::from_str(&json).unwrap();
+        p["tables"][0]["choice"].as_str().unwrap().to_string()
+    };
+
+    // No caches, a budget between INT4 and FP16 everywhere: precision mixed for a skewed table.
+    let choice = plan(&["--budget", "600KiB", "--min-hit-rate", "2"]);
+    assert_eq!(choice, "mixed: 4000 hot rows fp16, rest int4");
+    let hot = TableFile::open(out.join("words.hot.edo")).unwrap();
+    let cold = TableFile::open(out.join("words.cold.edo")).unwrap();
+    assert_eq!((hot.metadata()["plan.choice"].as_str(), hot.metadata()["plan.part"].as_str()), (choice.as_str(), "hot"));
+    let ids_file = std::fs::read(out.join("words.hot_rows.npy")).unwrap();
+    let ids = npy::read(&ids_file).unwrap();
+    assert_eq!((ids.dtype, ids.shape.clone()), (npy::Dtype::U32, vec![4000]));
+    let hot_rows: Vec<u32> = ids.data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    assert_eq!(hot_rows, (0..4000).collect::<Vec<u32>>(), "under Zipf the first rows are the hot ones");
+    // Rebuilt from its parts, it is the table the choice builds, bit for bit, within the budget.
+    let mixed = MixedTable::from_parts(&hot_rows, hot.into_table(), cold.into_table()).unwrap();
+    let want = MixedTable::quantize(&data, rows, dim, &hot_rows, Format::F16, Format::Int4).unwrap();
+    let all: Vec<u32> = (0..rows as u32).collect();
+    assert_eq!(mixed.gather(&all, Bounds::Error).unwrap(), want.gather(&all, Bounds::Error).unwrap());
+    assert!(mixed.bytes() <= 600 << 10, "{} bytes", mixed.bytes());
+
+    // A cache: the host table in its format, with the cache's rows noted.
+    let choice = plan(&["--budget", "900KiB"]);
+    assert!(choice.starts_with("cached fp16"), "{choice}");
+    let t = TableFile::open(out.join("words.edo")).unwrap();
+    assert_eq!(t.metadata()["plan.choice"], choice);
+    assert!(choice.contains(&format!("{} rows", t.metadata()["plan.cache_rows"])), "{choice}");
+    assert_eq!(t.table().words(), PackedTable::quantize(Format::F16, &data, rows, dim).unwrap().words());
+
+    // Resident when the budget holds FP16 everywhere.
+    assert_eq!(plan(&["--budget", "2MiB", "--formats", "fp16,int8"]), "resident fp16");
+    assert!(!TableFile::open(out.join("words.edo")).unwrap().metadata().contains_key("plan.cache_rows"));
+
+    // Tables without rows cannot be written; a missing file is named.
+    let bad = edo(&["plan", "--table", "a:1000:8", "--write", o]);
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = edo(&["plan", "--table", "a=/nonexistent/t.npy"]);
+    assert_eq!(missing.status.code(), Some(66), "{}", String::from_utf8_lossy(&missing.stderr));
+}

@@ -70,6 +70,7 @@ impl Array {
             npy::Dtype::F16 => Dtype::F16,
             npy::Dtype::U8 => Dtype::U8,
             npy::Dtype::I8 => Dtype::I8,
+            npy::Dtype::U32 => Dtype::U32,
         };
         let tensor = Tensor { dtype, shape: self.shape.clone(), data: (&self.data[..]).into() };
         let mut out = Vec::with_capacity(self.data.len() + 256);

@@ -16,6 +16,8 @@ pub enum Dtype {
     F16,
     U8,
     I8,
+    /// Row ids (what `edo plan --write` stores a mixed table's hot rows as); not a table.
+    U32,
 }
 
 impl Dtype {
@@ -26,12 +28,13 @@ impl Dtype {
             Dtype::F16 => "<f2",
             Dtype::U8 => "|u1",
             Dtype::I8 => "|i1",
+            Dtype::U32 => "<u4",
         }
     }
     pub fn size(self) -> usize {
         match self {
             Dtype::F64 => 8,
-            Dtype::F32 => 4,
+            Dtype::F32 | Dtype::U32 => 4,
             Dtype::F16 => 2,
             Dtype::U8 | Dtype::I8 => 1,
         }
@@ -43,6 +46,7 @@ impl Dtype {
             "<f2" => Dtype::F16,
             "|u1" | "<u1" | "u1" | "B" => Dtype::U8,
             "|i1" | "<i1" | "i1" | "b" => Dtype::I8,
+            "<u4" => Dtype::U32,
             _ => return None,
         })
     }
