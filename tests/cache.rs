@@ -1,5 +1,5 @@
 //! The row cache's bookkeeping and policies, without a GPU (the GPU cache is tested against the
-//! CPU oracle in `tests/gpu.rs`).
+//! CPU oracle in `tests/gpu/cache.rs`).
 
 use edo::cache::{simulate, Part, PolicyKind, SlotMap, ZERO_SLOT};
 use edo::synth;

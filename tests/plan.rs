@@ -1,5 +1,5 @@
 //! The memory planner and mixed-precision tables (host side; the GPU lookup of a mixed table is
-//! in `tests/gpu.rs`).
+//! in `tests/gpu/`).
 
 use edo::plan::{plan, Access, Choice, PlanOptions, TableSpec};
 use edo::synth::{embedding_table, zipf_ids, Rng};

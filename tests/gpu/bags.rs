@@ -1,0 +1,104 @@
+//! EmbeddingBag and table-batched bags against the CPU oracle.
+
+use super::*;
+
+fn check_bags(engine: &Engine, dims: &[usize], expect_shards: bool) {
+    let rows = 700;
+    for &dim in dims {
+        let data = embedding_table(rows, dim, 90 + dim as u64);
+        for format in Format::ALL {
+            let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+            let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            let gpu = block_on(GpuTable::upload(engine, &table)).unwrap();
+            assert_eq!(gpu.shard_count() > 1, expect_shards, "{format} dim {dim}");
+            for bounds in [Bounds::Error, Bounds::Zero, Bounds::Clamp] {
+                let (indices, offsets) = random_bags(301, rows, 9, bounds != Bounds::Error, dim as u64);
+                let weights: Vec<f32> = (0..indices.len()).map(|j| 0.5 + (j % 7) as f32 * 0.25).collect();
+                for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::None] {
+                    for weighted in [false, true] {
+                        if weighted && !matches!(pooling, Pooling::Sum | Pooling::None) {
+                            continue;
+                        }
+                        let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                        if weighted {
+                            bags = bags.weights(&weights);
+                        }
+                        let what = format!("{format} dim {dim} {pooling:?} weighted {weighted} {bounds:?} shards {}", gpu.shard_count());
+                        let want = edo::cpu::embedding_bag(&table, &bags, pooling, bounds).unwrap();
+                        let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, bounds)).unwrap());
+                        let w = if weighted { 2.0 } else { 1.0 };
+                        assert_pooled_close(&got, &want, 9.0, w * max_abs, pooling == Pooling::Max, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bags_match_the_cpu_oracle_for_every_pooling_format_and_weighting() {
+    let Some(engine) = engine() else { return };
+    // 3: the scalar kernel; 16, 100: four quads per invocation; 1000: several column blocks.
+    check_bags(&engine, &[3, 16, 100, 1000], false);
+}
+
+#[test]
+fn bags_match_the_cpu_oracle_across_shards() {
+    // 2 KiB shards: every format of a 700-row table is split (binary dim 5: 2 800 bytes).
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(2 << 10), ..Default::default() }) else { return };
+    check_bags(&engine, &[5, 24], true);
+}
+
+#[test]
+fn table_batched_bags_match_the_oracle_in_one_dispatch_per_shard() {
+    for max_binding in [None, Some(8 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for (dims, format) in [(vec![8usize, 4, 64, 16], Format::Int8), (vec![8, 3, 17], Format::F16), (vec![32, 32], Format::BinaryScaled)] {
+            let rows: Vec<usize> = (0..dims.len()).map(|t| [500, 3, 1200, 40][t % 4]).collect();
+            let tables: Vec<PackedTable> = dims
+                .iter()
+                .zip(&rows)
+                .enumerate()
+                .map(|(t, (&d, &r))| PackedTable::quantize(format, &embedding_table(r, d, t as u64), r, d).unwrap())
+                .collect();
+            let refs: Vec<&PackedTable> = tables.iter().collect();
+            let max_abs = tables.iter().flat_map(|t| t.dequantize()).fold(0f32, |m, x| m.max(x.abs()));
+            let gpu = block_on(GpuTableBatch::upload(&engine, &refs)).unwrap();
+            assert_eq!(gpu.len(), dims.len());
+            assert_eq!(gpu.bytes(), tables.iter().map(|t| t.bytes()).sum::<u64>());
+            let batch = 129;
+            let mut indices = Vec::new();
+            let mut offsets = Vec::new();
+            for (t, &r) in rows.iter().enumerate() {
+                let (idx, off) = random_bags(batch, r, 20, false, 7 + t as u64);
+                offsets.extend(off[..batch].iter().map(|o| o + indices.len() as u32));
+                indices.extend(idx);
+            }
+            offsets.push(indices.len() as u32);
+            let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+            for layout in [Layout::Concat, Layout::PerTable] {
+                for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+                    let want = edo::cpu::embedding_bags(&refs, batch, &bags, pooling, Bounds::Error, layout).unwrap();
+                    let job = block_on(gpu.prepare_bags(batch, &bags, pooling, Bounds::Error, layout)).unwrap();
+                    let got = run_job(job);
+                    let what = format!("{format} dims {dims:?} {layout:?} {pooling:?} shards {}", gpu.shard_count());
+                    assert_pooled_close(&got, &want, 20.0, max_abs, pooling == Pooling::Max, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bag_errors_are_typed_and_mixed_formats_refused() {
+    let Some(engine) = engine() else { return };
+    let a = PackedTable::quantize(Format::Int8, &embedding_table(10, 4, 1), 10, 4).unwrap();
+    let b = PackedTable::quantize(Format::Int4, &embedding_table(10, 4, 2), 10, 4).unwrap();
+    assert!(matches!(block_on(GpuTableBatch::upload(&engine, &[&a, &b])), Err(Error::MixedFormats { index: 1, .. })));
+    let gpu = block_on(GpuTable::upload(&engine, &a)).unwrap();
+    let idx = [1u32, 2, 30];
+    let err = block_on(gpu.bag(&Bags::new(&idx, &[0, 1]), Pooling::Sum, Bounds::Error)).err();
+    assert_eq!(err, Some(Error::IdOutOfRange { index: 2, id: 30, rows: 10 }));
+    let err = block_on(gpu.bag(&Bags::new(&idx, &[0, 3, 1]), Pooling::Sum, Bounds::Zero)).err();
+    assert!(matches!(err, Some(Error::BadOffsets { index: 2, .. })));
+}

@@ -1,0 +1,118 @@
+//! The engine and its device: loss, limits, reports, and an engine over a caller's device.
+
+use super::*;
+
+#[test]
+fn device_loss_is_a_typed_error_everywhere() {
+    // Its own engine: destroying the shared one would break the other tests.
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(20, 4, 1), 20, 4).unwrap();
+    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    block_on(engine.prepare_gather(Format::F16, 4)).unwrap();
+    let rows = block_on(gpu.gather(&[1, 2], Bounds::Error)).unwrap();
+    engine.destroy_device();
+    assert!(matches!(block_on(engine.prepare_gather(Format::Int4, 4)), Err(Error::DeviceLost(_))));
+    assert!(matches!(block_on(gpu.gather(&[1], Bounds::Error)), Err(Error::DeviceLost(_))));
+    assert!(matches!(rows.read_blocking(), Err(Error::DeviceLost(_))));
+    assert!(matches!(block_on(GpuTable::upload(&engine, &table)), Err(Error::DeviceLost(_))));
+    assert!(matches!(engine.wait_idle(), Err(Error::DeviceLost(_))));
+}
+
+#[test]
+fn the_engine_reports_its_adapter_and_real_limits() {
+    let Some(engine) = engine() else { return };
+    assert!(!engine.adapter().name.is_empty());
+    // The adapter's own limits, not WebGPU's defaults (lavapipe: 128 MiB bindings, not 128 MiB
+    // by accident: the WebGPU default is 128 MiB too, so check the buffer size limit instead).
+    assert!(engine.limits().max_buffer_size >= 256 << 20, "max_buffer_size {}", engine.limits().max_buffer_size);
+    assert_eq!(engine.max_binding_bytes(), engine.limits().max_storage_buffer_binding_size.min(engine.limits().max_buffer_size));
+    eprintln!("adapter: {}", engine.adapter());
+}
+
+/// A device of this machine's adapter, made by "the application" with `limits`.
+fn own_device(limits: wgpu::Limits) -> Option<(wgpu::Device, wgpu::Queue)> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let Ok(adapter) = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default())) else {
+        assert!(!require_gpu(), "no adapter; EDO_REQUIRE_GPU=1 makes this a failure");
+        eprintln!("SKIPPED: no adapter");
+        return None;
+    };
+    Some(
+        block_on(adapter.request_device(&wgpu::DeviceDescriptor { required_limits: limits, ..Default::default() }))
+            .expect("a device within the adapter's limits"),
+    )
+}
+
+#[test]
+fn an_engine_over_the_callers_device_feeds_the_callers_pipeline() {
+    let Some((device, queue)) = own_device(wgpu::Limits::default()) else { return };
+    let engine = Engine::from_device(device.clone(), queue.clone(), EngineOptions::default()).unwrap();
+    // The device's limits (WebGPU's defaults), not the adapter's.
+    assert_eq!(engine.limits().max_storage_buffer_binding_size, wgpu::Limits::default().max_storage_buffer_binding_size);
+    let (rows, dim) = (5000, 7);
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 4), rows, dim).unwrap();
+    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    let ids = ids_with_bad(777, rows, 6);
+    let job = block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap();
+    job.output().fill(SENTINEL).unwrap();
+    // The caller's kernel doubles every gathered value in place, in the same encoder.
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(
+            "@group(0) @binding(0) var<storage, read_write> v: array<f32>;
+             @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+                 if (g.x < arrayLength(&v)) { v[g.x] = 2.0 * v[g.x]; }
+             }"
+            .into(),
+        ),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry { binding: 0, resource: job.output().buffer().as_entire_binding() }],
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    job.encode(&mut encoder);
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(((ids.len() * dim) as u32).div_ceil(64), 1, 1);
+    }
+    queue.submit([encoder.finish()]);
+    let got = job.output().read_blocking().unwrap();
+    let want: Vec<f32> = edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap().iter().map(|x| 2.0 * x).collect();
+    assert_bits_eq(&got, &want, "gathered and doubled on the caller's device");
+}
+
+#[test]
+fn a_device_below_edos_limits_is_refused_by_name() {
+    let Some((device, queue)) = own_device(wgpu::Limits::downlevel_webgl2_defaults()) else { return };
+    let err = Engine::from_device(device, queue, EngineOptions::default()).err();
+    assert_eq!(err, Some(Error::DeviceLimits { limit: "max_storage_buffers_per_shader_stage", required: 6, actual: 0 }));
+    assert!(err.unwrap().to_string().contains("max_storage_buffers_per_shader_stage is 0"));
+}
+
+#[test]
+fn device_loss_listeners_hear_it_once() {
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    {
+        let heard = heard.clone();
+        engine.on_device_lost(move |why| heard.lock().unwrap().push(why.to_string()));
+    }
+    assert!(heard.lock().unwrap().is_empty());
+    engine.destroy_device();
+    engine.destroy_device();
+    let heard = heard.lock().unwrap();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(heard[0].contains("Destroyed"), "{heard:?}");
+}

@@ -1,0 +1,148 @@
+//! One lookup interface: every kind gathers and bags through GpuLookup, and the planner's choice
+//! is a table to look up.
+
+use super::hashing::random_ids;
+use super::*;
+
+/// Pools on the GPU through the trait into a sentinel-filled output.
+fn gpu_bag<T: GpuLookup>(table: &T, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Vec<f32> {
+    run_job(block_on(table.prepare_bag(bags, pooling, bounds)).unwrap())
+}
+
+#[test]
+fn every_kind_gathers_and_bags_through_one_interface() {
+    // 3 KiB shards and bindings: the dense rows of a bag's indices span several parts too.
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(3 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (900, 20);
+    let data = embedding_table(rows, dim, 8);
+    let keep: Vec<bool> = (0..rows).map(|r| r % 5 != 2).collect();
+    let hot: Vec<u32> = (0..rows as u32).filter(|r| r % 7 == 0).collect();
+    let kinds: Vec<AnyTable> = vec![
+        PackedTable::quantize(Format::Int4, &data, rows, dim).unwrap().into(),
+        edo::PrunedTable::quantize(Format::Int8, &data, rows, dim, &keep).unwrap().into(),
+        edo::MixedTable::quantize(&data, rows, dim, &hot, Format::F16, Format::Int4).unwrap().into(),
+    ];
+    // 301 bags (several workgroups, no multiple of one), some empty, some with bad indices.
+    let (indices, offsets) = random_bags(301, rows, 17, true, 4);
+    let weights: Vec<f32> = (0..indices.len()).map(|i| 0.25 + (i % 7) as f32 * 0.5).collect();
+    let max_abs = data.iter().fold(0f32, |m, x| m.max(x.abs())) * 1.1;
+    for host in &kinds {
+        let gpu: AnyGpuTable = block_on(host.upload(&engine)).unwrap();
+        assert_eq!((gpu.rows(), gpu.dim()), (host.rows(), host.dim()));
+        let name = match host {
+            AnyTable::Dense(_) => "dense",
+            AnyTable::Pruned(_) => "pruned",
+            AnyTable::Mixed(_) => "mixed",
+        };
+        let ids = ids_with_bad(1234, rows, 9);
+        for bounds in [Bounds::Zero, Bounds::Clamp] {
+            let job = block_on(gpu.prepare_gather(&ids, bounds)).unwrap();
+            assert_bits_eq(&run_job(job), &host.gather(&ids, bounds).unwrap(), &format!("{name} gather {bounds:?}"));
+            for (pooling, weighted) in [(Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false), (Pooling::None, true)] {
+                let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                if weighted {
+                    bags = bags.weights(&weights);
+                }
+                let want = host.bag(&bags, pooling, bounds).unwrap();
+                let got = gpu_bag(&gpu, &bags, pooling, bounds);
+                assert_pooled_close(&got, &want, 17.0 * 3.5, max_abs, pooling == Pooling::Max, &format!("{name} {pooling:?} {bounds:?}"));
+            }
+        }
+        // Refused before any work, with the index of the first bad id.
+        let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+        let first_bad = indices.iter().position(|&i| i as usize >= rows).unwrap();
+        assert!(matches!(block_on(gpu.bag(&bags, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { index, .. }) if index == first_bad), "{name}");
+        assert!(matches!(host.bag(&bags, Pooling::Sum, Bounds::Error), Err(Error::IdOutOfRange { index, .. }) if index == first_bad), "{name}");
+    }
+}
+
+#[test]
+fn mixed_bags_equal_the_fused_bags_of_the_whole_table() {
+    // All rows hot: the mixed table's bag (gather, then pool) must equal the fused bag kernel's
+    // of the same format, the same values in the same order.
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (500, 12);
+    let data = embedding_table(rows, dim, 3);
+    let all: Vec<u32> = (0..rows as u32).collect();
+    let mixed = edo::MixedTable::quantize(&data, rows, dim, &all, Format::Int8, Format::Int4).unwrap();
+    let whole = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let (indices, offsets) = random_bags(200, rows, 9, false, 2);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+        let host_mixed = Lookup::bag(&mixed, &bags, pooling, Bounds::Error).unwrap();
+        assert_bits_eq(&host_mixed, &Lookup::bag(&whole, &bags, pooling, Bounds::Error).unwrap(), &format!("CPU {pooling:?}"));
+        let gpu_mixed = block_on(edo::GpuMixedTable::upload(&engine, &mixed)).unwrap();
+        let gpu_whole = block_on(GpuTable::upload(&engine, &whole)).unwrap();
+        assert_bits_eq(&gpu_bag(&gpu_mixed, &bags, pooling, Bounds::Error), &gpu_bag(&gpu_whole, &bags, pooling, Bounds::Error), &format!("GPU {pooling:?}"));
+    }
+}
+
+#[test]
+fn cache_and_qr_bags_equal_their_oracles() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(4 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (3000, 16);
+    let host = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 5), rows, dim).unwrap();
+    let max_abs = host.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+    // 200 slots for bags over 3000 rows: every call evicts, and runs in parts.
+    let cache = block_on(edo::GpuCache::new(&engine, host.clone(), 200, edo::cache::PolicyKind::Lru.build())).unwrap();
+    for seed in 0..3 {
+        let (indices, offsets) = random_bags(157, rows, 12, true, 30 + seed);
+        let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            let want = Lookup::bag(&host, &bags, pooling, Bounds::Zero).unwrap();
+            let got = block_on(cache.bag(&bags, pooling, Bounds::Zero)).unwrap().read_blocking().unwrap();
+            assert_pooled_close(&got, &want, 12.0, max_abs, pooling == Pooling::Max, &format!("cache {pooling:?}"));
+        }
+    }
+    let bad = [1u32, 3000];
+    assert!(matches!(block_on(cache.bag(&Bags::new(&bad, &[0]), Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { index: 1, .. })));
+
+    let m = 97;
+    let quotient = PackedTable::quantize(Format::F16, &embedding_table(40, dim, 6), 40, dim).unwrap();
+    let remainder = PackedTable::quantize(Format::F16, &embedding_table(m, dim, 7), m, dim).unwrap();
+    let qr = block_on(edo::GpuQrTables::upload(&engine, &quotient, &remainder)).unwrap();
+    assert_eq!((qr.dim(), qr.ids()), (dim, 40 * m as u64));
+    let ids: Vec<u64> = random_ids(700, 11).into_iter().map(|i| i % (45 * m as u64)).collect();
+    let offsets: Vec<u32> = (0..ids.len() as u32).step_by(9).collect();
+    let bags = Bags::new(&ids, &offsets);
+    for combine in [edo::hash::QrCombine::Mult, edo::hash::QrCombine::Add, edo::hash::QrCombine::Concat] {
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            let want = edo::hash::qr_bag(&quotient, &remainder, &bags, combine, pooling, Bounds::Zero).unwrap();
+            let got = run_job(block_on(qr.prepare_bag(&bags, combine, pooling, Bounds::Zero)).unwrap());
+            assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("qr {combine:?} {pooling:?}"));
+        }
+    }
+    let beyond = ids.iter().position(|&i| i >= 40 * m as u64).unwrap();
+    assert!(
+        matches!(block_on(qr.bag(&bags, edo::hash::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond)
+    );
+}
+
+#[test]
+fn the_planners_choice_is_a_table_to_look_up() {
+    use edo::plan::{Access, Choice};
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (600, 8);
+    let data = embedding_table(rows, dim, 12);
+    let ids = ids_with_bad(333, rows, 1);
+    for (choice, access) in [
+        (Choice::Resident { format: Format::Int8 }, Access::Uniform),
+        (Choice::Cached { format: Format::F16, capacity: 50 }, Access::Zipf(1.1)),
+        (Choice::Mixed { hot: Format::F16, cold: Format::Int4, hot_rows: 40 }, Access::Zipf(1.1)),
+        (Choice::Mixed { hot: Format::F32, cold: Format::BinaryScaled, hot_rows: 3 }, Access::Counts((0..rows as u64).map(|r| r % 50).collect())),
+    ] {
+        let table = choice.build(&data, rows, dim, &access).unwrap();
+        let gpu = block_on(choice.upload(&engine, table.clone())).unwrap();
+        match (&gpu, choice.cache_capacity()) {
+            (AnyGpuTable::Cached(cache), Some(capacity)) => assert_eq!(cache.max_capacity(), capacity, "{choice}"),
+            (_, None) => assert_eq!(gpu.bytes(), Lookup::bytes(&table), "{choice}"),
+            _ => panic!("{choice}: a cached choice is uploaded as a cache"),
+        }
+        let job = block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap();
+        assert_bits_eq(&run_job(job), &table.gather(&ids, Bounds::Zero).unwrap(), &format!("{choice}"));
+        assert_eq!(choice.cache_capacity().is_some(), matches!(choice, Choice::Cached { .. }));
+        if let (AnyTable::Mixed(m), Access::Zipf(_)) = (&table, &access) {
+            assert!(m.locate(0).0 && !m.locate(rows - 1).0, "{choice}: the first rows are the hot ones under Zipf");
+        }
+    }
+}
