@@ -42,6 +42,7 @@ mod oneshot;
 pub(crate) mod par;
 pub mod plan;
 pub mod prune;
+pub mod qr;
 pub mod search;
 
 #[cfg(all(native, feature = "reports"))]

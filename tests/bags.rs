@@ -239,25 +239,25 @@ fn mixed_tables_gather_on_all_cores_and_bag_like_their_rows() {
 
 #[test]
 fn quotient_remainder_bags_pool_the_combined_rows() {
-    use edo::hash::{qr_bag, qr_lookup, QrCombine};
+    use edo::qr::{self, QrCombine};
     let dim = 6;
     let quotient = PackedTable::quantize(Format::F32, &embedding_table(10, dim, 1), 10, dim).unwrap();
     let remainder = PackedTable::quantize(Format::F32, &embedding_table(7, dim, 2), 7, dim).unwrap();
     let ids: Vec<u64> = vec![0, 69, 13, 70, 5, 41];
     let offsets = [0u32, 2, 2, 5];
     for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
-        let rows = qr_lookup(&quotient, &remainder, &ids, combine, Bounds::Zero).unwrap();
+        let rows = qr::gather(&quotient, &remainder, &ids, combine, Bounds::Zero).unwrap();
         let width = rows.len() / ids.len();
         // Bag after bag by hand: [0, 69], [], [13, 70, 5], [41]; id 70 is past the 70 ids covered.
         let sum = |r: std::ops::Range<usize>| -> Vec<f32> { (0..width).map(|c| r.clone().map(|k| rows[k * width + c]).fold(0.0, |a, x| a + x)).collect() };
         let want: Vec<f32> = [sum(0..2), vec![0.0; width], sum(2..5), sum(5..6)].concat();
-        assert_eq!(qr_bag(&quotient, &remainder, &Bags::new(&ids, &offsets), combine, Pooling::Sum, Bounds::Zero).unwrap(), want, "{combine:?}");
+        assert_eq!(qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), combine, Pooling::Sum, Bounds::Zero).unwrap(), want, "{combine:?}");
         if combine == QrCombine::Mult {
             assert!(rows[3 * width..4 * width].iter().all(|&x| x == 0.0), "id 70's quotient row reads as zeros under Zero");
         }
     }
     assert!(matches!(
-        qr_bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
+        qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
         Err(Error::IdOutOfRange64 { index: 3, id: 70, .. })
     ));
 }

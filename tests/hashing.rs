@@ -2,7 +2,8 @@
 //! scripts/mmh3_vectors.py), the hashing trick with hot ids, and quotient-remainder lookups on the
 //! CPU path. No GPU needed.
 
-use edo::hash::{hash_id, hash_str, hashed_bags, hashed_bags_into, hashed_lookup, qr_lookup, qr_split, HashSpec, HashedBags, QrCombine};
+use edo::hash::{hash_id, hash_str, hashed_bags, hashed_bags_into, hashed_lookup, HashSpec, HashedBags};
+use edo::qr::{self, qr_split, QrCombine};
 use edo::{Bounds, Error, Format, Layout, PackedTable, Pooling};
 
 #[test]
@@ -91,18 +92,18 @@ fn quotient_remainder_follows_dlrm() {
     let qt = row_number_table(q_rows);
     let rt = PackedTable::quantize(Format::F32, &(0..m).map(|r| r as f32 + 0.5).collect::<Vec<_>>(), m as usize, 1).unwrap();
     let ids = [0u64, 99, 100, 9_999, 4_321];
-    let mult = qr_lookup(&qt, &rt, &ids, QrCombine::Mult, Bounds::Error).unwrap();
-    let add = qr_lookup(&qt, &rt, &ids, QrCombine::Add, Bounds::Error).unwrap();
-    let concat = qr_lookup(&qt, &rt, &ids, QrCombine::Concat, Bounds::Error).unwrap();
+    let mult = qr::gather(&qt, &rt, &ids, QrCombine::Mult, Bounds::Error).unwrap();
+    let add = qr::gather(&qt, &rt, &ids, QrCombine::Add, Bounds::Error).unwrap();
+    let concat = qr::gather(&qt, &rt, &ids, QrCombine::Concat, Bounds::Error).unwrap();
     for (i, &id) in ids.iter().enumerate() {
         let (q, r) = ((id / 100) as f32, (id % 100) as f32 + 0.5);
         assert_eq!((mult[i], add[i]), (q * r, q + r), "id {id}");
         assert_eq!((concat[2 * i], concat[2 * i + 1]), (q, r));
     }
-    assert_eq!(qr_lookup(&qt, &rt, &[5, 10_000], QrCombine::Mult, Bounds::Error), Err(Error::IdOutOfRange64 { index: 1, id: 10_000, max: 10_000 }));
-    let z = qr_lookup(&qt, &rt, &[10_050], QrCombine::Add, Bounds::Zero).unwrap();
+    assert_eq!(qr::gather(&qt, &rt, &[5, 10_000], QrCombine::Mult, Bounds::Error), Err(Error::IdOutOfRange64 { index: 1, id: 10_000, max: 10_000 }));
+    let z = qr::gather(&qt, &rt, &[10_050], QrCombine::Add, Bounds::Zero).unwrap();
     assert_eq!(z, vec![50.5], "a zero quotient row plus the remainder row");
-    let c = qr_lookup(&qt, &rt, &[u64::MAX], QrCombine::Concat, Bounds::Clamp).unwrap();
+    let c = qr::gather(&qt, &rt, &[u64::MAX], QrCombine::Concat, Bounds::Clamp).unwrap();
     assert_eq!(c[0], (q_rows - 1) as f32);
 }
 

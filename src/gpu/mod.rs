@@ -8,11 +8,11 @@
 
 mod bag;
 mod cache;
-mod hashed;
+mod hash;
 mod lookup;
 mod memory;
 mod mixed;
-mod pruned;
+mod prune;
 mod qr;
 mod search;
 mod shaders;
@@ -20,12 +20,12 @@ mod table;
 
 pub use bag::GpuTableBatch;
 pub use cache::GpuCache;
-pub use hashed::GpuHashedTables;
+pub use hash::GpuHashedTables;
 pub use lookup::{AnyGpuTable, GpuLookup};
 pub(crate) use memory::Buffer;
 pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
-pub use pruned::GpuPrunedTable;
+pub use prune::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};
 #[doc(hidden)] // for tests/shaders.rs, which validates every kernel

@@ -4,7 +4,7 @@ use super::table::{LookupJob, Resident};
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
-use crate::hash::{check_qr, qr_split, QrCombine};
+use crate::qr::{check_qr, qr_split, QrCombine};
 use crate::{Bounds, Error};
 
 #[repr(C)]
@@ -66,7 +66,7 @@ impl GpuQrTables {
 
     /// EmbeddingBag over raw 64-bit ids (DLRM's `QREmbeddingBag`): each id's combined row, as
     /// [`GpuQrTables::gather`] gives it, pooled on the GPU in the same job, and submitted. The
-    /// CPU path's twin is [`crate::hash::qr_bag`].
+    /// CPU path's twin is [`crate::qr::bag`].
     pub async fn bag(&self, bags: &Bags<'_, u64>, combine: QrCombine, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_bag(bags, combine, pooling, bounds).await?;
         job.submit()?;
@@ -96,7 +96,7 @@ impl GpuQrTables {
     }
 
     /// Looks up raw 64-bit ids: `ids.len() × dim` (`× 2·dim` for [`QrCombine::Concat`]). Ids
-    /// whose quotient is past the table follow `bounds`, as [`crate::hash::qr_lookup`].
+    /// whose quotient is past the table follow `bounds`, as [`crate::qr::gather`].
     pub async fn gather(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_gather(ids, combine, bounds).await?;
         job.submit()?;

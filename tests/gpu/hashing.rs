@@ -93,7 +93,7 @@ fn quotient_remainder_lookups_equal_the_cpu_exactly() {
             }
             for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
                 for (bounds, ids) in [(Bounds::Error, &good), (Bounds::Zero, &mixed), (Bounds::Clamp, &mixed)] {
-                    let want = edo::hash::qr_lookup(&qt, &rt, ids, combine, bounds).unwrap();
+                    let want = edo::qr::gather(&qt, &rt, ids, combine, bounds).unwrap();
                     let got = run_job(block_on(gpu.prepare_gather(ids, combine, bounds)).unwrap());
                     assert_bits_eq(&got, &want, &format!("m {m} {format} {combine:?} {bounds:?} binding {max_binding:?}"));
                 }

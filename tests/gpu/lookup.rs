@@ -105,16 +105,16 @@ fn cache_and_qr_bags_equal_their_oracles() {
     let ids: Vec<u64> = random_ids(700, 11).into_iter().map(|i| i % (45 * m as u64)).collect();
     let offsets: Vec<u32> = (0..ids.len() as u32).step_by(9).collect();
     let bags = Bags::new(&ids, &offsets);
-    for combine in [edo::hash::QrCombine::Mult, edo::hash::QrCombine::Add, edo::hash::QrCombine::Concat] {
+    for combine in [edo::qr::QrCombine::Mult, edo::qr::QrCombine::Add, edo::qr::QrCombine::Concat] {
         for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
-            let want = edo::hash::qr_bag(&quotient, &remainder, &bags, combine, pooling, Bounds::Zero).unwrap();
+            let want = edo::qr::bag(&quotient, &remainder, &bags, combine, pooling, Bounds::Zero).unwrap();
             let got = run_job(block_on(qr.prepare_bag(&bags, combine, pooling, Bounds::Zero)).unwrap());
             assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("qr {combine:?} {pooling:?}"));
         }
     }
     let beyond = ids.iter().position(|&i| i >= 40 * m as u64).unwrap();
     assert!(
-        matches!(block_on(qr.bag(&bags, edo::hash::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond)
+        matches!(block_on(qr.bag(&bags, edo::qr::QrCombine::Mult, Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange64 { index, .. }) if index == beyond)
     );
 }
 

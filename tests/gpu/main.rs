@@ -15,8 +15,8 @@ mod mixed;
 mod search;
 mod tables;
 
-use edo::hash::QrCombine;
 use edo::hash::{HashSpec, HashedBags};
+use edo::qr::QrCombine;
 use edo::synth::{embedding_table, uniform_ids};
 use edo::GpuHashedTables;
 use edo::GpuQrTables;

@@ -1,0 +1,97 @@
+//! Quotient-remainder embeddings (DLRM's `QREmbeddingBag`) on the CPU path: id `i` reads row
+//! `i / m` of a quotient table and row `i mod m` of a remainder table of `m` rows, and the two
+//! rows combine into one — `N` ids for `N / m + m` rows. The GPU's twin is
+//! [`crate::GpuQrTables`].
+
+use crate::format::PackedTable;
+use crate::{Bags, Bounds, Error, Pooling};
+
+/// How the two rows of a quotient-remainder embedding combine (DLRM's `qr_operation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QrCombine {
+    /// Element-wise product (DLRM's default).
+    #[default]
+    Mult,
+    /// Element-wise sum.
+    Add,
+    /// The quotient row, then the remainder row (output dim doubles).
+    Concat,
+}
+
+impl QrCombine {
+    pub(crate) fn shader_code(self) -> u32 {
+        match self {
+            QrCombine::Mult => 0,
+            QrCombine::Add => 1,
+            QrCombine::Concat => 2,
+        }
+    }
+}
+
+/// Quotient-remainder split of an id: `(id / m, id % m)`.
+#[inline]
+pub fn qr_split(id: u64, m: u32) -> (u64, u32) {
+    (id / m as u64, (id % m as u64) as u32)
+}
+
+/// EmbeddingBag over raw 64-bit ids of quotient-remainder tables on the CPU (DLRM's
+/// `QREmbeddingBag`): each id's row as [`gather`] combines it, pooled as the CPU bag pools.
+pub fn bag(
+    quotient: &PackedTable,
+    remainder: &PackedTable,
+    bags: &Bags<'_, u64>,
+    combine: QrCombine,
+    pooling: Pooling,
+    bounds: Bounds,
+) -> Result<Vec<f32>, Error> {
+    bags.validate(pooling, None)?;
+    let rows = gather(quotient, remainder, bags.indices, combine, bounds)?;
+    let dim = if combine == QrCombine::Concat { 2 * quotient.dim() } else { quotient.dim() };
+    crate::lookup::pool_dense(rows, dim, bags, pooling)
+}
+
+/// Quotient-remainder lookup on the CPU: `quotient` has `ceil(N / m)` rows, `remainder` has `m`;
+/// id `i` reads quotient row `i / m` and remainder row `i % m`, combined by `combine`. Ids whose
+/// quotient is out of range follow `bounds` (a zero or the last quotient row).
+pub fn gather(quotient: &PackedTable, remainder: &PackedTable, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<Vec<f32>, Error> {
+    check_qr(quotient, remainder)?;
+    let m = remainder.rows() as u32;
+    let dim = quotient.dim();
+    if bounds == Bounds::Error {
+        if let Some(index) = ids.iter().position(|&id| qr_split(id, m).0 >= quotient.rows() as u64) {
+            return Err(Error::IdOutOfRange64 { index, id: ids[index], max: quotient.rows() as u64 * m as u64 });
+        }
+    }
+    let out_dim = if combine == QrCombine::Concat { 2 * dim } else { dim };
+    let mut out = crate::cpu::zeroed(ids.len(), out_dim, "quotient-remainder lookup output")?;
+    let (mut q_row, mut r_row) = (vec![0f32; dim], vec![0f32; dim]);
+    for (i, &id) in ids.iter().enumerate() {
+        let (q, r) = qr_split(id, m);
+        // A quotient past 32 bits saturates: out of range of any table, like the GPU's.
+        match bounds.resolve(q.min(u32::MAX as u64) as u32, quotient.rows()) {
+            Some(q) => quotient.decode_row_into(q, &mut q_row),
+            None => q_row.fill(0.0),
+        }
+        remainder.decode_row_into(r as usize, &mut r_row);
+        let dst = &mut out[i * out_dim..(i + 1) * out_dim];
+        match combine {
+            QrCombine::Mult => dst.iter_mut().zip(q_row.iter().zip(&r_row)).for_each(|(o, (a, b))| *o = a * b),
+            QrCombine::Add => dst.iter_mut().zip(q_row.iter().zip(&r_row)).for_each(|(o, (a, b))| *o = a + b),
+            QrCombine::Concat => {
+                dst[..dim].copy_from_slice(&q_row);
+                dst[dim..].copy_from_slice(&r_row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn check_qr(quotient: &PackedTable, remainder: &PackedTable) -> Result<(), Error> {
+    if quotient.dim() != remainder.dim() {
+        return Err(Error::ShapeMismatch { what: "dims of the quotient and remainder tables", expected: quotient.dim(), actual: remainder.dim() });
+    }
+    if remainder.rows() == 0 || quotient.rows() == 0 {
+        return Err(Error::Unsupported { what: "quotient-remainder tables need at least one row each" });
+    }
+    Ok(())
+}
