@@ -19,6 +19,7 @@ pub enum Pooling {
 }
 
 impl Pooling {
+    /// The pooling's name ("sum", "mean", "max", "none").
     pub fn name(self) -> &'static str {
         match self {
             Pooling::Sum => "sum",
@@ -53,8 +54,11 @@ impl Pooling {
 /// ([`crate::hash::HashedBags`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Bags<'a, I = u32> {
+    /// The row index of each lookup, bag after bag.
     pub indices: &'a [I],
+    /// Where each bag starts in `indices` (see above for the two conventions).
     pub offsets: &'a [u32],
+    /// Whether `offsets` ends with the end of the last bag (FBGEMM) or not (PyTorch).
     pub include_last_offset: bool,
     /// One weight per index, multiplied into its row (`Sum` and `None` pooling only, as PyTorch).
     pub per_sample_weights: Option<&'a [f32]>,
@@ -96,6 +100,7 @@ impl<'a, I> Bags<'a, I> {
         }
     }
 
+    /// Whether there are no bags.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

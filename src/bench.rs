@@ -13,16 +13,23 @@ use crate::{synth, Bounds, Engine, Error, GpuTable};
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Rows of the synthetic table.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// Ids per lookup (uniformly random).
     pub ids: usize,
+    /// Timed repetitions (the median is reported).
     pub iters: usize,
+    /// Seed of the table and the ids.
     pub seed: u64,
+    /// Formats to run.
     pub formats: Vec<Format>,
     /// Measure quantisation error against the FP32 table (the demo does, the benchmark doesn't).
     pub accuracy: bool,
     /// Skip the GPU even if there is one.
     pub cpu_only: bool,
+    /// Largest table shard in bytes (`None`: the device's binding limit).
     pub max_binding_bytes: Option<u64>,
 }
 
@@ -47,8 +54,11 @@ impl Default for Config {
 /// Quantisation error of a format against the f32 source.
 #[derive(Clone, Debug, Serialize)]
 pub struct Accuracy {
+    /// Largest absolute difference from the FP32 value.
     pub max_abs_error: f64,
+    /// Mean absolute difference from the FP32 value.
     pub mean_abs_error: f64,
+    /// Mean cosine similarity of a decoded row with its FP32 row.
     pub mean_cosine: f64,
 }
 
@@ -68,28 +78,42 @@ pub struct Timing {
 /// One format's line of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct FormatReport {
+    /// The format's name.
     pub format: String,
+    /// Bytes of the packed table.
     pub bytes: u64,
+    /// `bytes` over the FP32 table's.
     pub ratio_to_fp32: f64,
+    /// Storage buffers the table took on the GPU (`None` without one).
     pub shards: Option<usize>,
+    /// Error against FP32 (the demo measures it).
     pub accuracy: Option<Accuracy>,
+    /// The gather on the GPU (`None` without one).
     pub gpu: Option<Timing>,
+    /// The gather on the CPU path.
     pub cpu: Timing,
 }
 
 /// The whole run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// Rows of the table.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// Ids per lookup.
     pub ids: usize,
+    /// The adapter the GPU figures come from.
     pub adapter: Option<String>,
+    /// Why there are no GPU figures, if there are none.
     pub no_gpu_reason: Option<String>,
+    /// Threads of the CPU path.
     pub threads: usize,
     /// The device's `copy_buffer_to_buffer` of the output size, bytes read + written per second.
     pub gpu_copy_gbps: Option<f64>,
     /// memcpy of the output size on all CPU threads, bytes read + written per second.
     pub cpu_memcpy_gbps: f64,
+    /// One report per format.
     pub formats: Vec<FormatReport>,
 }
 

@@ -7,22 +7,59 @@ use crate::format::{EncodeError, Format};
 pub enum Error {
     /// A table value is NaN or infinite. `row` and `col` locate the first one.
     #[error("row {row}, column {col}: value {value} is not finite (NaN and ±inf cannot be quantised)")]
-    NonFinite { row: usize, col: usize, value: f32 },
+    NonFinite {
+        /// The row of the first non-finite value.
+        row: usize,
+        /// Its column.
+        col: usize,
+        /// The value (NaN or ±inf).
+        value: f32,
+    },
     /// A finite value is beyond what `format` can represent (FP16 and the INT4 fp16 bias: ±65504).
     #[error("row {row}, column {col}: value {value} is out of range for {format}")]
-    OutOfRange { row: usize, col: usize, value: f32, format: Format },
+    OutOfRange {
+        /// The row of the value.
+        row: usize,
+        /// Its column.
+        col: usize,
+        /// The value.
+        value: f32,
+        /// The format that cannot hold it.
+        format: Format,
+    },
     /// A table must have at least one column.
     #[error("a table needs dim ≥ 1")]
     ZeroDim,
     /// Lengths that must agree do not.
     #[error("{what}: expected {expected}, got {actual}")]
-    ShapeMismatch { what: &'static str, expected: usize, actual: usize },
+    ShapeMismatch {
+        /// What was counted.
+        what: &'static str,
+        /// The length it must have.
+        expected: usize,
+        /// The length it has.
+        actual: usize,
+    },
     /// `ids[index] = id` is not a row of a table with `rows` rows (bounds policy `Error`).
     #[error("ids[{index}] = {id} is out of range for a table of {rows} rows")]
-    IdOutOfRange { index: usize, id: u32, rows: usize },
+    IdOutOfRange {
+        /// The position of the bad id in the call.
+        index: usize,
+        /// The id.
+        id: u32,
+        /// Rows of the table.
+        rows: usize,
+    },
     /// A size exceeds a device or platform limit.
     #[error("{what}: {requested} exceeds the limit of {max}")]
-    LimitExceeded { what: &'static str, requested: u64, max: u64 },
+    LimitExceeded {
+        /// What exceeds the limit.
+        what: &'static str,
+        /// How much was asked for.
+        requested: u64,
+        /// The limit.
+        max: u64,
+    },
     /// No GPU adapter was found (edo falls back to the CPU path where it can).
     #[error("no GPU adapter found")]
     NoAdapter,
@@ -30,20 +67,40 @@ pub enum Error {
     /// (see [`crate::gpu::REQUIRED_LIMITS`]); create it with higher limits, such as
     /// `wgpu::Limits::default()` or the adapter's own.
     #[error("the device's {limit} is {actual}; edo's kernels need at least {required}")]
-    DeviceLimits { limit: &'static str, required: u64, actual: u64 },
+    DeviceLimits {
+        /// The `wgpu::Limits` field.
+        limit: &'static str,
+        /// The least value edo's kernels need.
+        required: u64,
+        /// The device's value.
+        actual: u64,
+    },
     /// The adapter refused to create a device.
     #[error("requesting a GPU device failed: {0}")]
     RequestDevice(String),
     /// The GPU ran out of memory for an allocation.
     #[error("GPU out of memory while allocating {what}")]
-    OutOfMemory { what: &'static str },
+    OutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+    },
     /// The host (or the browser's WASM memory) could not hold `bytes` more bytes for `what`: a
     /// lookup's output or a table too large for this machine.
     #[error("out of host memory for {what} ({bytes} bytes)")]
-    HostOutOfMemory { what: &'static str, bytes: u64 },
+    HostOutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+        /// Its bytes.
+        bytes: u64,
+    },
     /// wgpu reported a validation or internal error (a bug in edo, or a driver problem).
     #[error("GPU error in {what}: {message}")]
-    Gpu { what: &'static str, message: String },
+    Gpu {
+        /// What edo was doing.
+        what: &'static str,
+        /// wgpu's message.
+        message: String,
+    },
     /// The device was lost (driver reset, GPU removed, browser tab in the background too long).
     /// The engine cannot be used any more; create a new one.
     #[error("GPU device lost: {0}")]
@@ -53,53 +110,126 @@ pub enum Error {
     Readback(String),
     /// A per-sample weight is NaN or infinite.
     #[error("per_sample_weights[{index}] = {value} is not finite")]
-    NonFiniteWeight { index: usize, value: f32 },
+    NonFiniteWeight {
+        /// The position of the weight.
+        index: usize,
+        /// The weight.
+        value: f32,
+    },
     /// Offsets of bags that do not describe bags of the indices.
     #[error("offsets[{index}] = {value}: {reason}")]
-    BadOffsets { index: usize, value: u32, reason: &'static str },
+    BadOffsets {
+        /// The position of the bad offset.
+        index: usize,
+        /// The offset.
+        value: u32,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A raw 64-bit id beyond what the table covers (`max` ids).
     #[error("ids[{index}] = {id} is out of range for a table covering {max} ids")]
-    IdOutOfRange64 { index: usize, id: u64, max: u64 },
+    IdOutOfRange64 {
+        /// The position of the bad id in the call.
+        index: usize,
+        /// The id.
+        id: u64,
+        /// Ids the table covers.
+        max: u64,
+    },
     /// A hot id listed twice.
     #[error("hot id {id} is listed twice")]
-    DuplicateHotId { id: u64 },
+    DuplicateHotId {
+        /// The id.
+        id: u64,
+    },
     /// `what` is in use and cannot take this call now: a row cache holds a prepared lookup not yet
     /// submitted, or (in a browser, one thread) a lookup of it is awaiting the GPU. Submit or drop
     /// the prepared job, or await the other lookup, and call again.
     #[error("{what} is busy: submit or drop the lookup in progress first")]
-    Busy { what: &'static str },
+    Busy {
+        /// What is busy, and why.
+        what: &'static str,
+    },
     /// A combination of arguments edo does not support.
     #[error("unsupported: {what}")]
-    Unsupported { what: &'static str },
+    Unsupported {
+        /// What is not supported.
+        what: &'static str,
+    },
     /// Tables given together must share a format.
     #[error("tables batched together must share a format: table {index} is {found}, table 0 is {expected}")]
-    MixedFormats { index: usize, expected: Format, found: Format },
+    MixedFormats {
+        /// The position of the table of another format.
+        index: usize,
+        /// Table 0's format.
+        expected: Format,
+        /// Its format.
+        found: Format,
+    },
     /// Reading or writing a file failed.
     #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
     /// A file is not what it claims to be: truncated, not the expected kind of file, a header that
     /// contradicts itself or the file's size. Nothing was allocated from its claims.
     #[error("malformed {what}: {reason}")]
-    BadFile { what: &'static str, reason: String },
+    BadFile {
+        /// What kind of file it should be.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A table file written by a newer edo.
     #[error("table file version {found} is not supported (this edo reads version {supported})")]
-    UnsupportedVersion { found: String, supported: u32 },
+    UnsupportedVersion {
+        /// The file's version.
+        found: String,
+        /// The version this edo reads.
+        supported: u32,
+    },
     /// Stored bytes do not match their checksum: the file is damaged or changed underneath.
     #[error("checksum mismatch in bytes {start}..{end} of the table rows: the file is damaged or was changed while in use")]
-    Checksum { start: u64, end: u64 },
+    Checksum {
+        /// The first byte of the damaged chunk, in the rows.
+        start: u64,
+        /// The byte past it.
+        end: u64,
+    },
     /// A named tensor is not in the file.
     #[error("no tensor named {name:?}; 2-D tensors in the file: {available}")]
-    MissingTensor { name: String, available: String },
+    MissingTensor {
+        /// The name asked for.
+        name: String,
+        /// The 2-D tensors the file has, with their shapes and types.
+        available: String,
+    },
     /// A line of a text table cannot be read.
     #[error("line {line}: {reason}")]
-    Parse { line: usize, reason: String },
+    Parse {
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Reading a remote file failed: the server refused, ignored `Range`, cut a response short,
     /// or the file changed since it was opened (`location` is its URL or name).
     #[error("{location}: {message}")]
-    Remote { location: String, message: String },
+    Remote {
+        /// The file's URL or name.
+        location: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
-    UnknownToken { token: String },
+    UnknownToken {
+        /// The token.
+        token: String,
+    },
 }
 
 impl Error {

@@ -11,6 +11,7 @@ use crate::{Engine, Error, GpuCodes, GpuTable};
 /// One way to search, measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Method {
+    /// The method ("binary Hamming", "INT8 exhaustive", …).
     pub name: String,
     /// "GPU" or "CPU".
     pub path: &'static str,
@@ -20,19 +21,28 @@ pub struct Method {
     pub ratio_to_fp32: f64,
     /// Wall time of the whole batch of queries, per query, in milliseconds (median of runs).
     pub ms_per_query: f64,
+    /// Share of the exact top-1 found at rank 1.
     pub recall_at_1: f64,
+    /// Share of the exact top-10 found in the top 10.
     pub recall_at_10: f64,
+    /// Share of the exact top-100 found in the top 100.
     pub recall_at_100: f64,
 }
 
 /// The evaluation of every method on one table.
 #[derive(Clone, Debug, Serialize)]
 pub struct EvalReport {
+    /// Rows of the corpus.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// Queries searched.
     pub queries: usize,
+    /// Candidates per result that rescoring ranks.
     pub multiplier: usize,
+    /// The adapter the GPU methods ran on.
     pub adapter: Option<String>,
+    /// Every method measured.
     pub methods: Vec<Method>,
 }
 
@@ -109,18 +119,29 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
 /// Binary Hamming top-k on each path, in the same run.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchBench {
+    /// Rows of codes.
     pub rows: usize,
+    /// Bits per row.
     pub bits: usize,
+    /// Queries searched.
     pub queries: usize,
+    /// Results per query.
     pub k: usize,
+    /// Threads of the CPU path.
     pub threads: usize,
+    /// Seconds per batch of queries on the CPU path.
     pub cpu_seconds: f64,
+    /// Queries per second on the CPU path.
     pub cpu_queries_per_second: f64,
     /// Corpus bytes × queries per second.
     pub cpu_scan_gbps: f64,
+    /// The adapter of the GPU figures.
     pub adapter: Option<String>,
+    /// Seconds per batch of queries on the GPU.
     pub gpu_seconds: Option<f64>,
+    /// Queries per second on the GPU.
     pub gpu_queries_per_second: Option<f64>,
+    /// Corpus bytes × queries per second on the GPU.
     pub gpu_scan_gbps: Option<f64>,
     /// The device's own buffer copy, bytes read + written per second, measured in this run.
     pub gpu_copy_gbps: Option<f64>,
@@ -130,6 +151,7 @@ pub struct SearchBench {
     pub gpu_equals_cpu: Option<bool>,
     /// Ids and distances of the CPU path (`queries × k`), for peers to compare.
     pub ids: Vec<u32>,
+    /// Their Hamming distances.
     pub distances: Vec<u32>,
 }
 

@@ -64,7 +64,9 @@ pub fn hash_str(s: &str, seed: u32) -> u32 {
 /// order given) owns row `buckets + i`, so the most frequent ids never collide.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HashSpec {
+    /// Buckets: the table's hashed rows (the hot rows come after them).
     pub buckets: u32,
+    /// One MurmurHash3 seed per hash of an id (k = the number of seeds).
     pub seeds: Vec<u32>,
     /// Hot ids, each with a row of its own after the buckets.
     pub hot: Vec<u64>,
@@ -194,9 +196,11 @@ impl HotMap {
     pub fn sorted(&self) -> &[(u64, u32)] {
         &self.sorted
     }
+    /// Bags the offsets describe.
     pub fn len(&self) -> usize {
         self.sorted.len()
     }
+    /// Whether there are no bags.
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }

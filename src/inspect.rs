@@ -9,9 +9,13 @@ use crate::format::{Format, PackedTable};
 /// Error of a decoded table against the values it was made from.
 #[derive(Clone, Debug, Serialize)]
 pub struct ErrorStats {
+    /// Values compared.
     pub values: usize,
+    /// Largest absolute error.
     pub max_abs: f64,
+    /// Mean absolute error.
     pub mean_abs: f64,
+    /// Root mean square error.
     pub rmse: f64,
     /// Per-row relative error `‖x − x̂‖ / ‖x‖` (rows of norm 0 count their absolute error).
     pub row_relative: Quantiles,
@@ -19,6 +23,7 @@ pub struct ErrorStats {
     pub worst_row: usize,
     /// Mean and minimum cosine similarity of each row with its decoded row.
     pub mean_cosine: f64,
+    /// The least cosine similarity of a row with its decoded row.
     pub min_cosine: f64,
     /// Rows where some value misses the format's documented error bound, when the bound applies
     /// (the table was quantised by edo from these values); `None` otherwise.
@@ -28,9 +33,13 @@ pub struct ErrorStats {
 /// Median, 90th, 99th percentile and maximum.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Quantiles {
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// Maximum.
     pub max: f64,
 }
 
@@ -86,6 +95,8 @@ pub struct ErrorAccumulator {
 }
 
 impl ErrorAccumulator {
+    /// Statistics of rows of `dim` values, checked against the documented bound of `bound_format`
+    /// when given.
     pub fn new(dim: usize, bound_format: Option<Format>) -> ErrorAccumulator {
         ErrorAccumulator {
             dim,
@@ -138,6 +149,7 @@ impl ErrorAccumulator {
         self.values += source.len();
     }
 
+    /// The statistics of every row added.
     pub fn finish(self) -> ErrorStats {
         let rows = self.rel.len();
         let n = self.values.max(1) as f64;
@@ -159,7 +171,9 @@ impl ErrorAccumulator {
 /// How a picture maps the table onto pixels, for the legend a caller prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct PictureLegend {
+    /// Picture width in pixels.
     pub width: u32,
+    /// Picture height in pixels.
     pub height: u32,
     /// Table rows per pixel row (rows are sampled evenly, not averaged).
     pub rows_per_pixel: f64,

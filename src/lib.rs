@@ -19,6 +19,8 @@
 //! The README's example (a doctest) shows the whole API: quantise, upload, gather, read back; the
 //! [`guide`] pages (`docs/*.md`) go through each part, with examples that run as doctests.
 
+#![warn(missing_docs)]
+
 #[cfg(target_endian = "big")]
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
 

@@ -102,9 +102,11 @@ impl MixedTable {
         rows
     }
 
+    /// Rows of the original table (ids address these).
     pub fn rows(&self) -> usize {
         self.remap.len()
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.cold.dim()
     }

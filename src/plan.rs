@@ -26,9 +26,13 @@ pub enum Access {
 /// One table to plan for.
 #[derive(Clone, Debug)]
 pub struct TableSpec {
+    /// The table's name in reports.
     pub name: String,
+    /// Rows of the table.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// How its rows are looked up.
     pub access: Access,
     /// Lookups of this table relative to the others (its weight in the expected error).
     pub lookups: f64,
@@ -38,6 +42,8 @@ pub struct TableSpec {
 }
 
 impl TableSpec {
+    /// A table of `rows × dim` looked up as `access` says, with a weight of 1 and synthetic sample
+    /// rows.
     pub fn new(name: impl Into<String>, rows: usize, dim: usize, access: Access) -> TableSpec {
         TableSpec { name: name.into(), rows, dim, access, lookups: 1.0, sample: None }
     }
@@ -68,11 +74,26 @@ impl Default for PlanOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Choice {
     /// Every row on the GPU in `format`.
-    Resident { format: Format },
+    Resident {
+        /// The format.
+        format: Format,
+    },
     /// A [`crate::GpuCache`] of `capacity` rows in `format` over a host table.
-    Cached { format: Format, capacity: usize },
+    Cached {
+        /// The format of the host table and the slots.
+        format: Format,
+        /// Rows the cache holds on the GPU.
+        capacity: usize,
+    },
     /// A [`crate::MixedTable`]: the `hot_rows` most looked-up rows in `hot`, the rest in `cold`.
-    Mixed { hot: Format, cold: Format, hot_rows: usize },
+    Mixed {
+        /// The format of the hot rows.
+        hot: Format,
+        /// The format of the other rows.
+        cold: Format,
+        /// How many rows are hot.
+        hot_rows: usize,
+    },
 }
 
 impl std::fmt::Display for Choice {
@@ -129,7 +150,9 @@ impl Choice {
 /// The plan of one table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TablePlan {
+    /// The table's name.
     pub name: String,
+    /// How to hold it.
     pub choice: Choice,
     /// GPU bytes of the choice.
     pub bytes: u64,
@@ -139,19 +162,24 @@ pub struct TablePlan {
     pub hit_rate: f64,
     /// The same table resident in INT8, for comparison.
     pub int8_bytes: u64,
+    /// Expected relative error of a looked-up row of the same table resident in INT8.
     pub int8_error: f64,
 }
 
 /// A plan for all tables.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    /// The budget planned for, in bytes.
     pub budget: u64,
+    /// Each table's plan, in the order given.
     pub tables: Vec<TablePlan>,
+    /// GPU bytes of the plan (at most the budget).
     pub bytes: u64,
     /// Lookup-weighted mean of the tables' expected errors.
     pub expected_error: f64,
     /// "INT8 everywhere", resident: its bytes and its weighted error.
     pub int8_bytes: u64,
+    /// The lookup-weighted mean error of "INT8 everywhere".
     pub int8_error: f64,
 }
 
@@ -409,6 +437,7 @@ pub fn format_error(format: Format, table: &TableSpec) -> Result<f64, Error> {
 }
 
 impl Plan {
+    /// The plan as JSON, as `edo plan --json` prints it.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "budget": self.budget,

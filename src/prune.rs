@@ -60,6 +60,7 @@ impl PrunedTable {
     pub fn original_rows(&self) -> usize {
         self.remap.len()
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.table.dim()
     }

@@ -8,9 +8,11 @@ use crate::{Error, Format, PackedTable};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (the same seed, the same numbers, on every platform).
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -18,6 +20,7 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+    /// The next 32 random bits.
     pub fn next_u32(&mut self) -> u32 {
         (self.next_u64() >> 32) as u32
     }

@@ -11,9 +11,13 @@ use crate::GpuLookup;
 use crate::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
 #[derive(Clone, Debug)]
+/// What the cache benchmark runs.
 pub struct CacheBenchConfig {
+    /// Rows of the synthetic host table.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// The table's format.
     pub format: Format,
     /// Zipf exponent of the id stream.
     pub zipf: f64,
@@ -25,6 +29,7 @@ pub struct CacheBenchConfig {
     pub batches: usize,
     /// Cache sizes as fractions of the rows.
     pub fractions: Vec<f64>,
+    /// Replacement policies to compare.
     pub policies: Vec<PolicyKind>,
 }
 
@@ -47,14 +52,21 @@ impl Default for CacheBenchConfig {
 /// One cache configuration's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct CacheRun {
+    /// The policy's name.
     pub policy: String,
+    /// Whether each batch's rows were prefetched during the one before.
     pub prefetch: bool,
     /// Slots, and their share of the rows.
     pub capacity: usize,
+    /// The cache's share of the table's rows.
     pub fraction: f64,
+    /// Bytes of the cache's slots.
     pub cache_bytes: u64,
+    /// Ids served from the cache, over all ids.
     pub hit_rate: f64,
+    /// Rows evicted.
     pub evictions: u64,
+    /// Bytes uploaded per id looked up.
     pub bytes_uploaded_per_lookup: f64,
     /// Share of the misses a prefetch had staged (copied on the GPU, not read at lookup time).
     pub staged_share_of_misses: f64,
@@ -67,22 +79,34 @@ pub struct CacheRun {
 }
 
 #[derive(Clone, Debug, Serialize)]
+/// The cache benchmark's figures.
 pub struct CacheBench {
+    /// Rows of the host table.
     pub rows: usize,
+    /// Values per row.
     pub dim: usize,
+    /// The table's format.
     pub format: String,
+    /// Zipf exponent of the id stream.
     pub zipf: f64,
+    /// Ids per batch.
     pub batch: usize,
+    /// Batches that warmed the caches first.
     pub warmup_batches: usize,
+    /// Timed batches.
     pub batches: usize,
+    /// Bytes of the whole table in its format.
     pub table_bytes: u64,
+    /// The adapter the lookup rates come from.
     pub adapter: Option<String>,
+    /// Lookups per second of the fully resident table on the same batches.
     pub resident_lookups_per_second: Option<f64>,
     /// Whether every cached lookup's last batch equals the resident table's, bit for bit.
     pub equals_resident: Option<bool>,
     /// Per fraction: the expected hit rate of a static cache of the most probable rows, the
     /// best a cache can do on an independent Zipf stream.
     pub static_optimum: Vec<(f64, f64)>,
+    /// One run per policy, cache size and prefetch setting.
     pub runs: Vec<CacheRun>,
 }
 

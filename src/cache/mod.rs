@@ -29,8 +29,11 @@ use crate::Error;
 /// 1 MiB chunk of rows against its checksum the first time a row of it is read), and for a
 /// reference or an `Arc` of either, so the host table can be shared.
 pub trait RowSource {
+    /// The format of the packed rows it returns.
     fn format(&self) -> Format;
+    /// Rows of the table.
     fn rows(&self) -> usize;
+    /// Values per row.
     fn dim(&self) -> usize;
     /// Appends the packed words of `rows` (each `< self.rows()`), in order, to `out`.
     fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>>;
@@ -121,10 +124,12 @@ pub struct CacheStats {
     /// Rows a prefetch staged for the next lookup, and the misses that lookup served from the
     /// staging (copied on the GPU, nothing read from the host while it waited).
     pub prefetched: u64,
+    /// Misses served from rows a prefetch had staged on the GPU.
     pub served_from_staging: u64,
     /// Batches looked up, and the parts they were split into (`parts > batches` when a batch had
     /// more distinct rows than the cache has slots).
     pub batches: u64,
+    /// Parts the batches ran as (a batch with more distinct rows than slots runs in several).
     pub parts: u64,
     /// Packed bytes sent from the host to the GPU: misses not staged, and prefetches.
     pub bytes_uploaded: u64,
@@ -145,7 +150,9 @@ impl CacheStats {
 /// `(row, slot)` of `loads`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Part {
+    /// The positions in the batch that this part looks up.
     pub ids: Range<usize>,
+    /// The rows this part loads, as (row, slot).
     pub loads: Vec<(u32, u32)>,
 }
 
@@ -268,6 +275,7 @@ impl SlotMap {
         self
     }
 
+    /// Slots the map manages now.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -275,15 +283,19 @@ impl SlotMap {
     pub fn len(&self) -> usize {
         self.slot_of.len()
     }
+    /// Whether no row is cached.
     pub fn is_empty(&self) -> bool {
         self.slot_of.len() == 0
     }
+    /// The replacement policy's name ("lru").
     pub fn policy_name(&self) -> &str {
         self.policy.name()
     }
+    /// Hits, misses, evictions and bytes uploaded since the map was made or reset.
     pub fn stats(&self) -> CacheStats {
         self.stats
     }
+    /// Zeroes the counters.
     pub fn reset_stats(&mut self) {
         self.stats = CacheStats::default();
     }

@@ -48,8 +48,10 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
+    /// Every policy edo has.
     pub const ALL: [PolicyKind; 3] = [PolicyKind::Lru, PolicyKind::Lfu, PolicyKind::Arc];
 
+    /// The policy's name ("lru", "lfu", "arc").
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Lru => "lru",
@@ -58,6 +60,7 @@ impl PolicyKind {
         }
     }
 
+    /// Parses [`PolicyKind::name`].
     pub fn from_name(name: &str) -> Option<PolicyKind> {
         PolicyKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name))
     }

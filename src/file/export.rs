@@ -24,8 +24,11 @@ use crate::Error;
 
 /// An array to write: element type, shape and little-endian bytes.
 pub struct Array {
+    /// The element type.
     pub dtype: npy::Dtype,
+    /// The array's shape.
     pub shape: Vec<usize>,
+    /// The elements, little-endian, in C order.
     pub data: Vec<u8>,
 }
 

@@ -35,12 +35,21 @@ pub enum FileLayout {
     /// FBGEMM fused 8-bit row-wise: `dim` codes, f32 scale, f32 bias per row.
     Fbgemm8,
     /// FBGEMM fused 4-bit row-wise: `⌈dim/2⌉` code bytes, fp16 scale, fp16 bias per row.
-    Fbgemm4 { dim: Option<usize> },
+    Fbgemm4 {
+        /// Values per row, when the width leaves it ambiguous (an odd dim).
+        dim: Option<usize>,
+    },
     /// `numpy.packbits` sign bits, MSB-first; as `u8` or as sentence-transformers' `int8`.
-    Packbits { dim: Option<usize> },
+    Packbits {
+        /// Values per row, when not a multiple of 8.
+        dim: Option<usize>,
+    },
     /// Sign bits packed LSB-first, as faiss packs binary codes (`faiss.pack_bitstrings`,
     /// `IndexBinary*` inputs): element `i` is bit `i mod 8` of byte `i / 8`.
-    PackbitsLsb { dim: Option<usize> },
+    PackbitsLsb {
+        /// Values per row, when not a multiple of 8.
+        dim: Option<usize>,
+    },
 }
 
 impl FileLayout {
@@ -61,26 +70,39 @@ impl FileLayout {
 /// An imported table: dense floats, or rows already packed in one of edo's formats.
 #[derive(Clone, Debug)]
 pub enum Table {
-    Dense { data: Vec<f32>, rows: usize, dim: usize },
+    /// Floats, to quantise to any format.
+    Dense {
+        /// The values, row-major.
+        data: Vec<f32>,
+        /// Rows.
+        rows: usize,
+        /// Values per row.
+        dim: usize,
+    },
+    /// A table already packed (FBGEMM or packbits rows, or an `.edo` file's), kept as it is.
     Packed(PackedTable),
 }
 
 /// A table read from a file, with its vocabulary when the file has one.
 #[derive(Clone, Debug)]
 pub struct Imported {
+    /// The table read.
     pub table: Table,
+    /// The tokens of the rows, for word2vec text and `.edo` files that have them.
     pub vocab: Option<Vocab>,
     /// Tokens of a text table that were not valid UTF-8 and were read with U+FFFD replacements.
     pub lossy_tokens: usize,
 }
 
 impl Imported {
+    /// Rows of the table.
     pub fn rows(&self) -> usize {
         match &self.table {
             Table::Dense { rows, .. } => *rows,
             Table::Packed(t) => t.rows(),
         }
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         match &self.table {
             Table::Dense { dim, .. } => *dim,
@@ -362,8 +384,11 @@ pub fn text(text: impl AsRef<[u8]>) -> Result<Imported, Error> {
 /// What kind of file a path holds, from its extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
+    /// A `.safetensors` checkpoint.
     Safetensors,
+    /// A NumPy `.npy` array.
     Npy,
+    /// word2vec, GloVe or fastText text (`.txt`, `.vec`).
     Text,
     /// An edo table file.
     Edo,

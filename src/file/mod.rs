@@ -71,9 +71,11 @@ impl Vocab {
         }
         Vocab { tokens, index }
     }
+    /// Tokens in the vocabulary.
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
+    /// Whether the vocabulary has no tokens.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
@@ -85,6 +87,7 @@ impl Vocab {
     pub fn token(&self, id: u32) -> Option<&str> {
         self.tokens.get(id as usize).map(String::as_str)
     }
+    /// The tokens, by row.
     pub fn tokens(&self) -> &[String] {
         &self.tokens
     }
@@ -177,6 +180,7 @@ impl TableFile {
     pub fn table(&self) -> &PackedTable {
         &self.table
     }
+    /// The vocabulary, if the file has one.
     pub fn vocab(&self) -> Option<&Vocab> {
         self.vocab.as_ref()
     }
@@ -184,6 +188,7 @@ impl TableFile {
     pub fn metadata(&self) -> &BTreeMap<String, String> {
         &self.metadata
     }
+    /// The table, giving up the file.
     pub fn into_table(self) -> PackedTable {
         self.table
     }

@@ -11,10 +11,15 @@ const WHAT: &str = ".npy file";
 /// Element types edo reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
+    /// `<f8`.
     F64,
+    /// `<f4`.
     F32,
+    /// `<f2`.
     F16,
+    /// `|u1`.
     U8,
+    /// `|i1`.
     I8,
     /// Row ids (what `edo plan --write` stores a mixed table's hot rows as); not a table.
     U32,
@@ -31,6 +36,7 @@ impl Dtype {
             Dtype::U32 => "<u4",
         }
     }
+    /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             Dtype::F64 => 8,
@@ -55,8 +61,11 @@ impl Dtype {
 /// An array read from a `.npy` file: its dtype, shape and raw little-endian data.
 #[derive(Debug)]
 pub struct Array<'a> {
+    /// The element type.
     pub dtype: Dtype,
+    /// The array's shape.
     pub shape: Vec<usize>,
+    /// The elements, little-endian, in C order.
     pub data: &'a [u8],
 }
 

@@ -98,12 +98,15 @@ impl<R: RangeReader> RemoteTable<R> {
         self
     }
 
+    /// The table's format.
     pub fn format(&self) -> Format {
         self.format
     }
+    /// Rows of the table.
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.dim
     }
@@ -115,6 +118,7 @@ impl<R: RangeReader> RemoteTable<R> {
     pub fn chunk_bytes(&self) -> u64 {
         self.chunk_bytes
     }
+    /// The file's metadata (its safetensors header's `__metadata__`).
     pub fn metadata(&self) -> &std::collections::BTreeMap<String, String> {
         &self.metadata
     }
@@ -280,6 +284,7 @@ pub struct HttpReader {
 
 #[cfg(all(native, feature = "remote"))]
 impl HttpReader {
+    /// A reader of the file at `url` (http:// or https://).
     pub fn new(url: impl Into<String>) -> HttpReader {
         // Statuses are read by `range_reply`, not turned into errors by ureq.
         let config = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(60))).http_status_as_error(false).build();

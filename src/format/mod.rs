@@ -31,9 +31,19 @@ use crate::Error;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EncodeError {
     /// `value` at column `col` is NaN or infinite.
-    NonFinite { col: usize, value: f32 },
+    NonFinite {
+        /// The column.
+        col: usize,
+        /// The value.
+        value: f32,
+    },
     /// `value` at column `col` is finite but beyond what the format can store (FP16: |x| > 65504).
-    OutOfRange { col: usize, value: f32 },
+    OutOfRange {
+        /// The column.
+        col: usize,
+        /// The value.
+        value: f32,
+    },
 }
 
 /// One packed row format: its layout, its CPU codec (the oracle) and its WGSL decoder. A new
@@ -471,12 +481,15 @@ impl PackedTable {
         matches!(self.words, Words::Shared { .. })
     }
 
+    /// The table's format.
     pub fn format(&self) -> Format {
         self.format
     }
+    /// Rows of the table.
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.dim
     }

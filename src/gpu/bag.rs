@@ -60,6 +60,7 @@ impl GpuTableBatch {
         Ok(GpuTableBatch { res: Resident::upload(engine, tables).await? })
     }
 
+    /// The tables' format (they share one).
     pub fn format(&self) -> Format {
         self.res.format
     }
@@ -67,6 +68,7 @@ impl GpuTableBatch {
     pub fn len(&self) -> usize {
         self.res.tables.len()
     }
+    /// Whether the batch holds no table.
     pub fn is_empty(&self) -> bool {
         self.res.tables.is_empty()
     }

@@ -192,12 +192,15 @@ impl<S: RowSource> GpuCache<S> {
     pub fn source(&self) -> &S {
         &self.source
     }
+    /// The host table's format (the slots hold its packed rows).
     pub fn format(&self) -> Format {
         self.source.format()
     }
+    /// Rows of the host table (ids address these).
     pub fn rows(&self) -> usize {
         self.source.rows()
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.source.dim()
     }
@@ -260,6 +263,7 @@ impl<S: RowSource> GpuCache<S> {
     pub fn stats(&self) -> CacheStats {
         self.state().map(|st| st.map.stats()).unwrap_or_default()
     }
+    /// Zeroes the counters of [`GpuCache::stats`].
     pub fn reset_stats(&self) {
         if let Ok(mut st) = self.state() {
             st.map.reset_stats()

@@ -73,6 +73,7 @@ impl GpuHashedTables {
     pub fn len(&self) -> usize {
         self.specs.len()
     }
+    /// Whether there is no table.
     pub fn is_empty(&self) -> bool {
         self.specs.is_empty()
     }

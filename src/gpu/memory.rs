@@ -112,7 +112,9 @@ impl std::ops::Deref for Buffer {
 /// groups as a table; [`MemoryReport::to_json`] gives the groups and every buffer as JSON.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryReport {
+    /// The engine's memory budget, if it has one.
     pub budget: Option<u64>,
+    /// Bytes of all the buffers.
     pub total: u64,
     /// Buffers grouped by owner and purpose (what `Display` prints).
     pub entries: Vec<MemoryEntry>,
@@ -124,8 +126,11 @@ pub struct MemoryReport {
 /// One live buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryBuffer {
+    /// Who holds the buffer (a table's or cache's name, or "engine").
     pub owner: String,
+    /// What the buffer is for ("table shard", "gather output", …).
     pub what: &'static str,
+    /// Its bytes.
     pub bytes: u64,
 }
 
@@ -136,7 +141,9 @@ pub struct MemoryEntry {
     pub owner: String,
     /// What the buffers are: "table shard", "cache slots", "gather output", …
     pub what: &'static str,
+    /// How many buffers.
     pub buffers: usize,
+    /// Their bytes.
     pub bytes: u64,
 }
 
@@ -151,6 +158,7 @@ impl MemoryReport {
         self.budget.map(|b| self.total as f64 / b.max(1) as f64)
     }
 
+    /// The report as JSON: budget, total, entries and buffers.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "budget": self.budget,

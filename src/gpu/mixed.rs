@@ -19,15 +19,18 @@ pub struct GpuMixedTable {
 }
 
 impl GpuMixedTable {
+    /// Uploads both parts of `table`; its row map stays on the host.
     pub async fn upload(engine: &Engine, table: &MixedTable) -> Result<GpuMixedTable, Error> {
         let hot = GpuTable::upload(engine, table.hot()).await?;
         let cold = GpuTable::upload(engine, table.cold()).await?;
         Ok(GpuMixedTable { hot, cold, host: Arc::new(table.clone()) })
     }
 
+    /// Rows of the original table (ids address these).
     pub fn rows(&self) -> usize {
         self.host.rows()
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.host.dim()
     }

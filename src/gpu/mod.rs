@@ -94,9 +94,13 @@ impl Default for EngineOptions {
 /// What the engine runs on, for reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdapterSummary {
+    /// The adapter's name ("NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)").
     pub name: String,
+    /// The backend wgpu runs it through (Vulkan, Metal, Dx12, BrowserWebGpu).
     pub backend: String,
+    /// Discrete, integrated, virtual or CPU.
     pub device_type: String,
+    /// The driver and its version, where the backend says.
     pub driver: String,
 }
 

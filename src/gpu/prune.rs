@@ -27,6 +27,7 @@ pub struct GpuPrunedTable {
 }
 
 impl GpuPrunedTable {
+    /// Uploads the compact table and the remap of `pruned`.
     pub async fn upload(engine: &Engine, pruned: &PrunedTable) -> Result<GpuPrunedTable, Error> {
         let table = GpuTable::upload(engine, pruned.table()).await?;
         let remap = if pruned.remap().is_empty() { &[crate::prune::ABSENT][..] } else { pruned.remap() };
@@ -49,9 +50,11 @@ impl GpuPrunedTable {
     pub fn rows(&self) -> usize {
         self.original_rows
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.table.dim()
     }
+    /// The compact table's format.
     pub fn format(&self) -> crate::Format {
         self.table.format()
     }

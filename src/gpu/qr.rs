@@ -34,6 +34,7 @@ pub struct GpuQrTables {
 }
 
 impl GpuQrTables {
+    /// Uploads the quotient and the remainder tables (one format and dim).
     pub async fn upload(engine: &Engine, quotient: &PackedTable, remainder: &PackedTable) -> Result<GpuQrTables, Error> {
         check_qr(quotient, remainder)?;
         if quotient.format() != remainder.format() {

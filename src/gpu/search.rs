@@ -71,9 +71,11 @@ impl GpuCodes {
     pub fn format(&self) -> crate::Format {
         self.res.format
     }
+    /// Rows of codes (the corpus).
     pub fn rows(&self) -> usize {
         self.res.tables[0].rows as usize
     }
+    /// Bits per row.
     pub fn dim(&self) -> usize {
         self.res.tables[0].dim as usize
     }
@@ -85,6 +87,7 @@ impl GpuCodes {
     pub fn set_name(&self, name: &str) {
         self.res.set_name(name)
     }
+    /// Storage buffers the codes are split into.
     pub fn shard_count(&self) -> usize {
         self.res.shards.len()
     }

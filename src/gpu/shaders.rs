@@ -15,23 +15,41 @@ use crate::format::Format;
 /// itself would be copied into every kernel that uses it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Src {
+    /// `gather_common.wgsl`: gather parameters, bounds policies, the row sentinels.
     GatherCommon,
+    /// `hash_common.wgsl`: MurmurHash3 in WGSL.
     HashCommon,
+    /// `search_common.wgsl`: search parameters and helpers.
     SearchCommon,
+    /// `hamming_common.wgsl`: the Hamming passes' bindings.
     HammingCommon,
+    /// `gather_rows.wgsl`.
     GatherRows,
+    /// `gather_rows4.wgsl`.
     GatherRows4,
+    /// `bag.wgsl`.
     Bag,
+    /// `qr.wgsl`.
     Qr,
+    /// `hash_ids.wgsl`.
     HashIds,
+    /// `remap.wgsl`.
     Remap,
+    /// `scatter_rows.wgsl`.
     ScatterRows,
+    /// `hamming_hist.wgsl`.
     HammingHist,
+    /// `hamming_select.wgsl`.
     HammingSelect,
+    /// `hamming_ties.wgsl`.
     HammingTies,
+    /// `hamming_scan.wgsl`.
     HammingScan,
+    /// `hamming_collect.wgsl`.
     HammingCollect,
+    /// `sort_pairs.wgsl`.
     SortPairs,
+    /// `rescore.wgsl`.
     Rescore,
 }
 
@@ -107,7 +125,9 @@ pub struct Kernel {
     pub decodes: bool,
     /// The driver: bindings and the entry point `main`.
     pub driver: Src,
+    /// Its bind-group layout.
     pub binds: Binds,
+    /// How its workgroup shape is set.
     pub shape: Shape,
     /// Output values one step of an invocation covers (1; 4 for vec4 stores; 16 for a bag pass).
     pub values_per_step: usize,
@@ -132,36 +152,57 @@ const fn flat_kernel(name: &'static str, helpers: &'static [Src], driver: Src, b
 /// parameters, two inputs (ids, moves or queries; a table shard or rows), an output.
 pub mod kernels {
     use super::*;
+    /// Rows of any dim, one value per step.
     pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", Src::GatherRows, 1);
+    /// Rows of a dim that is a multiple of 4, a vec4 store per step.
     pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", Src::GatherRows4, 4);
+    /// EmbeddingBag, one column per pass.
     pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
     /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, 16 columns a pass.
     pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 16) };
+    /// Quotient-remainder lookup.
     pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
+    /// Raw ids → hashed rows.
     pub const HASH_IDS: Kernel = flat_kernel("hash_ids", &[Src::HashCommon], Src::HashIds, Binds::Hash);
+    /// Ids of a pruned table → rows of its compact table.
     pub const REMAP: Kernel = flat_kernel("remap", &[], Src::Remap, Binds::Gather);
+    /// Uploaded rows → their cache slots.
     pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], Src::ScatterRows, Binds::Gather);
+    /// Hamming search: per-query histograms of distances.
     pub const HAMMING_HIST: Kernel = search_kernel("hamming_hist", Src::HammingHist, 256);
+    /// Hamming search: the k-th distance off the histograms.
     pub const HAMMING_SELECT: Kernel = search_kernel("hamming_select", Src::HammingSelect, 64);
+    /// Hamming search: rows at the k-th distance, by index.
     pub const HAMMING_TIES: Kernel = search_kernel("hamming_ties", Src::HammingTies, 256);
+    /// Hamming search: prefix sums of the candidates.
     pub const HAMMING_SCAN: Kernel = search_kernel("hamming_scan", Src::HammingScan, 256);
+    /// Hamming search: the candidates, collected.
     pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", Src::HammingCollect, 256);
+    /// Sorts (distance, row) pairs per query.
     pub const SORT_PAIRS: Kernel = Kernel { helpers: &[Src::SearchCommon], ..search_kernel("sort_pairs", Src::SortPairs, 256) };
+    /// Scores of candidates against rows of a table.
     pub const RESCORE: Kernel = Kernel { helpers: &[Src::SearchCommon], decodes: true, ..search_kernel("rescore", Src::Rescore, 64) };
 }
 
 /// The passes of a Hamming search (see `gpu::search`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SearchKernel {
+    /// Per-query histograms of distances.
     Hist,
+    /// The k-th distance of each query.
     Select,
+    /// The rows at the k-th distance, by index.
     Ties,
+    /// Prefix sums of the candidates per chunk.
     Scan,
+    /// The candidates, collected.
     Collect,
+    /// The results, sorted.
     Sort,
 }
 
 impl SearchKernel {
+    /// Every pass, in order.
     pub const ALL: [SearchKernel; 6] =
         [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
 }
@@ -171,14 +212,27 @@ impl SearchKernel {
 pub enum ShaderId {
     /// Gather rows of `format` into dense f32; `vec4` selects the driver for dims that are a
     /// multiple of 4.
-    Gather { format: Format, vec4: bool },
+    Gather {
+        /// The format decoded.
+        format: Format,
+        /// The vec4 driver (dims that are a multiple of 4).
+        vec4: bool,
+    },
     /// EmbeddingBag over one or several tables of `format`; `vec4` when every dim is a multiple
     /// of 4.
-    Bag { format: Format, vec4: bool },
+    Bag {
+        /// The format decoded.
+        format: Format,
+        /// Every dim a multiple of 4: 16 columns a pass.
+        vec4: bool,
+    },
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
     /// Quotient-remainder lookup from tables of `format`.
-    Qr { format: Format },
+    Qr {
+        /// The format decoded.
+        format: Format,
+    },
     /// Ids of a pruned table → rows of its compact table.
     Remap,
     /// Uploaded rows → their slots in a row cache.
@@ -186,7 +240,10 @@ pub enum ShaderId {
     /// One pass of a Hamming top-k search.
     Search(SearchKernel),
     /// Scores of search candidates against rows of a table of `format`.
-    Rescore { format: Format },
+    Rescore {
+        /// The format decoded.
+        format: Format,
+    },
 }
 
 impl ShaderId {

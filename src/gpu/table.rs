@@ -196,12 +196,15 @@ impl GpuTable {
         Ok(GpuTable { res: Resident::upload(engine, &[table]).await? })
     }
 
+    /// The table's format.
     pub fn format(&self) -> Format {
         self.res.format
     }
+    /// Rows of the table.
     pub fn rows(&self) -> usize {
         self.res.tables[0].rows as usize
     }
+    /// Values per row.
     pub fn dim(&self) -> usize {
         self.res.tables[0].dim as usize
     }
@@ -554,9 +557,11 @@ impl GpuRows {
     pub fn buffer(&self) -> &wgpu::Buffer {
         &self.buffer
     }
+    /// Rows of the output (ids, bags, or indices for pooling None).
     pub fn rows(&self) -> usize {
         self.rows
     }
+    /// Values per output row.
     pub fn dim(&self) -> usize {
         self.dim
     }
