@@ -30,8 +30,8 @@ where
         // One thread, but many calls: V8 runs a WASM function on baseline code until it has
         // been called often enough and switches to optimised code at a call boundary, never
         // inside a running loop. One call over a whole table would run on baseline code
-        // throughout (measured in Node: the page's first synthetic table took 15 % longer), so
-        // blocks go through an opaque function pointer the compiler cannot inline here.
+        // throughout (slower; see docs/benchmarks.md, "Design measurements"), so blocks go
+        // through an opaque function pointer the compiler cannot inline here.
         let _ = min_rows_per_thread;
         let f: &dyn Fn(usize, &mut [T]) -> Option<E> = std::hint::black_box(&f);
         let block_rows = (WEB_BLOCK_VALUES / row_len.max(1)).max(1);

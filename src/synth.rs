@@ -34,7 +34,7 @@ impl Rng {
     }
     /// Standard normal: `rand_distr`'s ziggurat, which needs one draw and no transcendental
     /// function for about 99 % of values (Box–Muller's logarithm and cosine per value made the
-    /// browser demo's default table take a third of a second to generate).
+    /// browser demo's default table slow to generate).
     pub fn normal(&mut self) -> f32 {
         rand_distr::Distribution::<f32>::sample(&rand_distr::StandardNormal, self)
     }

@@ -279,9 +279,8 @@ struct Bag<'a> {
 ///
 /// Table by table, not sample by sample: a block of samples then reads one table at a time, and
 /// a table that fits in the caches is read from memory about once, however many of its rows the
-/// block's bags repeat. Sample by sample, every table is in play at once. Measured on the recsys
-/// example's 26 tables of 3.6 MB (INT8), with a loop that only touches the rows: 12.5–14.5 ms
-/// against 18–21 ms a step.
+/// block's bags repeat. Sample by sample, every table is in play at once (the figures are in
+/// docs/benchmarks.md, "Design measurements").
 ///
 /// Within a table, the bags of consecutive samples are consecutive in `ids` (bags are
 /// feature-major), so the walk goes over one range of ids per table, in runs of [`RUN`] that may

@@ -283,12 +283,11 @@ enum Words {
     Owned(Vec<u32>),
     /// `len` words from word `start` of `buf`, the first that begins a cache line: tables edo
     /// builds in memory start on a line, so a row of whole lines (an FP32 row of 64 values, 256
-    /// bytes) spans as many lines as it has, not one more. Gathering random FP32 rows of dim 64:
-    /// 8–10 % faster than from a buffer 16 bytes past a line, where the allocator put them
-    /// (minimum of 40 runs, alternating). `buf` is an ordinary zeroed `Vec` with 15 words to
-    /// spare, not an allocation aligned to 64 bytes: the allocator hands out untouched zero pages
-    /// only at its own alignment, and zeroing a whole table on one thread before the workers fill
-    /// it made quantising 1.3–1.7× slower.
+    /// bytes) spans as many lines as it has, not one more, which makes random gathers faster
+    /// (docs/benchmarks.md, "Design measurements"). `buf` is an ordinary zeroed `Vec` with 15
+    /// words to spare, not an allocation aligned to 64 bytes: the allocator hands out untouched
+    /// zero pages only at its own alignment, and zeroing a whole table on one thread before the
+    /// workers fill it made quantising much slower.
     Aligned { buf: Vec<u32>, start: usize, len: usize },
     /// `len` words starting at byte `start` of `bytes`; the start is 4-byte aligned in memory
     /// (checked when built).

@@ -411,8 +411,7 @@ impl Context {
     /// A gather takes four steps per invocation, so the id and the row's scale and bias are read
     /// once per four stores. A bag takes one: each of its steps (a pass of 16 columns, or one)
     /// walks all of the bag's indices, and passes side by side finish sooner than passes one
-    /// after another. lavapipe, 4096 bags of 20 over 200 000 × 64, four passes per invocation
-    /// against one: FP32 65–123 → 30–39 ms, INT8 57–91 → 18–30 ms.
+    /// after another (docs/benchmarks.md, "Design measurements").
     pub(crate) fn workgroup_shape(&self, units: usize, per_invocation: usize) -> (u32, u32) {
         let wg = self.workgroup_size.max(1);
         let x = (units.div_ceil(per_invocation.max(1)).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
@@ -497,8 +496,8 @@ impl Context {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         // Natively the contents go in through a mapping at creation. In a browser a queued write
-        // is cheaper, as the mapping makes a JS copy of the range first (measured in headless
-        // Chromium on SwiftShader: a 1.7 MB table went in 27 ms instead of 45).
+        // is cheaper, as the mapping makes a JS copy of the range first (docs/benchmarks.md,
+        // "Design measurements").
         let queued_write = cfg!(web) && contents.is_some();
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(what),
