@@ -51,7 +51,12 @@ pub mod search;
 pub mod bench;
 #[cfg(native)]
 pub mod measure;
+/// (Feature `synth`, on by default; the planner uses it inside either way.)
+#[cfg(feature = "synth")]
 pub mod synth;
+#[cfg(not(feature = "synth"))]
+#[allow(dead_code, missing_docs)]
+mod synth;
 
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
