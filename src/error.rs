@@ -224,6 +224,12 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A tokenizer refused a text.
+    #[error("tokenizer: {message}")]
+    Tokenizer {
+        /// The tokenizer's message.
+        message: String,
+    },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
     UnknownToken {

@@ -40,6 +40,8 @@ pub mod hash;
 pub mod inspect;
 mod lookup;
 pub mod mixed;
+#[cfg(native)]
+pub mod model;
 mod oneshot;
 pub(crate) mod par;
 pub mod plan;
@@ -62,6 +64,8 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
+#[cfg(native)]
+pub use gpu::GpuStaticModel;
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
     GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages,
@@ -84,6 +88,9 @@ struct ReadmeDoctests;
 pub mod guide {
     #[doc = include_str!("../docs/lookups.md")]
     pub mod lookups {}
+    #[cfg(not(target_arch = "wasm32"))]
+    #[doc = include_str!("../docs/models.md")]
+    pub mod models {}
     #[doc = include_str!("../docs/files.md")]
     pub mod files {}
     #[doc = include_str!("../docs/search.md")]

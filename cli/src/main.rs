@@ -2,6 +2,7 @@
 
 mod bench;
 mod cache;
+mod embed;
 mod plan;
 mod search;
 mod tables;
@@ -53,6 +54,9 @@ enum Command {
     /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
     /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.
     CacheBench(cache::CacheBenchArgs),
+    /// Sentence vectors from a static embedding model (model2vec, sentence-transformers'
+    /// StaticEmbedding): text in, vectors out, on the CPU path or the GPU.
+    Embed(embed::EmbedArgs),
     /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
     /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
     Plan(plan::PlanArgs),
@@ -120,7 +124,9 @@ impl From<edo::Error> for Failure {
             | E::Parse { .. }
             | E::NonFinite { .. }
             | E::OutOfRange { .. }
-            | E::MissingTensor { .. } => exit::DATA,
+            | E::MissingTensor { .. }
+            | E::ShapeMismatch { .. }
+            | E::NonFiniteWeight { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
@@ -154,6 +160,7 @@ fn main() -> ExitCode {
         Command::SearchBench(a) => search::search_bench(a),
         Command::CacheBench(a) => cache::cache_bench(a),
         Command::Plan(a) => plan::run(a),
+        Command::Embed(a) => embed::embed(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

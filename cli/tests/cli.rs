@@ -348,3 +348,35 @@ fn plan_writes_the_tables_it_plans_from_files() {
     let missing = edo(&["plan", "--table", "a=/nonexistent/t.npy"]);
     assert_eq!(missing.status.code(), Some(66), "{}", String::from_utf8_lossy(&missing.stderr));
 }
+
+#[test]
+fn embed_prints_model2vecs_vectors_and_writes_npy() {
+    let model = format!("{}/../tests/data/models/wordpiece", env!("CARGO_MANIFEST_DIR"));
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{}/../tests/data/models/expected.json", env!("CARGO_MANIFEST_DIR"))).unwrap()).unwrap();
+    let texts: Vec<String> = expected["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    let mut args = vec!["embed".to_string(), model.clone(), "--json".into()];
+    for t in &texts[1..4] {
+        args.extend(["--text".to_string(), t.clone()]);
+    }
+    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let got: Vec<Vec<f32>> = serde_json::from_str(&out).unwrap();
+    for (k, row) in got.iter().enumerate() {
+        let want = expected["models"]["wordpiece"]["vectors"][k + 1].as_array().unwrap();
+        for (a, b) in row.iter().zip(want) {
+            assert!((a - b.as_f64().unwrap() as f32).abs() <= 1e-5, "text {k}: {a} vs {b}");
+        }
+    }
+    let dir = Scratch::new("embed");
+    let input = dir.path("lines.txt");
+    std::fs::write(&input, "the quick brown fox\ncafé naïve\n").unwrap();
+    let npy_path = dir.path("v.npy");
+    let text = ok(&["embed", &model, "--input", input.to_str().unwrap(), "--format", "int8", "-o", npy_path.to_str().unwrap()]);
+    assert!(text.contains("2 texts") && text.contains("int8"), "{text}");
+    let bytes = std::fs::read(&npy_path).unwrap();
+    let a = edo::file::npy::read(&bytes).unwrap();
+    assert_eq!((a.dtype, a.shape.clone()), (edo::file::npy::Dtype::F32, vec![2, 16]));
+    // No texts is a usage error; a folder that is no model says what is missing.
+    assert_eq!(edo(&["embed", &model]).status.code(), Some(2));
+    assert_eq!(edo(&["embed", "/nonexistent/model", "--text", "x"]).status.code(), Some(66));
+}

@@ -12,6 +12,8 @@ mod hash;
 mod lookup;
 mod memory;
 mod mixed;
+#[cfg(native)]
+mod model;
 mod prune;
 mod qr;
 mod search;
@@ -25,6 +27,8 @@ pub use lookup::{AnyGpuTable, GpuLookup};
 pub(crate) use memory::Buffer;
 pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
+#[cfg(native)]
+pub use model::GpuStaticModel;
 pub use prune::GpuPrunedTable;
 pub use qr::GpuQrTables;
 pub use search::{GpuCodes, MAX_CANDIDATES};

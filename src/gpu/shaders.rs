@@ -51,6 +51,8 @@ pub enum Src {
     SortPairs,
     /// `rescore.wgsl`.
     Rescore,
+    /// `normalize_rows.wgsl`.
+    NormalizeRows,
 }
 
 impl Src {
@@ -75,6 +77,7 @@ impl Src {
             Src::HammingCollect => include_str!("../../shaders/hamming_collect.wgsl"),
             Src::SortPairs => include_str!("../../shaders/sort_pairs.wgsl"),
             Src::Rescore => include_str!("../../shaders/rescore.wgsl"),
+            Src::NormalizeRows => include_str!("../../shaders/normalize_rows.wgsl"),
         }
     }
 }
@@ -168,6 +171,8 @@ pub mod kernels {
     pub const REMAP: Kernel = flat_kernel("remap", &[], Src::Remap, Binds::Gather);
     /// Uploaded rows → their cache slots.
     pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], Src::ScatterRows, Binds::Gather);
+    /// Rows divided by their L2 norm, in place (static models' sentence vectors).
+    pub const NORMALIZE_ROWS: Kernel = flat_kernel("normalize_rows", &[], Src::NormalizeRows, Binds::Gather);
     /// Hamming search: per-query histograms of distances.
     pub const HAMMING_HIST: Kernel = search_kernel("hamming_hist", Src::HammingHist, 256);
     /// Hamming search: the k-th distance off the histograms.
@@ -239,6 +244,8 @@ pub enum ShaderId {
     Scatter,
     /// One pass of a Hamming top-k search.
     Search(SearchKernel),
+    /// Rows divided by their L2 norm, in place.
+    NormalizeRows,
     /// Scores of search candidates against rows of a table of `format`.
     Rescore {
         /// The format decoded.
@@ -253,7 +260,7 @@ impl ShaderId {
             .iter()
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
-            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter])
+            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
@@ -276,6 +283,7 @@ impl ShaderId {
             ShaderId::HashIds => (&HASH_IDS, None),
             ShaderId::Remap => (&REMAP, None),
             ShaderId::Scatter => (&SCATTER, None),
+            ShaderId::NormalizeRows => (&NORMALIZE_ROWS, None),
             ShaderId::Search(k) => (
                 match k {
                     SearchKernel::Hist => &HAMMING_HIST,

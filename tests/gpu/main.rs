@@ -12,6 +12,7 @@ mod gather;
 mod hashing;
 mod lookup;
 mod mixed;
+mod model;
 mod search;
 mod tables;
 

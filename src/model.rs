@@ -1,0 +1,312 @@
+//! Static embedding models — model2vec's "potion" models, sentence-transformers'
+//! `StaticEmbedding` — run end to end: text in, sentence vectors out.
+//!
+//! A static model is an embedding table, a tokenizer and a pooling step, so edo runs all of it:
+//! the tokenizer on the host (HF `tokenizers`, from the model's `tokenizer.json`), the table in
+//! any edo format, and the pooling as EmbeddingBag — on the CPU path, or fused with the table's
+//! decoder on the GPU — then L2 normalisation when the model asks for it.
+//!
+//! The encoding is model2vec 0.10's `StaticModel.encode`, read from its source:
+//! 1. each text is cut to `max_length × median token length` characters (the median of the
+//!    vocabulary's token lengths, in characters, rounded down);
+//! 2. tokenized without special tokens, and truncated to `max_length` tokens;
+//! 3. unknown tokens dropped (the model's `unk_token`, or a Unigram model's `unk_id`);
+//! 4. each token's row — through `mapping` when the vocabulary was quantised — times its weight
+//!    (`weights`, when present), averaged over the text's tokens; a text with no tokens is a zero
+//!    vector;
+//! 5. divided by its L2 norm (+ 1e-32) when `normalize` is set.
+//!
+//! An INT8 model2vec table holds integer codes whose one global scale is not saved; they are
+//! used as they are, which normalisation makes right (and model2vec does the same).
+
+use std::path::Path;
+
+use crate::bags::{Bags, Pooling};
+use crate::format::{Format, PackedTable};
+use crate::{Bounds, Error};
+
+/// The most characters of one text edo tokenizes (longer texts are refused, not cut: model2vec
+/// cuts to `max_length × median token length`, far below this, when the model has a
+/// `max_length`).
+pub const MAX_TEXT_CHARS: usize = 1 << 20;
+
+/// A static embedding model: tokenizer, table, per-token rows and weights, pooling settings.
+#[derive(Clone)]
+pub struct StaticModel {
+    tokenizer: tokenizers::Tokenizer,
+    table: PackedTable,
+    /// Row of each token id (`mapping`), when it is not the id itself.
+    mapping: Option<Vec<u32>>,
+    /// Weight of each token id.
+    weights: Option<Vec<f32>>,
+    normalize: bool,
+    max_length: Option<usize>,
+    median_token_length: usize,
+    unk: Option<u32>,
+    vocab_size: usize,
+}
+
+impl std::fmt::Debug for StaticModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticModel")
+            .field("vocab_size", &self.vocab_size)
+            .field("rows", &self.table.rows())
+            .field("dim", &self.table.dim())
+            .field("format", &self.table.format())
+            .field("normalize", &self.normalize)
+            .field("max_length", &self.max_length)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bad(reason: impl Into<String>) -> Error {
+    Error::BadFile { what: "static embedding model", reason: reason.into() }
+}
+
+impl StaticModel {
+    /// Loads a model folder: model2vec's (`config.json`, `tokenizer.json`, `model.safetensors`
+    /// with `embeddings` and the optional `weights` and `mapping`) or sentence-transformers'
+    /// static layouts (`embedding.weight`, at the top or under `0_StaticEmbedding/`).
+    pub fn from_dir(dir: impl AsRef<Path>) -> Result<StaticModel, Error> {
+        let dir = dir.as_ref();
+        let read = |p: &Path| std::fs::read(p).map_err(|e| Error::Io { path: p.display().to_string(), message: e.to_string() });
+        let sub = dir.join("0_StaticEmbedding");
+        let base = if !dir.join("model.safetensors").exists() && sub.join("model.safetensors").exists() { sub } else { dir.to_path_buf() };
+        let config = ["config.json", "config_sentence_transformers.json"].iter().map(|n| dir.join(n)).find(|p| p.exists());
+        let config = match config {
+            Some(p) => read(&p)?,
+            None => b"{}".to_vec(),
+        };
+        StaticModel::from_bytes(&config, &read(&base.join("tokenizer.json"))?, &read(&base.join("model.safetensors"))?)
+    }
+
+    /// A model from the bytes of its three files (what a browser fetched): `config.json` (`{}`
+    /// for none), `tokenizer.json` and `model.safetensors`.
+    pub fn from_bytes(config: &[u8], tokenizer: &[u8], safetensors: &[u8]) -> Result<StaticModel, Error> {
+        let config: serde_json::Value = serde_json::from_slice(config).map_err(|e| bad(format!("config.json: {e}")))?;
+        let tokenizer_json: serde_json::Value = serde_json::from_slice(tokenizer).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let kind = tokenizer_json["model"]["type"].as_str().unwrap_or("").to_string();
+        if !matches!(kind.as_str(), "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
+            return Err(Error::Unsupported { what: "a tokenizer model other than WordPiece, BPE, Unigram or WordLevel" });
+        }
+        let mut tok = tokenizers::Tokenizer::from_bytes(tokenizer).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        // edo cuts and truncates itself; padding would add tokens.
+        tok.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        tok.with_padding(None);
+
+        let st = safetensors::SafeTensors::deserialize(safetensors).map_err(|e| bad(format!("model.safetensors: {e}")))?;
+        let name = ["embeddings", "embedding.weight"].into_iter().find(|n| st.tensor(n).is_ok()).ok_or_else(|| Error::MissingTensor {
+            name: "embeddings".into(),
+            available: st.names().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        })?;
+        let view = st.tensor(name).expect("found above");
+        let [rows, dim] = view.shape() else { return Err(bad(format!("{name} has shape {:?}; a table is 2-D", view.shape()))) };
+        let (rows, dim) = (*rows, *dim);
+        let values = floats(&view, name)?;
+        let table = PackedTable::quantize(Format::F32, &values, rows, dim)?;
+
+        let vocab: Vec<(String, u32)> = {
+            let mut v: Vec<(String, u32)> = tok.get_vocab(true).into_iter().collect();
+            v.sort_by_key(|(_, id)| *id);
+            v
+        };
+        let vocab_size = vocab.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
+        let mapping = match st.tensor("mapping") {
+            Ok(m) => {
+                let rows_of = ints(&m, "mapping")?;
+                if rows_of.len() != vocab_size {
+                    return Err(Error::ShapeMismatch { what: "mapping entries (one per token id)", expected: vocab_size, actual: rows_of.len() });
+                }
+                let mut out = Vec::with_capacity(rows_of.len());
+                for (index, &r) in rows_of.iter().enumerate() {
+                    if r < 0 || r as u64 >= rows as u64 {
+                        return Err(bad(format!("mapping[{index}] = {r} is not a row of the {rows}-row table")));
+                    }
+                    out.push(r as u32);
+                }
+                Some(out)
+            }
+            Err(_) => {
+                if rows != vocab_size {
+                    return Err(Error::ShapeMismatch { what: "table rows (one per token of the vocabulary)", expected: vocab_size, actual: rows });
+                }
+                None
+            }
+        };
+        let weights = match st.tensor("weights") {
+            Ok(w) => {
+                let w = floats(&w, "weights")?;
+                if w.len() != vocab_size {
+                    return Err(Error::ShapeMismatch { what: "weights (one per token id)", expected: vocab_size, actual: w.len() });
+                }
+                if let Some(index) = w.iter().position(|x| !x.is_finite()) {
+                    return Err(Error::NonFiniteWeight { index, value: w[index] });
+                }
+                Some(w)
+            }
+            Err(_) => None,
+        };
+
+        // model2vec: int(np.median(lengths in characters)), the vocabulary in id order.
+        let mut lengths: Vec<usize> = vocab.iter().map(|(t, _)| t.chars().count()).collect();
+        lengths.sort_unstable();
+        let median_token_length = match lengths.len() {
+            0 => 0,
+            n if n % 2 == 1 => lengths[n / 2],
+            n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
+        };
+        let unk = match kind.as_str() {
+            "Unigram" => tokenizer_json["model"]["unk_id"].as_u64().map(|u| u as u32),
+            _ => tokenizer_json["model"]["unk_token"].as_str().and_then(|t| tok.token_to_id(t)),
+        };
+        let max_length = match &config["max_length"] {
+            serde_json::Value::Null => None,
+            v => Some(v.as_u64().ok_or_else(|| bad("config.json: max_length is not a count"))? as usize),
+        };
+        // model2vec's default when the config does not say.
+        let max_length = if config.get("max_length").is_none() { Some(512) } else { max_length };
+        let normalize = config["normalize"].as_bool().unwrap_or(false);
+        Ok(StaticModel { tokenizer: tok, table, mapping, weights, normalize, max_length, median_token_length, unk, vocab_size })
+    }
+
+    /// The model with its table in `format` (the tokenizer, rows and weights as they are).
+    pub fn quantize(&self, format: Format) -> Result<StaticModel, Error> {
+        Ok(StaticModel { table: self.table.requantize(format)?, ..self.clone() })
+    }
+
+    /// The embedding table (one row per token, or per cluster of tokens with a mapping).
+    pub fn table(&self) -> &PackedTable {
+        &self.table
+    }
+    /// Values per sentence vector.
+    pub fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    /// Token ids the tokenizer can produce.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+    /// Whether vectors are L2-normalised.
+    pub fn normalize(&self) -> bool {
+        self.normalize
+    }
+    /// The most tokens of a text that count (`None`: all).
+    pub fn max_length(&self) -> Option<usize> {
+        self.max_length
+    }
+
+    /// Each text's token ids, as model2vec's `tokenize` gives them after the cut to
+    /// `max_length × median token length` characters and the truncation to `max_length` tokens.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
+        texts.iter().map(|t| self.tokenize_one(t)).collect()
+    }
+
+    fn tokenize_one(&self, text: &str) -> Result<Vec<u32>, Error> {
+        let text = match self.max_length {
+            Some(m) => match text.char_indices().nth(m.saturating_mul(self.median_token_length)) {
+                Some((end, _)) => &text[..end],
+                None => text,
+            },
+            None => text,
+        };
+        if text.len() > 4 * MAX_TEXT_CHARS {
+            return Err(Error::LimitExceeded { what: "bytes of one text", requested: text.len() as u64, max: 4 * MAX_TEXT_CHARS as u64 });
+        }
+        let encoding = self.tokenizer.encode(text, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
+        let mut ids = encoding.get_ids().to_vec();
+        if let Some(m) = self.max_length {
+            ids.truncate(m);
+        }
+        if let Some(unk) = self.unk {
+            ids.retain(|&id| id != unk);
+        }
+        Ok(ids)
+    }
+
+    /// The bags that pool `texts`' tokens into their mean: a text's tokens' rows, each weighted by
+    /// its token weight over the text's token count.
+    pub fn bags(&self, texts: &[&str]) -> Result<TokenBags, Error> {
+        let mut rows = Vec::new();
+        let mut weights = Vec::new();
+        let mut offsets = Vec::with_capacity(texts.len() + 1);
+        for text in texts {
+            offsets.push(rows.len() as u32);
+            let ids = self.tokenize_one(text)?;
+            let n = ids.len() as f32;
+            for id in ids {
+                let id = id as usize;
+                if id >= self.vocab_size {
+                    return Err(Error::IdOutOfRange { index: rows.len(), id: id as u32, rows: self.vocab_size });
+                }
+                rows.push(self.mapping.as_ref().map_or(id as u32, |m| m[id]));
+                weights.push(self.weights.as_ref().map_or(1.0, |w| w[id]) / n);
+            }
+        }
+        offsets.push(rows.len() as u32);
+        Ok(TokenBags { rows, offsets, weights })
+    }
+
+    /// Sentence vectors of `texts` on the CPU path: `texts.len() × dim` values.
+    pub fn encode(&self, texts: &[&str]) -> Result<Vec<f32>, Error> {
+        let bags = self.bags(texts)?;
+        let mut out = crate::cpu::embedding_bag(&self.table, &bags.as_bags(), Pooling::Sum, Bounds::Error)?;
+        if self.normalize {
+            normalize_rows(&mut out, self.dim());
+        }
+        Ok(out)
+    }
+}
+
+/// Texts as bags of table rows, ready to pool: `rows` and `weights` per token, `offsets` with the
+/// end of the last bag included.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenBags {
+    /// The table row of each token.
+    pub rows: Vec<u32>,
+    /// Where each text's tokens start, and the end of the last.
+    pub offsets: Vec<u32>,
+    /// Each token's weight over its text's token count.
+    pub weights: Vec<f32>,
+}
+
+impl TokenBags {
+    /// The bags, for [`crate::cpu::embedding_bag`] or [`crate::GpuLookup::bag`] with
+    /// [`Pooling::Sum`] (the weights make it the mean).
+    pub fn as_bags(&self) -> Bags<'_> {
+        Bags::new(&self.rows, &self.offsets).include_last_offset(true).weights(&self.weights)
+    }
+}
+
+/// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.
+pub fn normalize_rows(values: &mut [f32], dim: usize) {
+    for row in values.chunks_exact_mut(dim.max(1)) {
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt() + 1e-32;
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// A tensor's values as f32: F32, F16, BF16, F64, or I8 codes as they are.
+fn floats(view: &safetensors::tensor::TensorView<'_>, name: &str) -> Result<Vec<f32>, Error> {
+    use safetensors::Dtype as D;
+    let d = view.data();
+    Ok(match view.dtype() {
+        D::F32 => d.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        D::F16 => d.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        D::BF16 => d.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        D::F64 => d.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32).collect(),
+        D::I8 => d.iter().map(|&b| b as i8 as f32).collect(),
+        other => return Err(bad(format!("{name} is {other:?}; edo reads F32, F16, BF16, F64 and I8 tables"))),
+    })
+}
+
+/// A tensor's values as i64: I64, I32, U32.
+fn ints(view: &safetensors::tensor::TensorView<'_>, name: &str) -> Result<Vec<i64>, Error> {
+    use safetensors::Dtype as D;
+    let d = view.data();
+    Ok(match view.dtype() {
+        D::I64 => d.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(),
+        D::I32 => d.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+        D::U32 => d.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+        other => return Err(bad(format!("{name} is {other:?}; edo reads I64, I32 and U32 row maps"))),
+    })
+}

@@ -1,0 +1,38 @@
+//! Static embedding models on the GPU: pooled and normalised there, equal to the CPU path's
+//! vectors within the bag tolerance, for every fixture model and table format.
+
+use super::*;
+use edo::model::StaticModel;
+use edo::GpuStaticModel;
+
+fn model(name: &str) -> StaticModel {
+    StaticModel::from_dir(format!("{}/tests/data/models/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn gpu_sentence_vectors_equal_the_cpu_paths() {
+    let Some(engine) = engine() else { return };
+    // 301 texts: the normalisation pass spans two workgroups and fills neither; some are empty.
+    let words = ["the", "quick", "fox", "café", "日本語", "🙂", "", "retrieval", "zzzq", "GPU"];
+    let texts: Vec<String> = (0..301).map(|i| (0..i % 13).map(|k| words[(i * 7 + k * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for name in ["wordpiece", "bpe_f16", "unigram_vq", "wordpiece_int8"] {
+        for format in [Format::F32, Format::Int8, Format::Int4] {
+            let host = model(name).quantize(format).unwrap();
+            let want = host.encode(&texts).unwrap();
+            let gpu = block_on(GpuStaticModel::upload(&engine, &host)).unwrap();
+            assert_eq!(gpu.bytes(), host.table().bytes());
+            let got = run_job(block_on(gpu.prepare_encode(&texts)).unwrap());
+            assert_eq!(got.len(), want.len());
+            // Means of at most 12 rows within the bag bound, then a division by nearly equal norms.
+            let max_abs = host.table().dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            let scale = if host.normalize() { 1.0 } else { max_abs };
+            for (i, (g, c)) in got.iter().zip(&want).enumerate() {
+                assert!((g - c).abs() <= 64.0 * f32::EPSILON * scale.max(1.0), "{name} {format}: value {i}: GPU {g}, CPU {c}");
+            }
+        }
+    }
+    // No texts: an empty output, no dispatch.
+    let gpu = block_on(GpuStaticModel::upload(&engine, &model("wordpiece"))).unwrap();
+    assert_eq!(block_on(gpu.encode(&[])).unwrap().rows(), 0);
+}
