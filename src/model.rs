@@ -44,6 +44,8 @@ pub struct StaticModel {
     median_token_length: usize,
     unk: Option<u32>,
     vocab_size: usize,
+    /// Token ids past the table read its last row (WordLlama clips them) instead of failing.
+    clip_ids: bool,
 }
 
 impl std::fmt::Debug for StaticModel {
@@ -83,6 +85,12 @@ impl StaticModel {
     /// A model from the bytes of its three files (what a browser fetched): `config.json` (`{}`
     /// for none), `tokenizer.json` and `model.safetensors`.
     pub fn from_bytes(config: &[u8], tokenizer: &[u8], safetensors: &[u8]) -> Result<StaticModel, Error> {
+        StaticModel::load(config, tokenizer, safetensors, true)
+    }
+
+    /// [`StaticModel::from_bytes`]; with `one_row_per_token` false the table may have fewer rows
+    /// than the vocabulary has ids (WordLlama's; the ids past it clip).
+    fn load(config: &[u8], tokenizer: &[u8], safetensors: &[u8], one_row_per_token: bool) -> Result<StaticModel, Error> {
         let config: serde_json::Value = serde_json::from_slice(config).map_err(|e| bad(format!("config.json: {e}")))?;
         let tokenizer_json: serde_json::Value = serde_json::from_slice(tokenizer).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         let kind = tokenizer_json["model"]["type"].as_str().unwrap_or("").to_string();
@@ -127,7 +135,7 @@ impl StaticModel {
                 Some(out)
             }
             Err(_) => {
-                if rows != vocab_size {
+                if rows != vocab_size && (one_row_per_token || rows == 0) {
                     return Err(Error::ShapeMismatch { what: "table rows (one per token of the vocabulary)", expected: vocab_size, actual: rows });
                 }
                 None
@@ -166,7 +174,38 @@ impl StaticModel {
         // model2vec's default when the config does not say.
         let max_length = if config.get("max_length").is_none() { Some(512) } else { max_length };
         let normalize = config["normalize"].as_bool().unwrap_or(false);
-        Ok(StaticModel { tokenizer: tok, table, mapping, weights, normalize, max_length, median_token_length, unk, vocab_size })
+        Ok(StaticModel { tokenizer: tok, table, mapping, weights, normalize, max_length, median_token_length, unk, vocab_size, clip_ids: false })
+    }
+
+    /// A WordLlama model from its tokenizer (a `tokenizer.json`) and its weights (safetensors with
+    /// `embedding.weight`), as WordLlama 0.4's `WordLlamaInference.embed` runs it: every token
+    /// counts (unknown ones too, no cut, no truncation), token ids past the table read its last
+    /// row, the mean over the tokens, not normalised (see [`StaticModel::with_normalize`]).
+    /// `dim` keeps the first `dim` columns (Matryoshka truncation; `None`: all). Binarise the
+    /// vectors for Hamming search with [`crate::search::binarize`] (`x > 0`, WordLlama's bits).
+    /// One difference: WordLlama normalises a zero vector (a text with no tokens) to NaN; edo
+    /// keeps it zero.
+    pub fn from_wordllama(tokenizer: &[u8], safetensors: &[u8], dim: Option<usize>) -> Result<StaticModel, Error> {
+        // WordLlama's table has a row per id of the base vocabulary; ids past it clip.
+        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, safetensors, false)?;
+        model.unk = None;
+        model.clip_ids = true;
+        if let Some(d) = dim {
+            let full = model.table.dim();
+            if d == 0 || d > full {
+                return Err(Error::ShapeMismatch { what: "Matryoshka dims (1 to the table's)", expected: full, actual: d });
+            }
+            let values = model.table.dequantize();
+            let kept: Vec<f32> = values.chunks_exact(full).flat_map(|r| r[..d].iter().copied()).collect();
+            model.table = PackedTable::quantize(Format::F32, &kept, model.table.rows(), d)?;
+        }
+        Ok(model)
+    }
+
+    /// The same model, normalising its vectors or not.
+    pub fn with_normalize(mut self, normalize: bool) -> StaticModel {
+        self.normalize = normalize;
+        self
     }
 
     /// The model with its table in `format` (the tokenizer, rows and weights as they are).
@@ -234,8 +273,10 @@ impl StaticModel {
             let ids = self.tokenize_one(text)?;
             let n = ids.len() as f32;
             for id in ids {
-                let id = id as usize;
-                if id >= self.vocab_size {
+                let mut id = id as usize;
+                if self.clip_ids {
+                    id = id.min(self.table.rows().saturating_sub(1));
+                } else if id >= self.vocab_size {
                     return Err(Error::IdOutOfRange { index: rows.len(), id: id as u32, rows: self.vocab_size });
                 }
                 rows.push(self.mapping.as_ref().map_or(id as u32, |m| m[id]));

@@ -107,3 +107,60 @@ fn bad_models_are_typed_errors() {
     // A missing folder names the file.
     assert!(matches!(StaticModel::from_dir("/nonexistent/model"), Err(Error::Io { .. })));
 }
+
+/// WordLlama's real model (its PyPI wheel's 32000 × 256 f16 table and Llama-2 tokenizer) against
+/// WordLlama's own vectors: `scripts/wordllama_reference.sh` writes them to target/wordllama
+/// (never committed). Without them the test says SKIPPED.
+#[test]
+fn wordllama_vectors_equal_the_reference_package() {
+    let dir = format!("{}/target/wordllama", env!("CARGO_MANIFEST_DIR"));
+    let Ok(expected) = std::fs::read_to_string(format!("{dir}/expected.json")) else {
+        eprintln!("SKIPPED: no WordLlama reference (run scripts/wordllama_reference.sh; it needs PyPI)");
+        return;
+    };
+    let e: serde_json::Value = serde_json::from_str(&expected).unwrap();
+    assert_eq!(e["wordllama"], "0.4.0.post1");
+    let texts: Vec<&str> = e["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let tokenizer = std::fs::read(format!("{dir}/tokenizer.json")).unwrap();
+    let weights = std::fs::read(format!("{dir}/weights.safetensors")).unwrap();
+    let rows = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect()
+    };
+    let close = |got: &[f32], want: &[f32], what: &str| {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!((a - b).abs() <= 1e-5, "{what}: value {i}: edo {a}, WordLlama {b}");
+        }
+    };
+
+    let model = StaticModel::from_wordllama(&tokenizer, &weights, None).unwrap();
+    assert_eq!((model.table().rows(), model.dim()), (32000, 256));
+    let tokens = model.tokenize(&texts).unwrap();
+    for (i, t) in tokens.iter().enumerate() {
+        let want: Vec<u32> = e["tokens"][i].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        assert_eq!(t, &want, "tokens of text {i} {:?}", texts[i]);
+    }
+    let dense = model.encode(&texts).unwrap();
+    close(&dense, &rows(&e["dense"]), "dense");
+    close(&model.clone().with_normalize(true).encode(&texts[1..]).unwrap(), &rows(&e["normalized"]), "normalized");
+    let dim64 = StaticModel::from_wordllama(&tokenizer, &weights, Some(64)).unwrap();
+    close(&dim64.encode(&texts).unwrap(), &rows(&e["dim64"]), "Matryoshka 64");
+    // Binary codes: packbits of x > 0, WordLlama's bits, byte for byte (but for values within
+    // rounding of zero, where the two sums may fall on either side).
+    let codes = edo::search::binarize(&dense, 256).unwrap();
+    for (t, row) in e["binary"].as_array().unwrap().iter().enumerate() {
+        let want: Vec<u8> = row.as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect();
+        let got: &[u8] = bytemuck::cast_slice(codes.row(t));
+        for (bit, x) in dense[t * 256..(t + 1) * 256].iter().enumerate() {
+            let (g, w) = (got[bit / 8] >> (7 - bit % 8) & 1, want[bit / 8] >> (7 - bit % 8) & 1);
+            assert!(g == w || x.abs() < 1e-6, "text {t} bit {bit}: edo {g}, WordLlama {w} (x = {x})");
+        }
+    }
+    // The table in INT8 keeps WordLlama's vectors.
+    let int8 = model.quantize(Format::Int8).unwrap().encode(&texts[1..]).unwrap();
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum::<f64>();
+    let cos: Vec<f64> = dense[256..].chunks_exact(256).zip(int8.chunks_exact(256)).map(|(a, b)| dot(a, b) / (dot(a, a) * dot(b, b)).sqrt()).collect();
+    let mean = cos.iter().sum::<f64>() / cos.len() as f64;
+    assert!(mean >= 0.9999, "INT8 mean cosine {mean}");
+    eprintln!("WordLlama: {} texts equal within 1e-5; INT8 mean cosine {mean:.6}", texts.len());
+}
