@@ -25,10 +25,10 @@ use crate::bags::{Bags, Pooling};
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
-/// The most characters of one text edo tokenizes (longer texts are refused, not cut: model2vec
-/// cuts to `max_length × median token length`, far below this, when the model has a
-/// `max_length`).
-pub const MAX_TEXT_CHARS: usize = 1 << 20;
+/// The most bytes of one text edo tokenizes, after the cut to `max_length × median token length`
+/// characters (so only a model without a `max_length`, such as WordLlama's, meets it): longer
+/// texts are refused with [`Error::LimitExceeded`], not cut.
+pub const MAX_TEXT_BYTES: usize = 4 << 20;
 
 /// A static embedding model: tokenizer, table, per-token rows and weights, pooling settings.
 #[derive(Clone)]
@@ -237,10 +237,26 @@ impl StaticModel {
     /// Each text's token ids, as model2vec's `tokenize` gives them after the cut to
     /// `max_length × median token length` characters and the truncation to `max_length` tokens.
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        texts.iter().map(|t| self.tokenize_one(t)).collect()
+        let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
+        // The tokenizer encodes a batch on all cores.
+        let encodings = self.tokenizer.encode_batch_fast(cut, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
+        Ok(encodings
+            .iter()
+            .map(|e| {
+                let mut ids = e.get_ids().to_vec();
+                if let Some(m) = self.max_length {
+                    ids.truncate(m);
+                }
+                if let Some(unk) = self.unk {
+                    ids.retain(|&id| id != unk);
+                }
+                ids
+            })
+            .collect())
     }
 
-    fn tokenize_one(&self, text: &str) -> Result<Vec<u32>, Error> {
+    /// `text` cut to `max_length × median token length` characters, as model2vec cuts it.
+    fn cut<'t>(&self, text: &'t str) -> Result<&'t str, Error> {
         let text = match self.max_length {
             Some(m) => match text.char_indices().nth(m.saturating_mul(self.median_token_length)) {
                 Some((end, _)) => &text[..end],
@@ -248,18 +264,10 @@ impl StaticModel {
             },
             None => text,
         };
-        if text.len() > 4 * MAX_TEXT_CHARS {
-            return Err(Error::LimitExceeded { what: "bytes of one text", requested: text.len() as u64, max: 4 * MAX_TEXT_CHARS as u64 });
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(Error::LimitExceeded { what: "bytes of one text", requested: text.len() as u64, max: MAX_TEXT_BYTES as u64 });
         }
-        let encoding = self.tokenizer.encode(text, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
-        let mut ids = encoding.get_ids().to_vec();
-        if let Some(m) = self.max_length {
-            ids.truncate(m);
-        }
-        if let Some(unk) = self.unk {
-            ids.retain(|&id| id != unk);
-        }
-        Ok(ids)
+        Ok(text)
     }
 
     /// The bags that pool `texts`' tokens into their mean: a text's tokens' rows, each weighted by
@@ -268,9 +276,8 @@ impl StaticModel {
         let mut rows = Vec::new();
         let mut weights = Vec::new();
         let mut offsets = Vec::with_capacity(texts.len() + 1);
-        for text in texts {
+        for ids in self.tokenize(texts)? {
             offsets.push(rows.len() as u32);
-            let ids = self.tokenize_one(text)?;
             let n = ids.len() as f32;
             for id in ids {
                 let mut id = id as usize;

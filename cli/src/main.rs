@@ -3,6 +3,7 @@
 mod bench;
 mod cache;
 mod embed;
+mod embed_bench;
 mod plan;
 mod search;
 mod tables;
@@ -57,6 +58,9 @@ enum Command {
     /// Sentence vectors from a static embedding model (model2vec, sentence-transformers'
     /// StaticEmbedding): text in, vectors out, on the CPU path or the GPU.
     Embed(embed::EmbedArgs),
+    /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
+    /// short texts, on the CPU path and the GPU, per table format.
+    EmbedBench(embed_bench::EmbedBenchArgs),
     /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
     /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
     Plan(plan::PlanArgs),
@@ -161,6 +165,7 @@ fn main() -> ExitCode {
         Command::CacheBench(a) => cache::cache_bench(a),
         Command::Plan(a) => plan::run(a),
         Command::Embed(a) => embed::embed(a),
+        Command::EmbedBench(a) => embed_bench::embed_bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -380,3 +380,20 @@ fn embed_prints_model2vecs_vectors_and_writes_npy() {
     assert_eq!(edo(&["embed", &model]).status.code(), Some(2));
     assert_eq!(edo(&["embed", "/nonexistent/model", "--text", "x"]).status.code(), Some(66));
 }
+
+#[test]
+fn embed_bench_reports_texts_per_second_per_format_and_batch() {
+    let model = format!("{}/../tests/data/models/unigram_vq", env!("CARGO_MANIFEST_DIR"));
+    let dir = Scratch::new("embed-bench");
+    let texts = dir.path("texts.txt");
+    let out = ok(&["embed-bench", &model, "--cpu", "--json", "--iters", "1", "--formats", "fp32,int4", "--texts-out", texts.to_str().unwrap()]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "two formats × three batch sizes");
+    for run in runs {
+        assert!(run["cpu_texts_per_second"].as_f64().unwrap() > 0.0 && run["gpu_texts_per_second"].is_null(), "{run}");
+    }
+    assert!(runs[3]["table_bytes"].as_u64() < runs[0]["table_bytes"].as_u64(), "INT4 is smaller");
+    assert_eq!(std::fs::read_to_string(&texts).unwrap().lines().count(), 1024);
+    assert_eq!(edo(&["embed-bench", &model, "--iters", "0"]).status.code(), Some(2));
+}
