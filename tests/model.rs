@@ -104,6 +104,12 @@ fn bad_models_are_typed_errors() {
     let mut json: serde_json::Value = serde_json::from_slice(&tokenizer).unwrap();
     json["model"]["type"] = "SomethingElse".into();
     assert!(matches!(StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table), Err(Error::Unsupported { .. })));
+    // Without a max_length nothing cuts a text: one past the byte limit is refused.
+    let uncut = StaticModel::from_bytes(br#"{"max_length": null, "normalize": true}"#, &tokenizer, &table).unwrap();
+    let huge = "word ".repeat(edo::model::MAX_TEXT_BYTES / 5 + 1);
+    assert!(matches!(uncut.encode(&["fine", &huge]), Err(Error::LimitExceeded { what: "bytes of one text", .. })));
+    // With one, the cut comes first and the text is fine.
+    assert_eq!(StaticModel::from_bytes(&config, &tokenizer, &table).unwrap().encode(&[&huge]).unwrap().len(), 16);
     // A missing folder names the file.
     assert!(matches!(StaticModel::from_dir("/nonexistent/model"), Err(Error::Io { .. })));
 }
