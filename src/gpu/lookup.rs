@@ -122,74 +122,41 @@ pub(crate) async fn pool_dense<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags:
     Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
 }
 
-impl GpuLookup for GpuTable {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn dim(&self) -> usize {
-        self.dim()
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes()
-    }
-    fn set_name(&self, name: &str) {
-        self.set_name(name)
-    }
-    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_gather(ids, bounds).await
-    }
-    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_bag(bags, pooling, bounds).await
-    }
-    fn engine(&self) -> Engine {
-        Engine { ctx: self.res.ctx.clone() }
-    }
+/// Implements [`GpuLookup`] for a kind by its inherent methods of the same names (and its fused
+/// `prepare_bag`, where it has one; else the trait's default).
+macro_rules! by_inherent_methods {
+    ($t:ty $(, $fused_bag:ident)?) => {
+        impl GpuLookup for $t {
+            fn rows(&self) -> usize {
+                <$t>::rows(self)
+            }
+            fn dim(&self) -> usize {
+                <$t>::dim(self)
+            }
+            fn bytes(&self) -> u64 {
+                <$t>::bytes(self)
+            }
+            fn set_name(&self, name: &str) {
+                <$t>::set_name(self, name)
+            }
+            fn engine(&self) -> Engine {
+                <$t>::engine(self)
+            }
+            async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+                <$t>::prepare_gather(self, ids, bounds).await
+            }
+            $(
+                async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+                    <$t>::$fused_bag(self, bags, pooling, bounds).await
+                }
+            )?
+        }
+    };
 }
 
-impl GpuLookup for GpuPrunedTable {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn dim(&self) -> usize {
-        self.dim()
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes()
-    }
-    fn set_name(&self, name: &str) {
-        self.set_name(name)
-    }
-    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_gather(ids, bounds).await
-    }
-    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_bag(bags, pooling, bounds).await
-    }
-    fn engine(&self) -> Engine {
-        self.engine()
-    }
-}
-
-impl GpuLookup for GpuMixedTable {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn dim(&self) -> usize {
-        self.dim()
-    }
-    fn bytes(&self) -> u64 {
-        self.bytes()
-    }
-    fn set_name(&self, name: &str) {
-        self.set_name(name)
-    }
-    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_gather(ids, bounds).await
-    }
-    fn engine(&self) -> Engine {
-        self.engine()
-    }
-}
+by_inherent_methods!(GpuTable, prepare_bag);
+by_inherent_methods!(GpuPrunedTable, prepare_bag);
+by_inherent_methods!(GpuMixedTable);
 
 /// Any of the GPU table kinds of [`GpuLookup`], for code that chooses one at run time (a
 /// planner's choice, a file's contents): a closed enum, so no `dyn` and no boxing.

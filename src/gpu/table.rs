@@ -208,6 +208,10 @@ impl GpuTable {
     pub fn dim(&self) -> usize {
         self.res.tables[0].dim as usize
     }
+    /// The engine the table lives on.
+    pub fn engine(&self) -> Engine {
+        Engine { ctx: self.res.ctx.clone() }
+    }
     /// Number of storage buffers the table is split into.
     pub fn shard_count(&self) -> usize {
         self.res.shards.len()
