@@ -130,7 +130,8 @@ impl From<edo::Error> for Failure {
             | E::OutOfRange { .. }
             | E::MissingTensor { .. }
             | E::ShapeMismatch { .. }
-            | E::NonFiniteWeight { .. } => exit::DATA,
+            | E::NonFiniteWeight { .. }
+            | E::Tokenizer { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
