@@ -45,6 +45,10 @@ struct ScatterParams {
 /// holds every row; the GPU holds up to `capacity` of them. Each lookup returns the same rows a
 /// fully resident [`GpuTable`] would, whatever was cached before.
 ///
+/// Lookups take `&self`: one cache can serve several threads. In a browser, while a lookup awaits
+/// the GPU, another call is refused with [`Error::Busy`] and the accessors (`capacity`,
+/// `cached_rows`, `stats`, …) read as an empty cache.
+///
 /// ```no_run
 /// # use edo::{Bounds, Engine, EngineOptions, Format, GpuCache, PackedTable};
 /// # use edo::cache::PolicyKind;
