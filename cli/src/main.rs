@@ -4,6 +4,7 @@ mod bench;
 mod cache;
 mod embed;
 mod embed_bench;
+mod index;
 mod plan;
 mod search;
 mod tables;
@@ -61,6 +62,11 @@ enum Command {
     /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
     /// short texts, on the CPU path and the GPU, per table format.
     EmbedBench(embed_bench::EmbedBenchArgs),
+    /// Embed every line of a text file with a static model and write them, in INT8, as an .edo
+    /// index for `edo query`.
+    Index(index::IndexArgs),
+    /// The lines of an index nearest a question: binary Hamming candidates, rescored in INT8.
+    Query(index::QueryArgs),
     /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
     /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
     Plan(plan::PlanArgs),
@@ -167,6 +173,8 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::run(a),
         Command::Embed(a) => embed::embed(a),
         Command::EmbedBench(a) => embed_bench::embed_bench(a),
+        Command::Index(a) => index::index(a),
+        Command::Query(a) => index::query(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

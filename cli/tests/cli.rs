@@ -397,3 +397,37 @@ fn embed_bench_reports_texts_per_second_per_format_and_batch() {
     assert_eq!(std::fs::read_to_string(&texts).unwrap().lines().count(), 1024);
     assert_eq!(edo(&["embed-bench", &model, "--iters", "0"]).status.code(), Some(2));
 }
+
+#[test]
+fn index_and_query_find_a_line_by_its_meaning() {
+    let model = format!("{}/../tests/data/models/wordpiece", env!("CARGO_MANIFEST_DIR"));
+    let dir = Scratch::new("index");
+    let corpus = dir.path("corpus.txt");
+    let lines = [
+        "the quick brown fox jumps over the lazy dog",
+        "embedding tables are compressed and looked up on the GPU",
+        "café naïve résumé jalapeño",
+        "",
+        "Graphics processors run compute shaders written in WGSL",
+        "numbers 12345 and 3.14159",
+        "a longer sentence about retrieval, recommender systems and quantisation of vectors",
+    ];
+    std::fs::write(&corpus, lines.join("\n")).unwrap();
+    let index = dir.path("corpus.edo");
+    let out = ok(&["index", &model, corpus.to_str().unwrap(), "-o", index.to_str().unwrap()]);
+    assert!(out.contains("indexed 6 lines"), "{out}");
+    // Each line's own words find it first.
+    for line in lines.iter().filter(|l| !l.is_empty()) {
+        let out = ok(&["query", index.to_str().unwrap(), line, "-k", "3"]);
+        let first = out.lines().nth(1).unwrap();
+        assert!(first.trim_start().starts_with("1.") && first.ends_with(line), "{line:?}:\n{out}");
+    }
+    assert_eq!(edo(&["query", index.to_str().unwrap(), "x", "-k", "0"]).status.code(), Some(2));
+    // A table without lines, an empty corpus: typed refusals.
+    let plain = dir.path("plain.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
+    assert_eq!(edo(&["query", plain.to_str().unwrap(), "--model", &model, "x"]).status.code(), Some(65));
+    let empty = dir.path("empty.txt");
+    std::fs::write(&empty, "\n\n").unwrap();
+    assert_eq!(edo(&["index", &model, empty.to_str().unwrap(), "-o", dir.path("e.edo").to_str().unwrap()]).status.code(), Some(65));
+}
