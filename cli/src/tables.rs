@@ -55,8 +55,9 @@ impl SourceArgs {
     pub fn read(&self, path: &Path) -> Result<Imported, Failure> {
         require_input(path)?;
         if FileKind::from_path(path).is_none() {
+            // An input of the wrong kind is malformed input, as a damaged file is.
             return Err(Failure::new(
-                exit::USAGE,
+                exit::DATA,
                 format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display()),
             ));
         }
@@ -75,7 +76,7 @@ fn require_input(path: &Path) -> Result<(), Failure> {
 fn open_table(path: &Path) -> Result<TableFile, Failure> {
     require_input(path)?;
     if FileKind::from_path(path) != Some(FileKind::Edo) {
-        return Err(Failure::new(exit::USAGE, format!("{}: expected an .edo table file (make one with `edo quantize`)", path.display())));
+        return Err(Failure::new(exit::DATA, format!("{}: expected an .edo table file (make one with `edo quantize`)", path.display())));
     }
     Ok(TableFile::open(path)?)
 }
@@ -356,8 +357,12 @@ pub struct LookupArgs {
     /// The .edo table file.
     file: PathBuf,
     /// Row ids, comma separated.
-    #[arg(long, value_delimiter = ',', required_unless_present = "tokens", conflicts_with = "tokens")]
-    ids: Vec<u32>,
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true, required_unless_present_any = ["tokens", "ids_file"], conflicts_with_all = ["tokens", "ids_file"])]
+    ids: Vec<String>,
+    /// A file of row ids separated by commas, spaces or newlines (`-`: standard input), for more
+    /// ids than a command line holds.
+    #[arg(long, conflicts_with = "tokens")]
+    ids_file: Option<PathBuf>,
     /// Tokens, comma separated (needs a table with a vocabulary).
     #[arg(long, value_delimiter = ',')]
     tokens: Vec<String>,
@@ -372,11 +377,32 @@ pub struct LookupArgs {
     json: bool,
 }
 
+/// Row ids from text: each a number from 0 to 2³² − 1. A negative or malformed one is an error
+/// with exit status `code` that says which.
+fn parse_ids<'a>(items: impl Iterator<Item = &'a str>, code: u8) -> Result<Vec<u32>, Failure> {
+    items
+        .enumerate()
+        .map(|(i, s)| match s.trim().parse::<i64>() {
+            Ok(v) if v < 0 => Err(Failure::new(code, format!("ids[{i}] = {v} is negative: ids are rows, counted from 0"))),
+            Ok(v) if v > u32::MAX as i64 => Err(Failure::new(code, format!("ids[{i}] = {v} is past the largest id, {}", u32::MAX))),
+            Ok(v) => Ok(v as u32),
+            Err(_) => Err(Failure::new(code, format!("ids[{i}] = {s:?} is not an id (a row number)"))),
+        })
+        .collect()
+}
+
 pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
     let file = open_table(&a.file)?;
     let t = file.table();
-    let ids: Vec<u32> = if a.tokens.is_empty() {
-        a.ids.clone()
+    let ids: Vec<u32> = if let Some(path) = &a.ids_file {
+        let text = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
+        } else {
+            std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?
+        };
+        parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?
+    } else if a.tokens.is_empty() {
+        parse_ids(a.ids.iter().map(String::as_str), exit::USAGE)?
     } else {
         let vocab = file.vocab().ok_or_else(|| Failure::new(exit::USAGE, format!("{} has no vocabulary; look rows up with --ids", a.file.display())))?;
         a.tokens.iter().map(|tok| vocab.id(tok)).collect::<Result<_, _>>()?

@@ -431,3 +431,47 @@ fn index_and_query_find_a_line_by_its_meaning() {
     std::fs::write(&empty, "\n\n").unwrap();
     assert_eq!(edo(&["index", &model, empty.to_str().unwrap(), "-o", dir.path("e.edo").to_str().unwrap()]).status.code(), Some(65));
 }
+
+#[test]
+fn ids_come_from_a_file_or_standard_input_and_bad_ones_say_why() {
+    let dir = Scratch::new("ids-file");
+    let t = dir.path("t.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", t.to_str().unwrap()]);
+    let t = t.to_str().unwrap();
+    // 200 000 ids do not fit a command line; a file of them does.
+    let ids: Vec<String> = (0..200_000u32).map(|i| (i % 37).to_string()).collect();
+    let path = dir.path("ids.txt");
+    std::fs::write(&path, ids.join("\n")).unwrap();
+    let out = ok(&["lookup", t, "--ids-file", path.to_str().unwrap(), "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(200_000));
+    assert_eq!(rows["rows"][199_999]["id"], 199_999 % 37);
+    // Standard input, separated by commas and spaces.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edo"))
+        .args(["lookup", t, "--ids-file", "-", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"3, 5 7\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows["rows"].as_array().unwrap().iter().map(|r| r["id"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 5, 7]);
+    // A negative id is named as such, not taken for a flag.
+    let neg = edo(&["lookup", t, "--ids", "-1"]);
+    assert_eq!(neg.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&neg.stderr).contains("-1 is negative"), "{}", String::from_utf8_lossy(&neg.stderr));
+    std::fs::write(&path, "1 two 3").unwrap();
+    let bad = edo(&["lookup", t, "--ids-file", path.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"two\" is not an id"));
+    // A file of the wrong kind is malformed input (65), like a damaged one.
+    assert_eq!(edo(&["lookup", &fixture("table_f32.npy"), "--ids", "1"]).status.code(), Some(65));
+    assert_eq!(
+        edo(&["quantize", &format!("{}/../README.md", env!("CARGO_MANIFEST_DIR")), "--format", "int8", "-o", dir.path("r.edo").to_str().unwrap()])
+            .status
+            .code(),
+        Some(65)
+    );
+}
