@@ -27,6 +27,16 @@ pub enum Error {
         /// The format that cannot hold it.
         format: Format,
     },
+    /// A finite f64 value of an imported file beyond what f32 holds (±3.4028235e38).
+    #[error("row {row}, column {col}: value {value:e} is beyond f32's range (±3.4028235e38)")]
+    BeyondF32 {
+        /// The row.
+        row: usize,
+        /// Its column.
+        col: usize,
+        /// The value.
+        value: f64,
+    },
     /// A table must have at least one column.
     #[error("a table needs dim ≥ 1")]
     ZeroDim,

@@ -399,3 +399,13 @@ fn tempdir() -> TempDir {
     std::fs::create_dir_all(&dir).unwrap();
     TempDir(dir)
 }
+
+#[test]
+fn f64_values_beyond_f32_are_named_with_their_value() {
+    let values: [f64; 4] = [0.5, -1.0, 2.0, -1e39];
+    let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let file = edo::file::npy::write(edo::file::npy::Dtype::F64, &[2, 2], &bytes);
+    let err = import::npy(&file, FileLayout::Dense).unwrap_err();
+    assert_eq!(err, Error::BeyondF32 { row: 1, col: 1, value: -1e39 });
+    assert!(err.to_string().contains("-1e39 is beyond f32's range"), "{err}");
+}

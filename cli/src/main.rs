@@ -134,6 +134,7 @@ impl From<edo::Error> for Failure {
             | E::Parse { .. }
             | E::NonFinite { .. }
             | E::OutOfRange { .. }
+            | E::BeyondF32 { .. }
             | E::MissingTensor { .. }
             | E::ShapeMismatch { .. }
             | E::NonFiniteWeight { .. }

@@ -193,7 +193,7 @@ impl Array<'_> {
                     let x = f64::from_le_bytes(b.try_into().expect("chunks of 8"));
                     let y = x as f32;
                     if x.is_finite() && !y.is_finite() {
-                        return Err(Error::OutOfRange { row: i / self.cols, col: i % self.cols, value: y, format: Format::F32 });
+                        return Err(Error::BeyondF32 { row: i / self.cols, col: i % self.cols, value: x });
                     }
                     out.push(y);
                 }
