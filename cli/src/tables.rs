@@ -73,6 +73,15 @@ fn require_input(path: &Path) -> Result<(), Failure> {
     }
 }
 
+/// " (0.266 of fp32, 3.8× smaller)", or nothing for a table of no rows.
+fn size_ratio(packed: u64, f32_bytes: u64) -> String {
+    if packed == 0 || f32_bytes == 0 {
+        return String::new();
+    }
+    let ratio = packed as f64 / f32_bytes as f64;
+    format!(" ({ratio:.3} of fp32, {:.1}× smaller)", 1.0 / ratio)
+}
+
 fn open_table(path: &Path) -> Result<TableFile, Failure> {
     require_input(path)?;
     if FileKind::from_path(path) != Some(FileKind::Edo) {
@@ -176,12 +185,11 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
         println!(
-            "wrote {}: {} {rows} × {dim}, {} packed ({:.3} of fp32, {:.1}× smaller){}",
+            "wrote {}: {} {rows} × {dim}, {} packed{}{}",
             a.output.display(),
             t.format(),
             mib(t.bytes()),
-            t.bytes() as f64 / t.f32_bytes().max(1) as f64,
-            t.f32_bytes() as f64 / t.bytes().max(1) as f64,
+            size_ratio(t.bytes(), t.f32_bytes()),
             file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
         );
         println!("error against the source: max |x − x̂| {:.3e}, RMSE {:.3e}, mean cosine {:.6}", stats.max_abs, stats.rmse, stats.mean_cosine);
@@ -303,12 +311,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("{}", a.file.display());
         println!("  format      {} (edo table file v{})", t.format(), edo::file::VERSION);
         println!("  shape       {} rows × {} dim", t.rows(), t.dim());
-        println!(
-            "  size        {} packed, {} as fp32: {ratio:.3} of fp32, {:.1}× smaller",
-            mib(t.bytes()),
-            mib(t.f32_bytes()),
-            1.0 / ratio.max(f64::MIN_POSITIVE)
-        );
+        println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
         if let Some(v) = file.vocab() {
             let dup = v.duplicates();

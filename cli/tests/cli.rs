@@ -475,3 +475,18 @@ fn ids_come_from_a_file_or_standard_input_and_bad_ones_say_why() {
         Some(65)
     );
 }
+
+#[test]
+fn a_table_of_no_rows_goes_everywhere_and_says_so() {
+    let dir = Scratch::new("empty-table");
+    let npy_path = dir.path("empty.npy");
+    std::fs::write(&npy_path, edo::file::npy::write(edo::file::npy::Dtype::F32, &[0, 8], &[])).unwrap();
+    let t = dir.path("empty.edo");
+    let out = ok(&["quantize", npy_path.to_str().unwrap(), "--format", "int8", "-o", t.to_str().unwrap()]);
+    assert!(out.contains("0 × 8, 0 B packed") && !out.contains("smaller"), "{out}");
+    let out = ok(&["inspect", t.to_str().unwrap()]);
+    assert!(out.contains("0 rows × 8 dim") && !out.contains("smaller"), "{out}");
+    let bad = edo(&["lookup", t.to_str().unwrap(), "--ids", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("out of range for a table of 0 rows"));
+}
