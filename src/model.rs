@@ -333,18 +333,12 @@ pub fn normalize_rows(values: &mut [f32], dim: usize) {
     }
 }
 
-/// A tensor's values as f32: F32, F16, BF16, F64, or I8 codes as they are.
+/// A tensor's values as f32: floats as the table readers convert them, or I8 codes as they are.
 fn floats(view: &safetensors::tensor::TensorView<'_>, name: &str) -> Result<Vec<f32>, Error> {
-    use safetensors::Dtype as D;
-    let d = view.data();
-    Ok(match view.dtype() {
-        D::F32 => d.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        D::F16 => d.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        D::BF16 => d.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        D::F64 => d.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32).collect(),
-        D::I8 => d.iter().map(|&b| b as i8 as f32).collect(),
-        other => return Err(bad(format!("{name} is {other:?}; edo reads F32, F16, BF16, F64 and I8 tables"))),
-    })
+    if view.dtype() == safetensors::Dtype::I8 {
+        return Ok(view.data().iter().map(|&b| b as i8 as f32).collect());
+    }
+    crate::file::import::float_tensor(view).unwrap_or_else(|| Err(bad(format!("{name} is {:?}; edo reads F32, F16, BF16, F64 and I8 tables", view.dtype()))))
 }
 
 /// A tensor's values as i64: I64, I32, U32.

@@ -265,6 +265,28 @@ fn tensor_list(st: &safetensors::SafeTensors<'_>) -> String {
     }
 }
 
+/// The element type of a safetensors dtype edo reads.
+fn elem_of(dtype: safetensors::Dtype) -> Option<Elem> {
+    Some(match dtype {
+        safetensors::Dtype::F64 => Elem::F64,
+        safetensors::Dtype::F32 => Elem::F32,
+        safetensors::Dtype::F16 => Elem::F16,
+        safetensors::Dtype::BF16 => Elem::Bf16,
+        safetensors::Dtype::U8 => Elem::U8,
+        safetensors::Dtype::I8 => Elem::I8,
+        _ => return None,
+    })
+}
+
+/// A safetensors tensor of floats (F32, F16, BF16 or F64) as f32, converted as the table readers
+/// convert them (an f64 past f32's range is [`Error::BeyondF32`]); `None` for another dtype.
+pub(crate) fn float_tensor(view: &safetensors::tensor::TensorView<'_>) -> Option<Result<Vec<f32>, Error>> {
+    let elem = elem_of(view.dtype()).filter(|e| !matches!(e, Elem::U8 | Elem::I8))?;
+    let rows = view.shape().first().copied().unwrap_or(1);
+    let cols = view.shape().iter().skip(1).product::<usize>().max(1);
+    Some(Array { elem, rows, cols, data: view.data() }.floats())
+}
+
 /// Reads tensor `tensor` of a safetensors file (or its only 2-D tensor when `None`).
 pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     const WHAT: &str = "safetensors file";
@@ -280,14 +302,8 @@ pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: FileLayout) -> Re
         }
     };
     let view = st.tensor(&name).map_err(|_| Error::MissingTensor { name: name.clone(), available: tensor_list(&st) })?;
-    let elem = match view.dtype() {
-        safetensors::Dtype::F64 => Elem::F64,
-        safetensors::Dtype::F32 => Elem::F32,
-        safetensors::Dtype::F16 => Elem::F16,
-        safetensors::Dtype::BF16 => Elem::Bf16,
-        safetensors::Dtype::U8 => Elem::U8,
-        safetensors::Dtype::I8 => Elem::I8,
-        d => return Err(bad(WHAT, format!("tensor {name:?} is {d:?}; edo imports F32, F16, BF16, F64, U8 and I8"))),
+    let Some(elem) = elem_of(view.dtype()) else {
+        return Err(bad(WHAT, format!("tensor {name:?} is {:?}; edo imports F32, F16, BF16, F64, U8 and I8", view.dtype())));
     };
     let [rows, cols] = view.shape() else {
         return Err(bad(WHAT, format!("tensor {name:?} has shape {:?}; an embedding table is 2-D", view.shape())));
