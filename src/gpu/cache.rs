@@ -359,9 +359,7 @@ impl<S: RowSource> GpuCache<S> {
                 what: "a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)",
             });
         }
-        let gather = self.prepare_gather(bags.indices, bounds).await?;
-        let parts = vec![gather.output.clone_handle()];
-        Ok(gather.then(super::lookup::pool_dense(&ctx, parts, bags, pooling).await?))
+        super::lookup::gather_and_pool(&ctx, self.dim(), bags, pooling, async |part| self.prepare_gather(&bags.indices[part], bounds).await).await
     }
 
     /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the

@@ -47,19 +47,7 @@ pub trait GpuLookup {
     async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
         // Offsets, weights and bounds are checked against this table before anything is built.
         BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
-        let mut job: Option<LookupJob> = None;
-        let mut parts = Vec::new();
-        for part in dense_parts(&self.engine().ctx, bags.indices.len(), self.dim())? {
-            let gather = self.prepare_gather(&bags.indices[part], bounds).await?;
-            parts.push(gather.output.clone_handle());
-            job = Some(match job {
-                None => gather,
-                Some(j) => j.then(gather),
-            });
-        }
-        let job = job.expect("at least one part");
-        let pool = pool_dense(&job.ctx.clone(), parts, bags, pooling).await?;
-        Ok(job.then(pool))
+        gather_and_pool(&self.engine().ctx, self.dim(), bags, pooling, async |part| self.prepare_gather(&bags.indices[part], bounds).await).await
     }
 
     /// Gathers `ids` and submits the work.
@@ -93,6 +81,30 @@ pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std
         return Ok(vec![0..0]);
     }
     Ok((0..n).step_by(per).map(|s| s..(s + per).min(n)).collect())
+}
+
+/// A bag built by gathering: `gather(range)` builds the gather of the indices in `range` (rows
+/// of `dim` values; the ranges of [`dense_parts`], each within one binding), and the FP32 bag
+/// kernel pools the gathered rows, all in one job.
+pub(crate) async fn gather_and_pool<I>(
+    ctx: &Arc<Context>,
+    dim: usize,
+    bags: &Bags<'_, I>,
+    pooling: Pooling,
+    mut gather: impl AsyncFnMut(std::ops::Range<usize>) -> Result<LookupJob, Error>,
+) -> Result<LookupJob, Error> {
+    let mut job: Option<LookupJob> = None;
+    let mut parts = Vec::new();
+    for part in dense_parts(ctx, bags.indices.len(), dim)? {
+        let g = gather(part).await?;
+        parts.push(g.output.clone_handle());
+        job = Some(match job {
+            None => g,
+            Some(j) => j.then(g),
+        });
+    }
+    let pool = pool_dense(ctx, parts, bags, pooling).await?;
+    Ok(job.expect("dense_parts gives at least one part").then(pool))
 }
 
 /// The bag pass over rows already gathered, one per index of `bags` in order (`parts`, each

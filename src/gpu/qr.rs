@@ -79,21 +79,14 @@ impl GpuQrTables {
         bags.validate(pooling, None)?;
         let ctx = self.quotient.ctx.clone();
         let out_dim = if combine == QrCombine::Concat { 2 * self.dim() } else { self.dim() };
-        let mut job: Option<LookupJob> = None;
-        let mut parts = Vec::new();
-        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), out_dim)? {
-            let gather = self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
+        super::lookup::gather_and_pool(&ctx, out_dim, bags, pooling, async |part| {
+            // A bad id's index in the call, not in its part.
+            self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
                 Error::IdOutOfRange64 { index, id, max } => Error::IdOutOfRange64 { index: part.start + index, id, max },
                 e => e,
-            })?;
-            parts.push(gather.output.clone_handle());
-            job = Some(match job {
-                None => gather,
-                Some(j) => j.then(gather),
-            });
-        }
-        let pool = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
-        Ok(job.expect("at least one part").then(pool))
+            })
+        })
+        .await
     }
 
     /// Looks up raw 64-bit ids: `ids.len() × dim` (`× 2·dim` for [`QrCombine::Concat`]). Ids
