@@ -5,8 +5,10 @@
 
 override SCALED: bool = false;
 
+alias RowParams = vec2<f32>;
+
 // (s, unused): the magnitude every value of the row decodes to.
-fn row_params(base: u32, code_words: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> RowParams {
     if (SCALED) {
         return vec2<f32>(bitcast<f32>(shard[base + code_words]), 0.0);
     }
@@ -19,12 +21,12 @@ fn bit_of(c: u32) -> u32 {
     return (j & 24u) + 7u - (j & 7u);
 }
 
-fn decode1(base: u32, c: u32, rp: vec2<f32>) -> f32 {
+fn decode1(base: u32, c: u32, rp: RowParams) -> f32 {
     let s = rp.x;
     return select(-s, s, extractBits(shard[base + c / 32u], bit_of(c), 1u) == 1u);
 }
 
-fn decode4(base: u32, c: u32, rp: vec2<f32>) -> vec4<f32> {
+fn decode4(base: u32, c: u32, rp: RowParams) -> vec4<f32> {
     let s = rp.x;
     // c is a multiple of 4, so its four bits are bit_of(c), bit_of(c) − 1, − 2 and − 3.
     let w = shard[base + c / 32u] >> (bit_of(c) - 3u);

@@ -2,16 +2,19 @@
 // (row_words = ceil(dim / 2)). Decoded with unpack2x16float, which is exact: no shader-f16
 // feature needed. Helpers for a driver, which declares `shard`.
 
-fn row_params(base: u32, code_words: u32) -> vec2<f32> {
-    return vec2<f32>(0.0);
+// No parameters.
+alias RowParams = u32;
+
+fn row_params(base: u32, code_words: u32) -> RowParams {
+    return 0u;
 }
 
-fn decode1(base: u32, c: u32, rp: vec2<f32>) -> f32 {
+fn decode1(base: u32, c: u32, rp: RowParams) -> f32 {
     let pair = unpack2x16float(shard[base + c / 2u]);
     return select(pair.x, pair.y, (c & 1u) == 1u);
 }
 
-fn decode4(base: u32, c: u32, rp: vec2<f32>) -> vec4<f32> {
+fn decode4(base: u32, c: u32, rp: RowParams) -> vec4<f32> {
     let p = base + c / 2u;
     return vec4<f32>(unpack2x16float(shard[p]), unpack2x16float(shard[p + 1u]));
 }

@@ -1,15 +1,18 @@
 // decode_f32: FP32 rows, one value per word (row_words = dim). Helpers for a driver, which
 // declares `shard` (array<u32>); no bindings or entry point here.
 
-fn row_params(base: u32, code_words: u32) -> vec2<f32> {
-    return vec2<f32>(0.0);
+// No parameters.
+alias RowParams = u32;
+
+fn row_params(base: u32, code_words: u32) -> RowParams {
+    return 0u;
 }
 
-fn decode1(base: u32, c: u32, rp: vec2<f32>) -> f32 {
+fn decode1(base: u32, c: u32, rp: RowParams) -> f32 {
     return bitcast<f32>(shard[base + c]);
 }
 
-fn decode4(base: u32, c: u32, rp: vec2<f32>) -> vec4<f32> {
+fn decode4(base: u32, c: u32, rp: RowParams) -> vec4<f32> {
     let p = base + c;
     return bitcast<vec4<f32>>(vec4<u32>(shard[p], shard[p + 1u], shard[p + 2u], shard[p + 3u]));
 }

@@ -4,17 +4,19 @@
 // Value = code * scale + bias; a 4-bit code times an fp16 scale is exact in f32, so fused or not
 // the result is the CPU oracle's. Helpers for a driver, which declares `shard`.
 
+alias RowParams = vec2<f32>;
+
 // (scale, bias) of the row, from their fp16 halves.
-fn row_params(base: u32, code_words: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> RowParams {
     return unpack2x16float(shard[base + code_words]);
 }
 
-fn decode1(base: u32, c: u32, sb: vec2<f32>) -> f32 {
+fn decode1(base: u32, c: u32, sb: RowParams) -> f32 {
     let q = f32(extractBits(shard[base + c / 8u], 4u * (c & 7u), 4u));
     return q * sb.x + sb.y;
 }
 
-fn decode4(base: u32, c: u32, sb: vec2<f32>) -> vec4<f32> {
+fn decode4(base: u32, c: u32, sb: RowParams) -> vec4<f32> {
     let w = shard[base + c / 8u] >> (4u * (c & 7u));
     let q = vec4<f32>(vec4<u32>(w, w >> 4u, w >> 8u, w >> 12u) & vec4<u32>(15u));
     return q * sb.x + sb.y;

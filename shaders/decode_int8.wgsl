@@ -4,17 +4,19 @@
 // is exact and the add is the one rounding: the result is the CPU oracle's bit for bit whether
 // or not the driver fuses the multiply-add. Helpers for a driver, which declares `shard`.
 
+alias RowParams = vec2<f32>;
+
 // (scale, bias) of the row.
-fn row_params(base: u32, code_words: u32) -> vec2<f32> {
+fn row_params(base: u32, code_words: u32) -> RowParams {
     return bitcast<vec2<f32>>(vec2<u32>(shard[base + code_words], shard[base + code_words + 1u]));
 }
 
-fn decode1(base: u32, c: u32, sb: vec2<f32>) -> f32 {
+fn decode1(base: u32, c: u32, sb: RowParams) -> f32 {
     let q = f32(extractBits(shard[base + c / 4u], 8u * (c & 3u), 8u));
     return q * sb.x + sb.y;
 }
 
-fn decode4(base: u32, c: u32, sb: vec2<f32>) -> vec4<f32> {
+fn decode4(base: u32, c: u32, sb: RowParams) -> vec4<f32> {
     let q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
     return q * sb.x + sb.y;
 }

@@ -68,7 +68,7 @@ fn main(
     }
     let o = i * params.out_stride + select(0u, params.dim, params.stage == 1u && params.combine == 2u);
     var base = 0u;
-    var rp = vec2<f32>(0.0);
+    var rp: RowParams;
     if (row != ROW_ZERO) {
         base = row * params.row_words;
         rp = row_params(base, params.code_words);

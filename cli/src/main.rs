@@ -86,7 +86,8 @@ struct Common {
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 10)]
     iters: usize,
-    /// Formats to run, comma separated (fp32, fp16, int8, int4, binary, binary+scale).
+    /// Formats to run, comma separated (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
+    /// q4_1, q5_0, q5_1).
     #[arg(long, value_delimiter = ',', value_parser = parse_format)]
     formats: Option<Vec<Format>>,
     /// Largest table shard in MiB (default: the device's storage-binding limit).
@@ -101,7 +102,7 @@ struct Common {
 }
 
 pub(crate) fn parse_format(s: &str) -> Result<Format, String> {
-    Format::from_name(s).ok_or_else(|| format!("unknown format {s:?} (fp32, fp16, int8, int4, binary, binary+scale)"))
+    Format::from_name(s).ok_or_else(|| format!("unknown format {s:?} ({})", Format::ALL.map(Format::name).join(", ")))
 }
 
 /// A failed command: the message for stderr and the exit status.

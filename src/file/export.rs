@@ -37,13 +37,9 @@ pub fn packed_array(table: &PackedTable) -> Array {
     let format = table.format();
     let dim = table.dim();
     let row = format.unpadded_row_bytes(dim);
-    let code_bytes = format.code_bytes(dim);
-    let code_words = format.code_words(dim);
-    let mut data = Vec::with_capacity(table.rows() * row);
-    for r in 0..table.rows() {
-        let bytes: &[u8] = bytemuck::cast_slice(table.row(r));
-        data.extend_from_slice(&bytes[..code_bytes]);
-        data.extend_from_slice(&bytes[4 * code_words..]);
+    let mut data = vec![0u8; table.rows() * row];
+    for (r, out) in data.chunks_exact_mut(row.max(1)).enumerate() {
+        format.write_external(table.row(r), dim, out);
     }
     let (dtype, shape) = match format {
         Format::F32 => (npy::Dtype::F32, vec![table.rows(), dim]),

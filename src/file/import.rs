@@ -216,9 +216,8 @@ fn layout_dim_hint(layout: FileLayout) -> &'static str {
 /// layouts) into `format`'s words. Parameters must be finite; binary bits past `dim` are cleared.
 pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8], xor: u8, lsb_first: bool, what: &'static str) -> Result<PackedTable, Error> {
     let src_row = format.unpadded_row_bytes(dim);
-    let code_bytes = format.code_bytes(dim);
     let row_words = format.row_words(dim);
-    let code_words = format.code_words(dim);
+    let code_bytes = format.code_bytes(dim);
     let expected = rows.checked_mul(src_row).ok_or_else(|| bad(what, "shape overflows".into()))?;
     if data.len() != expected {
         return Err(Error::ShapeMismatch { what: "bytes of packed rows", expected, actual: data.len() });
@@ -228,27 +227,23 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
         return PackedTable::from_words(format, 0, dim, Vec::new());
     }
     let mut table = PackedTable::zeroed(format, rows, dim, "imported table")?;
-    let mut row_bytes = vec![0u8; 4 * row_words];
+    let mut src_bytes = vec![0u8; src_row];
+    let mut decoded = vec![0f32; dim];
     for (r, (src, dst)) in data.chunks_exact(src_row.max(1)).zip(table.words_mut().chunks_exact_mut(row_words)).enumerate() {
-        row_bytes.fill(0);
-        for (d, s) in row_bytes[..code_bytes].iter_mut().zip(&src[..code_bytes]) {
-            *d = if lsb_first { (s ^ xor).reverse_bits() } else { s ^ xor };
-        }
-        row_bytes[4 * code_words..].copy_from_slice(&src[code_bytes..]);
-        if matches!(format, Format::Binary | Format::BinaryScaled) && !dim.is_multiple_of(8) {
-            row_bytes[code_bytes - 1] &= 0xffu8 << (8 - dim % 8);
-        }
-        for (w, b) in dst.iter_mut().zip(row_bytes.chunks_exact(4)) {
-            *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        let params = &dst[code_words..];
-        let finite = match format {
-            Format::Int8 | Format::BinaryScaled => params.iter().all(|&p| f32::from_bits(p).is_finite()),
-            Format::Int4 => [params[0] as u16, (params[0] >> 16) as u16].iter().all(|&h| f16::from_bits(h).is_finite()),
-            _ => true,
+        let src = if xor != 0 || lsb_first {
+            src_bytes.copy_from_slice(src);
+            for s in &mut src_bytes[..code_bytes] {
+                *s = if lsb_first { (*s ^ xor).reverse_bits() } else { *s ^ xor };
+            }
+            &src_bytes
+        } else {
+            src
         };
-        if !finite {
-            return Err(bad(what, format!("row {r}: scale or bias is not finite")));
+        format.read_external(src, dim, dst);
+        // A scale, bias or value that is not finite would decode to rows of NaN or ∞.
+        format.decode_row(dst, &mut decoded);
+        if let Some(col) = decoded.iter().position(|x| !x.is_finite()) {
+            return Err(bad(what, format!("row {r}: value {col} decodes to {} (a scale, bias or value that is not finite)", decoded[col])));
         }
     }
     Ok(table)

@@ -50,6 +50,19 @@ fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
     }
 }
 
+/// Reads packbits bytes (then the parameters) as [`Codec::read_external`] does, clearing the bits
+/// past `dim` in the last byte so that equal rows have equal words.
+fn read_bits_external<C: Codec>(src: &[u8], dim: usize, out: &mut [u32]) {
+    let code_words = C::code_words(dim);
+    let code_bytes = dim.div_ceil(8);
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+    bytes[..code_bytes].copy_from_slice(&src[..code_bytes]);
+    if !dim.is_multiple_of(8) {
+        bytes[code_bytes - 1] &= 0xffu8 << (8 - dim % 8);
+    }
+    bytes[4 * code_words..].copy_from_slice(&src[code_bytes..]);
+}
+
 /// Bounds of a row whose values decode to ±`s`: a sign is kept, the magnitude becomes `s`.
 fn sign_error_bounds(row: &[f32], s: f32) -> Vec<f32> {
     row.iter().map(|&x| if x == 0.0 { s } else { (x.abs() - s).abs() }).collect()
@@ -61,8 +74,8 @@ impl Codec for Binary {
     const ALIASES: &'static [&'static str] = &["bin"];
     const WGSL: &'static str = include_str!("../../shaders/decode_binary.wgsl");
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 0.0)];
-    const VALUES_PER_WORD: usize = 32;
-    const PARAM_WORDS: usize = 0;
+    const CODE_BITS: usize = 1;
+    const PARAM_BITS: usize = 0;
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;
@@ -78,6 +91,10 @@ impl Codec for Binary {
     fn error_bounds(row: &[f32]) -> Vec<f32> {
         sign_error_bounds(row, 1.0)
     }
+
+    fn read_external(src: &[u8], dim: usize, out: &mut [u32]) {
+        read_bits_external::<Self>(src, dim, out)
+    }
 }
 
 impl Codec for BinaryScaled {
@@ -86,8 +103,8 @@ impl Codec for BinaryScaled {
     const ALIASES: &'static [&'static str] = &["binary-scaled", "binary_scaled"];
     const WGSL: &'static str = include_str!("../../shaders/decode_binary.wgsl");
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 1.0)];
-    const VALUES_PER_WORD: usize = 32;
-    const PARAM_WORDS: usize = 1;
+    const CODE_BITS: usize = 1;
+    const PARAM_BITS: usize = 32;
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;
@@ -107,5 +124,9 @@ impl Codec for BinaryScaled {
     fn error_bounds(row: &[f32]) -> Vec<f32> {
         // The stored scale, computed as the encoder does.
         sign_error_bounds(row, (row.iter().map(|v| v.abs() as f64).sum::<f64>() / row.len() as f64) as f32)
+    }
+
+    fn read_external(src: &[u8], dim: usize, out: &mut [u32]) {
+        read_bits_external::<Self>(src, dim, out)
     }
 }

@@ -17,8 +17,9 @@ impl Codec for F16 {
     const NAME: &'static str = "fp16";
     const ALIASES: &'static [&'static str] = &["f16"];
     const WGSL: &'static str = include_str!("../../shaders/decode_f16.wgsl");
-    const VALUES_PER_WORD: usize = 2;
-    const PARAM_WORDS: usize = 0;
+    const CODE_BITS: usize = 16;
+    const PARAM_BITS: usize = 0;
+    const GGML_TYPE: Option<u32> = Some(1);
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         super::check_finite(row)?;

@@ -11,8 +11,9 @@ impl Codec for F32 {
     const NAME: &'static str = "fp32";
     const ALIASES: &'static [&'static str] = &["f32"];
     const WGSL: &'static str = include_str!("../../shaders/decode_f32.wgsl");
-    const VALUES_PER_WORD: usize = 1;
-    const PARAM_WORDS: usize = 0;
+    const CODE_BITS: usize = 32;
+    const PARAM_BITS: usize = 0;
+    const GGML_TYPE: Option<u32> = Some(0);
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;

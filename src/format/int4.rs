@@ -24,8 +24,8 @@ impl Codec for Int4 {
     const NAME: &'static str = "int4";
     const ALIASES: &'static [&'static str] = &["i4"];
     const WGSL: &'static str = include_str!("../../shaders/decode_int4.wgsl");
-    const VALUES_PER_WORD: usize = 8;
-    const PARAM_WORDS: usize = 1;
+    const CODE_BITS: usize = 4;
+    const PARAM_BITS: usize = 32;
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         let (min, max) = finite_min_max(row)?;

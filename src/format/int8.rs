@@ -30,8 +30,8 @@ impl Codec for Int8 {
     const NAME: &'static str = "int8";
     const ALIASES: &'static [&'static str] = &["i8"];
     const WGSL: &'static str = include_str!("../../shaders/decode_int8.wgsl");
-    const VALUES_PER_WORD: usize = 4;
-    const PARAM_WORDS: usize = 2;
+    const CODE_BITS: usize = 8;
+    const PARAM_BITS: usize = 64;
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         let (min, max) = finite_min_max(row)?;

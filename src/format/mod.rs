@@ -15,6 +15,7 @@
 mod binary;
 mod f16;
 mod f32;
+mod ggml;
 mod int4;
 mod int8;
 
@@ -22,6 +23,7 @@ pub(crate) use binary::bit_shift;
 pub use binary::{Binary, BinaryScaled};
 pub use f16::F16;
 pub use f32::F32;
+pub use ggml::{Block, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK};
 pub use int4::Int4;
 pub use int8::Int8;
 
@@ -47,26 +49,41 @@ pub enum EncodeError {
 }
 
 /// One packed row format: its layout, its CPU codec (the oracle) and its WGSL decoder. A new
-/// format is a file implementing this trait, its `shaders/decode_<name>.wgsl`, and a variant of
-/// [`Format`] with its arm in `dispatch!` (all in this module); nothing else lists formats.
+/// format is a file implementing this trait, its `shaders/decode_<name>.wgsl` (or override
+/// constants of an existing decoder), and a variant of [`Format`] with its arm in `dispatch!` (all
+/// in this module); nothing else lists formats.
 ///
-/// A row of `dim` values takes [`Codec::code_words`]`(dim)` words of codes followed by
-/// [`Codec::PARAM_WORDS`] words of parameters.
+/// # Layout
+///
+/// A row's values fall into groups of [`Codec::GROUP`] values that share parameters (a scale, a
+/// bias); `GROUP = 0` means one group, the whole row (FBGEMM's row-wise formats). A row of `dim`
+/// values takes [`Codec::code_words`]`(dim)` words of codes, each group's codes starting on a word
+/// and the last group zero-padded, followed by [`Codec::param_words`]`(dim)` words holding every
+/// group's [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a
+/// word, low half first).
 ///
 /// # The WGSL decoder contract
 ///
 /// [`Codec::WGSL`] is WGSL with no bindings and no entry point, concatenated between a kernel's
 /// helpers and its driver. It reads the packed words from `shard: array<u32>`, which the driver
 /// declares, and defines:
-/// - `fn row_params(base: u32, code_words: u32) -> vec2<f32>`: the row's parameters (scale and
-///   bias, or what the format needs), read once per row; `base` is the row's first word in `shard`;
-/// - `fn decode1(base: u32, c: u32, p: vec2<f32>) -> f32`: value `c` of the row;
-/// - `fn decode4(base: u32, c: u32, p: vec2<f32>) -> vec4<f32>`: values `c .. c + 4` (`c` a
-///   multiple of 4, all within the row).
+/// - `RowParams`: a type (an `alias`) holding what a row's decoding needs — the row's scale and
+///   bias, or where its groups' parameters start;
+/// - `fn row_params(base: u32, code_words: u32) -> RowParams`, read once per row; `base` is the
+///   row's first word in `shard`; the zero value of `RowParams` must be harmless to compute with;
+/// - `fn decode1(base: u32, c: u32, p: RowParams) -> f32`: value `c` of the row;
+/// - `fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32>`: values `c .. c + 4` (`c` a
+///   multiple of 4, all within the row, so within one group).
 ///
 /// Each value must equal [`Codec::decode_row`]'s bit for bit: one rounding at most, after a
 /// product that is exact in f32, so that a driver's fused multiply-add cannot change it. Variants
 /// of one decoder are override constants ([`Codec::WGSL_CONSTANTS`]), not copies.
+///
+/// # Files
+///
+/// [`Codec::write_external`] and [`Codec::read_external`] convert a row to and from the unpadded
+/// layout of the format's ecosystem ([`Format::unpadded_row_bytes`] bytes): codes then parameters
+/// (FBGEMM, packbits) unless a format says otherwise (ggml's blocks).
 pub trait Codec {
     /// The runtime tag of this format.
     const FORMAT: Format;
@@ -78,20 +95,42 @@ pub trait Codec {
     const WGSL: &'static str;
     /// Override constants the decoder needs (the binary decoder's `SCALED`).
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[];
-    /// Values packed into one code word (1, 2, 4, 8 or 32).
-    const VALUES_PER_WORD: usize;
-    /// Words of per-row parameters stored after the codes.
-    const PARAM_WORDS: usize;
+    /// Bits per code (32, 16, 8, 5, 4 or 1).
+    const CODE_BITS: usize;
+    /// Values per group sharing parameters; 0 for the whole row.
+    const GROUP: usize = 0;
+    /// Bits of parameters per group (a multiple of 16).
+    const PARAM_BITS: usize;
+    /// ggml's type id for the same values in the same external layout (`GGML_TYPE_*`), if any.
+    const GGML_TYPE: Option<u32> = None;
 
-    /// Code words of a row of `dim` values (the last one zero-padded).
-    fn code_words(dim: usize) -> usize {
-        dim.div_ceil(Self::VALUES_PER_WORD)
+    /// Groups in a row of `dim` values.
+    fn groups(dim: usize) -> usize {
+        if Self::GROUP == 0 {
+            1
+        } else {
+            dim.div_ceil(Self::GROUP)
+        }
     }
 
-    /// Encodes `row` into `out`, which has exactly `code_words(row.len()) + PARAM_WORDS` words.
+    /// Code words of a row of `dim` values (each group's codes padded to a word).
+    fn code_words(dim: usize) -> usize {
+        match Self::GROUP {
+            0 => dim.saturating_mul(Self::CODE_BITS).div_ceil(32),
+            g => Self::groups(dim) * (g * Self::CODE_BITS).div_ceil(32),
+        }
+    }
+
+    /// Parameter words of a row of `dim` values.
+    fn param_words(dim: usize) -> usize {
+        (Self::groups(dim) * Self::PARAM_BITS).div_ceil(32)
+    }
+
+    /// Encodes `row` into `out`, which has exactly `code_words(row.len()) + param_words(row.len())`
+    /// words.
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError>;
 
-    /// Decodes a packed row (`code_words(out.len()) + PARAM_WORDS` words) into `out`.
+    /// Decodes a packed row (`code_words(out.len()) + param_words(out.len())` words) into `out`.
     fn decode_row(words: &[u32], out: &mut [f32]);
 
     /// The documented bound on `|x − x̂|` for each value of `row` (finite) after a round trip
@@ -107,6 +146,36 @@ pub trait Codec {
         let row = &mut scratch[..acc.len()];
         Self::decode_row(words, row);
         pool_values(acc, row.iter().copied(), w, max);
+    }
+
+    /// Writes a packed row of `dim` values in the external layout (`out` has
+    /// [`Format::unpadded_row_bytes`] bytes): the code bytes without word padding, then the
+    /// parameter bytes.
+    fn write_external(words: &[u32], dim: usize, out: &mut [u8]) {
+        let code_bytes = code_bytes::<Self>(dim);
+        let bytes: &[u8] = bytemuck::cast_slice(words);
+        let (codes, params) = out.split_at_mut(code_bytes);
+        codes.copy_from_slice(&bytes[..code_bytes]);
+        params.copy_from_slice(&bytes[4 * Self::code_words(dim)..][..params.len()]);
+    }
+
+    /// Reads a row of `dim` values from the external layout (`src` has
+    /// [`Format::unpadded_row_bytes`] bytes) into `out` (zeroed, [`Format::row_words`] words).
+    fn read_external(src: &[u8], dim: usize, out: &mut [u32]) {
+        let code_bytes = code_bytes::<Self>(dim);
+        let code_words = Self::code_words(dim);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        bytes[..code_bytes].copy_from_slice(&src[..code_bytes]);
+        bytes[4 * code_words..][..src.len() - code_bytes].copy_from_slice(&src[code_bytes..]);
+    }
+}
+
+/// Bytes of codes in a row of `dim` values without word padding (whole groups for grouped
+/// formats): `dim · bits / 8` rounded up.
+fn code_bytes<C: Codec + ?Sized>(dim: usize) -> usize {
+    match C::GROUP {
+        0 => dim.saturating_mul(C::CODE_BITS).div_ceil(8),
+        g => C::groups(dim) * (g * C::CODE_BITS).div_ceil(8),
     }
 }
 
@@ -150,11 +219,33 @@ pub enum Format {
     Binary,
     /// One sign bit per value plus an `f32` per-row scale (mean |x|); decodes to ±scale.
     BinaryScaled,
+    /// ggml `Q8_0`: 8-bit codes with an fp16 scale per block of 32 values (llama.cpp, GGUF).
+    Q8_0,
+    /// ggml `Q4_0`: 4-bit codes with an fp16 scale per block of 32 values.
+    Q4_0,
+    /// ggml `Q4_1`: 4-bit codes with an fp16 scale and minimum per block of 32 values.
+    Q4_1,
+    /// ggml `Q5_0`: 5-bit codes with an fp16 scale per block of 32 values.
+    Q5_0,
+    /// ggml `Q5_1`: 5-bit codes with an fp16 scale and minimum per block of 32 values.
+    Q5_1,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 6] = [Format::F32, Format::F16, Format::Int8, Format::Int4, Format::Binary, Format::BinaryScaled];
+    pub const ALL: [Format; 11] = [
+        Format::F32,
+        Format::F16,
+        Format::Int8,
+        Format::Int4,
+        Format::Binary,
+        Format::BinaryScaled,
+        Format::Q8_0,
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q5_1,
+    ];
 
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
@@ -172,24 +263,34 @@ impl Format {
         dispatch!(self, C => (C::WGSL, C::WGSL_CONSTANTS))
     }
 
-    /// Values per code word.
-    pub fn values_per_word(self) -> usize {
-        dispatch!(self, C => C::VALUES_PER_WORD)
+    /// Bits per code.
+    pub fn code_bits(self) -> usize {
+        dispatch!(self, C => C::CODE_BITS)
     }
 
-    /// Parameter words per row.
-    pub fn param_words(self) -> usize {
-        dispatch!(self, C => C::PARAM_WORDS)
+    /// Values per group sharing parameters; 0 when the whole row shares them.
+    pub fn group(self) -> usize {
+        dispatch!(self, C => C::GROUP)
+    }
+
+    /// ggml's type id (`GGML_TYPE_*`) of the same values in the same external layout, if any.
+    pub fn ggml_type(self) -> Option<u32> {
+        dispatch!(self, C => C::GGML_TYPE)
+    }
+
+    /// Parameter words per row of `dim` values.
+    pub fn param_words(self, dim: usize) -> usize {
+        dispatch!(self, C => C::param_words(dim))
     }
 
     /// Code words per row of `dim` values.
     pub fn code_words(self, dim: usize) -> usize {
-        dim.div_ceil(self.values_per_word())
+        dispatch!(self, C => C::code_words(dim))
     }
 
     /// Words per packed row: codes plus parameters.
     pub fn row_words(self, dim: usize) -> usize {
-        self.code_words(dim) + self.param_words()
+        self.code_words(dim) + self.param_words(dim)
     }
 
     /// Bytes per packed row as stored (word-padded).
@@ -197,15 +298,27 @@ impl Format {
         4 * self.row_words(dim)
     }
 
-    /// Bytes per row without word padding: the information-theoretic size of the format
-    /// (`dim * bits / 8` rounded up to a byte, plus the parameters).
+    /// Bytes per row without word padding: the size of the format's external layout (`dim ·
+    /// bits / 8` rounded up to a byte, plus the parameters; whole blocks for ggml's formats).
     pub fn unpadded_row_bytes(self, dim: usize) -> usize {
-        self.code_bytes(dim) + 4 * self.param_words()
+        dispatch!(self, C => code_bytes::<C>(dim) + (C::groups(dim) * C::PARAM_BITS).div_ceil(8))
     }
 
-    /// Bytes of codes in a row, without the word padding: `dim * bits / 8` rounded up.
+    /// Bytes of codes in a row, without the word padding: `dim · bits / 8` rounded up (whole
+    /// groups for grouped formats).
     pub fn code_bytes(self, dim: usize) -> usize {
-        dim.saturating_mul(32 / self.values_per_word()).div_ceil(8)
+        dispatch!(self, C => code_bytes::<C>(dim))
+    }
+
+    /// Writes packed row `words` of `dim` values in the format's external layout (`out` holds
+    /// [`Format::unpadded_row_bytes`] bytes).
+    pub(crate) fn write_external(self, words: &[u32], dim: usize, out: &mut [u8]) {
+        dispatch!(self, C => C::write_external(words, dim, out))
+    }
+
+    /// Reads a row of `dim` values from the external layout into zeroed `out`.
+    pub(crate) fn read_external(self, src: &[u8], dim: usize, out: &mut [u32]) {
+        dispatch!(self, C => C::read_external(src, dim, out))
     }
 
     /// The documented bound on `|x − x̂|` for each value of `row` after a round trip through
@@ -255,6 +368,26 @@ macro_rules! dispatch {
             }
             $crate::format::Format::BinaryScaled => {
                 type $c = $crate::format::BinaryScaled;
+                $body
+            }
+            $crate::format::Format::Q8_0 => {
+                type $c = $crate::format::Q8_0;
+                $body
+            }
+            $crate::format::Format::Q4_0 => {
+                type $c = $crate::format::Q4_0;
+                $body
+            }
+            $crate::format::Format::Q4_1 => {
+                type $c = $crate::format::Q4_1;
+                $body
+            }
+            $crate::format::Format::Q5_0 => {
+                type $c = $crate::format::Q5_0;
+                $body
+            }
+            $crate::format::Format::Q5_1 => {
+                type $c = $crate::format::Q5_1;
                 $body
             }
         }

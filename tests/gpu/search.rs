@@ -68,7 +68,9 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
     let data = embedding_table(rows, dim, 4);
     let queries = embedding_table(nq, dim, 5);
     let bits = PackedTable::quantize(Format::Binary, &data, rows, dim).unwrap();
-    for (format, k, mult) in [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8)] {
+    for (format, k, mult) in
+        [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8), (Format::Q8_0, 10, 4), (Format::Q4_1, 15, 2)]
+    {
         let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
         let want = edo::search::search_rescored(&bits, &queries, &table, k, mult).unwrap();
         for (what, e) in [("one shard", &engine), ("sharded", &sharded)] {

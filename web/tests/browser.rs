@@ -11,7 +11,7 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-const FORMATS: [&str; 6] = ["fp32", "fp16", "int8", "int4", "binary", "binary+scale"];
+const FORMATS: [&str; 11] = ["fp32", "fp16", "int8", "int4", "binary", "binary+scale", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"];
 
 fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
     // A small deterministic generator: values in (−1, 1).

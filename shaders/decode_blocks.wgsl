@@ -1,0 +1,64 @@
+// decode_blocks: ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1; src/format/ggml.rs),
+// repacked to whole words: code_words words of codes, BITS words per block of 32 values (value i
+// of a block in byte i for BITS = 8, else in nibble i, element 8k+j at bits 4j of word k, with
+// bit 4 of each 5-bit code in the block's fifth word), then the blocks' fp16 parameters: without
+// MIN two blocks' scales d to a word, with MIN one word (d low, m high) per block.
+// Value = (code − OFFSET) · d without MIN, code · d + m with it. A code of at most 8 bits times an
+// fp16 scale is exact in f32, so fused or not the result is the CPU oracle's (and ggml's).
+// Helpers for a driver, which declares `shard`.
+
+override BITS: u32 = 8u;
+override MIN: bool = false;
+override OFFSET: f32 = 128.0;
+
+// The word where the row's block parameters start.
+alias RowParams = u32;
+
+fn row_params(base: u32, code_words: u32) -> RowParams {
+    return base + code_words;
+}
+
+// (d, m) of block g.
+fn block_params(p: RowParams, g: u32) -> vec2<f32> {
+    if (MIN) {
+        return unpack2x16float(shard[p + g]);
+    }
+    return vec2<f32>(unpack2x16float(shard[p + g / 2u])[g & 1u], 0.0);
+}
+
+// The code of value c of the row that starts at base.
+fn code(base: u32, c: u32) -> u32 {
+    let w = base + (c / 32u) * BITS;
+    let i = c & 31u;
+    if (BITS == 8u) {
+        return extractBits(shard[w + i / 4u], 8u * (i & 3u), 8u);
+    }
+    let low = extractBits(shard[w + i / 8u], 4u * (i & 7u), 4u);
+    if (BITS == 5u) {
+        return low | (extractBits(shard[w + 4u], i, 1u) << 4u);
+    }
+    return low;
+}
+
+fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
+    let dm = block_params(p, c / 32u);
+    let q = f32(code(base, c));
+    if (MIN) {
+        return q * dm.x + dm.y;
+    }
+    return (q - OFFSET) * dm.x;
+}
+
+fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
+    let dm = block_params(p, c / 32u);
+    var q: vec4<f32>;
+    if (BITS == 8u) {
+        q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
+    } else {
+        q = vec4<f32>(vec4<u32>(code(base, c), code(base, c + 1u), code(base, c + 2u), code(base, c + 3u)));
+    }
+    if (MIN) {
+        return q * dm.x + dm.y;
+    }
+    return (q - OFFSET) * dm.x;
+}
