@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# A short, bounded fuzz run of the file readers (cargo-fuzz, nightly). The corpus in
-# fuzz/corpus/table_file grows as libFuzzer finds new paths; commit what it adds.
-#   ./scripts/fuzz.sh [seconds]          (default 60)
+# A short, bounded fuzz run of every file reader (cargo-fuzz, nightly): each target for the given
+# seconds, from its corpus in fuzz/corpus/<target>, which grows as libFuzzer finds new paths
+# (commit what it adds; the tests replay it).
+#   ./scripts/fuzz.sh [seconds per target]          (default 60)
 # Needs: rustup toolchain install nightly && cargo install cargo-fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
-cargo +nightly fuzz run table_file fuzz/corpus/table_file -- -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048
+for target in table_file gguf; do
+    cargo +nightly fuzz run "$target" "fuzz/corpus/$target" -- -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048
+done

@@ -58,7 +58,7 @@ impl SourceArgs {
             // An input of the wrong kind is malformed input, as a damaged file is.
             return Err(Failure::new(
                 exit::DATA,
-                format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText) and .edo files", path.display()),
+                format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText), .gguf and .edo files", path.display()),
             ));
         }
         Ok(import::path(path, self.tensor.as_deref(), self.layout()?)?)
@@ -98,11 +98,13 @@ fn write_failure(e: Error) -> Failure {
 
 #[derive(Args)]
 pub struct QuantizeArgs {
-    /// Input table: .safetensors, .npy, .txt/.vec (word2vec, GloVe) or .edo.
+    /// Input table: .safetensors, .npy, .txt/.vec (word2vec, GloVe), .gguf (token_embd.weight
+    /// unless --tensor names another) or .edo.
     input: PathBuf,
     #[command(flatten)]
     source: SourceArgs,
-    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale.
+    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, or ggml's q8_0, q4_0, q4_1,
+    /// q5_0, q5_1.
     #[arg(long, short, value_parser = parse_format)]
     format: Format,
     /// Output .edo file.
@@ -223,7 +225,7 @@ fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Forma
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The .edo table file.
+    /// The .edo table file (or a .gguf model file, to list its tensors).
     file: PathBuf,
     /// The table it was made from, to measure the error against (default: the source recorded
     /// in the file by `edo quantize`, when it still exists).
@@ -243,6 +245,9 @@ pub struct InspectArgs {
 }
 
 pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
+    if FileKind::from_path(&a.file) == Some(FileKind::Gguf) {
+        return inspect_gguf(&a.file, a.json);
+    }
     let file = open_table(&a.file)?;
     let t = file.table();
     let file_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
@@ -355,6 +360,50 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     checksums.map_err(Failure::from)
 }
 
+/// `edo inspect model.gguf`: the header's key-values and the tensors, with their ggml types and
+/// whether edo reads them as tables.
+fn inspect_gguf(path: &Path, json: bool) -> Result<(), Failure> {
+    use edo::file::gguf::Gguf;
+    require_input(path)?;
+    let g = Gguf::open(path)?;
+    let readable = |t: &edo::file::gguf::TensorInfo| g.is_table(t);
+    if json {
+        let tensors: Vec<_> = g
+            .tensors
+            .iter()
+            .map(|t| {
+                json!({ "name": t.name, "type": t.type_name(), "shape": t.shape(), "bytes": t.bytes, "offset": g.data_start + t.offset,
+                        "table": readable(t), "rows_in_file": (t.dims.len() == 2).then(|| g.present_rows(t)) })
+            })
+            .collect();
+        let meta: serde_json::Map<String, serde_json::Value> = g.metadata.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "file": path, "gguf_version": g.version, "metadata": meta, "tensors": tensors })).expect("JSON"));
+        return Ok(());
+    }
+    println!("{}", path.display());
+    println!("  GGUF v{}, {} key-values, {} tensors, data from byte {}", g.version, g.metadata.len(), g.tensors.len(), g.data_start);
+    println!("  metadata");
+    for (k, v) in &g.metadata {
+        println!("    {k:<40} {v}");
+    }
+    println!("  tensors (* = a table edo reads: `edo quantize {} --tensor NAME`)", path.display());
+    let mut cut = 0;
+    for t in &g.tensors {
+        let shape: Vec<String> = t.shape().iter().map(u64::to_string).collect();
+        let size = t.bytes.map_or_else(|| "?".to_string(), mib);
+        let rows = t.shape().first().copied().unwrap_or(0);
+        let present = g.present_rows(t);
+        let note = if t.dims.len() == 2 && present < rows { format!("  cut short: {present} of {rows} rows in this file") } else { String::new() };
+        cut += usize::from(!note.is_empty());
+        let mark = if readable(t) && note.is_empty() { "*" } else { " " };
+        println!("  {mark} {:<40} {:<8} {:<16} {size}{note}", t.name, t.type_name(), shape.join(" × "));
+    }
+    if cut > 0 {
+        println!("  {cut} tensors run past the end of the file: it is a split part or a truncated download");
+    }
+    Ok(())
+}
+
 #[derive(Args)]
 pub struct LookupArgs {
     /// The .edo table file.
@@ -440,15 +489,18 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
 pub struct ExportArgs {
     /// The .edo table file.
     file: PathBuf,
-    /// Output: .npy, .safetensors or .txt (word2vec text, always decoded values).
+    /// Output: .npy, .safetensors, .gguf (fp32, fp16 and ggml block formats) or .txt (word2vec
+    /// text, always decoded values).
     #[arg(long, short)]
     output: PathBuf,
-    /// Write decoded f32 values instead of the packed layout (FBGEMM fused rows, packbits).
+    /// Write decoded f32 values instead of the packed layout (FBGEMM fused rows, packbits, ggml
+    /// blocks).
     #[arg(long)]
     dense: bool,
-    /// Tensor name in a safetensors output.
-    #[arg(long, default_value = "weight")]
-    tensor: String,
+    /// Tensor name in a safetensors output (default weight) or a GGUF output (default
+    /// token_embd.weight).
+    #[arg(long)]
+    tensor: Option<String>,
 }
 
 pub fn export(a: ExportArgs) -> Result<(), Failure> {
@@ -462,10 +514,23 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
             let mut meta = BTreeMap::new();
             meta.insert("edo.layout".to_string(), layout_name(t.format(), a.dense).to_string());
             meta.insert("edo.dim".to_string(), t.dim().to_string());
-            (array().to_safetensors(&a.tensor, &meta), layout_name(t.format(), a.dense))
+            (array().to_safetensors(a.tensor.as_deref().unwrap_or("weight"), &meta), layout_name(t.format(), a.dense))
+        }
+        Some(FileKind::Gguf) => {
+            let dense;
+            let table = if a.dense {
+                dense = t.requantize(Format::F32)?;
+                &dense
+            } else {
+                t
+            };
+            let mut bytes = Vec::new();
+            let name = a.tensor.as_deref().unwrap_or(edo::file::gguf::EMBEDDING_TENSOR);
+            edo::file::gguf::write(table, name, &[("general.name", &a.file.display().to_string()), ("edo.format", t.format().name())], &mut bytes)?;
+            (bytes, "a GGUF tensor of the table's ggml type")
         }
         Some(FileKind::Text) => (exp::text(t, file.vocab())?.into_bytes(), "word2vec text (decoded f32)"),
-        _ => return Err(Failure::new(exit::USAGE, format!("{}: export writes .npy, .safetensors or .txt", a.output.display()))),
+        _ => return Err(Failure::new(exit::USAGE, format!("{}: export writes .npy, .safetensors, .gguf or .txt", a.output.display()))),
     };
     std::fs::write(&a.output, &bytes).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", a.output.display())))?;
     println!("wrote {}: {} rows × {} dim as {what}, {}", a.output.display(), t.rows(), t.dim(), mib(bytes.len() as u64));
@@ -480,6 +545,7 @@ fn layout_name(format: Format, dense: bool) -> &'static str {
         (Format::Int4, _) => "FBGEMM fused 4-bit rows, u8 [rows, ceil(dim/2) + 4]",
         (Format::Binary, _) => "numpy.packbits sign bits, u8 [rows, ceil(dim/8)]",
         (Format::BinaryScaled, _) => "packbits bits then f32 scale, u8 [rows, ceil(dim/8) + 4]",
+        (f, _) if f.group() > 0 && f.ggml_type().is_some() => "ggml blocks as in GGUF, u8 [rows, bytes of a row's blocks]",
         _ => "codes then the row's parameters, u8 [rows, bytes of a row]",
     }
 }

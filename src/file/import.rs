@@ -136,7 +136,7 @@ impl Imported {
 
 /// Element types of the arrays import reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Elem {
+pub(crate) enum Elem {
     F64,
     F32,
     F16,
@@ -146,15 +146,15 @@ enum Elem {
 }
 
 /// A 2-D array view shared by the safetensors and npy readers.
-struct Array<'a> {
-    elem: Elem,
-    rows: usize,
-    cols: usize,
-    data: &'a [u8],
+pub(crate) struct Array<'a> {
+    pub(crate) elem: Elem,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) data: &'a [u8],
 }
 
 impl Array<'_> {
-    fn into_table(self, layout: FileLayout, what: &'static str) -> Result<Table, Error> {
+    pub(crate) fn into_table(self, layout: FileLayout, what: &'static str) -> Result<Table, Error> {
         match (layout, self.elem) {
             (FileLayout::Dense, Elem::U8 | Elem::I8) => Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into())),
             (FileLayout::Dense, _) => {
@@ -404,10 +404,12 @@ pub enum FileKind {
     Text,
     /// An edo table file.
     Edo,
+    /// A GGUF model file (llama.cpp).
+    Gguf,
 }
 
 impl FileKind {
-    /// `.safetensors`, `.npy`, `.txt` / `.vec` / `.w2v`, `.edo`.
+    /// `.safetensors`, `.npy`, `.txt` / `.vec` / `.w2v`, `.edo`, `.gguf`.
     pub fn from_path(path: &std::path::Path) -> Option<FileKind> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         Some(match ext.as_str() {
@@ -415,19 +417,21 @@ impl FileKind {
             "npy" => FileKind::Npy,
             "txt" | "vec" | "w2v" | "glove" => FileKind::Text,
             "edo" => FileKind::Edo,
+            "gguf" => FileKind::Gguf,
             _ => return None,
         })
     }
 }
 
-/// Reads a table from a file: the kind from the extension, `tensor` for safetensors files,
-/// `layout` for byte arrays. An `.edo` file is read as the packed table it holds.
+/// Reads a table from a file: the kind from the extension, `tensor` for safetensors and GGUF
+/// files (for GGUF, `token_embd.weight` when left out), `layout` for byte arrays. An `.edo` file
+/// is read as the packed table it holds.
 #[cfg(native)]
 pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     let path = path.as_ref();
     let kind = FileKind::from_path(path).ok_or_else(|| Error::Io {
         path: path.display().to_string(),
-        message: "unknown file type; edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe) and .edo".into(),
+        message: "unknown file type; edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe), .gguf and .edo".into(),
     })?;
     if kind == FileKind::Edo {
         let file = super::TableFile::open(path)?;
@@ -440,6 +444,7 @@ pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: Fil
         FileKind::Safetensors => safetensors(&map, tensor, layout),
         FileKind::Npy => npy(&map, layout),
         FileKind::Text => text(&map[..]),
+        FileKind::Gguf => super::gguf::Gguf::parse(&map).and_then(|g| g.table(&map, tensor.unwrap_or(super::gguf::EMBEDDING_TENSOR))),
         FileKind::Edo => unreachable!("handled above"),
     }
     .map_err(|e| super::in_file(path, e))

@@ -21,7 +21,7 @@ fn err(e: edo::Error) -> JsError {
 }
 
 fn format_of(name: &str) -> Result<Format, JsError> {
-    Format::from_name(name).ok_or_else(|| JsError::new(&format!("unknown format {name:?} (fp32, fp16, int8, int4, binary, binary+scale)")))
+    Format::from_name(name).ok_or_else(|| JsError::new(&format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
 }
 
 /// The lookup engine: WebGPU, or the CPU path.
@@ -159,13 +159,14 @@ impl EdoTable {
     }
 
     /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
-    /// against its checksums), or a `.npy` / `.safetensors` / word2vec `.txt` table, which is
+    /// against its checksums), or a `.npy` / `.safetensors` / `.gguf` (`tensor`, by default
+    /// `token_embd.weight`; ggml blocks kept as they are) / word2vec `.txt` table, which is
     /// quantised to `format` (default: kept as f32, or as packed for FBGEMM / packbits arrays,
     /// whose `layout` must be named: fbgemm8, fbgemm4, packbits, packbits-lsb).
     #[wasm_bindgen(js_name = fromBytes)]
     pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, JsError> {
         let kind = FileKind::from_path(std::path::Path::new(name))
-            .ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors and .txt/.vec files")))?;
+            .ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors, .gguf and .txt/.vec files")))?;
         let layout = match layout.as_deref() {
             None | Some("") => FileLayout::Dense,
             Some(l) => FileLayout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,
@@ -180,6 +181,10 @@ impl EdoTable {
             FileKind::Npy => import::npy(&bytes, layout).map_err(err)?,
             FileKind::Safetensors => import::safetensors(&bytes, tensor.as_deref(), layout).map_err(err)?,
             FileKind::Text => import::text(&bytes).map_err(err)?,
+            FileKind::Gguf => {
+                let file = edo::file::gguf::Gguf::parse(&bytes).map_err(err)?;
+                file.table(&bytes, tensor.as_deref().unwrap_or(edo::file::gguf::EMBEDDING_TENSOR)).map_err(err)?
+            }
         };
         let target = match format.as_deref() {
             Some(f) if !f.is_empty() => format_of(f)?,
