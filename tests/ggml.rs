@@ -209,6 +209,58 @@ fn malformed_gguf_headers_are_typed_errors() {
     assert!(matches!(Gguf::parse(&nan).unwrap().table(&nan, "t"), Err(Error::BadFile { .. })));
 }
 
+/// The real file `scripts/gguf_reference.sh` fetches (a chunk of Gemma-3-270M's Q4_K_M GGUF) and
+/// the `gguf` package's decoding of its rows, or `None` after saying SKIPPED.
+pub fn gemma_reference() -> Option<(PathBuf, serde_json::Value)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/gguf");
+    let Ok(json) = std::fs::read_to_string(dir.join("expected.json")) else {
+        eprintln!("SKIPPED: no real GGUF reference (run scripts/gguf_reference.sh; it needs PyPI)");
+        return None;
+    };
+    Some((dir, serde_json::from_str(&json).unwrap()))
+}
+
+fn npy_f32(path: &std::path::Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    let a = edo::file::npy::read(&bytes).unwrap();
+    a.data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// Real Q8_0 rows of Gemma's token embeddings, read from the GGUF chunk by edo, equal
+/// `gguf.quants.dequantize` bit for bit; the chunk's header lists the 262 144-row table as cut
+/// short at the rows it holds, and requantising those rows reproduces their bytes.
+#[test]
+fn real_gguf_rows_equal_the_gguf_package() {
+    let Some((dir, e)) = gemma_reference() else { return };
+    assert_eq!(e["gguf"], "0.19.0");
+    let file = dir.join("gemma-3-270m-part00.gguf");
+    let map = std::fs::read(&file).unwrap();
+    let g = Gguf::open(&file).unwrap();
+    let emb = g.tensor(gguf::EMBEDDING_TENSOR).unwrap();
+    assert_eq!(g.data_start + emb.offset, e["token_embd"]["data_offset"].as_u64().unwrap());
+    let present = g.present_rows(emb);
+    assert_eq!(present, e["token_embd"]["present_rows"].as_u64().unwrap());
+    let table = match g.table_rows(&map, gguf::EMBEDDING_TENSOR, 0..present).unwrap().table {
+        Table::Packed(t) => t,
+        Table::Dense { .. } => panic!("Q8_0 read as floats"),
+    };
+    assert_eq!((table.format(), table.dim()), (Format::Q8_0, 640));
+    let ids: Vec<u32> = {
+        let bytes = std::fs::read(dir.join("token_embd.ids.npy")).unwrap();
+        edo::file::npy::read(&bytes).unwrap().data.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).collect()
+    };
+    let got = edo::cpu::gather(&table, &ids, edo::Bounds::Error).unwrap();
+    assert_eq!(bits(&got), bits(&npy_f32(&dir.join("token_embd.dequantized.npy"))), "token_embd.weight rows");
+    // Requantising the decoded rows gives back the file's bytes: ggml's quantiser is a fixed
+    // point of its own output, and edo's is ggml's.
+    let sample = PackedTable::quantize(Format::Q8_0, &got, ids.len(), 640).unwrap();
+    for (i, &id) in ids.iter().enumerate() {
+        assert_eq!(sample.row(i), table.row(id as usize), "row {id} requantised");
+    }
+    // The whole table is refused, naming the cut.
+    assert!(matches!(g.table(&map, gguf::EMBEDDING_TENSOR), Err(Error::BadFile { reason, .. }) if reason.contains("84463 of its 262144 rows")));
+}
+
 /// The `gguf` fuzz target's seed corpus: the seeds (files the `gguf` package wrote) read whole;
 /// whatever libFuzzer added may fail, but never panic.
 #[test]

@@ -9,6 +9,7 @@ mod bags;
 mod cache;
 mod device;
 mod gather;
+mod gguf;
 mod hashing;
 mod lookup;
 mod mixed;
