@@ -64,15 +64,14 @@ impl Default for EvalConfig {
 const K: usize = 100;
 
 /// Evaluates search on `corpus` (`rows × dim`, normalised for cosine) with `queries`: exact FP32
-/// dot-product top-100 as the ground truth, then recall@1/10/100, memory and latency of INT8 and
-/// INT4 exhaustive search, binary Hamming search, binary search rescored with INT8 rows, and
+/// dot-product top-100 as the ground truth, then recall@1/10/100, memory and latency of exhaustive
+/// search over each format of values (FP16, INT8, INT4, ggml's blocks), binary Hamming search, binary search rescored with INT8 rows, and
 /// asymmetric search (float query against the binary+scale rows). With an engine, the binary
 /// searches run on the GPU too.
 pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config: &EvalConfig, engine: Option<&Engine>) -> Result<EvalReport, Error> {
     let nq = queries.len() / dim.max(1);
     let fp32 = PackedTable::quantize(Format::F32, corpus, rows, dim)?;
     let int8 = PackedTable::quantize(Format::Int8, corpus, rows, dim)?;
-    let int4 = PackedTable::quantize(Format::Int4, corpus, rows, dim)?;
     let bits = PackedTable::quantize(Format::Binary, corpus, rows, dim)?;
     let scaled = PackedTable::quantize(Format::BinaryScaled, corpus, rows, dim)?;
     let codes = search::binarize(queries, dim)?;
@@ -93,9 +92,11 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
         });
     };
     add("fp32 exact (ground truth)", "CPU", fp32.bytes(), truth_s, &truth.ids, truth.k);
-    for (name, t) in [("int8 exhaustive", &int8), ("int4 exhaustive", &int4)] {
-        let (r, s) = timed(iters, || search::dot_topk(t, queries, K))?;
-        add(name, "CPU", t.bytes(), s, &r.ids, r.k);
+    // Every format of values (not signs) searched exhaustively: what each keeps of the ranking.
+    for format in Format::ALL.into_iter().filter(|&f| f != Format::F32 && f.code_bits() > 1) {
+        let t = if format == Format::Int8 { int8.clone() } else { PackedTable::quantize(format, corpus, rows, dim)? };
+        let (r, s) = timed(iters, || search::dot_topk(&t, queries, K))?;
+        add(&format!("{format} exhaustive"), "CPU", t.bytes(), s, &r.ids, r.k);
     }
     let (r, s) = timed(iters, || search::hamming_topk(&bits, &codes, K))?;
     add("binary hamming", "CPU", bits.bytes(), s, &r.ids, r.k);
