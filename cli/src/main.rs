@@ -36,19 +36,20 @@ enum Command {
     /// Time the gather of every format on the GPU and the CPU path, as ratios to the device's
     /// own buffer copy and to memcpy measured in the same run.
     Bench(Common),
-    /// Read a table (safetensors, .npy, word2vec/GloVe text, FBGEMM or packbits arrays) and write
-    /// it in any format to an .edo table file.
+    /// Read a table (safetensors, .npy, word2vec/GloVe text, FBGEMM or packbits arrays, a GGUF
+    /// tensor) and write it in any format to an .edo table file.
     Quantize(tables::QuantizeArgs),
     /// Show an .edo file's shape, format, size, checksums and quantisation error against its
-    /// source, and write a picture of the table and its error.
+    /// source, and write a picture of the table and its error; or list a GGUF file's tensors.
     Inspect(tables::InspectArgs),
     /// Print rows of an .edo file by id or by token.
     Lookup(tables::LookupArgs),
     /// Write an .edo file's table as .npy, .safetensors (FBGEMM / packbits layouts or dense
-    /// f32) or word2vec text.
+    /// f32), a GGUF file or word2vec text.
     Export(tables::ExportArgs),
-    /// Recall@1/10/100, memory and latency of binary, binary + rescoring, asymmetric, INT4 and
-    /// INT8 search against exact FP32 search, on a synthetic or given float table.
+    /// Recall@1/10/100, memory and latency of binary, binary + rescoring, asymmetric, and
+    /// exhaustive search over every format of values, against exact FP32 search, on a synthetic
+    /// or given float table.
     Eval(search::EvalArgs),
     /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
     /// CPU path, as ratios to the device's buffer copy and to each other.
