@@ -97,6 +97,12 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
         let t = if format == Format::Int8 { int8.clone() } else { PackedTable::quantize(format, corpus, rows, dim)? };
         let (r, s) = timed(iters, || search::dot_topk(&t, queries, K))?;
         add(&format!("{format} exhaustive"), "CPU", t.bytes(), s, &r.ids, r.k);
+        if format.group() > 0 && format.ggml_type().is_none() {
+            // The same format with each group's scale and bias chosen for least squared error.
+            let t = PackedTable::quantize_min_error(format, corpus, rows, dim)?;
+            let (r, s) = timed(iters, || search::dot_topk(&t, queries, K))?;
+            add(&format!("{format} min-error exhaustive"), "CPU", t.bytes(), s, &r.ids, r.k);
+        }
     }
     let (r, s) = timed(iters, || search::hamming_topk(&bits, &codes, K))?;
     add("binary hamming", "CPU", bits.bytes(), s, &r.ids, r.k);

@@ -320,3 +320,39 @@ fn the_synthetic_table_is_generated_in_place_and_refuses_impossible_shapes() {
     // No overflow in words, but more bytes than any allocation may hold: an error, not an abort.
     assert!(matches!(edo::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::HostOutOfMemory { .. })));
 }
+
+/// `quantize_min_error`: for the group-wise formats every group's squared error is at most
+/// `quantize`'s, and less over the table; every other format quantises as `quantize` does.
+#[test]
+fn min_error_quantisation_never_loses_to_min_max() {
+    let (rows, dim) = (300, 200);
+    let mut data = edo::synth::embedding_table(rows, dim, 5);
+    // Outliers in some rows: what clipping is for.
+    for r in (0..rows).step_by(3) {
+        data[r * dim + (r % dim)] *= 25.0;
+    }
+    data[7 * dim..8 * dim].fill(0.5);
+    for format in Format::ALL {
+        let plain = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let searched = PackedTable::quantize_min_error(format, &data, rows, dim).unwrap();
+        if format.group() == 0 || format.ggml_type().is_some() {
+            assert_eq!(searched, plain, "{format}");
+            continue;
+        }
+        let (a, b) = (plain.dequantize(), searched.dequantize());
+        let sq = |v: &[f32], r: usize, c: usize| (v[r * dim + c] - data[r * dim + c]) as f64 * (v[r * dim + c] - data[r * dim + c]) as f64;
+        let (mut total_plain, mut total_searched) = (0f64, 0f64);
+        for r in 0..rows {
+            for g in (0..dim).step_by(format.group()) {
+                let cols = g..(g + format.group()).min(dim);
+                let (p, s): (f64, f64) = (cols.clone().map(|c| sq(&a, r, c)).sum(), cols.map(|c| sq(&b, r, c)).sum());
+                assert!(s <= p, "{format} row {r} group at {g}: {s} > {p}");
+                total_plain += p;
+                total_searched += s;
+            }
+        }
+        assert!(total_searched < total_plain, "{format}: {total_searched} vs {total_plain}");
+        // Constant groups stay exact to fp16.
+        assert_eq!(b[7 * dim], half::f16::from_f32(0.5).to_f32(), "{format}");
+    }
+}

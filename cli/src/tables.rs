@@ -103,8 +103,8 @@ pub struct QuantizeArgs {
     input: PathBuf,
     #[command(flatten)]
     source: SourceArgs,
-    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, or ggml's q8_0, q4_0, q4_1,
-    /// q5_0, q5_1.
+    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, group-wise int4_g32,
+    /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1.
     #[arg(long, short, value_parser = parse_format)]
     format: Format,
     /// Output .edo file.
@@ -117,6 +117,11 @@ pub struct QuantizeArgs {
     /// read row by row: a remote reader fetches whole chunks.
     #[arg(long, value_name = "KIB")]
     chunk_kib: Option<usize>,
+    /// Choose each group's scale and bias for least squared error (a search, as ggml's k-quants
+    /// do) instead of from its minimum and maximum: for the group-wise formats (int4_g64 …),
+    /// whose outliers it may clip; other formats are unchanged.
+    #[arg(long)]
+    min_error: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -139,10 +144,10 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     let values = imported.values();
     let table = match &imported.table {
         import::Table::Packed(t) if t.format() == a.format => t.clone(),
-        _ => quantize_with_progress(&values, rows, dim, a.format)?,
+        _ => quantize_with_progress(&values, rows, dim, a.format, a.min_error)?,
     };
-    // The documented bound holds for tables edo quantised from floats.
-    let bound = matches!(imported.table, import::Table::Dense { .. }).then_some(a.format);
+    // The documented bound holds for tables edo quantised from floats by minimum and maximum.
+    let bound = (matches!(imported.table, import::Table::Dense { .. }) && !a.min_error).then_some(a.format);
     let stats = table_error_stats(&values, &table, bound);
     drop(values);
 
@@ -166,6 +171,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     }
     if let Some(d) = a.source.dim {
         file.set_metadata("source.dim", d.to_string())?;
+    }
+    if a.min_error {
+        file.set_metadata("quantize.min_error", "true")?;
     }
     file.set_metadata("quantize.max_abs_error", format!("{:e}", stats.max_abs))?;
     file.set_metadata("quantize.rmse", format!("{:e}", stats.rmse))?;
@@ -201,7 +209,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
 }
 
 /// Quantises in blocks of rows, with a progress bar on a terminal.
-fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Format) -> Result<PackedTable, Failure> {
+fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Format, min_error: bool) -> Result<PackedTable, Failure> {
     let block = (rows / 100).max(4096);
     let bar = indicatif::ProgressBar::new(rows as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("quantising {bar:40} {pos}/{len} rows ({eta})").expect("template"));
@@ -211,7 +219,8 @@ fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Forma
     let mut words = Vec::with_capacity(rows * format.row_words(dim));
     for start in (0..rows).step_by(block) {
         let n = block.min(rows - start);
-        let part = PackedTable::quantize(format, &values[start * dim..(start + n) * dim], n, dim).map_err(|e| match e {
+        let quantize = if min_error { PackedTable::quantize_min_error } else { PackedTable::quantize };
+        let part = quantize(format, &values[start * dim..(start + n) * dim], n, dim).map_err(|e| match e {
             Error::NonFinite { row, col, value } => Error::NonFinite { row: row + start, col, value },
             Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: row + start, col, value, format },
             e => e,

@@ -490,3 +490,41 @@ fn a_table_of_no_rows_goes_everywhere_and_says_so() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("out of range for a table of 0 rows"));
 }
+
+/// A GGUF file through the command line: inspect lists its tensors, quantize keeps a Q4_1 tensor's
+/// blocks as they are (or requantises, with --min-error for a group-wise format), export writes a
+/// GGUF file holding the same blocks.
+#[test]
+fn gguf_inspect_quantize_export() {
+    let dir = Scratch::new("gguf");
+    let gguf = format!("{}/../tests/data/ggml/blocks.gguf", env!("CARGO_MANIFEST_DIR"));
+    let out = ok(&["inspect", &gguf]);
+    for needle in ["GGUF v3", "general.architecture", "* q4_1", "Q4_1", "24 × 96"] {
+        assert!(out.contains(needle), "inspect lacks {needle:?}:\n{out}");
+    }
+    let t = dir.path("q4_1.edo");
+    let out = ok(&["quantize", &gguf, "--tensor", "q4_1", "-f", "q4_1", "-o", t.to_str().unwrap()]);
+    assert!(out.contains("max |x − x̂| 0.000e0"), "kept as is: {out}");
+    let back = dir.path("back.gguf");
+    ok(&["export", t.to_str().unwrap(), "-o", back.to_str().unwrap()]);
+    let (a, b) = (std::fs::read(&gguf).unwrap(), std::fs::read(&back).unwrap());
+    let (ga, gb) = (edo::file::gguf::Gguf::parse(&a).unwrap(), edo::file::gguf::Gguf::parse(&b).unwrap());
+    let bytes = |g: &edo::file::gguf::Gguf, data: &[u8], name: &str| {
+        let t = g.tensor(name).unwrap();
+        data[(g.data_start + t.offset) as usize..][..t.bytes.unwrap() as usize].to_vec()
+    };
+    assert_eq!(bytes(&gb, &b, "token_embd.weight"), bytes(&ga, &a, "q4_1"));
+    // Requantised from the floats: least squared error does better than min/max, and says so.
+    let rmse = |args: &[&str]| -> f64 {
+        let json: serde_json::Value = serde_json::from_str(&ok(args)).unwrap();
+        json["error"]["rmse"].as_f64().unwrap()
+    };
+    let (p, m) = (dir.path("plain.edo"), dir.path("min.edo"));
+    let plain = rmse(&["quantize", &gguf, "--tensor", "input", "-f", "int4_g32", "-o", p.to_str().unwrap(), "--json"]);
+    let searched = rmse(&["quantize", &gguf, "--tensor", "input", "-f", "int4_g32", "--min-error", "-o", m.to_str().unwrap(), "--json"]);
+    assert!(searched < plain, "{searched} vs {plain}");
+    assert_eq!(edo::file::TableFile::open(&m).unwrap().metadata()["quantize.min_error"], "true");
+    // A format GGUF has no type for is refused with a message.
+    let e = edo(&["export", p.to_str().unwrap(), "-o", dir.path("x.gguf").to_str().unwrap()]);
+    assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("GGUF"), "{e:?}");
+}

@@ -16,6 +16,7 @@ mod binary;
 mod f16;
 mod f32;
 mod ggml;
+mod grouped;
 mod int4;
 mod int8;
 
@@ -24,6 +25,7 @@ pub use binary::{Binary, BinaryScaled};
 pub use f16::F16;
 pub use f32::F32;
 pub use ggml::{Block, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK};
+pub use grouped::{Grouped, Int4G128, Int4G32, Int4G64, Int8G128, Int8G32, Int8G64};
 pub use int4::Int4;
 pub use int8::Int8;
 
@@ -133,6 +135,15 @@ pub trait Codec {
     /// Decodes a packed row (`code_words(out.len()) + param_words(out.len())` words) into `out`.
     fn decode_row(words: &[u32], out: &mut [f32]);
 
+    /// Encodes `row` as [`Codec::encode_row`] does, but choosing each group's parameters to
+    /// minimise the squared error rather than from its minimum and maximum, where the format has
+    /// such a choice (the group-wise formats); the others encode as `encode_row`. The squared
+    /// error of every group is at most `encode_row`'s; the per-value bound of
+    /// [`Codec::error_bounds`] need not hold (a clipped outlier may lose more).
+    fn encode_row_min_error(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        Self::encode_row(row, out)
+    }
+
     /// The documented bound on `|x − x̂|` for each value of `row` (finite) after a round trip
     /// through this format.
     fn error_bounds(row: &[f32]) -> Vec<f32>;
@@ -229,11 +240,23 @@ pub enum Format {
     Q5_0,
     /// ggml `Q5_1`: 5-bit codes with an fp16 scale and minimum per block of 32 values.
     Q5_1,
+    /// 4-bit codes with an fp16 scale and bias per 32 values.
+    Int4G32,
+    /// 4-bit codes with an fp16 scale and bias per 64 values (0.5625 bytes per value).
+    Int4G64,
+    /// 4-bit codes with an fp16 scale and bias per 128 values.
+    Int4G128,
+    /// 8-bit codes with an fp16 scale and bias per 32 values.
+    Int8G32,
+    /// 8-bit codes with an fp16 scale and bias per 64 values.
+    Int8G64,
+    /// 8-bit codes with an fp16 scale and bias per 128 values.
+    Int8G128,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 17] = [
         Format::F32,
         Format::F16,
         Format::Int8,
@@ -245,6 +268,12 @@ impl Format {
         Format::Q4_1,
         Format::Q5_0,
         Format::Q5_1,
+        Format::Int4G32,
+        Format::Int4G64,
+        Format::Int4G128,
+        Format::Int8G32,
+        Format::Int8G64,
+        Format::Int8G128,
     ];
 
     /// The short name used by the CLI and reports.
@@ -331,6 +360,10 @@ impl Format {
         dispatch!(self, C => C::encode_row(row, out))
     }
 
+    fn encode_row_min_error(self, row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
+        dispatch!(self, C => C::encode_row_min_error(row, out))
+    }
+
     pub(crate) fn decode_row(self, words: &[u32], out: &mut [f32]) {
         dispatch!(self, C => C::decode_row(words, out))
     }
@@ -388,6 +421,30 @@ macro_rules! dispatch {
             }
             $crate::format::Format::Q5_1 => {
                 type $c = $crate::format::Q5_1;
+                $body
+            }
+            $crate::format::Format::Int4G32 => {
+                type $c = $crate::format::Int4G32;
+                $body
+            }
+            $crate::format::Format::Int4G64 => {
+                type $c = $crate::format::Int4G64;
+                $body
+            }
+            $crate::format::Format::Int4G128 => {
+                type $c = $crate::format::Int4G128;
+                $body
+            }
+            $crate::format::Format::Int8G32 => {
+                type $c = $crate::format::Int8G32;
+                $body
+            }
+            $crate::format::Format::Int8G64 => {
+                type $c = $crate::format::Int8G64;
+                $body
+            }
+            $crate::format::Format::Int8G128 => {
+                type $c = $crate::format::Int8G128;
                 $body
             }
         }
@@ -507,6 +564,20 @@ impl PackedTable {
     /// infinity, and with [`Error::OutOfRange`] for values the format cannot hold.
     /// Runs on all cores natively.
     pub fn quantize(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
+        Self::quantize_by(format, data, rows, dim, false)
+    }
+
+    /// Quantises as [`PackedTable::quantize`] does, but choosing the parameters of each group of
+    /// values to minimise its squared error (a search over scales with a least-squares fit of
+    /// scale and bias to the codes, as ggml's k-quants choose theirs) where the format has such a
+    /// choice: the group-wise formats (`int4_g64` …). Decoding is unchanged. Each group's squared
+    /// error is at most `quantize`'s; the per-value [`Format::error_bounds`] no longer hold,
+    /// since an outlier may be clipped. Other formats quantise as `quantize` does.
+    pub fn quantize_min_error(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
+        Self::quantize_by(format, data, rows, dim, true)
+    }
+
+    fn quantize_by(format: Format, data: &[f32], rows: usize, dim: usize, min_error: bool) -> Result<Self, Error> {
         check_shape(data.len(), rows, dim)?;
         let row_words = format.row_words(dim);
         let mut table = PackedTable::zeroed(format, rows, dim, "packed table")?;
@@ -515,7 +586,9 @@ impl PackedTable {
         let first_error = crate::par::for_each_chunk_mut(table.words_mut(), row_words, 1024, |first_row, block| {
             for (i, out) in block.chunks_exact_mut(row_words).enumerate() {
                 let r = first_row + i;
-                if let Err(e) = format.encode_row(&data[r * dim..(r + 1) * dim], out) {
+                let row = &data[r * dim..(r + 1) * dim];
+                let encoded = if min_error { format.encode_row_min_error(row, out) } else { format.encode_row(row, out) };
+                if let Err(e) = encoded {
                     return Some(Error::from_encode(r, e, format));
                 }
             }

@@ -11,7 +11,25 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-const FORMATS: [&str; 11] = ["fp32", "fp16", "int8", "int4", "binary", "binary+scale", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"];
+const FORMATS: [&str; 17] = [
+    "fp32",
+    "fp16",
+    "int8",
+    "int4",
+    "binary",
+    "binary+scale",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "int4_g32",
+    "int4_g64",
+    "int4_g128",
+    "int8_g32",
+    "int8_g64",
+    "int8_g128",
+];
 
 fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
     // A small deterministic generator: values in (−1, 1).
