@@ -15,14 +15,15 @@
 //! row's outliers from widening every other value's step: on WordLlama's token table, `int4_g64`
 //! keeps more of the exact ranking than row-wise INT4 (docs/formats.md).
 //!
-//! Error bound, per group: `|x − x̂| ≤ s/2 + (L/2 + 1)·ulp₁₆(s) + ulp₁₆(min) + 2⁻²⁰·max|x|` with
+//! Error bound, per group: `|x − x̂| ≤ s/2 + ⌊L/2 + 1⌋·ulp₁₆(s) + ulp₁₆(min) + 2⁻²⁰·max|x|` with
 //! `s = (max − min) / L`, as [`Int4`](super::Int4)'s for a row. Groups whose minimum or maximum is
 //! beyond ±65504 are [`EncodeError::OutOfRange`].
 
 use half::f16;
 
 use super::f16::half_to_f32;
-use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
+use super::int4::{fp16_scale_bias, fp16_scale_bias_bound};
+use super::{round_ties_even_small, Codec, EncodeError, Format};
 
 /// `BITS`-bit codes (4 or 8) with an fp16 scale and bias per `G` values.
 pub struct Grouped<const BITS: usize, const G: usize>;
@@ -45,24 +46,6 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
     const MAX_CODE: u32 = (1 << BITS) - 1;
     /// Codes per word.
     const PER_WORD: usize = 32 / BITS;
-
-    /// (scale, bias) of a finite group, as fp16, or the column of a value fp16 cannot hold.
-    fn params(group: &[f32]) -> Result<(f16, f16), usize> {
-        let (min, max) = finite_min_max(group).map_err(|_| 0usize)?;
-        for v in [min, max] {
-            if f16::from_f32(v).is_infinite() {
-                return Err(group.iter().position(|&x| x == v).unwrap_or(0));
-            }
-        }
-        let bias = f16::from_f32(min);
-        let range = max - bias.to_f32();
-        let scale = f16::from_f32(if range == 0.0 { 1.0 } else { range / Self::MAX_CODE as f32 });
-        let s = scale.to_f32();
-        if s == 0.0 || (1.0 / s).is_infinite() {
-            return Ok((f16::ONE, bias));
-        }
-        Ok((scale, bias))
-    }
 
     /// Writes a group's codes for fp16 `scale` and `bias` into its (zeroed) words and returns the
     /// group's squared error as decoded.
@@ -129,7 +112,11 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
         out.fill(0);
         let (codes, params) = out.split_at_mut(Self::code_words(row.len()));
         for (g, (group, words)) in row.chunks(G).zip(codes.chunks_exact_mut(G / Self::PER_WORD)).enumerate() {
-            let plain = Self::params(group).map_err(|i| EncodeError::OutOfRange { col: g * G + i, value: group[i] })?;
+            let (min, max) = super::min_max(group);
+            let plain = fp16_scale_bias(group, min, max, Self::MAX_CODE as f32).map_err(|e| match e {
+                EncodeError::OutOfRange { col, value } => EncodeError::OutOfRange { col: g * G + col, value },
+                e => e,
+            })?;
             let (scale, bias) = if min_error { Self::min_error_params(group, plain) } else { plain };
             Self::put_codes(group, scale, bias, words);
             params[g] = scale.to_bits() as u32 | (bias.to_bits() as u32) << 16;
@@ -184,15 +171,10 @@ impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
     }
 
     fn error_bounds(row: &[f32]) -> Vec<f32> {
-        let ulp16 = |x: f32| -> f32 {
-            let h = f16::from_f32(x.abs());
-            (f16::from_bits(h.to_bits() + 1).to_f32() - h.to_f32()).abs()
-        };
         let mut bounds = Vec::with_capacity(row.len());
         for group in row.chunks(G) {
             let (min, max) = super::min_max(group);
-            let s = ((max - min) / Self::MAX_CODE as f32).max(f32::MIN_POSITIVE);
-            let bound = s / 2.0 + (Self::MAX_CODE as f32 / 2.0 + 1.0) * ulp16(s) + ulp16(min) + min.abs().max(max.abs()) * (2f32).powi(-20);
+            let bound = fp16_scale_bias_bound(min, max, Self::MAX_CODE as f32);
             bounds.extend(std::iter::repeat_n(bound, group.len()));
         }
         bounds

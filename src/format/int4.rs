@@ -29,21 +29,8 @@ impl Codec for Int4 {
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         let (min, max) = finite_min_max(row)?;
-        for v in [min, max] {
-            if f16::from_f32(v).is_infinite() {
-                let col = row.iter().position(|&x| x == v).unwrap_or(0);
-                return Err(EncodeError::OutOfRange { col, value: v });
-            }
-        }
-        let bias_h = f16::from_f32(min);
-        let bias = bias_h.to_f32();
-        let range = max - bias;
-        let mut scale_h = f16::from_f32(if range == 0.0 { 1.0 } else { range / 15.0 });
-        let mut scale = scale_h.to_f32();
-        if scale == 0.0 || (1.0 / scale).is_infinite() {
-            scale_h = f16::ONE;
-            scale = 1.0;
-        }
+        let (scale_h, bias_h) = fp16_scale_bias(row, min, max, 15.0)?;
+        let (scale, bias) = (scale_h.to_f32(), bias_h.to_f32());
         let inverse_scale = 1.0 / scale;
         let code_words = out.len() - 1;
         let code = |x: f32| round_ties_even_small((x - bias) * inverse_scale).clamp(0.0, 15.0) as u32;
@@ -86,12 +73,40 @@ impl Codec for Int4 {
     }
 }
 
+/// FBGEMM's fp16 scale and bias of values `values` with this minimum and maximum, for codes
+/// `0 ..= levels`: `bias = fp16(min)`, `scale = fp16((max − bias) / levels)`, 1 for constant values
+/// or a scale whose inverse overflows. [`EncodeError::OutOfRange`] (with its column in `values`)
+/// when the minimum or maximum is beyond fp16.
+pub(crate) fn fp16_scale_bias(values: &[f32], min: f32, max: f32, levels: f32) -> Result<(f16, f16), EncodeError> {
+    for v in [min, max] {
+        if f16::from_f32(v).is_infinite() {
+            let col = values.iter().position(|&x| x == v).unwrap_or(0);
+            return Err(EncodeError::OutOfRange { col, value: v });
+        }
+    }
+    let bias = f16::from_f32(min);
+    let range = max - bias.to_f32();
+    let scale = f16::from_f32(if range == 0.0 { 1.0 } else { range / levels });
+    let s = scale.to_f32();
+    if s == 0.0 || (1.0 / s).is_infinite() {
+        return Ok((f16::ONE, bias));
+    }
+    Ok((scale, bias))
+}
+
 /// The documented error bound of [`Int4`] for a row with this minimum and maximum.
 pub fn int4_error_bound(min: f32, max: f32) -> f32 {
+    fp16_scale_bias_bound(min, max, 15.0)
+}
+
+/// The bound on `|x − x̂|` of values between `min` and `max` coded as `0 ..= levels` with
+/// [`fp16_scale_bias`]'s scale and bias: half a step, plus the clamp of the top code when the
+/// fp16 scale rounded down (`levels` half-ulps of the scale), plus the rounding of the bias.
+pub(crate) fn fp16_scale_bias_bound(min: f32, max: f32, levels: f32) -> f32 {
     let ulp16 = |x: f32| -> f32 {
         let h = f16::from_f32(x.abs());
         (f16::from_bits(h.to_bits() + 1).to_f32() - h.to_f32()).abs()
     };
-    let scale = ((max - min) / 15.0).max(f32::MIN_POSITIVE);
-    scale / 2.0 + 8.0 * ulp16(scale) + ulp16(min) + min.abs().max(max.abs()) * (2f32).powi(-20)
+    let scale = ((max - min) / levels).max(f32::MIN_POSITIVE);
+    scale / 2.0 + (levels / 2.0 + 1.0).floor() * ulp16(scale) + ulp16(min) + min.abs().max(max.abs()) * (2f32).powi(-20)
 }
