@@ -13,7 +13,7 @@
 //! listed; [`Gguf::table`] refuses them and [`Gguf::table_rows`] reads the rows that are there.
 //! [`Gguf::table`] then reads one tensor's bytes — from a memory map, only those pages are touched:
 //! F32, F16 and BF16 as floats; Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 kept as the packed blocks they
-//! are ([`Format::Q8_0`] …). [`write`] writes a table as a one-tensor GGUF file.
+//! are ([`Format::Q8_0`] …). [`write()`] writes a table as a one-tensor GGUF file.
 
 use std::borrow::Cow;
 
