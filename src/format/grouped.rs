@@ -47,18 +47,25 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
     /// Codes per word.
     const PER_WORD: usize = 32 / BITS;
 
-    /// Writes a group's codes for fp16 `scale` and `bias` into its (zeroed) words and returns the
-    /// group's squared error as decoded.
-    fn put_codes(group: &[f32], scale: f16, bias: f16, words: &mut [u32]) -> f64 {
+    /// The code of `x` for fp16 `scale` and `bias` (`inverse` = 1 / scale, `b` = bias).
+    #[inline(always)]
+    fn code(x: f32, inverse: f32, b: f32) -> f32 {
+        round_ties_even_small((x - b) * inverse).clamp(0.0, Self::MAX_CODE as f32)
+    }
+
+    /// Writes a group's codes for fp16 `scale` and `bias` into its (zeroed) words.
+    fn put_codes(group: &[f32], scale: f16, bias: f16, words: &mut [u32]) {
+        let (inverse, b) = (1.0 / scale.to_f32(), bias.to_f32());
+        for (i, &x) in group.iter().enumerate() {
+            words[i / Self::PER_WORD] |= (Self::code(x, inverse, b) as u32) << (BITS * (i % Self::PER_WORD));
+        }
+    }
+
+    /// A group's squared error as decoded with fp16 `scale` and `bias`.
+    fn squared_error(group: &[f32], scale: f16, bias: f16) -> f64 {
         let (s, b) = (scale.to_f32(), bias.to_f32());
         let inverse = 1.0 / s;
-        let mut sse = 0f64;
-        for (i, &x) in group.iter().enumerate() {
-            let q = round_ties_even_small((x - b) * inverse).clamp(0.0, Self::MAX_CODE as f32);
-            words[i / Self::PER_WORD] |= (q as u32) << (BITS * (i % Self::PER_WORD));
-            sse += ((q * s + b) - x) as f64 * ((q * s + b) - x) as f64;
-        }
-        sse
+        group.iter().map(|&x| ((Self::code(x, inverse, b) * s + b) - x) as f64).map(|e| e * e).sum()
     }
 
     /// The (scale, bias) of least squared error over a group, searched as ggml's `make_qkx2_quants`
@@ -68,9 +75,7 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
     /// the candidates, so the result is never worse than it.
     fn min_error_params(group: &[f32], plain: (f16, f16)) -> (f16, f16) {
         let (min, max) = super::min_max(group);
-        let mut scratch = [0u32; 32];
-        let words = &mut scratch[..G / Self::PER_WORD];
-        let mut best = (plain, Self::put_codes(group, plain.0, plain.1, words));
+        let mut best = (plain, Self::squared_error(group, plain.0, plain.1));
         if max <= min {
             return best.0;
         }
@@ -98,8 +103,7 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
             if s.is_nan() || s <= 0.0 || (1.0 / s).is_infinite() || bias.is_infinite() {
                 continue;
             }
-            words.fill(0);
-            let sse = Self::put_codes(group, scale, bias, words);
+            let sse = Self::squared_error(group, scale, bias);
             if sse < best.1 {
                 best = ((scale, bias), sse);
             }
