@@ -255,26 +255,28 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
         let block_bytes = out.len() / Self::groups(dim);
         for (g, (dst, words)) in out.chunks_exact_mut(block_bytes).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
             let (d, m) = Self::params(params, g);
-            let mut at = 0;
-            let mut put = |bytes: &[u8]| {
-                dst[at..at + bytes.len()].copy_from_slice(bytes);
-                at += bytes.len();
-            };
-            put(&d.to_le_bytes());
+            dst[..2].copy_from_slice(&d.to_le_bytes());
             if MIN {
-                put(&m.to_le_bytes());
+                dst[2..4].copy_from_slice(&m.to_le_bytes());
             }
+            let rest = &mut dst[if MIN { 4 } else { 2 }..];
             if BITS == 8 {
                 // i8 codes: q = code − 128, the same byte with its top bit flipped.
                 let codes: &[u8] = bytemuck::cast_slice(words);
-                put(&codes.iter().map(|c| c ^ 0x80).collect::<Vec<u8>>());
+                for (o, c) in rest.iter_mut().zip(codes) {
+                    *o = c ^ 0x80;
+                }
                 continue;
             }
-            if BITS == 5 {
-                put(&words[4].to_le_bytes());
+            let qs = if BITS == 5 {
+                rest[..4].copy_from_slice(&words[4].to_le_bytes());
+                &mut rest[4..]
+            } else {
+                rest
+            };
+            for (j, o) in qs.iter_mut().enumerate() {
+                *o = (Self::code(words, j) & 0xF) as u8 | ((Self::code(words, j + 16) & 0xF) as u8) << 4;
             }
-            let qs: Vec<u8> = (0..QK / 2).map(|j| (Self::code(words, j) & 0xF) as u8 | ((Self::code(words, j + 16) & 0xF) as u8) << 4).collect();
-            put(&qs);
         }
     }
 
