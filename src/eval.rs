@@ -94,8 +94,14 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
     add("fp32 exact (ground truth)", "CPU", fp32.bytes(), truth_s, &truth.ids, truth.k);
     // Every format of values (not signs) searched exhaustively: what each keeps of the ranking.
     for format in Format::ALL.into_iter().filter(|&f| f != Format::F32 && f.code_bits() > 1) {
-        let t = if format == Format::Int8 { int8.clone() } else { PackedTable::quantize(format, corpus, rows, dim)? };
-        let (r, s) = timed(iters, || search::dot_topk(&t, queries, K))?;
+        let quantized;
+        let t = if format == Format::Int8 {
+            &int8
+        } else {
+            quantized = PackedTable::quantize(format, corpus, rows, dim)?;
+            &quantized
+        };
+        let (r, s) = timed(iters, || search::dot_topk(t, queries, K))?;
         add(&format!("{format} exhaustive"), "CPU", t.bytes(), s, &r.ids, r.k);
         if format.group() > 0 && format.ggml_type().is_none() {
             // The same format with each group's scale and bias chosen for least squared error.
