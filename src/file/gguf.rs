@@ -410,9 +410,7 @@ impl Gguf {
     /// matching [`Format`], bytes as they are. Other types are [`Error::Unsupported`].
     pub fn table(&self, bytes: &[u8], name: &str) -> Result<Imported, Error> {
         let t = self.tensor(name)?;
-        let [_, rows] = t.dims[..] else {
-            return Err(bad(format!("tensor {name:?} has shape {:?}; an embedding table is 2-D", t.shape())));
-        };
+        let (_, rows) = table_dims(t)?;
         let present = self.present_rows(t);
         if present < rows {
             return Err(bad(format!("tensor {name:?} is cut short: {present} of its {rows} rows are in the file (a split part or a truncated download)")));
@@ -436,9 +434,7 @@ impl Gguf {
     /// which may be a split part or truncated ([`Gguf::present_rows`]).
     pub fn table_rows(&self, bytes: &[u8], name: &str, rows: std::ops::Range<u64>) -> Result<Imported, Error> {
         let t = self.tensor(name)?;
-        let [dim, all_rows] = t.dims[..] else {
-            return Err(bad(format!("tensor {name:?} has shape {:?}; an embedding table is 2-D", t.shape())));
-        };
+        let (dim, all_rows) = table_dims(t)?;
         let n = t.bytes.ok_or_else(|| bad(format!("tensor {name:?} is of a ggml type edo does not know ({})", t.ggml_type)))?;
         if rows.start > rows.end || rows.end > all_rows {
             return Err(bad(format!("rows {rows:?} of tensor {name:?}, which has {all_rows}")));
@@ -503,6 +499,14 @@ pub fn write(table: &PackedTable, name: &str, metadata: &[(&str, &str)], out: &m
         out.write_all(&row).map_err(io)?;
     }
     Ok(())
+}
+
+/// (dim, rows) of a 2-D tensor; a tensor of another rank is no table.
+fn table_dims(t: &TensorInfo) -> Result<(u64, u64), Error> {
+    match t.dims[..] {
+        [dim, rows] => Ok((dim, rows)),
+        _ => Err(bad(format!("tensor {:?} has shape {:?}; an embedding table is 2-D", t.name, t.shape()))),
+    }
 }
 
 fn bad(reason: String) -> Error {
