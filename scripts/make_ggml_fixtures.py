@@ -7,6 +7,10 @@ Writes tests/data/ggml/blocks.gguf with the tensors:
   q8_0 q4_0 q4_1 q5_0 q5_1          `gguf.quants.quantize(input, type)`: the bytes edo must equal
   <type>.dequantized F32            `gguf.quants.dequantize` of those bytes: the values edo must equal
   f16 bf16                          the input as F16 and as BF16 (`quants.quantize`)
+  q4_k q6_k     [8, 512]            k-quant super-blocks with random codes and sub-block scales and
+                                    hard fp16 scales (subnormal, negative, ±65504, zero); the
+                                    `gguf` package has no k-quant quantiser, only `dequantize`
+  <k type>.dequantized F32          `quants.dequantize` of those bytes: the values edo must equal
 Pinned: gguf 0.19.0, numpy 2.x:
 
     python3 -m venv /tmp/gg && /tmp/gg/bin/pip install gguf==0.19.0 numpy
@@ -57,6 +61,18 @@ def hard_rows(rng):
     return np.array(rows, dtype=np.float32)
 
 
+def k_blocks(rng, t, block_bytes, rows=8, dim=512):
+    """Random super-blocks of type `t`: random codes and 6- or 8-bit sub-block scales, and fp16
+    scales (d, and dmin for Q4_K) from a list of hard values and random finite ones."""
+    blocks = rng.integers(0, 256, size=(rows * dim // 256, block_bytes), dtype=np.uint8)
+    hard = np.array([0.0, -0.0, 6e-8, -6e-8, 1e-5, 65504.0, -65504.0, 1.0, -1.0, 0.5], dtype=np.float16)
+    for i, b in enumerate(blocks):
+        for at in ([0, 2] if t == T.Q4_K else [208]):
+            h = hard[(i + at) % len(hard)] if i % 3 == 0 else np.float16(rng.standard_normal() * 10.0 ** rng.uniform(-4, 2))
+            b[at:at + 2] = np.frombuffer(np.float16(h).tobytes(), dtype=np.uint8)
+    return blocks.reshape(rows, dim // 256 * block_bytes)
+
+
 def main():
     rng = np.random.default_rng(2026)
     data = hard_rows(rng)
@@ -65,6 +81,10 @@ def main():
     w.add_tensor("input", data)
     for name, t in TYPES.items():
         q = quants.quantize(data, t)
+        w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
+        w.add_tensor(name + ".dequantized", quants.dequantize(q, t).astype(np.float32))
+    for name, t, block in [("q4_k", T.Q4_K, 144), ("q6_k", T.Q6_K, 210)]:
+        q = k_blocks(rng, t, block)
         w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=t)
         w.add_tensor(name + ".dequantized", quants.dequantize(q, t).astype(np.float32))
     w.add_tensor("f16", data.astype(np.float16))

@@ -9,6 +9,7 @@ use edo::file::import::{self, FileLayout, Table};
 use edo::{Error, Format, PackedTable};
 
 const BLOCK_FORMATS: [Format; 5] = [Format::Q8_0, Format::Q4_0, Format::Q4_1, Format::Q5_0, Format::Q5_1];
+const K_FORMATS: [Format; 2] = [Format::Q4K, Format::Q6K];
 
 fn fixture() -> Vec<u8> {
     std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ggml/blocks.gguf")).unwrap()
@@ -66,12 +67,53 @@ fn block_formats_equal_the_gguf_package() {
     }
 }
 
+/// k-quant super-blocks (random codes and sub-block scales, hard fp16 scales) decode to
+/// `quants.dequantize`'s values bit for bit, and edo's own k-quant encoding stays within the
+/// documented bound on the fixture's hard rows.
+#[test]
+fn k_quants_decode_as_the_gguf_package() {
+    let bytes = fixture();
+    let g = Gguf::parse(&bytes).unwrap();
+    for format in K_FORMATS {
+        let name = format.name();
+        let Table::Packed(theirs) = g.table(&bytes, name).unwrap().table else { panic!("{name} read as floats") };
+        assert_eq!((theirs.format(), theirs.rows(), theirs.dim()), (format, 8, 512));
+        let (want, ..) = dense(&g, &bytes, &format!("{name}.dequantized"));
+        assert!(want.iter().all(|x| x.is_finite()), "{name}: the fixture's values are finite");
+        assert_eq!(bits(&theirs.dequantize()), bits(&want), "{name}: decoded values differ from gguf's dequantize");
+        // Quantising the decoded values again gives values within the bound of them, or, where
+        // a super-block's scale would pass fp16's range (the ±65504 scales), a typed error.
+        let mut checked = 0;
+        for (r, row) in want.chunks_exact(512).enumerate() {
+            let again = match PackedTable::quantize(format, row, 1, 512) {
+                Ok(t) => t.dequantize(),
+                Err(Error::OutOfRange { value, .. }) if value.abs() > 65504.0 * 15.0 => continue,
+                Err(e) => panic!("{name} row {r}: {e}"),
+            };
+            for (c, ((x, y), b)) in row.iter().zip(&again).zip(format.error_bounds(row)).enumerate() {
+                assert!((x - y).abs() <= b, "{name} row {r} col {c}: |{x} − {y}| > {b}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 5, "{name}: only {checked} rows requantised");
+    }
+    let (input, rows, dim) = dense(&g, &bytes, "input");
+    for format in K_FORMATS {
+        let decoded = PackedTable::quantize(format, &input, rows, dim).unwrap().dequantize();
+        for (r, row) in input.chunks_exact(dim).enumerate() {
+            for (c, ((x, y), b)) in row.iter().zip(&decoded[r * dim..]).zip(format.error_bounds(row)).enumerate() {
+                assert!((x - y).abs() <= b, "{format} row {r} col {c}: |{x} − {y}| > {b}");
+            }
+        }
+    }
+}
+
 /// A table written as GGUF reads back as the same words, its tensor bytes those of the source.
 #[test]
 fn gguf_round_trips_byte_for_byte() {
     let bytes = fixture();
     let g = Gguf::parse(&bytes).unwrap();
-    for format in BLOCK_FORMATS.into_iter().chain([Format::F32, Format::F16]) {
+    for format in BLOCK_FORMATS.into_iter().chain(K_FORMATS).chain([Format::F32, Format::F16]) {
         let source = match format {
             Format::F32 | Format::F16 => PackedTable::quantize(format, &dense(&g, &bytes, "input").0, 24, 96).unwrap(),
             _ => match g.table(&bytes, format.name()).unwrap().table {
@@ -83,7 +125,7 @@ fn gguf_round_trips_byte_for_byte() {
         gguf::write(&source, "token_embd.weight", &[("general.name", "round trip")], &mut out).unwrap();
         let back = Gguf::parse(&out).unwrap();
         assert_eq!(back.metadata, vec![("general.name".to_string(), Value::Str("round trip".into()))]);
-        assert_eq!(back.tensors[0].shape(), vec![24, 96]);
+        assert_eq!(back.tensors[0].shape(), vec![source.rows() as u64, source.dim() as u64]);
         assert_eq!(back.tensors[0].ggml_type, format.ggml_type().unwrap());
         if format.group() > 0 {
             assert_eq!(raw(&back, &out, "token_embd.weight"), raw(&g, &bytes, format.name()), "{format}");
@@ -195,8 +237,8 @@ fn malformed_gguf_headers_are_typed_errors() {
     ] {
         assert!(matches!(Gguf::parse(&bytes), Err(Error::BadFile { .. })), "{what}: {:?}", Gguf::parse(&bytes));
     }
-    // A type edo knows the size of but does not decode (Q4_K), and one it does not know at all.
-    let k = header(2, &[256, 1], 12, 0, 144);
+    // A type edo knows the size of but does not decode (Q5_K), and one it does not know at all.
+    let k = header(2, &[256, 1], 13, 0, 176);
     assert!(matches!(Gguf::parse(&k).unwrap().table(&k, "t"), Err(Error::Unsupported { .. })));
     let unknown = header(2, &[32, 1], 99, 0, 0);
     assert!(matches!(Gguf::parse(&unknown).unwrap().table(&unknown, "t"), Err(Error::BadFile { .. })));

@@ -104,7 +104,8 @@ pub struct QuantizeArgs {
     #[command(flatten)]
     source: SourceArgs,
     /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, group-wise int4_g32,
-    /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1.
+    /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1,
+    /// q4_k, q6_k.
     #[arg(long, short, value_parser = parse_format)]
     format: Format,
     /// Output .edo file.

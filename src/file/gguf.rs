@@ -464,8 +464,9 @@ impl Gguf {
 /// are [`Error::Unsupported`]; block formats need rows of whole blocks (32 values).
 pub fn write(table: &PackedTable, name: &str, metadata: &[(&str, &str)], out: &mut impl std::io::Write) -> Result<(), Error> {
     let format = table.format();
-    let ggml_type =
-        format.ggml_type().ok_or(Error::Unsupported { what: "a GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0 and q5_1" })?;
+    let ggml_type = format
+        .ggml_type()
+        .ok_or(Error::Unsupported { what: "a GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k" })?;
     let (_, block, _) = ggml_type_info(ggml_type).expect("edo's ggml types are known");
     if !(table.dim() as u64).is_multiple_of(block) {
         return Err(Error::Unsupported { what: "a GGUF tensor of rows that are not whole ggml blocks (32 values)" });

@@ -19,6 +19,7 @@ mod ggml;
 mod grouped;
 mod int4;
 mod int8;
+mod kquant;
 
 pub(crate) use binary::bit_shift;
 pub use binary::{Binary, BinaryScaled};
@@ -28,6 +29,7 @@ pub use ggml::{Block, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK};
 pub use grouped::{Grouped, Int4G128, Int4G32, Int4G64, Int8G128, Int8G32, Int8G64};
 pub use int4::Int4;
 pub use int8::Int8;
+pub use kquant::{KBlock, Q4K, Q6K, QK_K};
 
 use crate::Error;
 
@@ -97,7 +99,7 @@ pub trait Codec {
     const WGSL: &'static str;
     /// Override constants the decoder needs (the binary decoder's `SCALED`).
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[];
-    /// Bits per code (32, 16, 8, 5, 4 or 1).
+    /// Bits per code (32, 16, 8, 6, 5, 4 or 1).
     const CODE_BITS: usize;
     /// Values per group sharing parameters; 0 for the whole row.
     const GROUP: usize = 0;
@@ -252,11 +254,17 @@ pub enum Format {
     Int8G64,
     /// 8-bit codes with an fp16 scale and bias per 128 values.
     Int8G128,
+    /// ggml `Q4_K`: 4-bit codes in super-blocks of 256 values, an fp16 scale and minimum per
+    /// super-block and a 6-bit scale and minimum per 32 values (4.5 bits per value).
+    Q4K,
+    /// ggml `Q6_K`: 6-bit codes in super-blocks of 256 values, an fp16 scale per super-block and
+    /// a signed 8-bit scale per 16 values (6.5625 bits per value).
+    Q6K,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 17] = [
+    pub const ALL: [Format; 19] = [
         Format::F32,
         Format::F16,
         Format::Int8,
@@ -274,6 +282,8 @@ impl Format {
         Format::Int8G32,
         Format::Int8G64,
         Format::Int8G128,
+        Format::Q4K,
+        Format::Q6K,
     ];
 
     /// The short name used by the CLI and reports.
@@ -445,6 +455,14 @@ macro_rules! dispatch {
             }
             $crate::format::Format::Int8G128 => {
                 type $c = $crate::format::Int8G128;
+                $body
+            }
+            $crate::format::Format::Q4K => {
+                type $c = $crate::format::Q4K;
+                $body
+            }
+            $crate::format::Format::Q6K => {
+                type $c = $crate::format::Q6K;
                 $body
             }
         }

@@ -36,3 +36,23 @@ fn real_q8_0_rows_gather_on_the_gpu_as_the_gguf_package_decodes_them() {
         assert_pooled_close(&got, &cpu, 7.0, max_abs, pooling == Pooling::Max, &format!("Gemma bags, {pooling:?}"));
     }
 }
+
+/// k-quant super-blocks with hard fp16 scales (the fixture's random blocks, subnormal and ±65504
+/// scales among them) gather on the GPU as the `gguf` package decodes them, bit for bit.
+#[test]
+fn k_quant_blocks_gather_on_the_gpu_as_the_gguf_package_decodes_them() {
+    let Some(engine) = engine() else { return };
+    let bytes = std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ggml/blocks.gguf")).unwrap();
+    let g = Gguf::parse(&bytes).unwrap();
+    for format in [Format::Q4K, Format::Q6K] {
+        let Table::Packed(table) = g.table(&bytes, format.name()).unwrap().table else { panic!("{format} read as floats") };
+        let want = match g.table(&bytes, &format!("{format}.dequantized")).unwrap().table {
+            Table::Dense { data, .. } => data,
+            Table::Packed(_) => unreachable!(),
+        };
+        let ids: Vec<u32> = (0..table.rows() as u32).rev().chain(0..table.rows() as u32).collect();
+        let want: Vec<f32> = ids.iter().flat_map(|&i| want[i as usize * 512..][..512].to_vec()).collect();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &want, &format!("{format} fixture rows on the GPU"));
+    }
+}

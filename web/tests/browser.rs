@@ -11,7 +11,7 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-const FORMATS: [&str; 17] = [
+const FORMATS: [&str; 19] = [
     "fp32",
     "fp16",
     "int8",
@@ -29,6 +29,8 @@ const FORMATS: [&str; 17] = [
     "int8_g32",
     "int8_g64",
     "int8_g128",
+    "q4_k",
+    "q6_k",
 ];
 
 fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
