@@ -88,7 +88,8 @@ struct Common {
     #[arg(long, default_value_t = 10)]
     iters: usize,
     /// Formats to run, comma separated (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
-    /// q4_1, q5_0, q5_1, int4_g32, int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, q4_k, q6_k).
+    /// q4_1, q5_0, q5_1, int4_g32, int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, q4_k, q6_k,
+    /// fp8_e4m3, fp8_e5m2).
     #[arg(long, value_delimiter = ',', value_parser = parse_format)]
     formats: Option<Vec<Format>>,
     /// Largest table shard in MiB (default: the device's storage-binding limit).

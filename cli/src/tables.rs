@@ -105,7 +105,7 @@ pub struct QuantizeArgs {
     source: SourceArgs,
     /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, group-wise int4_g32,
     /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// q4_k, q6_k.
+    /// q4_k, q6_k, or FP8 fp8_e4m3, fp8_e5m2 (an f32 scale per row).
     #[arg(long, short, value_parser = parse_format)]
     format: Format,
     /// Output .edo file.

@@ -15,6 +15,7 @@
 mod binary;
 mod f16;
 mod f32;
+mod fp8;
 mod ggml;
 mod grouped;
 mod int4;
@@ -25,6 +26,7 @@ pub(crate) use binary::bit_shift;
 pub use binary::{Binary, BinaryScaled};
 pub use f16::F16;
 pub use f32::F32;
+pub use fp8::{Fp8, Fp8E4M3, Fp8E5M2};
 pub use ggml::{Block, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, QK};
 pub use grouped::{Grouped, Int4G128, Int4G32, Int4G64, Int8G128, Int8G32, Int8G64};
 pub use int4::Int4;
@@ -260,11 +262,15 @@ pub enum Format {
     /// ggml `Q6_K`: 6-bit codes in super-blocks of 256 values, an fp16 scale per super-block and
     /// a signed 8-bit scale per 16 values (6.5625 bits per value).
     Q6K,
+    /// OCP FP8 E4M3 (ml_dtypes `float8_e4m3fn`, largest 448) with an f32 scale per row.
+    Fp8E4M3,
+    /// OCP FP8 E5M2 (ml_dtypes `float8_e5m2`, largest 57344) with an f32 scale per row.
+    Fp8E5M2,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 19] = [
+    pub const ALL: [Format; 21] = [
         Format::F32,
         Format::F16,
         Format::Int8,
@@ -284,6 +290,8 @@ impl Format {
         Format::Int8G128,
         Format::Q4K,
         Format::Q6K,
+        Format::Fp8E4M3,
+        Format::Fp8E5M2,
     ];
 
     /// The short name used by the CLI and reports.
@@ -463,6 +471,14 @@ macro_rules! dispatch {
             }
             $crate::format::Format::Q6K => {
                 type $c = $crate::format::Q6K;
+                $body
+            }
+            $crate::format::Format::Fp8E4M3 => {
+                type $c = $crate::format::Fp8E4M3;
+                $body
+            }
+            $crate::format::Format::Fp8E5M2 => {
+                type $c = $crate::format::Fp8E5M2;
                 $body
             }
         }

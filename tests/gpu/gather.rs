@@ -121,3 +121,22 @@ fn the_output_stays_on_the_gpu_for_the_callers_pipelines() {
     let want = edo::cpu::gather(&table, &[1, 2, 3], Bounds::Error).unwrap();
     assert_bits_eq(bytemuck::cast_slice(&bytes), &want, "caller's copy");
 }
+
+/// FP8 rows with hard values (tiny, huge, signed zeros, an outlier: subnormal codes and both
+/// zeros among them) gather on the GPU as ml_dtypes decodes them (the fixture of tests/fp8.rs).
+#[test]
+fn fp8_fixture_rows_gather_as_ml_dtypes_decodes_them() {
+    let Some(engine) = engine() else { return };
+    let bytes = std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/fp8/fp8.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let f32s = |name: &str| -> Vec<f32> { st.tensor(name).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect() };
+    let (rows, dim) = (st.tensor("rows").unwrap().shape()[0], st.tensor("rows").unwrap().shape()[1]);
+    for (name, format) in [("e4m3", Format::Fp8E4M3), ("e5m2", Format::Fp8E5M2)] {
+        let table = PackedTable::quantize(format, &f32s("rows"), rows, dim).unwrap();
+        let want = f32s(&format!("{name}.decoded"));
+        let ids: Vec<u32> = (0..rows as u32).rev().chain(0..rows as u32).collect();
+        let want: Vec<f32> = ids.iter().flat_map(|&i| want[i as usize * dim..][..dim].to_vec()).collect();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &want, &format!("{format} fixture rows on the GPU"));
+    }
+}

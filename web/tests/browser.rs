@@ -11,7 +11,7 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-const FORMATS: [&str; 19] = [
+const FORMATS: [&str; 21] = [
     "fp32",
     "fp16",
     "int8",
@@ -31,6 +31,8 @@ const FORMATS: [&str; 19] = [
     "int8_g128",
     "q4_k",
     "q6_k",
+    "fp8_e4m3",
+    "fp8_e5m2",
 ];
 
 fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
