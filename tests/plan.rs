@@ -161,3 +161,24 @@ fn a_mixed_table_round_trips_through_its_parts() {
     let other_dim = edo::PackedTable::quantize(Format::Int4, &embedding_table(296, 5, 1), 296, 5).unwrap();
     assert!(matches!(MixedTable::from_parts(&hot, h, other_dim), Err(Error::ShapeMismatch { .. })));
 }
+
+#[test]
+fn the_planner_chooses_among_block_group_wise_and_fp8_formats() {
+    // With every format a candidate, a budget of 0.6 bytes per value (below INT8 and FP8, above
+    // row-wise INT4) buys a 4-bit format with finer scales than INT4's: its error is lower than
+    // the plan limited to row-wise INT4, and it is one of the newer formats.
+    let (rows, dim) = (100_000, 256);
+    let tables = vec![TableSpec::new("t", rows, dim, Access::Uniform)];
+    let budget = (rows * dim) as u64 * 6 / 10;
+    let all = PlanOptions { formats: Format::ALL.to_vec(), min_hit_rate: 2.0, mixed: false, ..PlanOptions::default() };
+    let p = plan(&tables, budget, &all).unwrap();
+    let Choice::Resident { format } = p.tables[0].choice else { panic!("{p}") };
+    assert!([Format::Q4K, Format::Int4G64, Format::Int4G128, Format::Q4_0].contains(&format), "{p}");
+    let int4 = PlanOptions { formats: vec![Format::Int4], ..all.clone() };
+    let q = plan(&tables, budget, &int4).unwrap();
+    assert!(p.expected_error < q.expected_error, "{} vs row-wise INT4 {}", p.expected_error, q.expected_error);
+    // A larger budget buys FP8 or an 8-bit block format over INT4's; mixed plans may pair them.
+    let mixed = PlanOptions { mixed: true, ..all };
+    let p = plan(&tables, (rows * dim) as u64 * 11 / 10, &mixed).unwrap();
+    assert!(p.bytes <= (rows * dim) as u64 * 11 / 10 && p.expected_error < q.expected_error, "{p}");
+}

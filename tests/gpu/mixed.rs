@@ -12,7 +12,10 @@ fn mixed_precision_gathers_equal_the_cpu() {
     let data = embedding_table(rows, dim, 17);
     let ids = ids_with_bad(1777, rows, 3);
     let hot_rows: Vec<u32> = edo::synth::zipf_ids(4000, rows, 1.1, 5).into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().take(300).collect();
-    for (hot, cold) in [(Format::F16, Format::Int4), (Format::Int8, Format::Int4), (Format::F32, Format::BinaryScaled), (Format::F16, Format::Int8)] {
+    let pairs = [(Format::F16, Format::Int4), (Format::Int8, Format::Int4), (Format::F32, Format::BinaryScaled), (Format::F16, Format::Int8)];
+    // And the block, group-wise and FP8 formats.
+    let newer = [(Format::Fp8E4M3, Format::Q4K), (Format::Q8_0, Format::Int4G64), (Format::Q6K, Format::Fp8E5M2)];
+    for (hot, cold) in pairs.into_iter().chain(newer) {
         let mixed = edo::MixedTable::quantize(&data, rows, dim, &hot_rows, hot, cold).unwrap();
         assert_eq!(mixed.bytes(), (300 * hot.row_bytes(dim) + 2200 * cold.row_bytes(dim)) as u64);
         let gpu = block_on(edo::GpuMixedTable::upload(&engine, &mixed)).unwrap();
