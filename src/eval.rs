@@ -103,7 +103,7 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
         };
         let (r, s) = timed(iters, || search::dot_topk(t, queries, K))?;
         add(&format!("{format} exhaustive"), "CPU", t.bytes(), s, &r.ids, r.k);
-        if format.group() > 0 && format.ggml_type().is_none() {
+        if format.has_min_error_search() {
             // The same format with each group's scale and bias chosen for least squared error.
             let t = PackedTable::quantize_min_error(format, corpus, rows, dim)?;
             let (r, s) = timed(iters, || search::dot_topk(&t, queries, K))?;

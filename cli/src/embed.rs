@@ -21,8 +21,8 @@ pub struct EmbedArgs {
     #[arg(long, conflicts_with = "texts")]
     input: Option<PathBuf>,
     /// Hold the table in this format (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
-    /// q4_1, q5_0, q5_1, q4_k, q6_k, fp8_e4m3, fp8_e5m2, int4_g64 and the other group-wise
-    /// formats).
+    /// q4_1, q5_0, q5_1, q4_k, q6_k, fp8_e4m3, fp8_e5m2, int4_g64, int4_zp32 and the other
+    /// group-wise formats).
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
     /// Pool on the GPU (the tokenizer runs on the CPU either way).

@@ -89,7 +89,7 @@ struct Common {
     iters: usize,
     /// Formats to run, comma separated (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
     /// q4_1, q5_0, q5_1, int4_g32, int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, q4_k, q6_k,
-    /// fp8_e4m3, fp8_e5m2).
+    /// fp8_e4m3, fp8_e5m2, int4_zp32, int4_zp64, int4_zp128, int8_zp32, int8_zp64, int8_zp128).
     #[arg(long, value_delimiter = ',', value_parser = parse_format)]
     formats: Option<Vec<Format>>,
     /// Largest table shard in MiB (default: the device's storage-binding limit).

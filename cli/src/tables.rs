@@ -105,7 +105,8 @@ pub struct QuantizeArgs {
     source: SourceArgs,
     /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, group-wise int4_g32,
     /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// q4_k, q6_k, or FP8 fp8_e4m3, fp8_e5m2 (an f32 scale per row).
+    /// q4_k, q6_k, FP8 fp8_e4m3, fp8_e5m2 (an f32 scale per row), or ONNX Runtime's zero-point
+    /// blocks int4_zp32, int4_zp64, int4_zp128, int8_zp32, int8_zp64, int8_zp128.
     #[arg(long, short, value_parser = parse_format)]
     format: Format,
     /// Output .edo file.
@@ -141,6 +142,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if imported.lossy_tokens > 0 {
         eprintln!("edo: warning: {} tokens were not valid UTF-8; they are stored with U+FFFD in place of the bad bytes", imported.lossy_tokens);
     }
+    if a.min_error && !a.format.has_min_error_search() {
+        eprintln!("edo: warning: --min-error changes nothing for {}: only the group-wise int4_g* and int8_g* formats search", a.format);
+    }
     // Decoded once (a packed source): the values to quantise and to measure the error against.
     let values = imported.values();
     let table = match &imported.table {
@@ -173,7 +177,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if let Some(d) = a.source.dim {
         file.set_metadata("source.dim", d.to_string())?;
     }
-    if a.min_error {
+    if a.min_error && a.format.has_min_error_search() {
         file.set_metadata("quantize.min_error", "true")?;
     }
     file.set_metadata("quantize.max_abs_error", format!("{:e}", stats.max_abs))?;
@@ -511,6 +515,10 @@ pub struct ExportArgs {
     /// token_embd.weight).
     #[arg(long)]
     tensor: Option<String>,
+    /// Write a safetensors output as ONNX Runtime's GatherBlockQuantized inputs (tensors data,
+    /// scales, zero_points): for tables in int4_zp32/64/128 or int8_zp32/64/128.
+    #[arg(long, conflicts_with_all = ["dense", "tensor"])]
+    gbq: bool,
 }
 
 pub fn export(a: ExportArgs) -> Result<(), Failure> {
@@ -520,6 +528,7 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
     let array = || if a.dense { exp::dense_array(t) } else { exp::packed_array(t) };
     let (bytes, what) = match FileKind::from_path(&a.output) {
         Some(FileKind::Npy) => (array().to_npy(), layout_name(t.format(), a.dense)),
+        Some(FileKind::Safetensors) if a.gbq => (edo::file::gbq::Gbq::from_table(t)?.to_safetensors(), "GatherBlockQuantized data, scales and zero points"),
         Some(FileKind::Safetensors) => {
             let mut meta = BTreeMap::new();
             meta.insert("edo.layout".to_string(), layout_name(t.format(), a.dense).to_string());
@@ -540,6 +549,7 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
             (bytes, "a GGUF tensor of the table's ggml type")
         }
         Some(FileKind::Text) => (exp::text(t, file.vocab())?.into_bytes(), "word2vec text (decoded f32)"),
+        _ if a.gbq => return Err(Failure::new(exit::USAGE, format!("{}: --gbq writes a .safetensors file", a.output.display()))),
         _ => return Err(Failure::new(exit::USAGE, format!("{}: export writes .npy, .safetensors, .gguf or .txt", a.output.display()))),
     };
     std::fs::write(&a.output, &bytes).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", a.output.display())))?;

@@ -528,3 +528,23 @@ fn gguf_inspect_quantize_export() {
     let e = edo(&["export", p.to_str().unwrap(), "-o", dir.path("x.gguf").to_str().unwrap()]);
     assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("GGUF"), "{e:?}");
 }
+
+#[test]
+fn gather_block_quantized_quantize_and_export() {
+    // onnxruntime's GatherBlockQuantized inputs in, kept as they are, and written back.
+    let dir = Scratch::new("gbq");
+    let src = format!("{}/../tests/data/gbq/b4_g32_f16_zp.safetensors", env!("CARGO_MANIFEST_DIR"));
+    let t = dir.path("t.edo");
+    let out = ok(&["quantize", &src, "-f", "int4_zp32", "-o", t.to_str().unwrap()]);
+    assert!(out.contains("max |x − x̂| 0.000e0"), "kept as is: {out}");
+    let back = dir.path("back.safetensors");
+    ok(&["export", t.to_str().unwrap(), "-o", back.to_str().unwrap(), "--gbq"]);
+    let (a, b) = (std::fs::read(&src).unwrap(), std::fs::read(&back).unwrap());
+    let (ga, gb) = (edo::file::gbq::Gbq::from_safetensors(&a).unwrap(), edo::file::gbq::Gbq::from_safetensors(&b).unwrap());
+    assert_eq!((ga.data, ga.scales), (gb.data, gb.scales));
+    // A table in another format is refused with what to do.
+    let q = dir.path("q.edo");
+    ok(&["quantize", &src, "-f", "int4_g32", "-o", q.to_str().unwrap()]);
+    let e = edo(&["export", q.to_str().unwrap(), "-o", dir.path("x.safetensors").to_str().unwrap(), "--gbq"]);
+    assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("int4_zp"), "{e:?}");
+}

@@ -287,6 +287,12 @@ pub(crate) fn float_tensor(view: &safetensors::tensor::TensorView<'_>) -> Option
 pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     const WHAT: &str = "safetensors file";
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(WHAT, e.to_string()))?;
+    // ONNX Runtime's GatherBlockQuantized triplet: data (U8), scales and maybe zero_points.
+    let is_gbq = st.tensor("data").is_ok_and(|t| t.dtype() == safetensors::Dtype::U8) && st.tensor("scales").is_ok();
+    if tensor.is_none() && is_gbq {
+        let table = super::gbq::Gbq::from_safetensors(bytes)?.to_table()?;
+        return Ok(Imported { table, vocab: None, lossy_tokens: 0 });
+    }
     let name = match tensor {
         Some(n) => n.to_string(),
         None => {

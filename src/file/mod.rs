@@ -33,6 +33,7 @@
 //! writes the layouts PyTorch/FBGEMM, faiss and sentence-transformers read.
 
 pub mod export;
+pub mod gbq;
 pub mod gguf;
 pub mod import;
 pub mod npy;

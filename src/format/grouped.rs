@@ -149,10 +149,11 @@ impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
         _ => panic!("no such grouped format"),
     };
     const WGSL: &'static str = include_str!("../../shaders/decode_grouped.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("GROUP", G as f64)];
+    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("GROUP", G as f64), ("ZP", 0.0)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = G;
     const PARAM_BITS: usize = 32;
+    const MIN_ERROR_SEARCH: bool = true;
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         Self::encode(row, out, false)

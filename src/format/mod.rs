@@ -21,6 +21,7 @@ mod grouped;
 mod int4;
 mod int8;
 mod kquant;
+mod zero_point;
 
 pub(crate) use binary::bit_shift;
 pub use binary::{Binary, BinaryScaled};
@@ -32,6 +33,7 @@ pub use grouped::{Grouped, Int4G128, Int4G32, Int4G64, Int8G128, Int8G32, Int8G6
 pub use int4::Int4;
 pub use int8::Int8;
 pub use kquant::{KBlock, Q4K, Q6K, QK_K};
+pub use zero_point::{Int4Zp128, Int4Zp32, Int4Zp64, Int8Zp128, Int8Zp32, Int8Zp64, ZeroPoint};
 
 use crate::Error;
 
@@ -109,6 +111,8 @@ pub trait Codec {
     const PARAM_BITS: usize;
     /// ggml's type id for the same values in the same external layout (`GGML_TYPE_*`), if any.
     const GGML_TYPE: Option<u32> = None;
+    /// Whether [`Codec::encode_row_min_error`] searches (differs from [`Codec::encode_row`]).
+    const MIN_ERROR_SEARCH: bool = false;
 
     /// Groups in a row of `dim` values.
     fn groups(dim: usize) -> usize {
@@ -266,11 +270,24 @@ pub enum Format {
     Fp8E4M3,
     /// OCP FP8 E5M2 (ml_dtypes `float8_e5m2`, largest 57344) with an f32 scale per row.
     Fp8E5M2,
+    /// 4-bit codes with an fp16 scale and an integer zero point per 32 values (ONNX Runtime's
+    /// `GatherBlockQuantized`).
+    Int4Zp32,
+    /// 4-bit codes with an fp16 scale and an integer zero point per 64 values.
+    Int4Zp64,
+    /// 4-bit codes with an fp16 scale and an integer zero point per 128 values.
+    Int4Zp128,
+    /// 8-bit codes with an fp16 scale and an integer zero point per 32 values.
+    Int8Zp32,
+    /// 8-bit codes with an fp16 scale and an integer zero point per 64 values.
+    Int8Zp64,
+    /// 8-bit codes with an fp16 scale and an integer zero point per 128 values.
+    Int8Zp128,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 21] = [
+    pub const ALL: [Format; 27] = [
         Format::F32,
         Format::F16,
         Format::Int8,
@@ -292,6 +309,12 @@ impl Format {
         Format::Q6K,
         Format::Fp8E4M3,
         Format::Fp8E5M2,
+        Format::Int4Zp32,
+        Format::Int4Zp64,
+        Format::Int4Zp128,
+        Format::Int8Zp32,
+        Format::Int8Zp64,
+        Format::Int8Zp128,
     ];
 
     /// The short name used by the CLI and reports.
@@ -323,6 +346,13 @@ impl Format {
     /// ggml's type id (`GGML_TYPE_*`) of the same values in the same external layout, if any.
     pub fn ggml_type(self) -> Option<u32> {
         dispatch!(self, C => C::GGML_TYPE)
+    }
+
+    /// Whether [`PackedTable::quantize_min_error`] searches for this format's parameters (the
+    /// group-wise `int4_g*` and `int8_g*`); for the others it quantises as
+    /// [`PackedTable::quantize`].
+    pub fn has_min_error_search(self) -> bool {
+        dispatch!(self, C => C::MIN_ERROR_SEARCH)
     }
 
     /// Parameter words per row of `dim` values.
@@ -479,6 +509,30 @@ macro_rules! dispatch {
             }
             $crate::format::Format::Fp8E5M2 => {
                 type $c = $crate::format::Fp8E5M2;
+                $body
+            }
+            $crate::format::Format::Int4Zp32 => {
+                type $c = $crate::format::Int4Zp32;
+                $body
+            }
+            $crate::format::Format::Int4Zp64 => {
+                type $c = $crate::format::Int4Zp64;
+                $body
+            }
+            $crate::format::Format::Int4Zp128 => {
+                type $c = $crate::format::Int4Zp128;
+                $body
+            }
+            $crate::format::Format::Int8Zp32 => {
+                type $c = $crate::format::Int8Zp32;
+                $body
+            }
+            $crate::format::Format::Int8Zp64 => {
+                type $c = $crate::format::Int8Zp64;
+                $body
+            }
+            $crate::format::Format::Int8Zp128 => {
+                type $c = $crate::format::Int8Zp128;
                 $body
             }
         }

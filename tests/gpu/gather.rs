@@ -140,3 +140,20 @@ fn fp8_fixture_rows_gather_as_ml_dtypes_decodes_them() {
         assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &want, &format!("{format} fixture rows on the GPU"));
     }
 }
+
+/// ONNX Runtime's GatherBlockQuantized tables (the fixtures of tests/gbq.rs) gather on the GPU as
+/// onnxruntime's CPU kernel computes them: `(q − zp) · scale`, exact in f32.
+#[test]
+fn gather_block_quantized_tables_gather_as_onnxruntime_computes_them() {
+    let Some(engine) = engine() else { return };
+    for name in ["b4_g32_f16_zp", "b4_g128_f32exact", "b8_g64_f16_zp", "b8_g128_f16", "b4_g64_f32exact_zp"] {
+        let bytes = std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/gbq/{name}.safetensors"))).unwrap();
+        let gbq = edo::file::gbq::Gbq::from_safetensors(&bytes).unwrap();
+        let edo::file::import::Table::Packed(table) = gbq.to_table().unwrap() else { panic!("{name} read as floats") };
+        let decoded = gbq.decode().unwrap();
+        let ids: Vec<u32> = (0..table.rows() as u32).rev().chain([0, 3, 3]).collect();
+        let want: Vec<f32> = ids.iter().flat_map(|&i| decoded[i as usize * gbq.dim..][..gbq.dim].to_vec()).collect();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &want, &format!("{name} on the GPU"));
+    }
+}

@@ -11,7 +11,7 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-const FORMATS: [&str; 21] = [
+const FORMATS: [&str; 27] = [
     "fp32",
     "fp16",
     "int8",
@@ -33,6 +33,12 @@ const FORMATS: [&str; 21] = [
     "q6_k",
     "fp8_e4m3",
     "fp8_e5m2",
+    "int4_zp32",
+    "int4_zp64",
+    "int4_zp128",
+    "int8_zp32",
+    "int8_zp64",
+    "int8_zp128",
 ];
 
 fn data(rows: usize, dim: usize, seed: u32) -> Vec<f32> {
