@@ -68,9 +68,11 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
     let data = embedding_table(rows, dim, 4);
     let queries = embedding_table(nq, dim, 5);
     let bits = PackedTable::quantize(Format::Binary, &data, rows, dim).unwrap();
-    for (format, k, mult) in
-        [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8), (Format::Q8_0, 10, 4), (Format::Q4_1, 15, 2)]
-    {
+    let row_wise = [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8)];
+    // Every decoder of the block, group-wise, k-quant, FP8 and zero-point formats.
+    let blocks = [(Format::Q8_0, 10, 4), (Format::Q4_1, 15, 2), (Format::Int4G64, 10, 4), (Format::Q4K, 10, 4), (Format::Q6K, 12, 3)];
+    let others = [(Format::Fp8E4M3, 10, 4), (Format::Fp8E5M2, 8, 2), (Format::Int4Zp32, 10, 4), (Format::Int8Zp64, 9, 3)];
+    for (format, k, mult) in row_wise.into_iter().chain(blocks).chain(others) {
         let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
         let want = edo::search::search_rescored(&bits, &queries, &table, k, mult).unwrap();
         for (what, e) in [("one shard", &engine), ("sharded", &sharded)] {
