@@ -166,3 +166,27 @@ fn malformed_triplets_are_typed_errors() {
     // Not a safetensors file.
     assert!(matches!(Gbq::from_safetensors(b"not a file"), Err(Error::BadFile { .. })));
 }
+
+/// The `gbq` fuzz target's corpus: the seeds (the fixtures) read and decode; whatever libFuzzer
+/// added may fail, but never panic.
+#[test]
+fn gbq_fuzz_corpus_reads_without_panicking() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/gbq");
+    let mut seeds = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let seed = path.file_name().unwrap().to_string_lossy().starts_with("seed-");
+        match Gbq::from_safetensors(&bytes) {
+            Ok(g) => {
+                let table = g.to_table();
+                assert!(!seed || table.is_ok(), "{}: {table:?}", path.display());
+                let _ = g.decode();
+                seeds += seed as usize;
+            }
+            Err(e) => assert!(!seed, "{}: {e}", path.display()),
+        }
+        let _ = import::safetensors(&bytes, None, FileLayout::Dense);
+    }
+    assert_eq!(seeds, CASES.len());
+}

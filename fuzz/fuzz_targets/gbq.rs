@@ -1,0 +1,24 @@
+//! The GatherBlockQuantized reader: safetensors files holding data, scales and zero points, read
+//! as a triplet, turned into a table and decoded. None may panic, hang or allocate what the file
+//! cannot back.
+#![no_main]
+
+use edo::file::gbq::Gbq;
+use edo::file::import::{self, FileLayout};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(g) = Gbq::from_safetensors(data) {
+        if let Ok(table) = g.to_table() {
+            let _ = Gbq::from_table(match &table {
+                import::Table::Packed(t) => t,
+                import::Table::Dense { .. } => return,
+            });
+        }
+        let _ = g.decode();
+        let _ = g.to_safetensors();
+    }
+    if let Ok(imported) = import::safetensors(data, None, FileLayout::Dense) {
+        let _ = imported.values();
+    }
+});
