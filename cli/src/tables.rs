@@ -29,6 +29,10 @@ pub struct SourceArgs {
     /// Values per row of fbgemm4 or packbits arrays whose width leaves it ambiguous.
     #[arg(long)]
     dim: Option<usize>,
+    /// For a GGUF file cut short (one part of a split model, a truncated download): read the
+    /// tensor's rows that are in the file instead of refusing the tensor.
+    #[arg(long)]
+    partial: bool,
 }
 
 impl SourceArgs {
@@ -60,6 +64,13 @@ impl SourceArgs {
                 exit::DATA,
                 format!("{}: edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe, fastText), .gguf and .edo files", path.display()),
             ));
+        }
+        if self.partial {
+            if FileKind::from_path(path) != Some(FileKind::Gguf) {
+                return Err(Failure::new(exit::USAGE, format!("{}: --partial reads the rows present in a GGUF file cut short", path.display())));
+            }
+            let name = self.tensor.as_deref().unwrap_or(edo::file::gguf::EMBEDDING_TENSOR);
+            return Ok(edo::file::gguf::Gguf::read_present_rows(path, name)?);
         }
         Ok(import::path(path, self.tensor.as_deref(), self.layout()?)?)
     }
@@ -177,6 +188,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if let Some(d) = a.source.dim {
         file.set_metadata("source.dim", d.to_string())?;
     }
+    if a.source.partial {
+        file.set_metadata("source.partial", "true")?;
+    }
     if a.min_error && a.format.has_min_error_search() {
         file.set_metadata("quantize.min_error", "true")?;
     }
@@ -277,6 +291,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
                 tensor: meta.get("source.tensor").cloned(),
                 layout: meta.get("source.layout").cloned(),
                 dim: meta.get("source.dim").and_then(|d| d.parse().ok()),
+                partial: meta.get("source.partial").is_some_and(|v| v == "true"),
             };
             (recorded, read)
         }

@@ -530,6 +530,32 @@ fn gguf_inspect_quantize_export() {
 }
 
 #[test]
+fn gguf_cut_short_is_read_with_partial() {
+    // The fixture with its last tensor (bf16, 24 × 96) cut after 12 rows, as a split model's part.
+    let dir = Scratch::new("gguf-partial");
+    let src = std::fs::read(format!("{}/../tests/data/ggml/blocks.gguf", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let g = edo::file::gguf::Gguf::parse(&src).unwrap();
+    let t = g.tensor("bf16").unwrap();
+    let end = (g.data_start + t.offset) as usize + t.bytes.unwrap() as usize / 2;
+    let cut = dir.path("cut.gguf");
+    std::fs::write(&cut, &src[..end]).unwrap();
+    let out = dir.path("t.edo");
+    let args = ["quantize", cut.to_str().unwrap(), "--tensor", "bf16", "-f", "fp32", "-o", out.to_str().unwrap()];
+    let e = edo(&args);
+    assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("12 of its 24 rows"), "{e:?}");
+    let text = ok(&[&args[..], &["--partial"]].concat());
+    assert!(text.contains("fp32 12 × 96"), "{text}");
+    assert_eq!(edo::file::TableFile::open(&out).unwrap().table().rows(), 12);
+    // inspect re-reads the source the same way.
+    let text = ok(&["inspect", out.to_str().unwrap()]);
+    assert!(text.contains("error against") && text.contains("12 of 12 rows within it"), "{text}");
+    // Only GGUF files are read in part.
+    let npy = format!("{}/../tests/data/files/table_f32.npy", env!("CARGO_MANIFEST_DIR"));
+    let e = edo(&["quantize", &npy, "-f", "int8", "-o", dir.path("n.edo").to_str().unwrap(), "--partial"]);
+    assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("--partial"), "{e:?}");
+}
+
+#[test]
 fn gather_block_quantized_quantize_and_export() {
     // onnxruntime's GatherBlockQuantized inputs in, kept as they are, and written back.
     let dir = Scratch::new("gbq");

@@ -374,6 +374,22 @@ impl Gguf {
         Gguf::parse(&map).map_err(|e| super::in_file(path, e))
     }
 
+    /// Maps the file at `path` and reads the rows of tensor `name` that it holds — all of them
+    /// in a whole file, the first ones in a file cut short (one part of a split model, a
+    /// truncated download) — touching only their pages. A tensor with no row in the file is an
+    /// error.
+    #[cfg(native)]
+    pub fn read_present_rows(path: impl AsRef<std::path::Path>, name: &str) -> Result<Imported, Error> {
+        let path = path.as_ref();
+        let map = super::map_file(path)?;
+        let g = Gguf::parse(&map).map_err(|e| super::in_file(path, e))?;
+        let present = g.present_rows(g.tensor(name)?);
+        if present == 0 {
+            return Err(super::in_file(path, bad(format!("no row of tensor {name:?} is in the file"))));
+        }
+        g.table_rows(&map, name, 0..present).map_err(|e| super::in_file(path, e))
+    }
+
     /// Whether [`Gguf::table`] reads this tensor: 2-D, of a type edo reads.
     pub fn is_table(&self, t: &TensorInfo) -> bool {
         t.dims.len() == 2 && self.table_format(t).is_some()
