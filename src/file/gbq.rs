@@ -31,6 +31,16 @@ use crate::Error;
 
 const WHAT: &str = "GatherBlockQuantized tensors";
 
+/// The zero-point formats and the (bits, block size) of the operator's tables they hold.
+const ZP_FORMATS: [(Format, u32, usize); 6] = [
+    (Format::Int4Zp32, 4, 32),
+    (Format::Int4Zp64, 4, 64),
+    (Format::Int4Zp128, 4, 128),
+    (Format::Int8Zp32, 8, 32),
+    (Format::Int8Zp64, 8, 64),
+    (Format::Int8Zp128, 8, 128),
+];
+
 /// The scales of a [`Gbq`] table, in the type the operator takes them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GbqScales {
@@ -153,15 +163,7 @@ impl Gbq {
 
     /// The edo format that holds this table exactly, if any.
     pub fn format(&self) -> Option<Format> {
-        let format = match (self.bits, self.block_size) {
-            (4, 32) => Format::Int4Zp32,
-            (4, 64) => Format::Int4Zp64,
-            (4, 128) => Format::Int4Zp128,
-            (8, 32) => Format::Int8Zp32,
-            (8, 64) => Format::Int8Zp64,
-            (8, 128) => Format::Int8Zp128,
-            _ => return None,
-        };
+        let &(format, ..) = ZP_FORMATS.iter().find(|&&(_, bits, block)| (bits, block) == (self.bits, self.block_size))?;
         let fp16_exact = match &self.scales {
             GbqScales::F16(v) => v.iter().all(|&h| f16::from_bits(h).is_finite()),
             GbqScales::F32(v) => v.iter().all(|&s| f16::from_f32(s).to_f32().to_bits() == s.to_bits() && s.is_finite()),
@@ -200,14 +202,8 @@ impl Gbq {
     /// when all are the default). Other formats are refused: quantise to a zero-point format
     /// first.
     pub fn from_table(table: &PackedTable) -> Result<Gbq, Error> {
-        let (bits, block_size) = match table.format() {
-            Format::Int4Zp32 => (4, 32),
-            Format::Int4Zp64 => (4, 64),
-            Format::Int4Zp128 => (4, 128),
-            Format::Int8Zp32 => (8, 32),
-            Format::Int8Zp64 => (8, 64),
-            Format::Int8Zp128 => (8, 128),
-            _ => return Err(Error::Unsupported { what: "GatherBlockQuantized export of this format: quantise to int4_zp32/64/128 or int8_zp32/64/128" }),
+        let Some(&(_, bits, block_size)) = ZP_FORMATS.iter().find(|(f, ..)| *f == table.format()) else {
+            return Err(Error::Unsupported { what: "GatherBlockQuantized export of this format: quantise to int4_zp32/64/128 or int8_zp32/64/128" });
         };
         let (rows, dim) = (table.rows(), table.dim());
         if !(dim * bits as usize).is_multiple_of(8) {
@@ -312,5 +308,15 @@ impl Gbq {
         let mut out = Vec::new();
         write_safetensors(&mut out, &tensors, &meta).expect("writing to memory");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn zero_point_formats_are_the_blocks_they_say() {
+        for (format, bits, block) in super::ZP_FORMATS {
+            assert_eq!((format.code_bits(), format.group()), (bits as usize, block), "{format}");
+        }
     }
 }
