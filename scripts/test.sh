@@ -5,7 +5,8 @@
 # failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
 # and wasm32 for the library and the browser crate), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
-# "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure).
+# "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
+# threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
@@ -17,6 +18,9 @@ cargo fmt --all -- --check
 
 echo "== cargo test (unit, integration, GPU, doctests)"
 cargo test --all-features
+
+echo "== soak: 30 s of threads mixing every kind of lookup, checked against the CPU path"
+cargo run --quiet --all-features --example soak -- --seconds 30 --threads 4
 
 echo "== cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --quiet
