@@ -50,7 +50,11 @@ def bytes_per_row(fmt, dim):
              # ggml blocks of 32: the codes (8 or 4 words), then the fp16 scales (and minimums).
              "q8_0": 8 * blocks + -(-blocks // 2), "q4_0": 4 * blocks + -(-blocks // 2), "q4_1": 5 * blocks,
              # 4-bit codes and one word of fp16 scale and bias per 64 values.
-             "int4_g64": 9 * -(-dim // 64)}[fmt]
+             "int4_g64": 9 * -(-dim // 64),
+             # ... or of fp16 scale and zero point per 32 values.
+             "int4_zp32": 5 * -(-dim // 32),
+             # FP8 codes, then the f32 scale.
+             "fp8_e4m3": -(-dim // 4) + 1}[fmt]
     return 4 * words
 
 
@@ -139,7 +143,7 @@ def main():
                 bars = dict(page["bars"])
                 for fmt, size in bars.items():
                     check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
-                check(len(bars) == 10, f"{len(bars)} bars")
+                check(len(bars) == 12, f"{len(bars)} bars")
                 check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
             print(f"{want}: screenshot {os.path.relpath(shot, ROOT)}")
     finally:

@@ -2,7 +2,7 @@
 // engine (WebGPU or the CPU path), and rows before and after quantisation.
 import init, { EdoEngine, EdoTable } from './pkg/edo_web.js';
 
-const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'binary', 'binary+scale'];
+const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'fp8_e4m3', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'int4_zp32', 'binary', 'binary+scale'];
 const $ = (id) => document.getElementById(id);
 let engine;
 let source; // the table as f32 (EdoTable, format fp32)
