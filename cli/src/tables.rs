@@ -156,6 +156,17 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     if a.min_error && !a.format.has_min_error_search() {
         eprintln!("edo: warning: --min-error changes nothing for {}: only the group-wise int4_g* and int8_g* formats search", a.format);
     }
+    let group = a.format.group();
+    if group > 0 && dim > 0 && dim.next_multiple_of(group) >= dim + dim / 4 {
+        // A quarter or more of each row would be padding (k-quants at dims below 256).
+        eprintln!(
+            "edo: warning: {} keeps parameters per {group} values, so a row of {dim} is padded to {}: {} bytes a row, {:.3} of fp32",
+            a.format,
+            dim.next_multiple_of(group),
+            a.format.row_bytes(dim),
+            a.format.row_bytes(dim) as f64 / (4 * dim) as f64
+        );
+    }
     // Decoded once (a packed source): the values to quantise and to measure the error against.
     let values = imported.values();
     let table = match &imported.table {

@@ -549,6 +549,9 @@ fn gguf_cut_short_is_read_with_partial() {
     // inspect re-reads the source the same way.
     let text = ok(&["inspect", out.to_str().unwrap()]);
     assert!(text.contains("error against") && text.contains("12 of 12 rows within it"), "{text}");
+    // A k-quant of a row narrower than its super-block says how much is padding.
+    let e = edo(&["quantize", cut.to_str().unwrap(), "--tensor", "bf16", "-f", "q4_k", "-o", dir.path("k.edo").to_str().unwrap(), "--partial"]);
+    assert!(e.status.success() && String::from_utf8_lossy(&e.stderr).contains("padded to 256"), "{e:?}");
     // Only GGUF files are read in part.
     let npy = format!("{}/../tests/data/files/table_f32.npy", env!("CARGO_MANIFEST_DIR"));
     let e = edo(&["quantize", &npy, "-f", "int8", "-o", dir.path("n.edo").to_str().unwrap(), "--partial"]);
