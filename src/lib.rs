@@ -40,7 +40,6 @@ pub mod hash;
 pub mod inspect;
 mod lookup;
 pub mod mixed;
-#[cfg(native)]
 pub mod model;
 mod oneshot;
 pub(crate) mod par;
@@ -64,11 +63,9 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
-#[cfg(native)]
-pub use gpu::GpuStaticModel;
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
-    GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages,
+    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages,
 };
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;

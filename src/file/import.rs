@@ -275,7 +275,6 @@ fn elem_of(dtype: safetensors::Dtype) -> Option<Elem> {
 
 /// A safetensors tensor of floats (F32, F16, BF16 or F64) as f32, converted as the table readers
 /// convert them (an f64 past f32's range is [`Error::BeyondF32`]); `None` for another dtype.
-#[cfg(native)] // for edo::model
 pub(crate) fn float_tensor(view: &safetensors::tensor::TensorView<'_>) -> Option<Result<Vec<f32>, Error>> {
     let elem = elem_of(view.dtype()).filter(|e| !matches!(e, Elem::U8 | Elem::I8))?;
     let rows = view.shape().first().copied().unwrap_or(1);

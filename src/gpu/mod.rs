@@ -12,7 +12,6 @@ mod hash;
 mod lookup;
 mod memory;
 mod mixed;
-#[cfg(native)]
 mod model;
 mod prune;
 mod qr;
@@ -27,7 +26,6 @@ pub use lookup::{AnyGpuTable, GpuLookup};
 pub(crate) use memory::Buffer;
 pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
-#[cfg(native)]
 pub use model::GpuStaticModel;
 pub use prune::GpuPrunedTable;
 pub use qr::GpuQrTables;
