@@ -240,6 +240,12 @@ pub enum Error {
         /// The tokenizer's message.
         message: String,
     },
+    /// A `tokenizer.json` whose model edo's static models do not run.
+    #[error("a tokenizer.json with model type {model:?}: edo runs WordPiece, BPE, Unigram and WordLevel tokenizers")]
+    UnsupportedTokenizer {
+        /// The `model.type` the file names (`none` when it names none).
+        model: String,
+    },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
     UnknownToken {

@@ -103,7 +103,8 @@ fn bad_models_are_typed_errors() {
     // An unsupported tokenizer model names itself.
     let mut json: serde_json::Value = serde_json::from_slice(&tokenizer).unwrap();
     json["model"]["type"] = "SomethingElse".into();
-    assert!(matches!(StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table), Err(Error::Unsupported { .. })));
+    let unsupported = StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table);
+    assert!(matches!(&unsupported, Err(Error::UnsupportedTokenizer { model }) if model == "SomethingElse"), "{unsupported:?}");
     // Without a max_length nothing cuts a text: one past the byte limit is refused.
     let uncut = StaticModel::from_bytes(br#"{"max_length": null, "normalize": true}"#, &tokenizer, &table).unwrap();
     let huge = "word ".repeat(edo::model::MAX_TEXT_BYTES / 5 + 1);
@@ -112,6 +113,157 @@ fn bad_models_are_typed_errors() {
     assert_eq!(StaticModel::from_bytes(&config, &tokenizer, &table).unwrap().encode(&[&huge]).unwrap().len(), 16);
     // A missing folder names the file.
     assert!(matches!(StaticModel::from_dir("/nonexistent/model"), Err(Error::Io { .. })));
+}
+
+/// A model in one `.edo` file gives the vectors of its folder, in the table format it was
+/// written in, from bytes (a browser) and from a memory-mapped path.
+#[test]
+fn model_files_give_the_folders_vectors() {
+    let e = expected();
+    let texts: Vec<&str> = e.texts.iter().map(String::as_str).collect();
+    let tmp = std::env::temp_dir().join(format!("edo-model-files-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for name in MODELS {
+        let folder = StaticModel::from_dir(dir(name)).unwrap();
+        for format in [Format::F32, Format::Int8, Format::Int4, Format::Q4K] {
+            let model = folder.quantize(format).unwrap();
+            let want = model.encode(&texts).unwrap();
+            let bytes = model.to_edo().to_bytes();
+            // Deterministic bytes; read back from bytes, the same vectors bit for bit.
+            assert_eq!(bytes, model.to_edo().to_bytes(), "{name} {format}");
+            let back = StaticModel::from_edo_bytes(bytes.clone()).unwrap();
+            assert_eq!(
+                (back.table().format(), back.dim(), back.normalize(), back.max_length()),
+                (format, folder.dim(), folder.normalize(), folder.max_length())
+            );
+            assert_eq!(back.tokenize(&texts).unwrap(), folder.tokenize(&texts).unwrap(), "{name} {format}");
+            assert_eq!(back.encode(&texts).unwrap(), want, "{name} {format}");
+            // The table is what an older reader sees: a plain table file.
+            let file = edo::file::TableFile::from_bytes(bytes.clone()).unwrap();
+            assert!(file.is_model());
+            assert_eq!(file.table().words(), model.table().words());
+            let path = tmp.join(format!("{name}-{format}.edo"));
+            model.to_edo().write(&path).unwrap();
+            assert_eq!(StaticModel::open(&path).unwrap().encode(&texts).unwrap(), want, "{name} {format} from a path");
+        }
+        // A folder opens through the same call.
+        assert_eq!(StaticModel::open(dir(name)).unwrap().encode(&texts).unwrap(), folder.encode(&texts).unwrap());
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn bad_model_files_are_typed_errors() {
+    let model = StaticModel::from_dir(dir("unigram_vq")).unwrap().quantize(Format::Int8).unwrap();
+    let bytes = model.to_edo().to_bytes();
+    assert!(StaticModel::from_edo_bytes(bytes.clone()).is_ok());
+    // Every truncation is an error, never a panic.
+    for cut in (0..bytes.len()).step_by(97).chain([bytes.len() - 1]) {
+        assert!(StaticModel::from_edo_bytes(bytes[..cut].to_vec()).is_err(), "cut at {cut}");
+    }
+    // A flipped byte in the rows fails their checksum; in the tokenizer, the model's.
+    let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let json: serde_json::Value = serde_json::from_slice(&bytes[8..header]).unwrap();
+    let start = |name: &str| header + json[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    let mut flipped = bytes.clone();
+    flipped[start("rows") + 3] ^= 1;
+    assert!(matches!(StaticModel::from_edo_bytes(flipped), Err(Error::Checksum { .. })));
+    let mut flipped = bytes.clone();
+    flipped[start("model.tokenizer") + 10] ^= 1;
+    assert!(matches!(StaticModel::from_edo_bytes(flipped), Err(Error::BadFile { reason, .. }) if reason.contains("checksum")));
+    // A plain table file is not a model.
+    let plain = edo::file::TableFile::new(model.table().clone()).to_bytes();
+    assert!(matches!(StaticModel::from_edo_bytes(plain), Err(Error::BadFile { reason, .. }) if reason.contains("quantize-model")));
+    // Settings that disagree with the tokenizer, mapping entries past the table, non-finite
+    // weights: rewritten files with valid checksums, each refused.
+    let rewrite = |edit: &dyn Fn(&mut serde_json::Value, &mut Vec<u8>)| -> Result<StaticModel, Error> {
+        let mut json = json.clone();
+        let mut data = bytes[header..].to_vec();
+        edit(&mut json, &mut data);
+        // Recompute the model checksum over the model tensors in name order.
+        let mut names: Vec<&String> = json.as_object().unwrap().keys().filter(|k| k.starts_with("model.")).collect();
+        names.sort();
+        let mut crc = crc32fast::Hasher::new();
+        for n in names {
+            let (a, b) = (json[n]["data_offsets"][0].as_u64().unwrap() as usize, json[n]["data_offsets"][1].as_u64().unwrap() as usize);
+            crc.update(&data[a..b]);
+        }
+        let mut json = json.clone();
+        json["__metadata__"]["edo.model_crc32"] = crc.finalize().to_string().into();
+        let mut text = serde_json::to_string(&json).unwrap();
+        text.push_str(&" ".repeat(text.len().next_multiple_of(8) - text.len()));
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(&data);
+        StaticModel::from_edo_bytes(out)
+    };
+    let at = |json: &serde_json::Value, name: &str| json[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    assert!(rewrite(&|_, _| {}).is_ok(), "the rewriting itself keeps a valid file");
+    let settings = |f: &dyn Fn(&mut serde_json::Value)| {
+        rewrite(&|json: &mut serde_json::Value, _: &mut Vec<u8>| {
+            let mut s: serde_json::Value = serde_json::from_str(json["__metadata__"]["edo.model"].as_str().unwrap()).unwrap();
+            f(&mut s);
+            json["__metadata__"]["edo.model"] = s.to_string().into();
+        })
+    };
+    assert!(matches!(settings(&|s| s["vocab_size"] = 7.into()), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(settings(&|s| s["normalize"] = "yes".into()), Err(Error::BadFile { .. })));
+    assert!(matches!(settings(&|s| s["max_length"] = (-1).into()), Err(Error::BadFile { .. })));
+    assert!(matches!(rewrite(&|j, _| j["__metadata__"]["edo.model"] = "{".into()), Err(Error::BadFile { .. })));
+    assert!(
+        matches!(rewrite(&|j, d| { let a = at(j, "model.mapping"); d[a..a + 4].copy_from_slice(&1000u32.to_le_bytes()) }), Err(Error::BadFile { reason, .. }) if reason.contains("mapping[0]"))
+    );
+    assert!(matches!(
+        rewrite(&|j, d| {
+            let a = at(j, "model.weights");
+            d[a + 4..a + 8].copy_from_slice(&f32::NAN.to_le_bytes())
+        }),
+        Err(Error::NonFiniteWeight { index: 1, .. })
+    ));
+    assert!(matches!(rewrite(&|j, _| j["model.weights"]["dtype"] = "I32".into()), Err(Error::BadFile { .. })));
+    // Model tensors without the settings.
+    assert!(matches!(
+        rewrite(&|j, _| {
+            j["__metadata__"].as_object_mut().unwrap().remove("edo.model");
+        }),
+        Err(Error::BadFile { .. })
+    ));
+    assert!(matches!(StaticModel::open("/nonexistent/model.edo"), Err(Error::Io { .. })));
+}
+
+/// The `model_file` fuzz target's corpus (fuzz/corpus/model_file, grown by `scripts/fuzz.sh`)
+/// read as the target reads it: the seeds (`seed-*`: model files and folders made from the
+/// fixtures) load and encode; whatever libFuzzer added may fail, but never panic.
+#[test]
+fn model_fuzz_corpus_reads_without_panicking() {
+    let texts = ["", "naïve café 東京 🙂", "the quick brown fox"];
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/model_file");
+    let mut seeds = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let seed = name.starts_with("seed-");
+        let file = StaticModel::from_edo_bytes(data.clone()).map(|m| m.encode(&texts));
+        let folder = (data.len() >= 6)
+            .then(|| {
+                let config_len = u16::from_le_bytes([data[0], data[1]]) as usize;
+                let tokenizer_len = u32::from_le_bytes(data[2..6].try_into().unwrap()) as usize;
+                let rest = &data[6..];
+                (config_len <= rest.len() && tokenizer_len <= rest.len() - config_len).then(|| {
+                    let (config, rest) = rest.split_at(config_len);
+                    let (tokenizer, table) = rest.split_at(tokenizer_len);
+                    StaticModel::from_bytes(config, tokenizer, table).map(|m| m.encode(&texts))
+                })
+            })
+            .flatten();
+        if seed {
+            let ok = if name.ends_with(".edo") { matches!(file, Ok(Ok(_))) } else { matches!(folder, Some(Ok(Ok(_)))) };
+            assert!(ok, "{name} should load and encode");
+            seeds += 1;
+        }
+    }
+    assert_eq!(seeds, 8);
 }
 
 /// WordLlama's real model (its PyPI wheel's 32000 × 256 f16 table and Llama-2 tokenizer) against
@@ -168,5 +320,10 @@ fn wordllama_vectors_equal_the_reference_package() {
     let cos: Vec<f64> = dense[256..].chunks_exact(256).zip(int8.chunks_exact(256)).map(|(a, b)| dot(a, b) / (dot(a, a) * dot(b, b)).sqrt()).collect();
     let mean = cos.iter().sum::<f64>() / cos.len() as f64;
     assert!(mean >= 0.9999, "INT8 mean cosine {mean}");
+    // In one .edo file (ids past the table still clip; unknown tokens still count), the same.
+    let file = StaticModel::from_edo_bytes(model.quantize(Format::Int8).unwrap().to_edo().to_bytes()).unwrap();
+    assert_eq!(file.encode(&texts[1..]).unwrap(), int8);
+    let file64 = StaticModel::from_edo_bytes(dim64.to_edo().to_bytes()).unwrap();
+    assert_eq!(file64.encode(&texts).unwrap(), dim64.encode(&texts).unwrap());
     eprintln!("WordLlama: {} texts equal within 1e-5; INT8 mean cosine {mean:.6}", texts.len());
 }

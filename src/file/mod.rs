@@ -12,10 +12,18 @@
 //! | `crc32`        | U32   | `[chunks]`           | CRC-32 of each `edo.chunk_bytes` bytes of `rows` |
 //! | `vocab.offsets`| U64   | `[rows + 1]`         | optional: token `i` is `vocab.bytes[o[i]..o[i+1]]` |
 //! | `vocab.bytes`  | U8    | `[n]`                | optional: the tokens, UTF-8, concatenated        |
+//! | `model.*`      | any   | any                  | optional: the rest of a static model (below)     |
 //!
 //! Metadata: `edo.version` (`1`), `edo.format` ([`Format::name`]), `edo.rows`, `edo.dim`,
 //! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, and any user keys (which must
-//! not start with `edo.`). safetensors aligns the data to 8 bytes, so a memory-mapped file's rows
+//! not start with `edo.`).
+//!
+//! A **model file** is a table file whose table is a static embedding model's
+//! ([`crate::model::StaticModel::to_edo`]): the model's settings as JSON in `edo.model`, its
+//! `tokenizer.json` in the U8 tensor `model.tokenizer`, its optional per-token `model.mapping`
+//! (U32) and `model.weights` (F32), and `edo.model_crc32`, the CRC-32 of those tensors' bytes in
+//! name order. A reader that predates models reads the table and ignores the rest, which is why
+//! the version stays 1. safetensors aligns the data to 8 bytes, so a memory-mapped file's rows
 //! are used in place: [`TableFile::open`] maps the file and reads nothing but the header;
 //! lookups touch only the pages of the rows they read, and a GPU upload reads the file shard by
 //! shard. Checksums are per 1 MiB chunk, so a reader can verify just the rows it uses
@@ -118,6 +126,33 @@ pub struct TableFile {
     crcs: Vec<u32>,
     chunk_bytes: usize,
     verified: Vec<AtomicBool>,
+    model: Option<ModelParts>,
+}
+
+/// What a model file holds beside its table: the settings (JSON) and the `model.*` tensors, by
+/// name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ModelParts {
+    pub settings: String,
+    pub tensors: BTreeMap<String, ModelTensor>,
+}
+
+/// One `model.*` tensor of a model file.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ModelTensor {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub data: Vec<u8>,
+}
+
+impl ModelParts {
+    fn crc(&self) -> u32 {
+        let mut crc = crc32fast::Hasher::new();
+        for t in self.tensors.values() {
+            crc.update(&t.data);
+        }
+        crc.finalize()
+    }
 }
 
 impl std::fmt::Debug for TableFile {
@@ -136,7 +171,25 @@ impl TableFile {
         let bytes: &[u8] = bytemuck::cast_slice(table.words());
         let crcs = chunk_crcs(bytes, CHUNK_BYTES);
         let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
-        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified }
+        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None }
+    }
+
+    /// The table as a model's, with the model's settings and tensors (names start `model.`).
+    pub(crate) fn with_model(mut self, parts: ModelParts) -> TableFile {
+        debug_assert!(parts.tensors.keys().all(|k| k.starts_with("model.")));
+        self.model = Some(parts);
+        self
+    }
+
+    /// A model file's settings and tensors.
+    pub(crate) fn model(&self) -> Option<&ModelParts> {
+        self.model.as_ref()
+    }
+
+    /// Whether this is a model file (a static embedding model's table, tokenizer and settings:
+    /// open it with [`crate::model::StaticModel::from_edo`]).
+    pub fn is_model(&self) -> bool {
+        self.model.is_some()
     }
 
     /// Checksums every `bytes` bytes of rows instead of every MiB (a multiple of 4, ≥ 4). Small
@@ -261,9 +314,20 @@ impl TableFile {
                 Some(decode_vocab(offsets, text)?)
             }
         };
+        let model = match h.model {
+            None => None,
+            Some((settings, tensors, expected)) => {
+                let tensors = tensors.into_iter().map(|(name, dtype, shape, range)| (name, ModelTensor { dtype, shape, data: buf[range].to_vec() })).collect();
+                let parts = ModelParts { settings, tensors };
+                if expected.parse::<u32>().ok() != Some(parts.crc()) {
+                    return Err(bad("the model's tensors do not match their checksum".into()));
+                }
+                Some(parts)
+            }
+        };
         let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified })
+        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model })
     }
 
     /// Checks every row against the checksums.
@@ -333,7 +397,22 @@ impl TableFile {
         });
         views.push(("crc32".to_string(), Tensor { dtype: Dtype::U32, shape: vec![self.crcs.len()], data: bytemuck::cast_slice(&self.crcs).to_vec().into() }));
         views.push(("rows".to_string(), Tensor { dtype: Dtype::U32, shape: vec![t.rows(), t.row_words()], data: bytemuck::cast_slice(t.words()).into() }));
+        let mut bytes_last = Vec::new();
+        if let Some(model) = &self.model {
+            info.insert("edo.model".into(), model.settings.clone());
+            info.insert("edo.model_crc32".into(), model.crc().to_string());
+            for (name, m) in &model.tensors {
+                let tensor = (name.clone(), Tensor { dtype: m.dtype, shape: m.shape.clone(), data: m.data.as_slice().into() });
+                match m.dtype.bitsize() {
+                    8 => bytes_last.push(tensor),
+                    32 => views.push(tensor),
+                    // The model's tensors are U8, U32 and F32; a wider one would break the order.
+                    other => unreachable!("a {other}-bit model tensor"),
+                }
+            }
+        }
         views.extend(vocab);
+        views.extend(bytes_last);
         (views, info)
     }
 }
@@ -349,6 +428,9 @@ pub(crate) struct Header {
     pub crc: Range<usize>,
     /// Offsets, token bytes, and the expected checksum (as written).
     pub vocab: Option<(Range<usize>, Range<usize>, String)>,
+    /// A model file's settings, `model.*` tensors (name, dtype, shape, bytes) and checksum.
+    #[allow(clippy::type_complexity)]
+    pub model: Option<(String, Vec<(String, Dtype, Vec<usize>, Range<usize>)>, String)>,
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -429,8 +511,20 @@ impl Header {
             }
             _ => return Err(bad("tensors \"vocab.offsets\" and \"vocab.bytes\" come together".into())),
         };
+        let mut model_tensors: Vec<_> = meta
+            .tensors()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("model."))
+            .map(|(name, info)| (name, info.dtype, info.shape.clone(), range(info)))
+            .collect();
+        model_tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        let model = match kv.get("edo.model") {
+            Some(settings) => Some((settings.clone(), model_tensors, get("edo.model_crc32")?.clone())),
+            None if model_tensors.is_empty() => None,
+            None => return Err(bad(format!("tensor {:?} without the edo.model settings", model_tensors[0].0))),
+        };
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata })
+        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model })
     }
 }
 

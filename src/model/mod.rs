@@ -19,11 +19,15 @@
 //! An INT8 model2vec table holds integer codes whose one global scale is not saved; they are
 //! used as they are, which normalisation makes right (and model2vec does the same).
 
+#[cfg(native)]
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::bags::{Bags, Pooling};
 use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
+
+mod file;
 
 /// The most bytes of one text edo tokenizes, after the cut to `max_length × median token length`
 /// characters (so only a model without a `max_length`, such as WordLlama's, meets it): longer
@@ -34,6 +38,8 @@ pub const MAX_TEXT_BYTES: usize = 4 << 20;
 #[derive(Clone)]
 pub struct StaticModel {
     tokenizer: tokenizers::Tokenizer,
+    /// The `tokenizer.json` it was read from, kept for [`StaticModel::to_edo`].
+    tokenizer_json: Arc<[u8]>,
     table: PackedTable,
     /// Row of each token id (`mapping`), when it is not the id itself.
     mapping: Option<Vec<u32>>,
@@ -69,6 +75,7 @@ impl StaticModel {
     /// Loads a model folder: model2vec's (`config.json`, `tokenizer.json`, `model.safetensors`
     /// with `embeddings` and the optional `weights` and `mapping`) or sentence-transformers'
     /// static layouts (`embedding.weight`, at the top or under `0_StaticEmbedding/`).
+    #[cfg(native)]
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<StaticModel, Error> {
         let dir = dir.as_ref();
         let read = |p: &Path| std::fs::read(p).map_err(|e| Error::Io { path: p.display().to_string(), message: e.to_string() });
@@ -92,15 +99,7 @@ impl StaticModel {
     /// than the vocabulary has ids (WordLlama's; the ids past it clip).
     fn load(config: &[u8], tokenizer: &[u8], safetensors: &[u8], one_row_per_token: bool) -> Result<StaticModel, Error> {
         let config: serde_json::Value = serde_json::from_slice(config).map_err(|e| bad(format!("config.json: {e}")))?;
-        let tokenizer_json: serde_json::Value = serde_json::from_slice(tokenizer).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        let kind = tokenizer_json["model"]["type"].as_str().unwrap_or("").to_string();
-        if !matches!(kind.as_str(), "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
-            return Err(Error::Unsupported { what: "a tokenizer model other than WordPiece, BPE, Unigram or WordLevel" });
-        }
-        let mut tok = tokenizers::Tokenizer::from_bytes(tokenizer).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        // edo cuts and truncates itself; padding would add tokens.
-        tok.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        tok.with_padding(None);
+        let Vocabulary { tokenizer: tok, vocab_size, median_token_length, unk } = Vocabulary::parse(tokenizer)?;
 
         let st = safetensors::SafeTensors::deserialize(safetensors).map_err(|e| bad(format!("model.safetensors: {e}")))?;
         let name = ["embeddings", "embedding.weight"].into_iter().find(|n| st.tensor(n).is_ok()).ok_or_else(|| Error::MissingTensor {
@@ -113,60 +112,16 @@ impl StaticModel {
         let values = floats(&view, name)?;
         let table = PackedTable::quantize(Format::F32, &values, rows, dim)?;
 
-        let vocab: Vec<(String, u32)> = {
-            let mut v: Vec<(String, u32)> = tok.get_vocab(true).into_iter().collect();
-            v.sort_by_key(|(_, id)| *id);
-            v
-        };
-        let vocab_size = vocab.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
         let mapping = match st.tensor("mapping") {
-            Ok(m) => {
-                let rows_of = ints(&m, "mapping")?;
-                if rows_of.len() != vocab_size {
-                    return Err(Error::ShapeMismatch { what: "mapping entries (one per token id)", expected: vocab_size, actual: rows_of.len() });
-                }
-                let mut out = Vec::with_capacity(rows_of.len());
-                for (index, &r) in rows_of.iter().enumerate() {
-                    if r < 0 || r as u64 >= rows as u64 {
-                        return Err(bad(format!("mapping[{index}] = {r} is not a row of the {rows}-row table")));
-                    }
-                    out.push(r as u32);
-                }
-                Some(out)
-            }
-            Err(_) => {
-                if rows != vocab_size && (one_row_per_token || rows == 0) {
-                    return Err(Error::ShapeMismatch { what: "table rows (one per token of the vocabulary)", expected: vocab_size, actual: rows });
-                }
-                None
-            }
+            Ok(m) => Some(check_mapping(ints(&m, "mapping")?, vocab_size, rows)?),
+            Err(_) => None,
         };
+        check_rows(mapping.is_some(), one_row_per_token, vocab_size, rows)?;
         let weights = match st.tensor("weights") {
-            Ok(w) => {
-                let w = floats(&w, "weights")?;
-                if w.len() != vocab_size {
-                    return Err(Error::ShapeMismatch { what: "weights (one per token id)", expected: vocab_size, actual: w.len() });
-                }
-                if let Some(index) = w.iter().position(|x| !x.is_finite()) {
-                    return Err(Error::NonFiniteWeight { index, value: w[index] });
-                }
-                Some(w)
-            }
+            Ok(w) => Some(check_weights(floats(&w, "weights")?, vocab_size)?),
             Err(_) => None,
         };
 
-        // model2vec: int(np.median(lengths in characters)), the vocabulary in id order.
-        let mut lengths: Vec<usize> = vocab.iter().map(|(t, _)| t.chars().count()).collect();
-        lengths.sort_unstable();
-        let median_token_length = match lengths.len() {
-            0 => 0,
-            n if n % 2 == 1 => lengths[n / 2],
-            n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
-        };
-        let unk = match kind.as_str() {
-            "Unigram" => tokenizer_json["model"]["unk_id"].as_u64().map(|u| u as u32),
-            _ => tokenizer_json["model"]["unk_token"].as_str().and_then(|t| tok.token_to_id(t)),
-        };
         let max_length = match &config["max_length"] {
             serde_json::Value::Null => None,
             v => Some(v.as_u64().ok_or_else(|| bad("config.json: max_length is not a count"))? as usize),
@@ -174,7 +129,19 @@ impl StaticModel {
         // model2vec's default when the config does not say.
         let max_length = if config.get("max_length").is_none() { Some(512) } else { max_length };
         let normalize = config["normalize"].as_bool().unwrap_or(false);
-        Ok(StaticModel { tokenizer: tok, table, mapping, weights, normalize, max_length, median_token_length, unk, vocab_size, clip_ids: false })
+        Ok(StaticModel {
+            tokenizer: tok,
+            tokenizer_json: tokenizer.into(),
+            table,
+            mapping,
+            weights,
+            normalize,
+            max_length,
+            median_token_length,
+            unk,
+            vocab_size,
+            clip_ids: false,
+        })
     }
 
     /// A WordLlama model from its tokenizer (a `tokenizer.json`) and its weights (safetensors with
@@ -303,6 +270,81 @@ impl StaticModel {
         }
         Ok(out)
     }
+}
+
+/// A `tokenizer.json`, read: the tokenizer and what model2vec derives from its vocabulary.
+struct Vocabulary {
+    tokenizer: tokenizers::Tokenizer,
+    /// Token ids the tokenizer can produce (the largest + 1).
+    vocab_size: usize,
+    median_token_length: usize,
+    /// The unknown token's id, which model2vec drops.
+    unk: Option<u32>,
+}
+
+impl Vocabulary {
+    fn parse(bytes: &[u8]) -> Result<Vocabulary, Error> {
+        let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let kind = json["model"]["type"].as_str().unwrap_or("");
+        if !matches!(kind, "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
+            return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind.into() } });
+        }
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        // edo cuts and truncates itself; padding would add tokens.
+        tokenizer.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        tokenizer.with_padding(None);
+        let mut vocab: Vec<(String, u32)> = tokenizer.get_vocab(true).into_iter().collect();
+        vocab.sort_by_key(|(_, id)| *id);
+        let vocab_size = vocab.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
+        // model2vec: int(np.median(lengths in characters)), the vocabulary in id order.
+        let mut lengths: Vec<usize> = vocab.iter().map(|(t, _)| t.chars().count()).collect();
+        lengths.sort_unstable();
+        let median_token_length = match lengths.len() {
+            0 => 0,
+            n if n % 2 == 1 => lengths[n / 2],
+            n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
+        };
+        let unk = match kind {
+            "Unigram" => json["model"]["unk_id"].as_u64().map(|u| u as u32),
+            _ => json["model"]["unk_token"].as_str().and_then(|t| tokenizer.token_to_id(t)),
+        };
+        Ok(Vocabulary { tokenizer, vocab_size, median_token_length, unk })
+    }
+}
+
+/// A `mapping` (token id → row), checked: one entry per token id, each a row of the table.
+fn check_mapping(rows_of: Vec<i64>, vocab_size: usize, rows: usize) -> Result<Vec<u32>, Error> {
+    if rows_of.len() != vocab_size {
+        return Err(Error::ShapeMismatch { what: "mapping entries (one per token id)", expected: vocab_size, actual: rows_of.len() });
+    }
+    let mut out = Vec::with_capacity(rows_of.len());
+    for (index, r) in rows_of.into_iter().enumerate() {
+        if r < 0 || r as u64 >= rows as u64 {
+            return Err(bad(format!("mapping[{index}] = {r} is not a row of the {rows}-row table")));
+        }
+        out.push(r as u32);
+    }
+    Ok(out)
+}
+
+/// Without a mapping, a table has one row per token id (or, with `one_row_per_token` false, at
+/// least one row: WordLlama's ids past it clip).
+fn check_rows(mapped: bool, one_row_per_token: bool, vocab_size: usize, rows: usize) -> Result<(), Error> {
+    if !mapped && rows != vocab_size && (one_row_per_token || rows == 0) {
+        return Err(Error::ShapeMismatch { what: "table rows (one per token of the vocabulary)", expected: vocab_size, actual: rows });
+    }
+    Ok(())
+}
+
+/// Per-token `weights`, checked: one per token id, all finite.
+fn check_weights(weights: Vec<f32>, vocab_size: usize) -> Result<Vec<f32>, Error> {
+    if weights.len() != vocab_size {
+        return Err(Error::ShapeMismatch { what: "weights (one per token id)", expected: vocab_size, actual: weights.len() });
+    }
+    if let Some(index) = weights.iter().position(|x| !x.is_finite()) {
+        return Err(Error::NonFiniteWeight { index, value: weights[index] });
+    }
+    Ok(weights)
 }
 
 /// Texts as bags of table rows, ready to pool: `rows` and `weights` per token, `offsets` with the
