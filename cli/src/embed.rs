@@ -6,13 +6,15 @@ use clap::Args;
 use edo::file::{export::Array, npy};
 use edo::model::StaticModel;
 use edo::{Engine, EngineOptions, Format, GpuStaticModel};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{exit, parse_format, Failure};
 
 #[derive(Args)]
 pub struct EmbedArgs {
-    /// A static embedding model folder: model2vec's (config.json, tokenizer.json,
-    /// model.safetensors) or sentence-transformers' StaticEmbedding.
+    /// A static embedding model: an .edo model file (`edo quantize-model`), or a folder —
+    /// model2vec's (config.json, tokenizer.json, model.safetensors) or sentence-transformers'
+    /// StaticEmbedding.
     model: PathBuf,
     /// A text to embed; repeat for several.
     #[arg(long = "text")]
@@ -37,7 +39,7 @@ pub struct EmbedArgs {
 }
 
 pub fn embed(a: EmbedArgs) -> Result<(), Failure> {
-    let mut model = StaticModel::from_dir(&a.model)?;
+    let mut model = StaticModel::open(&a.model)?;
     if let Some(f) = a.format {
         model = model.quantize(f)?;
     }
@@ -92,5 +94,96 @@ pub fn embed(a: EmbedArgs) -> Result<(), Failure> {
     if let Some(out) = &a.output {
         println!("wrote {}", out.display());
     }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct QuantizeModelArgs {
+    /// The model: a folder (model2vec's, sentence-transformers' StaticEmbedding), an .edo model
+    /// file, or with --wordllama WordLlama's weights (.safetensors with embedding.weight).
+    source: PathBuf,
+    /// The table's format in the file (fp32, fp16, int8, int4, q4_k, fp8_e4m3, int4_zp32, …:
+    /// every edo format).
+    #[arg(long, default_value = "int8", value_parser = parse_format)]
+    format: Format,
+    /// The .edo model file to write: table, tokenizer, mapping, weights and settings in one file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// The source is a WordLlama model: its weights file, with --tokenizer.
+    #[arg(long, requires = "tokenizer")]
+    wordllama: bool,
+    /// WordLlama's tokenizer.json (its wheel's tokenizers/l2_supercat_tokenizer_config.json).
+    #[arg(long, requires = "wordllama")]
+    tokenizer: Option<PathBuf>,
+    /// WordLlama: keep the first DIM dimensions (Matryoshka truncation: 64, 128, 256, …).
+    #[arg(long, requires = "wordllama")]
+    dim: Option<usize>,
+    /// Normalise the sentence vectors (WordLlama's are not by default; model2vec's config says).
+    #[arg(long)]
+    normalize: Option<bool>,
+}
+
+pub fn quantize_model(a: QuantizeModelArgs) -> Result<(), Failure> {
+    if a.output.extension().and_then(|e| e.to_str()) != Some("edo") {
+        return Err(Failure::new(exit::USAGE, format!("{}: the output of quantize-model is an .edo model file", a.output.display())));
+    }
+    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", p.display())));
+    let started = std::time::Instant::now();
+    let mut source = if a.wordllama {
+        let tokenizer = read(a.tokenizer.as_ref().expect("clap requires --tokenizer"))?;
+        StaticModel::from_wordllama(&tokenizer, &read(&a.source)?, a.dim)?
+    } else {
+        StaticModel::open(&a.source)?
+    };
+    if let Some(n) = a.normalize {
+        source = source.with_normalize(n);
+    }
+    let bar = ProgressBar::new_spinner().with_style(ProgressStyle::with_template("{spinner} {msg}").expect("a valid template"));
+    bar.set_message(format!("quantising {} × {} to {}", source.table().rows(), source.dim(), a.format));
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    let model = source.quantize(a.format)?;
+    bar.set_message("checking the sentence vectors against the source's");
+    // How much the format changes the sentence vectors: 1024 short texts, source against file.
+    let texts = crate::embed_bench::texts();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (exact, got) = (source.encode(&texts)?, model.encode(&texts)?);
+    bar.set_message(format!("writing {}", a.output.display()));
+    let file = model.to_edo();
+    file.write(&a.output)?;
+    bar.finish_and_clear();
+    let dim = model.dim().max(1);
+    let cosines: Vec<f64> = exact
+        .chunks_exact(dim)
+        .zip(got.chunks_exact(dim))
+        .filter_map(|(x, y)| {
+            let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(p, q)| *p as f64 * *q as f64).sum::<f64>();
+            let n = (dot(x, x) * dot(y, y)).sqrt();
+            (n > 0.0).then(|| dot(x, y) / n)
+        })
+        .collect();
+    let size = std::fs::metadata(&a.output).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "{} → {} in {:.1} s: {}-token vocabulary, {} × {} table, {} {} → {} {}, {}",
+        a.source.display(),
+        a.output.display(),
+        started.elapsed().as_secs_f64(),
+        model.vocab_size(),
+        model.table().rows(),
+        model.dim(),
+        source.table().format(),
+        crate::bench::human_bytes(source.table().bytes()),
+        model.table().format(),
+        crate::bench::human_bytes(model.table().bytes()),
+        if model.normalize() { "L2-normalised" } else { "not normalised" },
+    );
+    if let (Some(min), false) = (cosines.iter().copied().reduce(f64::min), cosines.is_empty()) {
+        println!(
+            "sentence vectors against the source's, {} texts: mean cosine {:.6}, least {:.6}",
+            cosines.len(),
+            cosines.iter().sum::<f64>() / cosines.len() as f64,
+            min
+        );
+    }
+    println!("file: {} (embed with `edo embed {} --text …`)", crate::bench::human_bytes(size), a.output.display());
     Ok(())
 }

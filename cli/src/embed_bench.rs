@@ -99,7 +99,7 @@ pub fn embed_bench(a: EmbedBenchArgs) -> Result<(), Failure> {
     if a.iters == 0 {
         return Err(Failure::new(exit::USAGE, "--iters must be at least 1"));
     }
-    let base = StaticModel::from_dir(&a.model)?;
+    let base = StaticModel::open(&a.model)?;
     let texts = texts();
     if let Some(path) = &a.texts_out {
         std::fs::write(path, texts.join("\n") + "\n").map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", path.display())))?;

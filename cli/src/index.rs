@@ -11,7 +11,8 @@ use crate::{exit, Failure};
 
 #[derive(Args)]
 pub struct IndexArgs {
-    /// A static embedding model folder (model2vec, sentence-transformers StaticEmbedding).
+    /// A static embedding model: an .edo model file (`edo quantize-model`) or a folder
+    /// (model2vec, sentence-transformers StaticEmbedding).
     model: PathBuf,
     /// The corpus: one document per line (empty lines are skipped).
     corpus: PathBuf,
@@ -39,7 +40,7 @@ pub struct QueryArgs {
 }
 
 pub fn index(a: IndexArgs) -> Result<(), Failure> {
-    let model = StaticModel::from_dir(&a.model)?;
+    let model = StaticModel::open(&a.model)?;
     let text = std::fs::read_to_string(&a.corpus).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", a.corpus.display())))?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
@@ -84,7 +85,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         (None, Some(p)) => PathBuf::from(p),
         (None, None) => return Err(Failure::new(exit::USAGE, "the index does not name its model: give --model")),
     };
-    let model = StaticModel::from_dir(&model_path)?;
+    let model = StaticModel::open(&model_path)?;
     let table = file.table();
     if table.dim() != model.dim() {
         return Err(Failure::new(exit::USAGE, format!("the index has {} dims, the model {}: not the model that wrote it", table.dim(), model.dim())));

@@ -60,6 +60,9 @@ enum Command {
     /// Sentence vectors from a static embedding model (model2vec, sentence-transformers'
     /// StaticEmbedding): text in, vectors out, on the CPU path or the GPU.
     Embed(embed::EmbedArgs),
+    /// Write a static embedding model — table in any format, tokenizer, mapping, weights,
+    /// settings — as one .edo model file, for `edo embed`, `edo index` and the browser.
+    QuantizeModel(embed::QuantizeModelArgs),
     /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
     /// short texts, on the CPU path and the GPU, per table format.
     EmbedBench(embed_bench::EmbedBenchArgs),
@@ -141,7 +144,8 @@ impl From<edo::Error> for Failure {
             | E::MissingTensor { .. }
             | E::ShapeMismatch { .. }
             | E::NonFiniteWeight { .. }
-            | E::Tokenizer { .. } => exit::DATA,
+            | E::Tokenizer { .. }
+            | E::UnsupportedTokenizer { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
@@ -177,6 +181,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => plan::run(a),
         Command::Embed(a) => embed::embed(a),
         Command::EmbedBench(a) => embed_bench::embed_bench(a),
+        Command::QuantizeModel(a) => embed::quantize_model(a),
         Command::Index(a) => index::index(a),
         Command::Query(a) => index::query(a),
     };

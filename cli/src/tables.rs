@@ -344,12 +344,14 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     };
 
     let ratio = t.bytes() as f64 / t.f32_bytes().max(1) as f64;
+    let model = if file.is_model() { Some(edo::model::StaticModel::from_edo(&file)?) } else { None };
     if a.json {
         let out = json!({
             "file": a.file, "format": t.format().name(), "rows": t.rows(), "dim": t.dim(),
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
             "source": source_path, "error": stats, "png": png, "picture": legend,
+            "model": model.as_ref().map(|m| json!({ "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length() })),
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
@@ -358,6 +360,14 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("  shape       {} rows × {} dim", t.rows(), t.dim());
         println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
+        if let Some(m) = &model {
+            println!(
+                "  model       static embedding model: {}-token tokenizer, {}, {}",
+                m.vocab_size(),
+                m.max_length().map_or("no token limit".to_string(), |l| format!("first {l} tokens")),
+                if m.normalize() { "L2-normalised" } else { "not normalised" }
+            );
+        }
         if let Some(v) = file.vocab() {
             let dup = v.duplicates();
             println!("  vocabulary  {} tokens{}", v.len(), if dup > 0 { format!(" ({dup} repeated; a repeat maps to its first row)") } else { String::new() });

@@ -382,6 +382,40 @@ fn embed_prints_model2vecs_vectors_and_writes_npy() {
 }
 
 #[test]
+fn quantize_model_writes_one_file_that_embeds_like_its_folder() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let model = format!("{root}/tests/data/models/unigram_vq");
+    let dir = Scratch::new("quantize-model");
+    let file = dir.path("m.edo");
+    let out = ok(&["quantize-model", &model, "--format", "int8", "-o", file.to_str().unwrap()]);
+    assert!(out.contains("146-token vocabulary") && out.contains("int8") && out.contains("mean cosine 0.99"), "{out}");
+    // The file embeds as the folder quantised to the same format does (the CPU path).
+    let from_file: Vec<Vec<f32>> = serde_json::from_str(&ok(&["embed", file.to_str().unwrap(), "--text", "naïve café", "--json"])).unwrap();
+    let from_dir: Vec<Vec<f32>> = serde_json::from_str(&ok(&["embed", &model, "--format", "int8", "--text", "naïve café", "--json"])).unwrap();
+    assert_eq!(from_file, from_dir);
+    let shown = ok(&["inspect", file.to_str().unwrap(), "--no-png"]);
+    assert!(shown.contains("static embedding model: 146-token tokenizer"), "{shown}");
+    // WordLlama's layout (weights + tokenizer), Matryoshka-truncated; the real model is tested
+    // in tests/model.rs, a made-up one here.
+    let tokenizer = format!("{model}/tokenizer.json");
+    let weights = format!("{model}/model.safetensors");
+    let wl = dir.path("wl.edo");
+    let out = ok(&["quantize-model", &weights, "--wordllama", "--tokenizer", &tokenizer, "--dim", "8", "--format", "fp16", "-o", wl.to_str().unwrap()]);
+    assert!(out.contains("40 × 8 table"), "{out}");
+    // Refusals: not .edo output, --dim without --wordllama, a source that is no model.
+    assert_eq!(edo(&["quantize-model", &model, "-o", dir.path("m.npy").to_str().unwrap()]).status.code(), Some(2));
+    assert_eq!(edo(&["quantize-model", &model, "--dim", "8", "-o", file.to_str().unwrap()]).status.code(), Some(2));
+    let not_model = edo(&["embed", &fixture("table_f32.npy"), "--text", "x"]);
+    assert_eq!(not_model.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&not_model.stderr).contains("a model is a folder or an .edo model file"));
+    let plain = dir.path("plain.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
+    let not_model = edo(&["embed", plain.to_str().unwrap(), "--text", "x"]);
+    assert_eq!(not_model.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&not_model.stderr).contains("quantize-model"), "{}", String::from_utf8_lossy(&not_model.stderr));
+}
+
+#[test]
 fn embed_bench_reports_texts_per_second_per_format_and_batch() {
     let model = format!("{}/../tests/data/models/unigram_vq", env!("CARGO_MANIFEST_DIR"));
     let dir = Scratch::new("embed-bench");
