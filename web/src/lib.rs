@@ -13,7 +13,8 @@ use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, RangeReader, RemoteTable};
-use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuTable, Lookup, PackedTable, Pooling};
+use edo::model::StaticModel;
+use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Pooling};
 use wasm_bindgen::prelude::*;
 
 fn err(e: edo::Error) -> JsError {
@@ -496,4 +497,246 @@ impl EdoCodes {
         .map_err(err)?;
         Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
     }
+}
+
+/// A static embedding model — model2vec's "potion" models, sentence-transformers'
+/// `StaticEmbedding`, WordLlama: tokenizer, table (in any edo format) and pooling. `embed` runs it
+/// on the CPU path; `EdoEngine.uploadModel` puts its table on the GPU.
+#[wasm_bindgen]
+pub struct EdoModel {
+    inner: StaticModel,
+}
+
+#[wasm_bindgen]
+impl EdoModel {
+    /// A model from the bytes of an `.edo` model file (`edo quantize-model`).
+    #[wasm_bindgen(js_name = fromBytes)]
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<EdoModel, JsError> {
+        Ok(EdoModel { inner: StaticModel::from_edo_bytes(bytes).map_err(err)? })
+    }
+
+    /// A model from a folder's files: `config.json` (`undefined` for none), `tokenizer.json` and
+    /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`).
+    #[wasm_bindgen(js_name = fromFiles)]
+    pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, JsError> {
+        let config = config.unwrap_or_else(|| b"{}".to_vec());
+        Ok(EdoModel { inner: StaticModel::from_bytes(&config, tokenizer, safetensors).map_err(err)? })
+    }
+
+    /// A model from an `.edo` model file at `url`, fetched whole.
+    #[wasm_bindgen(js_name = fromUrl)]
+    pub async fn from_url(url: String) -> Result<EdoModel, JsError> {
+        let bytes = fetch_all(&url).await.map_err(err)?;
+        EdoModel::from_bytes(bytes)
+    }
+
+    /// The same model with its table in another format.
+    pub fn quantize(&self, format: &str) -> Result<EdoModel, JsError> {
+        Ok(EdoModel { inner: self.inner.quantize(format_of(format)?).map_err(err)? })
+    }
+
+    /// The model as `.edo` model file bytes (table, tokenizer, mapping, weights, settings).
+    #[wasm_bindgen(js_name = toBytes)]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.inner.to_edo().to_bytes()
+    }
+
+    /// Values per sentence vector.
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    /// Token ids the tokenizer can produce.
+    #[wasm_bindgen(getter, js_name = vocabSize)]
+    pub fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+    /// Rows of the table (fewer than the vocabulary when tokens share rows).
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.inner.table().rows()
+    }
+    /// The table's format.
+    #[wasm_bindgen(getter)]
+    pub fn format(&self) -> String {
+        self.inner.table().format().name().into()
+    }
+    /// Bytes of the packed table.
+    #[wasm_bindgen(getter)]
+    pub fn bytes(&self) -> f64 {
+        self.inner.table().bytes() as f64
+    }
+    /// Whether sentence vectors are L2-normalised.
+    #[wasm_bindgen(getter)]
+    pub fn normalize(&self) -> bool {
+        self.inner.normalize()
+    }
+
+    /// The token ids of `text` that count (after the model's cut, truncation and unknown-token
+    /// removal).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsError> {
+        Ok(self.inner.tokenize(&[text]).map_err(err)?.remove(0))
+    }
+
+    /// Sentence vectors of `texts` on the CPU path: `texts.length × dim` values.
+    pub fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, JsError> {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.inner.encode(&texts).map_err(err)
+    }
+}
+
+#[wasm_bindgen]
+impl EdoEngine {
+    /// Makes a model's table resident: on WebGPU the tokens' rows are pooled (and normalised)
+    /// on the GPU; on the CPU path the model runs as `EdoModel.embed` does.
+    #[wasm_bindgen(js_name = uploadModel)]
+    pub async fn upload_model(&self, model: &EdoModel) -> Result<EdoResidentModel, JsError> {
+        let gpu = match &self.gpu {
+            Some(e) => Some(GpuStaticModel::upload(e, &model.inner).await.map_err(err)?),
+            None => None,
+        };
+        Ok(EdoResidentModel { model: model.inner.clone(), gpu, engine: self.gpu.clone() })
+    }
+}
+
+/// A model ready to embed on the engine (see `EdoEngine.uploadModel`).
+#[wasm_bindgen]
+pub struct EdoResidentModel {
+    model: StaticModel,
+    gpu: Option<GpuStaticModel>,
+    engine: Option<Engine>,
+}
+
+/// Texts embedded per GPU job when indexing a corpus: a job's tokens and vectors stay small.
+const INDEX_BATCH: usize = 1024;
+
+#[wasm_bindgen]
+impl EdoResidentModel {
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        if self.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+    }
+    /// Values per sentence vector.
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    /// Sentence vectors of `texts`, `texts.length × dim` values: tokenized here, pooled on the
+    /// GPU (or the CPU path).
+    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, JsError> {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.embed_strs(&texts).await.map_err(err)
+    }
+
+    /// A semantic-search index of `lines`: their sentence vectors, kept as binary codes for the
+    /// Hamming search and as INT8 rows for rescoring, resident on the engine.
+    pub async fn index(&self, lines: Vec<String>) -> Result<EdoSearchIndex, JsError> {
+        let strs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let dim = self.model.dim();
+        let mut vectors = Vec::with_capacity(lines.len() * dim);
+        for chunk in strs.chunks(INDEX_BATCH) {
+            vectors.extend(self.embed_strs(chunk).await.map_err(err)?);
+        }
+        let rows = lines.len();
+        let codes = PackedTable::quantize(Format::Binary, &vectors, rows, dim).map_err(err)?;
+        let int8 = PackedTable::quantize(Format::Int8, &vectors, rows, dim).map_err(err)?;
+        let gpu = match &self.engine {
+            Some(e) => {
+                let g = GpuCodes::upload(e, &codes).await.map_err(err)?;
+                Some((g, GpuTable::upload(e, &int8).await.map_err(err)?))
+            }
+            None => {
+                edo::search::check_corpus(codes.format(), dim).map_err(err)?;
+                None
+            }
+        };
+        Ok(EdoSearchIndex { model: EdoResidentModel { model: self.model.clone(), gpu: self.gpu.clone(), engine: self.engine.clone() }, codes, int8, gpu })
+    }
+}
+
+impl EdoResidentModel {
+    async fn embed_strs(&self, texts: &[&str]) -> Result<Vec<f32>, edo::Error> {
+        match &self.gpu {
+            Some(g) => g.encode(texts).await?.read().await,
+            None => self.model.encode(texts),
+        }
+    }
+}
+
+/// Sentence vectors of a corpus, searchable by meaning (see `EdoResidentModel.index`).
+#[wasm_bindgen]
+pub struct EdoSearchIndex {
+    model: EdoResidentModel,
+    codes: PackedTable,
+    int8: PackedTable,
+    gpu: Option<(GpuCodes, GpuTable)>,
+}
+
+/// Ranked results: `ids` and `scores` (dot products of the query with the INT8 rows), best first.
+#[wasm_bindgen]
+pub struct EdoScored {
+    ids: Vec<u32>,
+    scores: Vec<f32>,
+}
+
+#[wasm_bindgen]
+impl EdoScored {
+    #[wasm_bindgen(getter)]
+    pub fn ids(&self) -> Vec<u32> {
+        self.ids.clone()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn scores(&self) -> Vec<f32> {
+        self.scores.clone()
+    }
+}
+
+#[wasm_bindgen]
+impl EdoSearchIndex {
+    /// Lines in the index.
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.codes.rows()
+    }
+    /// Bytes the index holds: binary codes and INT8 rows.
+    #[wasm_bindgen(getter)]
+    pub fn bytes(&self) -> f64 {
+        (self.codes.bytes() + self.int8.bytes()) as f64
+    }
+
+    /// The `k` lines nearest `query`: its sentence vector's Hamming top `k × multiplier` (default
+    /// 4) among the binary codes, rescored by the dot product with their INT8 rows.
+    pub async fn search(&self, query: String, k: usize, multiplier: Option<usize>) -> Result<EdoScored, JsError> {
+        let multiplier = multiplier.unwrap_or(4);
+        let q = self.model.embed_strs(&[query.as_str()]).await.map_err(err)?;
+        let k = k.min(self.rows());
+        let found = match &self.gpu {
+            Some((codes, int8)) => codes.search_rescored(&q, int8, k, multiplier).await,
+            None => edo::search::search_rescored(&self.codes, &q, &self.int8, k, multiplier),
+        }
+        .map_err(err)?;
+        Ok(EdoScored { ids: found.ids, scores: found.scores })
+    }
+}
+
+/// The whole body of `url` (`fetch`, no range).
+async fn fetch_all(url: &str) -> Result<Vec<u8>, edo::Error> {
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen_futures::JsFuture;
+    let fail = |what: &str, e: JsValue| edo::Error::Remote {
+        location: url.to_string(),
+        message: format!("{what}: {}", e.as_string().unwrap_or_else(|| format!("{e:?}"))),
+    };
+    let promise = match web_sys::window() {
+        Some(w) => w.fetch_with_str(url),
+        None => js_sys::global().unchecked_into::<web_sys::WorkerGlobalScope>().fetch_with_str(url),
+    };
+    let response: web_sys::Response = JsFuture::from(promise).await.map_err(|e| fail("fetch", e))?.unchecked_into();
+    if !response.ok() {
+        return Err(edo::Error::Remote { location: url.to_string(), message: format!("HTTP {} {}", response.status(), response.status_text()) });
+    }
+    let buffer = JsFuture::from(response.array_buffer().map_err(|e| fail("body", e))?).await.map_err(|e| fail("body", e))?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }

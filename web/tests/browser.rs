@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use edo_web::{EdoEngine, EdoNeighbors, EdoTable};
+use edo_web::{EdoEngine, EdoModel, EdoNeighbors, EdoTable};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
 
@@ -220,4 +220,113 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     assert!(fetched < bytes.len() as f64 / 4.0, "fetched {fetched} of {} bytes: {stats}", bytes.len());
     assert!(cache.gather(vec![rows as u32]).await.is_err());
     web_sys::Url::revoke_object_url(&url).unwrap();
+}
+
+/// The model fixtures (model2vec 0.10 saved them; tests/data/models) and model2vec's vectors.
+macro_rules! fixture {
+    ($name:literal) => {
+        (
+            $name,
+            include_bytes!(concat!("../../tests/data/models/", $name, "/config.json")) as &[u8],
+            include_bytes!(concat!("../../tests/data/models/", $name, "/tokenizer.json")) as &[u8],
+            include_bytes!(concat!("../../tests/data/models/", $name, "/model.safetensors")) as &[u8],
+        )
+    };
+}
+#[allow(clippy::type_complexity)]
+const MODELS: [(&str, &[u8], &[u8], &[u8]); 4] = [fixture!("wordpiece"), fixture!("bpe_f16"), fixture!("unigram_vq"), fixture!("wordpiece_int8")];
+const EXPECTED: &str = include_str!("../../tests/data/models/expected.json");
+
+fn message(e: wasm_bindgen::JsError) -> String {
+    JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default()
+}
+
+#[wasm_bindgen_test]
+async fn static_models_give_model2vecs_tokens_and_vectors_in_the_browser() {
+    let expected: serde_json::Value = serde_json::from_str(EXPECTED).unwrap();
+    let texts: Vec<String> = expected["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+    let engine = EdoEngine::create(None, None).await;
+    for (name, config, tokenizer, table) in MODELS {
+        let m = &expected["models"][name];
+        let model = EdoModel::from_files(Some(config.to_vec()), tokenizer, table).unwrap();
+        assert_eq!(model.dim(), m["dim"].as_u64().unwrap() as usize);
+        // The tokenizer compiled to wasm gives Python's tokens.
+        for (i, text) in texts.iter().enumerate() {
+            let want: Vec<u32> = m["tokens"][i].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+            assert_eq!(model.tokenize(text).unwrap(), want, "{name}: text {i} {text:?}");
+        }
+        // The CPU path gives model2vec's vectors (f16 tables: within half an f16 ulp).
+        let got = model.embed(texts.clone()).unwrap();
+        let want: Vec<f32> = m["vectors"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+        let f16 = name == "bpe_f16";
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            let tolerance = if f16 { b.abs() * 2f32.powi(-11) + 1e-5 } else { 1e-5 };
+            assert!((a - b).abs() <= tolerance, "{name}: value {i}: edo {a}, model2vec {b}");
+        }
+        // On the engine (WebGPU pools on the GPU): the CPU path's vectors within the bag bound;
+        // in INT8, and through an .edo model file made here, the same.
+        for format in ["fp32", "int8"] {
+            let model = model.quantize(format).unwrap();
+            let cpu = model.embed(texts.clone()).unwrap();
+            let resident = engine.upload_model(&model).await.unwrap();
+            assert_eq!(resident.backend(), engine.backend());
+            let on_engine = resident.embed(texts.clone()).await.unwrap();
+            assert_eq!(on_engine.len(), cpu.len());
+            for (i, (g, c)) in on_engine.iter().zip(&cpu).enumerate() {
+                assert!((g - c).abs() <= 64.0 * f32::EPSILON, "{name} {format}: value {i}: engine {g}, CPU {c}");
+            }
+            let file = EdoModel::from_bytes(model.to_bytes()).unwrap();
+            assert_eq!((file.format(), file.vocab_size()), (format.to_string(), model.vocab_size()));
+            assert_eq!(file.embed(texts.clone()).unwrap(), cpu, "{name} {format} from its .edo bytes");
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
+    let (_, config, tokenizer, table) = MODELS[0];
+    let model = EdoModel::from_files(Some(config.to_vec()), tokenizer, table).unwrap();
+    let bytes = model.quantize("int8").unwrap().to_bytes();
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
+    let url = web_sys::Url::create_object_url_with_blob(&web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap()).unwrap();
+    let fetched = EdoModel::from_url(url.clone()).await.unwrap();
+    web_sys::Url::revoke_object_url(&url).unwrap();
+    assert_eq!(fetched.format(), "int8");
+    let lines: Vec<String> = [
+        "the quick brown fox jumps over the lazy dog",
+        "embedding tables are compressed and looked up on the GPU",
+        "café naïve résumé jalapeño",
+        "Graphics processors run compute shaders written in WGSL",
+        "numbers 12345 and 3.14159",
+        "a longer sentence about retrieval, recommender systems and quantisation of vectors",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // Padded past one workgroup of codes with lines of their own.
+    let corpus: Vec<String> = lines.iter().cloned().chain((0..300).map(|i| format!("filler line {i} {}", ["x", "yy", "zzz"][i % 3]))).collect();
+    for engine in [EdoEngine::create(None, None).await, EdoEngine::create(Some(false), None).await] {
+        let index = engine.upload_model(&fetched).await.unwrap().index(corpus.clone()).await.unwrap();
+        assert_eq!(index.rows(), corpus.len());
+        for (i, line) in lines.iter().enumerate() {
+            let found = index.search(line.clone(), 3, None).await.unwrap();
+            assert_eq!(found.ids()[0], i as u32, "{} backend: {line:?} → {:?}", engine.backend(), found.ids());
+            assert!(found.scores()[0] >= found.scores()[1]);
+        }
+    }
+    assert!(EdoModel::from_url("/no/such/model.edo".into()).await.is_err());
+}
+
+#[wasm_bindgen_test]
+fn bad_models_are_exceptions_that_say_why() {
+    let (_, config, tokenizer, table) = MODELS[0];
+    assert!(message(EdoModel::from_bytes(b"not a model".to_vec()).err().unwrap()).contains("edo table file"));
+    let plain = EdoTable::from_float32(&data(4, 4, 1), 4, 4, "int8").unwrap().to_bytes(None).unwrap();
+    assert!(message(EdoModel::from_bytes(plain).err().unwrap()).contains("quantize-model"));
+    let mut json: serde_json::Value = serde_json::from_slice(tokenizer).unwrap();
+    json["model"]["type"] = "Mystery".into();
+    let e = message(EdoModel::from_files(Some(config.to_vec()), &serde_json::to_vec(&json).unwrap(), table).err().unwrap());
+    assert!(e.contains("\"Mystery\""), "{e}");
+    assert!(EdoModel::from_files(None, tokenizer, &table[..100]).is_err());
+    assert!(EdoModel::from_files(None, tokenizer, table).unwrap().quantize("int9").is_err());
 }
