@@ -417,6 +417,21 @@ impl TableFile {
     }
 }
 
+/// The format, rows and dim a table file (or model file) declares, from its first bytes: at
+/// least the 8-byte length and the header it gives ([`header_bytes`] of them), for a file of
+/// `file_len` bytes. A reader can act on the shape (compile its kernels, size its buffers) before
+/// the rest of the file has arrived.
+pub fn table_shape(prefix: &[u8], file_len: u64) -> Result<(Format, usize, usize), Error> {
+    let h = Header::parse(prefix, file_len)?;
+    Ok((h.format, h.rows, h.dim))
+}
+
+/// Bytes at the start of a table file that hold its header (the 8-byte length and the JSON), from
+/// its first 8 bytes.
+pub fn header_bytes(first8: &[u8]) -> Result<usize, Error> {
+    Ok(Header::PREFIX + Header::json_len(first8)?)
+}
+
 /// What a table file's header says, checked against itself and the file's length: where the
 /// rows, checksums and vocabulary lie (absolute byte ranges of the file).
 pub(crate) struct Header {

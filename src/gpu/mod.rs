@@ -357,6 +357,12 @@ impl Engine {
         self.ctx.gather_pipeline(format, dim).await.map(drop)
     }
 
+    /// Pipelines compiled so far (tests check that `prepare_*` compiles what a first call uses).
+    #[doc(hidden)]
+    pub fn pipeline_count(&self) -> usize {
+        self.ctx.pipelines.lock().map_or(0, |p| p.len())
+    }
+
     /// The wgpu device, to build pipelines that consume edo's output buffers.
     pub fn device(&self) -> &wgpu::Device {
         &self.ctx.device

@@ -7,7 +7,7 @@ use super::table::LookupJob;
 use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::Pooling;
 use crate::model::StaticModel;
-use crate::{Bounds, Error};
+use crate::{Bounds, Error, Format};
 
 /// The uniform block of `normalize_rows.wgsl`.
 #[repr(C)]
@@ -75,6 +75,23 @@ impl GpuStaticModel {
         let output = pooled.output.clone_handle();
         let normalize = LookupJob::new(ctx.clone(), vec![(pipeline, vec![(bind_group, gx, gy)])], vec![uniform, unused], output);
         Ok(pooled.then(normalize))
+    }
+}
+
+impl Engine {
+    /// Compiles the kernels a static model whose table is in `format` with `dim` values runs (its
+    /// bag kernel fused with the decoder, and the normalisation) now rather than at its first
+    /// embedding. In a browser the compiler runs in the GPU process: a page can start this, read
+    /// the model file meanwhile, and find the kernels ready ([`crate::file::table_shape`] gives
+    /// the format and dim from the file's first bytes).
+    pub async fn prepare_model(&self, format: Format, dim: usize) -> Result<(), Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
+        // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
+        let shader = ShaderId::Bag { format, vec4: dim.is_multiple_of(4) };
+        ctx.pipeline(shader, ctx.workgroup_shape(dim.max(1).div_ceil(shader.values_per_step()), 1)).await?;
+        ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }
 }
 

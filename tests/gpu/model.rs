@@ -36,3 +36,22 @@ fn gpu_sentence_vectors_equal_the_cpu_paths() {
     let gpu = block_on(GpuStaticModel::upload(&engine, &model("wordpiece"))).unwrap();
     assert_eq!(block_on(gpu.encode(&[])).unwrap().rows(), 0);
 }
+
+#[test]
+fn prepare_model_compiles_what_the_first_embedding_uses() {
+    // An engine of its own: the shared one has compiled other tests' pipelines.
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let dir = |name: &str| format!("{}/tests/data/models/{name}", env!("CARGO_MANIFEST_DIR"));
+    let file = |name: &str, f: &str| std::fs::read(format!("{}/{f}", dir(name))).unwrap();
+    // Dims 16 (four values a step) and 7 (one), normalised or not, three decoders.
+    let matryoshka = StaticModel::from_wordllama(&file("wordpiece", "tokenizer.json"), &file("wordpiece", "model.safetensors"), Some(7)).unwrap();
+    for (host, format) in [(model("wordpiece"), Format::F32), (model("unigram_vq"), Format::Int4), (matryoshka, Format::Q8_0)] {
+        let host = host.quantize(format).unwrap();
+        block_on(engine.prepare_model(format, host.dim())).unwrap();
+        let compiled = engine.pipeline_count();
+        let gpu = block_on(GpuStaticModel::upload(&engine, &host)).unwrap();
+        let got = block_on(gpu.encode(&["naïve café", "the quick fox"])).unwrap().read_blocking().unwrap();
+        assert_eq!(got.len(), 2 * host.dim());
+        assert_eq!(engine.pipeline_count(), compiled, "{format} dim {}: the first embedding compiled a kernel prepare_model had not", host.dim());
+    }
+}
