@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The browser tests: wasm-bindgen-test in headless Chromium with WebGPU (SwiftShader) and without
-# it (the CPU fallback), then the demo page end to end (scripts/web_e2e.py).
+# it (the CPU fallback), then the demo page end to end (scripts/web_e2e.py), semantic search included.
 # Needs: chromium, chromium-driver (apt), wasm-bindgen-cli of the pinned version, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +31,9 @@ EDO_EXPECT_BACKEND=cpu cargo test -p edo-web --target wasm32-unknown-unknown
 
 echo "== the demo page, end to end"
 ./scripts/build-web.sh
+# The semantic-search section's model: WordLlama's (PyPI) as web/model.edo. Without it the page
+# asks for a dropped model and the end-to-end script says SKIPPED for that section.
+if [ ! -f web/model.edo ]; then
+    ./scripts/make_web_model.sh || echo "no web/model.edo (WordLlama unavailable): semantic search will say SKIPPED"
+fi
 python3 scripts/web_e2e.py

@@ -98,7 +98,50 @@ def read_page(driver, s, url, shot):
     png = base64.b64decode(call(driver, "GET", s + "/screenshot"))
     with open(shot, "wb") as f:
         f.write(png)
+    page["search"] = read_search(driver, s, read, shot.replace("demo-", "search-"))
     return state, page
+
+
+def read_search(driver, s, read, shot):
+    """The semantic-search section: waits for the model and the corpus, then searches by meaning
+    and reads the results; a screenshot of the section."""
+    deadline = time.time() + 240
+    state = None
+    while time.time() < deadline:
+        state = read("document.getElementById('search-status').dataset.state")
+        if state in ("ready", "error", "no-model"):
+            break
+        time.sleep(0.25)
+    out = {"state": state, "status": read("document.getElementById('search-status').textContent")}
+    if state != "ready":
+        return out
+    results = "Array.from(document.querySelectorAll('#results li')).map(li => [li.textContent, Number(li.dataset.score)])"
+    out["first"] = read("document.getElementById('first-embed-ms').textContent")
+    out["phases"] = read("document.getElementById('model-phases').textContent")
+    out["model"] = read("document.getElementById('model-info').textContent")
+    out["backend"] = read("document.getElementById('model-info').dataset.backend")
+    out["corpus"] = read("document.getElementById('corpus-info').textContent")
+    out["lines"] = read("Number(document.getElementById('corpus-info').dataset.lines)")
+    out["default"] = read(results)
+    out["queries"] = {}
+    for query in QUERIES:
+        before = read("document.getElementById('query-info').dataset.ms")
+        read(f"(() => {{ document.getElementById('query').value = {json.dumps(query)}; document.getElementById('search').click(); return 1; }})()")
+        for _ in range(200):
+            if read("document.getElementById('query-info').dataset.ms") != before:
+                break
+            time.sleep(0.05)
+        out["queries"][query] = {"results": read(results), "info": read("document.getElementById('query-info').textContent")}
+    read("(document.getElementById('semantic').scrollIntoView(), 1)")
+    with open(shot, "wb") as f:
+        f.write(base64.b64decode(call(driver, "GET", s + "/screenshot")))
+    out["shot"] = shot
+    return out
+
+
+# Queries by meaning, and a word each one's top 10 must hold somewhere (the corpus says it in other
+# words than the query).
+QUERIES = {"compress data with gzip": "compress", "current time in seconds": "time", "send an email message": "mail"}
 
 
 def main():
@@ -145,7 +188,25 @@ def main():
                     check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
                 check(len(bars) == 12, f"{len(bars)} bars")
                 check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
-            print(f"{want}: screenshot {os.path.relpath(shot, ROOT)}")
+                search = page["search"]
+                if search["state"] == "no-model" and not os.path.exists(os.path.join(WEB, "model.edo")):
+                    print(f"SKIPPED: semantic search ({search['status']})")
+                    continue
+                check(search["state"] == "ready", f"semantic search state {search['state']}: {search['status']}")
+                if search["state"] != "ready":
+                    continue
+                print(f"  semantic search: {search['model']}; first embedding {search['first']} ms after the model's bytes were in memory "
+                      f"{search['phases']}; {search['corpus']}")
+                check(search["backend"] == want, f"the model runs on {search['backend']}, expected {want}")
+                check(search["first"].isdigit(), f"first embedding time {search['first']!r}")
+                check(search["lines"] > 2000, f"{search['lines']} lines indexed")
+                for query, word in QUERIES.items():
+                    got = search["queries"][query]
+                    print(f"  {got['info']}: 1. {got['results'][0][0] if got['results'] else '-'}")
+                    scores = [score for _, score in got["results"]]
+                    check(len(scores) == 10 and scores == sorted(scores, reverse=True), f"{query!r}: scores {scores}")
+                    check(any(word in text.lower() for text, _ in got["results"]), f"{query!r}: no {word!r} in the top 10")
+            print(f"{want}: screenshots {os.path.relpath(shot, ROOT)}, {os.path.relpath(shot.replace('demo-', 'search-'), ROOT)}")
     finally:
         driver_proc.terminate()
         driver_proc.wait()

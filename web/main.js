@@ -1,6 +1,7 @@
 // The demo page: a synthetic (or dropped) table, its size in every format, lookups on the
-// engine (WebGPU or the CPU path), and rows before and after quantisation.
-import init, { EdoEngine, EdoTable } from './pkg/edo_web.js';
+// engine (WebGPU or the CPU path), and rows before and after quantisation; then semantic search
+// with a static text-embedding model over a built-in corpus.
+import init, { EdoEngine, EdoModel, EdoTable, tableShape } from './pkg/edo_web.js';
 
 const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'fp8_e4m3', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'int4_zp32', 'binary', 'binary+scale'];
 const $ = (id) => document.getElementById(id);
@@ -117,6 +118,102 @@ async function run(marks) {
 // Yields to the event loop, so that requests to the GPU process go out before a long call.
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+// ---- Semantic search: a static model (model.edo beside the page, or a dropped file) embeds the
+// corpus (corpus.txt) on the engine; a query is embedded, searched by Hamming distance among the
+// corpus's binary codes and rescored with its INT8 vectors.
+let index; // EdoSearchIndex
+let corpus; // the lines
+
+function searchStatus(text, state) {
+  $('search-status').textContent = text;
+  $('search-status').dataset.state = state;
+}
+
+async function loadModel(fetchBytes, name) {
+  try {
+    $('search').disabled = $('query').disabled = true;
+    searchStatus(`Loading ${name}…`, 'loading');
+    const t0 = performance.now();
+    const bytes = await fetchBytes();
+    const inMemory = performance.now();
+    // The GPU process compiles the model's kernels while this thread reads the file.
+    const shape = tableShape(bytes);
+    const prepared = engine.prepareModel(shape.format, shape.dim);
+    await tick();
+    const model = EdoModel.fromBytes(bytes);
+    await prepared;
+    const parsed = performance.now();
+    const resident = await engine.uploadModel(model);
+    const uploaded = performance.now();
+    await resident.embed(['warming up: the first sentence embedded']);
+    const first = performance.now();
+    $('first-embed-ms').textContent = (first - inMemory).toFixed(0);
+    $('model-phases').textContent = `(fetch ${(inMemory - t0).toFixed(0)} ms · read the file and its tokenizer ` +
+      `${(parsed - inMemory).toFixed(0)} (kernels compiled meanwhile) · upload ${(uploaded - parsed).toFixed(0)} · embed ${(first - uploaded).toFixed(0)})`;
+    $('model-info').textContent = `${name}: ${model.vocabSize.toLocaleString('en')} tokens, ${model.rows.toLocaleString('en')} × ` +
+      `${model.dim} table in ${model.format} (${mib(model.bytes)}), ${model.normalize ? 'normalised' : 'not normalised'}, on ${resident.backend}`;
+    $('model-info').dataset.backend = resident.backend;
+    searchStatus(`Embedding ${corpus.length.toLocaleString('en')} lines…`, 'loading');
+    await tick();
+    const i0 = performance.now();
+    index = await resident.index(corpus);
+    const ms = performance.now() - i0;
+    $('corpus-info').textContent = `${corpus.length.toLocaleString('en')} lines (first sentences of Python's standard-library ` +
+      `docstrings) embedded in ${ms.toFixed(0)} ms (${Math.round(corpus.length / (ms / 1000)).toLocaleString('en')} lines/s); ` +
+      `index ${mib(index.bytes)}: binary codes + INT8 vectors`;
+    $('corpus-info').dataset.lines = index.rows;
+    $('search').disabled = $('query').disabled = false;
+    await search();
+  } catch (e) {
+    searchStatus(`Error: ${e.message ?? e}`, 'error');
+    console.error(e);
+  }
+}
+
+async function search() {
+  const query = $('query').value;
+  const t0 = performance.now();
+  const found = await index.search(query, 10);
+  const ms = performance.now() - t0;
+  const ids = found.ids;
+  const scores = found.scores;
+  $('results').replaceChildren(...Array.from(ids, (id, i) => {
+    const li = document.createElement('li');
+    const line = corpus[id];
+    const colon = line.indexOf(': ');
+    li.innerHTML = `<span class="score">${scores[i].toFixed(3)}</span><span class="name"></span> <span class="text"></span>`;
+    li.querySelector('.name').textContent = line.slice(0, colon + 1);
+    li.querySelector('.text').textContent = line.slice(colon + 2);
+    li.dataset.score = scores[i];
+    return li;
+  }));
+  $('query-info').textContent = `"${query}": embedded and searched in ${ms.toFixed(1)} ms (top ${ids.length} of ${index.rows.toLocaleString("en")}, ` +
+    `Hamming candidates rescored in INT8)`;
+  $('query-info').dataset.ms = ms;
+  searchStatus('Ready: type a query.', 'ready');
+}
+
+async function semantic() {
+  const text = await (await fetch('corpus.txt')).text();
+  corpus = text.split('\n').filter((l) => l && !l.startsWith('#'));
+  $('search-form').onsubmit = (e) => { e.preventDefault(); search().catch((err) => searchStatus(`Error: ${err.message ?? err}`, 'error')); };
+  const drop = $('model-drop');
+  drop.ondragover = (e) => { e.preventDefault(); drop.classList.add('over'); };
+  drop.ondragleave = () => drop.classList.remove('over');
+  drop.ondrop = (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    const file = e.dataTransfer.files[0];
+    if (file) loadModel(async () => new Uint8Array(await file.arrayBuffer()), file.name);
+  };
+  const response = await fetch('model.edo');
+  if (!response.ok) {
+    searchStatus('No model.edo beside the page (scripts/make_web_model.sh makes one from WordLlama): drop an .edo model file below.', 'no-model');
+    return;
+  }
+  await loadModel(async () => new Uint8Array(await response.arrayBuffer()), 'model.edo');
+}
+
 async function main() {
   await init();
   const marks = { init: performance.now() };
@@ -130,6 +227,7 @@ async function main() {
   $('backend').textContent = engine.backend;
   $('adapter').textContent = engine.note;
   await run(marks);
+  semantic().catch((e) => searchStatus(`Error: ${e.message ?? e}`, 'error'));
   $('run').onclick = () => {
     source = EdoTable.synthetic(Number($('rows').value), Number($('dim').value), 7);
     run(null);

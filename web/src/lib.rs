@@ -599,6 +599,57 @@ impl EdoEngine {
     }
 }
 
+#[wasm_bindgen]
+impl EdoEngine {
+    /// Compiles the kernels a model whose table is in `format` with `dim` values runs, ahead of
+    /// its first embedding: start it, read the model file meanwhile (`tableShape` gives the format
+    /// and dim from the file's first bytes), then await it. Resolves at once on the CPU path.
+    #[wasm_bindgen(js_name = prepareModel)]
+    pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), JsError> {
+        let format = format_of(&format)?;
+        match &self.gpu {
+            Some(e) => e.prepare_model(format, dim).await.map_err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The shape an `.edo` file (table or model) declares in its header.
+#[wasm_bindgen]
+pub struct EdoShape {
+    format: String,
+    rows: usize,
+    dim: usize,
+}
+
+#[wasm_bindgen]
+impl EdoShape {
+    #[wasm_bindgen(getter)]
+    pub fn format(&self) -> String {
+        self.format.clone()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+}
+
+/// The format, rows and dim of an `.edo` file, read from its header alone (only the header's
+/// bytes are copied into WASM memory).
+#[wasm_bindgen(js_name = tableShape)]
+pub fn table_shape(bytes: &js_sys::Uint8Array) -> Result<EdoShape, JsError> {
+    let len = bytes.length();
+    let first8 = bytes.subarray(0, len.min(8)).to_vec();
+    let header = edo::file::header_bytes(&first8).map_err(err)?;
+    let prefix = bytes.subarray(0, len.min(u32::try_from(header).unwrap_or(u32::MAX))).to_vec();
+    let (format, rows, dim) = edo::file::table_shape(&prefix, len as u64).map_err(err)?;
+    Ok(EdoShape { format: format.name().into(), rows, dim })
+}
+
 /// A model ready to embed on the engine (see `EdoEngine.uploadModel`).
 #[wasm_bindgen]
 pub struct EdoResidentModel {

@@ -289,6 +289,13 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
     let bytes = model.quantize("int8").unwrap().to_bytes();
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
     let url = web_sys::Url::create_object_url_with_blob(&web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap()).unwrap();
+    // The header alone gives the shape, so the kernels can compile while the rest is read.
+    let shape = edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..])).unwrap();
+    assert_eq!((shape.format(), shape.rows(), shape.dim()), ("int8".to_string(), model.rows(), 16));
+    assert!(edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..7])).is_err());
+    let engine = EdoEngine::create(None, None).await;
+    engine.prepare_model(shape.format(), shape.dim()).await.unwrap();
+    assert!(engine.prepare_model("int9".into(), 16).await.is_err());
     let fetched = EdoModel::from_url(url.clone()).await.unwrap();
     web_sys::Url::revoke_object_url(&url).unwrap();
     assert_eq!(fetched.format(), "int8");
