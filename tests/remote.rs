@@ -43,17 +43,39 @@ fn remote_rows_equal_the_local_table_and_only_their_chunks_are_fetched() {
         let reader = MemReader { bytes: Arc::new(Mutex::new(bytes.clone())), ..Default::default() };
         let remote = block_on(RemoteTable::open(reader.clone())).unwrap();
         assert_eq!((remote.rows(), remote.dim(), remote.format(), remote.chunk_bytes()), (rows, dim, format, 4096));
+        // Opening reads the header alone: no checksums yet.
+        assert_eq!(remote.traffic().0, 1);
+        assert!(remote.traffic().1 <= 64 << 10);
+        assert_eq!(remote.checksums_held(), 0);
         let mut ids = zipf_ids(300, rows, 1.0, 3);
         let (_, before) = remote.traffic();
+        let served_before = reader.served.lock().unwrap().len();
         assert_eq!(block_on(remote.gather(&ids, Bounds::Error)).unwrap(), edo::cpu::gather(&t, &ids, Bounds::Error).unwrap(), "{format}");
         let (_, after) = remote.traffic();
-        // Exactly the 4 KiB chunks that hold the rows.
+        // Of the rows, exactly the 4 KiB chunks that hold them; of the checksums, runs covering
+        // those chunks' (rows are the file's last tensor, checksums just before them).
         let rb = format.row_bytes(dim);
         let chunks: std::collections::BTreeSet<usize> = ids.iter().flat_map(|&r| r as usize * rb / 4096..=((r as usize + 1) * rb - 1) / 4096).collect();
         let rows_len = rows * rb;
+        let rows_start = (bytes.len() - rows_len) as u64;
+        let served: Vec<Range<u64>> = reader.served.lock().unwrap()[served_before..].to_vec();
+        let (row_reads, crc_reads): (Vec<_>, Vec<_>) = served.iter().partition(|r| r.start >= rows_start);
         let want: usize = chunks.iter().map(|&c| 4096.min(rows_len - c * 4096)).sum();
-        assert_eq!(after - before, want as u64, "{format}: {} bytes for 300 rows", after - before);
+        assert_eq!(row_reads.iter().map(|r| r.end - r.start).sum::<u64>(), want as u64, "{format}: rows");
+        let crc_start = rows_start - 4 * rows_len.div_ceil(4096) as u64;
+        for &c in &chunks {
+            let at = crc_start + 4 * c as u64;
+            assert!(crc_reads.iter().any(|r| r.start <= at && at + 4 <= r.end), "{format}: chunk {c}'s checksum");
+        }
+        let crc_bytes: u64 = crc_reads.iter().map(|r| r.end - r.start).sum();
+        assert!(crc_bytes <= 4 * rows_len.div_ceil(4096) as u64, "{format}: {crc_bytes} bytes of checksums");
+        assert_eq!(after - before, want as u64 + crc_bytes);
         assert!(after - before < bytes.len() as u64 / 2);
+        // The checksums are kept: reading the same rows again fetches only rows.
+        assert_eq!(remote.checksums_held(), crc_bytes as usize / 4);
+        let served_before = reader.served.lock().unwrap().len();
+        block_on(remote.gather(&ids, Bounds::Error)).unwrap();
+        assert!(reader.served.lock().unwrap()[served_before..].iter().all(|r| r.start >= rows_start), "{format}: checksums fetched again");
         ids[7] = rows as u32 + 3;
         assert_eq!(block_on(remote.gather(&ids, Bounds::Zero)).unwrap(), edo::cpu::gather(&t, &ids, Bounds::Zero).unwrap(), "{format} Zero");
     }
@@ -64,14 +86,63 @@ fn remote_rows_equal_the_local_table_and_only_their_chunks_are_fetched() {
     let (r0, _) = remote.traffic();
     let near: Vec<u32> = (1000..1400).collect(); // 400 × 56 B: six adjacent chunks
     block_on(remote.gather(&near, Bounds::Error)).unwrap();
-    assert_eq!(remote.traffic().0 - r0, 1, "adjacent chunks in one request");
+    assert_eq!(remote.traffic().0 - r0, 2, "adjacent chunks in one request, their checksums in another");
+    block_on(remote.gather(&near, Bounds::Error)).unwrap();
+    assert_eq!(remote.traffic().0 - r0, 3, "again: the checksums are kept");
     let spread = [10u32, 200, 400];
     block_on(remote.gather(&spread, Bounds::Error)).unwrap();
-    assert_eq!(remote.traffic().0 - r0, 4, "three distant chunks: three requests");
+    assert_eq!(remote.traffic().0 - r0, 7, "three distant chunks: three requests, and one for their checksums");
     let remote = block_on(RemoteTable::open(reader.clone())).unwrap().with_gap_bytes(16 << 10);
     let (r0, _) = remote.traffic();
     block_on(remote.gather(&spread, Bounds::Error)).unwrap();
-    assert_eq!(remote.traffic().0 - r0, 1, "within the gap allowance: one request");
+    assert_eq!(remote.traffic().0 - r0, 2, "within the gap allowance: one request (and the checksums')");
+}
+
+/// A header naming sizes of its own choosing cannot make the reader fetch or hold them: the
+/// caller's `RemoteLimits` bound the header, each request, each call and the checksums kept.
+#[test]
+fn remote_reads_stay_within_the_callers_limits() {
+    use edo::file::remote::RemoteLimits;
+    let (rows, dim) = (50_000, 32);
+    let t = table(rows, dim, Format::Int8);
+    let bytes = TableFile::new(t.clone()).with_chunk_bytes(1024).unwrap().to_bytes();
+    let reader = || MemReader { bytes: Arc::new(Mutex::new(bytes.clone())), ..Default::default() };
+    let header = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    // The header.
+    let tight = RemoteLimits { header_bytes: header - 1, ..Default::default() };
+    match block_on(RemoteTable::open_with(reader(), tight)) {
+        Err(Error::LimitExceeded { requested, max, what }) => assert!(requested == header && max == header - 1 && what.contains("header_bytes"), "{what}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    assert!(block_on(RemoteTable::open_with(reader(), RemoteLimits { header_bytes: header, ..Default::default() })).is_ok());
+    // A call: 20 000 rows of 40 B are 800 KB of rows.
+    let ids: Vec<u32> = (0..20_000).collect();
+    let small_calls = RemoteLimits { call_bytes: 100_000, ..Default::default() };
+    let remote = block_on(RemoteTable::open_with(reader(), small_calls)).unwrap();
+    let (r0, b0) = remote.traffic();
+    assert!(matches!(block_on(remote.gather(&ids, Bounds::Error)), Err(Error::LimitExceeded { what, .. }) if what.contains("call_bytes")));
+    assert_eq!(remote.traffic(), (r0, b0), "refused before anything was fetched");
+    assert_eq!(block_on(remote.gather(&ids[..1000], Bounds::Error)).unwrap(), edo::cpu::gather(&t, &ids[..1000], Bounds::Error).unwrap());
+    // Requests: a run of chunks is split into requests of whole chunks within the limit.
+    let small_requests = RemoteLimits { request_bytes: 10 * 1024 + 5, ..Default::default() };
+    let r = reader();
+    let remote = block_on(RemoteTable::open_with(r.clone(), small_requests)).unwrap();
+    let before = r.served.lock().unwrap().len();
+    assert_eq!(block_on(remote.gather(&ids, Bounds::Error)).unwrap(), edo::cpu::gather(&t, &ids, Bounds::Error).unwrap());
+    let served = r.served.lock().unwrap()[before..].to_vec();
+    assert!(served.iter().all(|s| s.end - s.start <= 10 * 1024), "{served:?}");
+    assert!(served.len() >= 800_000 / 10240);
+    let chunk_too_big = RemoteLimits { request_bytes: 1000, ..Default::default() };
+    let remote = block_on(RemoteTable::open_with(reader(), chunk_too_big)).unwrap();
+    assert!(matches!(block_on(remote.gather(&[1], Bounds::Error)), Err(Error::LimitExceeded { what, .. }) if what.contains("request_bytes")));
+    // Checksums kept: bounded; past the bound they are dropped and fetched again, rows still right.
+    let few_checksums = RemoteLimits { checksum_bytes: 64, ..Default::default() };
+    let remote = block_on(RemoteTable::open_with(reader(), few_checksums)).unwrap();
+    for start in (0..rows as u32).step_by(997) {
+        let batch: Vec<u32> = (start..(start + 300).min(rows as u32)).collect();
+        assert_eq!(block_on(remote.gather(&batch, Bounds::Error)).unwrap(), edo::cpu::gather(&t, &batch, Bounds::Error).unwrap());
+        assert!(remote.checksums_held() <= 16, "{} checksums held", remote.checksums_held());
+    }
 }
 
 #[test]
@@ -245,4 +316,70 @@ mod http {
         };
         assert!(matches!(block_on(RemoteTable::open(HttpReader::new(closed))), Err(Error::Remote { .. })));
     }
+}
+
+/// What a server's status says reaches the message: a 5xx is a server failure, a 404 a missing
+/// file, a 200 a server that ignores `Range`.
+#[test]
+fn range_replies_name_what_the_server_said() {
+    use edo::file::remote::range_reply;
+    let message = |status: u16, content_range: Option<&str>| match range_reply("u", &(0..10), status, content_range) {
+        Err(Error::Remote { message, .. }) => message,
+        other => panic!("{status}: {other:?}"),
+    };
+    assert!(message(503, None).contains("the server failed: HTTP 503"));
+    assert!(message(500, None).contains("HTTP 500"));
+    assert!(message(404, None).contains("not found"));
+    assert!(message(200, None).contains("does not serve byte ranges"));
+    assert!(message(206, Some("bytes 5-9/100")).contains("asked for bytes 0-9"));
+    assert_eq!(range_reply("u", &(0..10), 206, Some("bytes 0-9/100")).unwrap(), (10, 100));
+    assert_eq!(range_reply("u", &(200..210), 416, Some("bytes */100")).unwrap(), (0, 100));
+}
+
+/// A server's file whose header declares a gigabyte of checksums (and a gigabyte of rows): opening
+/// it fetches the header alone, and a lookup fetches its rows' chunks and their checksums — kilobytes,
+/// not the gigabyte the header named (before, open fetched every checksum and held twice them).
+#[test]
+fn a_header_declaring_a_gigabyte_of_checksums_costs_only_what_is_read() {
+    const R: u64 = 1 << 28; // rows of one f32, in 4-byte chunks: 1 GiB of rows, 1 GiB of checksums
+    struct Sparse {
+        header: Vec<u8>,
+        served: Mutex<u64>,
+    }
+    impl RangeReader for &Sparse {
+        async fn read(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
+            let len = self.header.len() as u64 + 8 * R;
+            let zero_crc = crc32fast::hash(&[0; 4]).to_le_bytes();
+            let bytes: Vec<u8> = (range.start..range.end.min(len))
+                .map(|i| match i {
+                    i if i < self.header.len() as u64 => self.header[i as usize],
+                    i if i < self.header.len() as u64 + 4 * R => zero_crc[((i - self.header.len() as u64) % 4) as usize],
+                    _ => 0,
+                })
+                .collect();
+            *self.served.lock().unwrap() += bytes.len() as u64;
+            Ok((bytes, len))
+        }
+        fn name(&self) -> String {
+            "sparse".into()
+        }
+    }
+    let json = format!(
+        r#"{{"__metadata__":{{"edo.version":"1","edo.format":"fp32","edo.rows":"{R}","edo.dim":"1","edo.chunk_bytes":"4"}},"crc32":{{"dtype":"U32","shape":[{R}],"data_offsets":[0,{}]}},"rows":{{"dtype":"U32","shape":[{R},1],"data_offsets":[{},{}]}}}}"#,
+        4 * R,
+        4 * R,
+        8 * R
+    );
+    let mut json = json.into_bytes();
+    json.resize(json.len().next_multiple_of(8), b' ');
+    let mut header = (json.len() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(&json);
+    let sparse = Sparse { header, served: Mutex::new(0) };
+    let remote = block_on(RemoteTable::open(&sparse)).unwrap();
+    assert_eq!(remote.rows() as u64, R);
+    assert!(*sparse.served.lock().unwrap() <= 64 << 10, "open fetched {} bytes", sparse.served.lock().unwrap());
+    let ids = [0, 12_345_678, R as u32 - 1];
+    assert_eq!(block_on(remote.gather(&ids, Bounds::Error)).unwrap(), vec![0.0; 3]);
+    assert!(*sparse.served.lock().unwrap() <= (64 << 10) + 3 * 1028, "{} bytes", sparse.served.lock().unwrap());
+    assert_eq!(remote.checksums_held(), 3);
 }

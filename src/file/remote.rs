@@ -2,9 +2,12 @@
 //! store serves as the host table behind a [`crate::GpuCache`], and only the rows looked up are
 //! fetched — never the whole table.
 //!
-//! [`RemoteTable::open`] reads the header (one request, two for a large header) and the
-//! checksums. A read of rows fetches the checksum chunks that hold them — neighbouring chunks
-//! coalesced into one request — verifies every chunk against its CRC-32 and copies the rows out.
+//! [`RemoteTable::open`] reads the header (one request, two for a large header) and nothing else.
+//! A read of rows fetches the checksum chunks that hold them — neighbouring chunks coalesced into
+//! one request — and those chunks' CRC-32s (kept for later reads, up to a bound), verifies every
+//! chunk and copies the rows out. So memory and traffic follow the rows read, not what the file's
+//! header claims: a URL may be untrusted, and [`RemoteLimits`], set by the caller with safe
+//! defaults, bound the header, each request, each call and the checksums held.
 //! Write files meant for this with small chunks (`TableFile::with_chunk_bytes`, `edo quantize
 //! --chunk-kib 4`): a chunk is the least a row read transfers.
 //!
@@ -14,9 +17,11 @@
 //! whose length or bytes changed since it was opened are typed errors ([`Error::Remote`],
 //! [`Error::Checksum`]); a cache that hits one keeps serving the rows it has.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::{words_le, Header};
 use crate::format::Format;
@@ -30,6 +35,28 @@ pub trait RangeReader {
     fn name(&self) -> String;
 }
 
+/// What a [`RemoteTable`] may fetch and hold. A file's header names sizes the server chose; these
+/// are the caller's. Exceeding one is an [`Error::LimitExceeded`] naming it, before anything is
+/// fetched for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteLimits {
+    /// Bytes of the header (its 8-byte length and JSON). Default 16 MiB.
+    pub header_bytes: u64,
+    /// Bytes of one request; longer runs of chunks are split. Default 64 MiB.
+    pub request_bytes: u64,
+    /// Bytes one call (`open`, one read of rows) fetches in all. Default 1 GiB.
+    pub call_bytes: u64,
+    /// Bytes of checksums kept between reads (4 a chunk); past it the kept ones are dropped and
+    /// fetched again when needed. Default 4 MiB (a million chunks).
+    pub checksum_bytes: u64,
+}
+
+impl Default for RemoteLimits {
+    fn default() -> Self {
+        RemoteLimits { header_bytes: 16 << 20, request_bytes: 64 << 20, call_bytes: 1 << 30, checksum_bytes: 4 << 20 }
+    }
+}
+
 /// A table file read by byte ranges. Implements [`crate::cache::RowSource`].
 pub struct RemoteTable<R: RangeReader> {
     reader: R,
@@ -39,7 +66,12 @@ pub struct RemoteTable<R: RangeReader> {
     /// Absolute byte range of the rows in the file.
     rows_range: Range<u64>,
     chunk_bytes: u64,
-    crcs: Vec<u32>,
+    /// Absolute byte offset of the checksums (chunk c's at `crc_start + 4c`) and their count.
+    crc_start: u64,
+    chunks: u64,
+    /// Checksums fetched so far, by chunk (at most `limits.checksum_bytes / 4`).
+    crcs: Mutex<HashMap<u64, u32>>,
+    limits: RemoteLimits,
     file_len: u64,
     metadata: std::collections::BTreeMap<String, String>,
     /// Chunks at most this many bytes apart are fetched in one request.
@@ -52,17 +84,29 @@ pub struct RemoteTable<R: RangeReader> {
 const FIRST_READ: u64 = 64 << 10;
 
 impl<R: RangeReader> RemoteTable<R> {
-    /// Reads and checks the header and the checksums.
+    /// Reads and checks the header, within the default [`RemoteLimits`].
     pub async fn open(reader: R) -> Result<RemoteTable<R>, Error> {
+        RemoteTable::open_with(reader, RemoteLimits::default()).await
+    }
+
+    /// Reads and checks the header, within `limits` (which bound every later read too).
+    pub async fn open_with(reader: R, limits: RemoteLimits) -> Result<RemoteTable<R>, Error> {
         let name = reader.name();
         let in_file = |e: Error| match e {
             Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{name}: {reason}") },
             e => e,
         };
-        let (mut head, file_len) = reader.read(0..FIRST_READ).await?;
+        let (mut head, file_len) = reader.read(0..FIRST_READ.min(limits.header_bytes.max(8))).await?;
         let n = Header::json_len(&head).map_err(in_file)?;
         let end = (Header::PREFIX + n) as u64;
-        let mut requests = 2;
+        if end > limits.header_bytes {
+            return Err(Error::LimitExceeded {
+                what: "header bytes of a remote table file (RemoteLimits::header_bytes)",
+                requested: end,
+                max: limits.header_bytes,
+            });
+        }
+        let mut requests = 1;
         if end > head.len() as u64 && end <= file_len {
             requests += 1;
             let (rest, len) = reader.read(head.len() as u64..end).await?;
@@ -70,25 +114,33 @@ impl<R: RangeReader> RemoteTable<R> {
             head.extend_from_slice(&rest);
         }
         let h = Header::parse(&head, file_len).map_err(in_file)?;
-        let (crc_bytes, len) = reader.read(h.crc.start as u64..h.crc.end as u64).await?;
-        check_len(&name, file_len, len)?;
-        if crc_bytes.len() != h.crc.len() {
-            return Err(short(&name, h.crc.len(), crc_bytes.len()));
-        }
         Ok(RemoteTable {
             format: h.format,
             rows: h.rows,
             dim: h.dim,
             rows_range: h.rows_range.start as u64..h.rows_range.end as u64,
             chunk_bytes: h.chunk_bytes as u64,
-            crcs: words_le(&crc_bytes),
+            crc_start: h.crc.start as u64,
+            chunks: (h.crc.len() / 4) as u64,
+            crcs: Mutex::new(HashMap::new()),
+            limits,
             file_len,
             metadata: h.metadata,
             reader,
             gap_bytes: 0,
             requests: AtomicU64::new(requests),
-            fetched: AtomicU64::new((head.len() + crc_bytes.len()) as u64),
+            fetched: AtomicU64::new(head.len() as u64),
         })
+    }
+
+    /// The limits this table reads within.
+    pub fn limits(&self) -> RemoteLimits {
+        self.limits
+    }
+
+    /// Checksums kept from earlier reads (each 4 bytes; at most `limits().checksum_bytes / 4`).
+    pub fn checksums_held(&self) -> usize {
+        self.crcs.lock().map_or(0, |c| c.len())
     }
 
     /// Fetches chunks up to `bytes` apart in one request (default 0: only adjacent chunks), which
@@ -152,28 +204,103 @@ impl<R: RangeReader> RemoteTable<R> {
         out
     }
 
+    /// Fetches `range` of the file (absolute), counting it and checking that it came whole.
+    async fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>, Error> {
+        let (bytes, len) = self.reader.read(range.clone()).await?;
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        check_len(&self.reader.name(), self.file_len, len)?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(short(&self.reader.name(), (range.end - range.start) as usize, bytes.len()));
+        }
+        Ok(bytes)
+    }
+
+    /// The checksums of `chunks` (sorted, distinct, each `< self.chunks`): those kept, and the
+    /// rest fetched in runs (gaps of up to 1 KiB of checksums fetched through).
+    async fn checksums(&self, chunks: &[u64]) -> Result<HashMap<u64, u32>, Error> {
+        let poisoned = || Error::Unsupported { what: "a remote table whose checksum store a panicking thread left poisoned" };
+        let mut out = HashMap::with_capacity(chunks.len());
+        let mut missing = Vec::new();
+        {
+            let kept = self.crcs.lock().map_err(|_| poisoned())?;
+            for &c in chunks {
+                match kept.get(&c) {
+                    Some(&crc) => drop(out.insert(c, crc)),
+                    None => missing.push(c),
+                }
+            }
+        }
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for c in missing {
+            match runs.last_mut() {
+                Some(run) if c <= run.end + 256 => run.end = c + 1,
+                _ => runs.push(c..c + 1),
+            }
+        }
+        for run in runs {
+            let bytes = self.fetch(self.crc_start + 4 * run.start..self.crc_start + 4 * run.end).await?;
+            for (i, crc) in words_le(&bytes).into_iter().enumerate() {
+                out.insert(run.start + i as u64, crc);
+            }
+        }
+        let mut kept = self.crcs.lock().map_err(|_| poisoned())?;
+        let room = (self.limits.checksum_bytes / 4) as usize;
+        if kept.len() + out.len() > room {
+            kept.clear();
+        }
+        if out.len() <= room {
+            kept.extend(out.iter().map(|(&c, &crc)| (c, crc)));
+        }
+        Ok(out)
+    }
+
     /// Appends the packed words of `rows` (each `< rows()`), in order, to `out`: fetches and
-    /// verifies the chunks that hold them.
+    /// verifies the chunks that hold them, within the table's [`RemoteLimits`].
     pub async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
-        let name = self.reader.name();
         let row_bytes = self.format.row_bytes(self.dim) as u64;
-        let ranges = self.chunk_ranges(rows);
+        let limits = &self.limits;
+        if self.chunk_bytes > limits.request_bytes {
+            return Err(Error::LimitExceeded {
+                what: "bytes of one request (RemoteLimits::request_bytes; the file's checksum chunk is larger)",
+                requested: self.chunk_bytes,
+                max: limits.request_bytes,
+            });
+        }
+        // Runs of chunks, each split into requests of at most `request_bytes` (whole chunks).
+        let per_request = limits.request_bytes / self.chunk_bytes * self.chunk_bytes;
+        let mut ranges = Vec::new();
+        for range in self.chunk_ranges(rows) {
+            let mut start = range.start;
+            while start < range.end {
+                let end = (start + per_request).min(range.end);
+                ranges.push(start..end);
+                start = end;
+            }
+        }
+        let mut chunks: Vec<u64> = ranges.iter().flat_map(|r| r.start / self.chunk_bytes..r.end.div_ceil(self.chunk_bytes)).collect();
+        chunks.dedup();
+        if let Some(&c) = chunks.iter().find(|&&c| c >= self.chunks) {
+            return Err(Error::BadFile { what: super::WHAT, reason: format!("{}: chunk {c} has no checksum", self.reader.name()) });
+        }
+        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum::<u64>() + 4 * chunks.len() as u64;
+        if total > limits.call_bytes {
+            return Err(Error::LimitExceeded {
+                what: "bytes one read of a remote table fetches (RemoteLimits::call_bytes)",
+                requested: total,
+                max: limits.call_bytes,
+            });
+        }
+        let crcs = self.checksums(&chunks).await?;
         let mut fetched: Vec<(Range<u64>, Vec<u8>)> = Vec::with_capacity(ranges.len());
         for range in ranges {
-            let absolute = self.rows_range.start + range.start..self.rows_range.start + range.end;
-            let (bytes, len) = self.reader.read(absolute).await?;
-            self.requests.fetch_add(1, Ordering::Relaxed);
-            self.fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            check_len(&name, self.file_len, len)?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(short(&name, (range.end - range.start) as usize, bytes.len()));
-            }
+            let bytes = self.fetch(self.rows_range.start + range.start..self.rows_range.start + range.end).await?;
             // Every chunk of the range against its checksum.
             let first = range.start / self.chunk_bytes;
             for (i, chunk) in bytes.chunks(self.chunk_bytes as usize).enumerate() {
-                let c = first as usize + i;
-                if crc32fast::hash(chunk) != self.crcs[c] {
-                    let start = c as u64 * self.chunk_bytes;
+                let c = first + i as u64;
+                if crc32fast::hash(chunk) != crcs[&c] {
+                    let start = c * self.chunk_bytes;
                     return Err(Error::Checksum { start, end: start + chunk.len() as u64 });
                 }
             }
@@ -269,9 +396,10 @@ pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_rang
                 .ok_or_else(|| fail("a 416 response without the file's length".into()))?;
             Ok((0, total))
         }
-        _ => {
-            Err(fail(format!("the server answered a Range request with HTTP {status}, not 206: it does not serve byte ranges (it would send the whole file)")))
-        }
+        200 => Err(fail("the server answered a Range request with HTTP 200, not 206: it does not serve byte ranges (it would send the whole file)".into())),
+        404 | 410 => Err(fail(format!("not found (HTTP {status})"))),
+        500..=599 => Err(fail(format!("the server failed: HTTP {status}"))),
+        _ => Err(fail(format!("the server answered a Range request with HTTP {status}, not 206"))),
     }
 }
 
