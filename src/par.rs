@@ -8,7 +8,10 @@
 pub fn threads() -> usize {
     #[cfg(native)]
     {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        // Asked once: on Linux `available_parallelism` reads the cgroup's CPU quota from /sys,
+        // which took longer (~20 µs) than a small lookup itself.
+        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
     }
     #[cfg(web)]
     {
