@@ -115,6 +115,139 @@ fn bad_models_are_typed_errors() {
     assert!(matches!(StaticModel::from_dir("/nonexistent/model"), Err(Error::Io { .. })));
 }
 
+/// edo's own WordPiece (ids only) against `tokenizers` itself: random strings of hard characters
+/// — accents precomposed and combining, CJK, Hangul, emoji with modifiers, every kind of
+/// whitespace, control and format characters, U+FFFD, punctuation of many scripts, words past
+/// the 100-character limit, the vocabulary's own pieces, the added tokens — through every
+/// combination of the BERT normaliser's four switches.
+#[test]
+fn edos_wordpiece_gives_the_ids_tokenizers_gives() {
+    let config = std::fs::read(format!("{}/config.json", dir("wordpiece"))).unwrap();
+    let tokenizer = std::fs::read(format!("{}/tokenizer.json", dir("wordpiece"))).unwrap();
+    let table = std::fs::read(format!("{}/model.safetensors", dir("wordpiece"))).unwrap();
+    let base: serde_json::Value = serde_json::from_slice(&tokenizer).unwrap();
+    let pieces: Vec<String> = base["model"]["vocab"].as_object().unwrap().keys().cloned().collect();
+    let atoms: Vec<String> = [
+        "a",
+        "Z",
+        "the",
+        "quick",
+        "ÉCOLE",
+        "école",
+        "e\u{301}",
+        "Å",
+        "İ",
+        "ß",
+        "ǅ",
+        "Σ",
+        "ﬁ",
+        "日本",
+        "中",
+        "한국어",
+        "🙂",
+        "👍🏽",
+        "🇫🇷",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u{a0}",
+        "\u{3000}",
+        "\u{2028}",
+        "\u{85}",
+        "\u{b}",
+        "\u{c}",
+        "\0",
+        "\u{7}",
+        "\u{7f}",
+        "\u{200b}",
+        "\u{feff}",
+        "\u{ad}",
+        "\u{fffd}",
+        ".",
+        ",",
+        "!",
+        "?",
+        "#",
+        "##",
+        "@",
+        "$",
+        "'",
+        "\"",
+        "«",
+        "»",
+        "—",
+        "…",
+        "、",
+        "。",
+        "¿",
+        "؟",
+        "مرحبا",
+        "नमस्ते",
+        "\u{301}",
+        "\u{308}",
+        "[UNK]",
+        "[unk]",
+        "[PAD]",
+        "x\u{e000}",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let mut texts: Vec<String> = (0..3000)
+        .map(|_| {
+            let mut t = String::new();
+            for _ in 0..next(12) {
+                match next(4) {
+                    0 => t.push_str(&pieces[next(pieces.len())].replace("##", "")),
+                    1 => t.push(' '),
+                    _ => t.push_str(&atoms[next(atoms.len())]),
+                }
+            }
+            t
+        })
+        .collect();
+    texts.push("a".repeat(100));
+    texts.push("a".repeat(101));
+    texts.push("é".repeat(101));
+    texts.push(String::new());
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut fast_used = 0;
+    for switches in 0..16u32 {
+        let mut json = base.clone();
+        let n = &mut json["normalizer"];
+        n["clean_text"] = (switches & 1 != 0).into();
+        n["handle_chinese_chars"] = (switches & 2 != 0).into();
+        n["lowercase"] = (switches & 4 != 0).into();
+        n["strip_accents"] = if switches & 8 != 0 { serde_json::Value::Null } else { (switches & 4 == 0).into() };
+        let model = StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table).unwrap();
+        assert!(model.has_fast_tokenizer());
+        let got = model.tokenize(&texts).unwrap();
+        let want = model.tokenize_reference(&texts).unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            assert_eq!(got[i], want[i], "normaliser {}: text {i} {text:?}", n_of(&json));
+        }
+        fast_used += 1;
+    }
+    assert_eq!(fast_used, 16);
+    // Other tokenizers keep `tokenizers`.
+    for name in ["bpe_f16", "unigram_vq"] {
+        assert!(!StaticModel::from_dir(dir(name)).unwrap().has_fast_tokenizer(), "{name}");
+    }
+}
+
+fn n_of(json: &serde_json::Value) -> String {
+    json["normalizer"].to_string()
+}
+
 /// A model in one `.edo` file gives the vectors of its folder, in the table format it was
 /// written in, from bytes (a browser) and from a memory-mapped path.
 #[test]

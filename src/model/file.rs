@@ -75,7 +75,7 @@ impl StaticModel {
             }
         };
         let tokenizer_json = tensor("model.tokenizer", Dtype::U8)?.ok_or_else(|| bad("tensor \"model.tokenizer\" is missing"))?;
-        let Vocabulary { tokenizer, vocab_size, median_token_length, unk } = Vocabulary::parse(&tokenizer_json.data)?;
+        let Vocabulary { tokenizer, vocab_size, median_token_length, unk, fast } = Vocabulary::parse(&tokenizer_json.data)?;
         if settings["vocab_size"].as_u64() != Some(vocab_size as u64) {
             return Err(Error::ShapeMismatch {
                 what: "token ids of the tokenizer (edo.model's vocab_size)",
@@ -98,6 +98,7 @@ impl StaticModel {
         Ok(StaticModel {
             tokenizer,
             tokenizer_json: Arc::from(tokenizer_json.data.as_slice()),
+            fast,
             table: file.table().clone(),
             mapping,
             weights,
