@@ -210,40 +210,107 @@ impl StaticModel {
     /// Each text's token ids, as model2vec's `tokenize` gives them after the cut to
     /// `max_length × median token length` characters and the truncation to `max_length` tokens.
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
-        let limit = self.max_length.unwrap_or(usize::MAX);
-        // edo's WordPiece where it applies (`None`: this text goes to `tokenizers`), on all cores.
-        let mut out: Vec<Option<Vec<u32>>> = vec![None; cut.len()];
-        if let Some(fast) = &self.fast {
-            crate::par::for_each_chunk_mut(&mut out, 1, 256, |first, block| {
-                let mut normalized = String::new();
-                for (ids, text) in block.iter_mut().zip(&cut[first..]) {
-                    let mut got = Vec::new();
-                    *ids = fast.encode(text, limit, &mut normalized, &mut got).then_some(got);
-                }
-                None::<()>
-            });
-        }
-        let rest: Vec<usize> = (0..cut.len()).filter(|&i| out[i].is_none()).collect();
-        if !rest.is_empty() {
-            // The tokenizer encodes a batch on all cores.
-            let batch: Vec<&str> = rest.iter().map(|&i| cut[i]).collect();
-            let encodings = self.tokenizer.encode_batch_fast(batch, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
-            for (&i, e) in rest.iter().zip(&encodings) {
-                out[i] = Some(e.get_ids().to_vec());
-            }
-        }
-        Ok(out
-            .into_iter()
-            .map(|ids| {
-                let mut ids = ids.expect("every text tokenized");
-                ids.truncate(limit);
-                if let Some(unk) = self.unk {
-                    ids.retain(|&id| id != unk);
-                }
-                ids
+        let (ids, ends) = self.tokenize_flat(texts)?;
+        let mut start = 0;
+        Ok(ends
+            .iter()
+            .map(|&end| {
+                let text = ids[start..end].to_vec();
+                start = end;
+                text
             })
             .collect())
+    }
+
+    /// The ids of all `texts` one after another, and where each text's end.
+    fn tokenize_flat(&self, texts: &[&str]) -> Result<(Vec<u32>, Vec<usize>), Error> {
+        let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
+        let limit = self.max_length.unwrap_or(usize::MAX);
+        let unk = self.unk;
+        // model2vec: truncated to max_length, then unknown tokens dropped.
+        let finish = |ids: &mut Vec<u32>, start: usize| {
+            ids.truncate(start.saturating_add(limit));
+            if let Some(unk) = unk {
+                let mut kept = start;
+                for i in start..ids.len() {
+                    if ids[i] != unk {
+                        ids[kept] = ids[i];
+                        kept += 1;
+                    }
+                }
+                ids.truncate(kept);
+            }
+        };
+        let mut ids = Vec::new();
+        let mut ends = Vec::with_capacity(cut.len());
+        let Some(fast) = &self.fast else {
+            // The tokenizer encodes a batch on all cores.
+            let encodings = self.tokenizer.encode_batch_fast(cut, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
+            for e in &encodings {
+                let start = ids.len();
+                ids.extend_from_slice(e.get_ids());
+                finish(&mut ids, start);
+                ends.push(ids.len());
+            }
+            return Ok((ids, ends));
+        };
+        // edo's WordPiece, a block of texts per core, each block's ids in one vector; a text it
+        // leaves to `tokenizers` (an added token in it) is marked and encoded after.
+        #[derive(Default)]
+        struct Block {
+            ids: Vec<u32>,
+            ends: Vec<usize>,
+            rest: Vec<usize>,
+        }
+        let n_blocks = if cut.len() >= 512 { crate::par::threads() } else { 1 };
+        let per = cut.len().div_ceil(n_blocks).max(1);
+        let mut blocks: Vec<Block> = (0..n_blocks).map(|_| Block::default()).collect();
+        crate::par::for_each_chunk_mut(&mut blocks, 1, 1, |first, blocks| {
+            let mut scratch = wordpiece::Scratch::default();
+            for (k, block) in blocks.iter_mut().enumerate() {
+                let texts = ((first + k) * per).min(cut.len())..((first + k + 1) * per).min(cut.len());
+                for i in texts {
+                    let start = block.ids.len();
+                    if fast.encode(cut[i], limit, &mut scratch, &mut block.ids) {
+                        finish(&mut block.ids, start);
+                    } else {
+                        block.rest.push(i);
+                    }
+                    block.ends.push(block.ids.len());
+                }
+            }
+            None::<()>
+        });
+        let rest: Vec<usize> = blocks.iter().flat_map(|b| b.rest.iter().copied()).collect();
+        let mut slow: Vec<Vec<u32>> = Vec::new();
+        if !rest.is_empty() {
+            let batch: Vec<&str> = rest.iter().map(|&i| cut[i]).collect();
+            let encodings = self.tokenizer.encode_batch_fast(batch, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
+            slow = encodings
+                .iter()
+                .map(|e| {
+                    let mut ids = e.get_ids().to_vec();
+                    finish(&mut ids, 0);
+                    ids
+                })
+                .collect();
+        }
+        let mut slow = rest.iter().copied().zip(slow).peekable();
+        ids.reserve(blocks.iter().map(|b| b.ids.len()).sum());
+        let mut i = 0;
+        for block in &blocks {
+            let mut start = 0;
+            for &end in &block.ends {
+                match slow.peek() {
+                    Some((j, _)) if *j == i => ids.extend(slow.next().expect("peeked").1),
+                    _ => ids.extend_from_slice(&block.ids[start..end]),
+                }
+                start = end;
+                ends.push(ids.len());
+                i += 1;
+            }
+        }
+        Ok((ids, ends))
     }
 
     /// [`StaticModel::tokenize`] through `tokenizers` alone, never edo's own WordPiece: the
@@ -277,13 +344,15 @@ impl StaticModel {
     /// The bags that pool `texts`' tokens into their mean: a text's tokens' rows, each weighted by
     /// its token weight over the text's token count.
     pub fn bags(&self, texts: &[&str]) -> Result<TokenBags, Error> {
-        let mut rows = Vec::new();
-        let mut weights = Vec::new();
+        let (ids, ends) = self.tokenize_flat(texts)?;
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut weights = Vec::with_capacity(ids.len());
         let mut offsets = Vec::with_capacity(texts.len() + 1);
-        for ids in self.tokenize(texts)? {
+        let mut start = 0;
+        for end in ends {
             offsets.push(rows.len() as u32);
-            let n = ids.len() as f32;
-            for id in ids {
+            let n = (end - start) as f32;
+            for &id in &ids[start..end] {
                 let mut id = id as usize;
                 if self.clip_ids {
                     id = id.min(self.table.rows().saturating_sub(1));
@@ -293,6 +362,7 @@ impl StaticModel {
                 rows.push(self.mapping.as_ref().map_or(id as u32, |m| m[id]));
                 weights.push(self.weights.as_ref().map_or(1.0, |w| w[id]) / n);
             }
+            start = end;
         }
         offsets.push(rows.len() as u32);
         Ok(TokenBags { rows, offsets, weights })
@@ -300,6 +370,11 @@ impl StaticModel {
 
     /// Sentence vectors of `texts` on the CPU path: `texts.len() × dim` values.
     pub fn encode(&self, texts: &[&str]) -> Result<Vec<f32>, Error> {
+        if let Some(fast) = &self.fast {
+            if let Some(out) = self.encode_fused(fast, texts)? {
+                return Ok(out);
+            }
+        }
         let bags = self.bags(texts)?;
         let mut out = crate::cpu::embedding_bag(&self.table, &bags.as_bags(), Pooling::Sum, Bounds::Error)?;
         if self.normalize {
@@ -398,6 +473,59 @@ fn check_weights(weights: Vec<f32>, vocab_size: usize) -> Result<Vec<f32>, Error
         return Err(Error::NonFiniteWeight { index, value: weights[index] });
     }
     Ok(weights)
+}
+
+impl StaticModel {
+    /// [`StaticModel::encode`] in one pass over blocks of texts, a block per core: each text
+    /// tokenized by edo's WordPiece and its rows pooled straight into its vector, then
+    /// normalised. `None` when a text must go to `tokenizers` (then the bags path runs).
+    fn encode_fused(&self, fast: &FastWordPiece, texts: &[&str]) -> Result<Option<Vec<f32>>, Error> {
+        enum Stop {
+            Fallback,
+            Failed(Error),
+        }
+        let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
+        let dim = self.dim();
+        let limit = self.max_length.unwrap_or(usize::MAX);
+        let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
+        let stop = crate::par::for_each_chunk_mut(&mut out, dim.max(1), 64, |first, block| {
+            let mut scratch = wordpiece::Scratch::default();
+            let mut ids = Vec::new();
+            let mut row = vec![0f32; dim];
+            for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
+                ids.clear();
+                if !fast.encode(cut[first + j], limit, &mut scratch, &mut ids) {
+                    return Some(Stop::Fallback);
+                }
+                if let Some(unk) = self.unk {
+                    ids.retain(|&id| id != unk);
+                }
+                let n = ids.len() as f32;
+                for (index, &id) in ids.iter().enumerate() {
+                    let mut id = id as usize;
+                    // As `bags` does: WordLlama's ids past its table clip, others must be tokens.
+                    if self.clip_ids {
+                        id = id.min(self.table.rows().saturating_sub(1));
+                    } else if id >= self.vocab_size {
+                        return Some(Stop::Failed(Error::IdOutOfRange { index, id: id as u32, rows: self.vocab_size }));
+                    }
+                    let r = self.mapping.as_ref().map_or(id, |m| m[id] as usize);
+                    let w = self.weights.as_ref().map_or(1.0, |w| w[id]) / n;
+                    self.table.decode_row_into(r, &mut row);
+                    dst.iter_mut().zip(&row).for_each(|(d, x)| *d += w * x);
+                }
+                if self.normalize {
+                    normalize_rows(dst, dim);
+                }
+            }
+            None
+        });
+        match stop {
+            None => Ok(Some(out)),
+            Some(Stop::Fallback) => Ok(None),
+            Some(Stop::Failed(e)) => Err(e),
+        }
+    }
 }
 
 /// Texts as bags of table rows, ready to pool: `rows` and `weights` per token, `offsets` with the

@@ -22,16 +22,24 @@ pub(crate) struct FastWordPiece {
     handle_chinese_chars: bool,
     strip_accents: bool,
     lowercase: bool,
-    /// Ids of the pieces that start a word, and of those that continue one (without the prefix).
-    starts: FxHashMap<Box<str>, u32>,
-    continuations: FxHashMap<Box<str>, u32>,
-    /// The longest key of each map, in bytes: no longer substring can match.
-    longest_start: usize,
-    longest_continuation: usize,
+    /// The pieces that start a word, and those that continue one (without the prefix).
+    starts: Trie,
+    continuations: Trie,
     unk: u32,
     max_input_chars_per_word: usize,
     /// Added tokens, as written and normalised: a text holding one goes to `tokenizers`.
     added: Vec<String>,
+    /// The first bytes of `added`: a text without any of them holds none (one scan, not one per
+    /// added token).
+    added_first: [bool; 256],
+}
+
+/// Buffers one thread reuses from text to text.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    normalized: String,
+    cleaned: String,
+    stripped: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -63,38 +71,41 @@ impl FastWordPiece {
         let prefix = m["continuing_subword_prefix"].as_str().unwrap_or("##");
         let vocab = m["vocab"].as_object()?;
         let unk = u32::try_from(vocab.get(m["unk_token"].as_str().unwrap_or("[UNK]"))?.as_u64()?).ok()?;
-        let (mut starts, mut continuations) = (FxHashMap::default(), FxHashMap::default());
+        let (mut starts, mut continuations) = (Trie::default(), Trie::default());
         for (token, id) in vocab {
             let id = u32::try_from(id.as_u64()?).ok()?;
             // `tokenizers` looks a word's first piece up as it is and a later one as prefix +
             // piece, in one map: every token can start a word; those with the prefix continue one.
-            starts.insert(token.as_str().into(), id);
+            starts.insert(token, id);
             if let Some(rest) = token.strip_prefix(prefix) {
-                continuations.insert(rest.into(), id);
+                continuations.insert(rest, id);
             }
         }
-        let longest = |m: &FxHashMap<Box<str>, u32>| m.keys().map(|k| k.len()).max().unwrap_or(0);
+        starts.finish();
+        continuations.finish();
         let mut fast = FastWordPiece {
             clean_text: flag(&n["clean_text"], true)?,
             handle_chinese_chars: flag(&n["handle_chinese_chars"], true)?,
             strip_accents: flag(&n["strip_accents"], lowercase)?,
             lowercase,
-            longest_start: longest(&starts),
-            longest_continuation: longest(&continuations),
             starts,
             continuations,
             unk,
             max_input_chars_per_word: usize::try_from(m["max_input_chars_per_word"].as_u64().unwrap_or(100)).ok()?,
             added: Vec::new(),
+            added_first: [false; 256],
         };
         let mut added = Vec::new();
+        let mut scratch = Scratch::default();
         for t in json.added_tokens.into_iter().filter(|t| !t.content.is_empty()) {
-            let mut normalized = String::new();
-            fast.normalize(&t.content, &mut normalized);
+            fast.normalize(&t.content, &mut scratch);
             added.push(t.content);
-            if !normalized.is_empty() {
-                added.push(normalized);
+            if !scratch.normalized.is_empty() {
+                added.push(scratch.normalized.clone());
             }
+        }
+        for a in &added {
+            fast.added_first[a.as_bytes()[0] as usize] = true;
         }
         fast.added = added;
         Some(fast)
@@ -103,13 +114,40 @@ impl FastWordPiece {
     /// Appends the ids of `text` to `ids` (unknown words as the unknown token, as `tokenizers`
     /// gives them), at most `limit` of them; `false` (and nothing appended) where the text must go
     /// to `tokenizers` instead.
-    pub(crate) fn encode(&self, text: &str, limit: usize, normalized: &mut String, ids: &mut Vec<u32>) -> bool {
-        normalized.clear();
-        self.normalize(text, normalized);
-        if self.added.iter().any(|a| text.contains(a.as_str()) || normalized.contains(a.as_str())) {
+    pub(crate) fn encode(&self, text: &str, limit: usize, scratch: &mut Scratch, ids: &mut Vec<u32>) -> bool {
+        self.normalize(text, scratch);
+        let normalized = scratch.normalized.as_str();
+        let may_hold = |s: &str| s.bytes().any(|b| self.added_first[b as usize]);
+        if (may_hold(text) || may_hold(normalized)) && self.added.iter().any(|a| text.contains(a.as_str()) || normalized.contains(a.as_str())) {
             return false;
         }
-        let end = ids.len() + limit;
+        let end = ids.len().saturating_add(limit);
+        if normalized.is_ascii() {
+            // The same split, a byte at a time: ASCII's whitespace and punctuation by table.
+            let bytes = normalized.as_bytes();
+            let mut start = 0;
+            for (i, &b) in bytes.iter().enumerate() {
+                let class = ASCII_CLASS[b as usize];
+                if class == OTHER {
+                    continue;
+                }
+                if start < i {
+                    self.word(&normalized[start..i], ids);
+                }
+                if class == PUNCT {
+                    self.word(&normalized[i..i + 1], ids);
+                }
+                start = i + 1;
+                if ids.len() >= end {
+                    break;
+                }
+            }
+            if start < bytes.len() && ids.len() < end {
+                self.word(&normalized[start..], ids);
+            }
+            ids.truncate(end);
+            return true;
+        }
         for word in normalized.split(char::is_whitespace) {
             // BertPreTokenizer: each punctuation character is a word of its own.
             let mut rest = word;
@@ -128,49 +166,50 @@ impl FastWordPiece {
     /// continuation, and so on; a word with a part no piece matches (or too long) is unknown.
     fn word(&self, word: &str, ids: &mut Vec<u32>) {
         let first = ids.len();
-        if word.chars().count() > self.max_input_chars_per_word {
+        // Characters, counted only when the bytes could exceed the limit.
+        if word.len() > self.max_input_chars_per_word && word.chars().count() > self.max_input_chars_per_word {
             ids.push(self.unk);
             return;
         }
         let mut start = 0;
         while start < word.len() {
-            let (map, longest) = if start == 0 { (&self.starts, self.longest_start) } else { (&self.continuations, self.longest_continuation) };
-            let mut end = floor_char_boundary(word, (start + longest).min(word.len()));
-            let mut found = None;
-            while end > start {
-                if let Some(&id) = map.get(&word[start..end]) {
-                    found = Some(id);
-                    break;
+            // `tokenizers` tries word[start..end] for `end` from the word's end down, a character
+            // at a time: the longest piece starting at `start`, which the trie walk finds.
+            let trie = if start == 0 { &self.starts } else { &self.continuations };
+            match trie.longest_prefix(&word.as_bytes()[start..]) {
+                Some((id, len)) => {
+                    ids.push(id);
+                    start += len;
                 }
-                end = floor_char_boundary(word, end - 1);
-            }
-            match found {
-                Some(id) => ids.push(id),
                 None => {
                     ids.truncate(first);
                     ids.push(self.unk);
                     return;
                 }
             }
-            start = end;
         }
     }
 
     /// `BertNormalizer`: clean (control characters dropped, whitespace to spaces), CJK ideographs
     /// spaced, accents stripped (NFD, nonspacing marks dropped), lowercased — in that order.
-    fn normalize(&self, text: &str, out: &mut String) {
+    fn normalize(&self, text: &str, scratch: &mut Scratch) {
+        let out = &mut scratch.normalized;
+        out.clear();
         if text.is_ascii() {
             // No ideographs, no decompositions, no marks; lowercase is ASCII's.
-            out.extend(text.chars().filter_map(|c| {
-                if self.clean_text && (c == '\0' || is_control(c)) {
+            let mut bytes = std::mem::take(out).into_bytes();
+            bytes.extend(text.bytes().filter_map(|b| {
+                if self.clean_text && (b == 0 || is_control(b as char)) {
                     return None;
                 }
-                let c = if self.clean_text && is_whitespace(c) { ' ' } else { c };
-                Some(if self.lowercase { c.to_ascii_lowercase() } else { c })
+                let b = if self.clean_text && is_whitespace(b as char) { b' ' } else { b };
+                Some(if self.lowercase { b.to_ascii_lowercase() } else { b })
             }));
+            *out = String::from_utf8(bytes).expect("ASCII in, ASCII out");
             return;
         }
-        let mut cleaned = String::with_capacity(text.len() + 8);
+        let cleaned = &mut scratch.cleaned;
+        cleaned.clear();
         for c in text.chars() {
             if self.clean_text && (c == '\0' || c == '\u{fffd}' || is_control(c)) {
                 continue;
@@ -185,7 +224,8 @@ impl FastWordPiece {
         let stripped = if self.strip_accents {
             // NFD, run by run of non-ASCII characters: an ASCII character neither decomposes nor
             // combines (it is a starter, class 0), so canonical reordering never crosses one.
-            let mut stripped = String::with_capacity(cleaned.len());
+            let stripped = &mut scratch.stripped;
+            stripped.clear();
             let mut rest = cleaned.as_str();
             while !rest.is_empty() {
                 let ascii = rest.bytes().position(|b| !b.is_ascii()).unwrap_or(rest.len());
@@ -195,27 +235,130 @@ impl FastWordPiece {
                 stripped.extend(rest[..run].nfd().map(|(c, _)| c).filter(|c| !c.is_mark_nonspacing()));
                 rest = &rest[run..];
             }
-            stripped
+            stripped.as_str()
         } else {
-            cleaned
+            cleaned.as_str()
         };
         if self.lowercase {
             out.extend(stripped.chars().flat_map(char::to_lowercase));
         } else {
-            out.push_str(&stripped);
+            out.push_str(stripped);
         }
     }
 }
 
-/// The largest char boundary of `s` at or below `i`.
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i -= 1;
+/// The vocabulary's pieces as a byte trie, stored flat: a node's children are a run of
+/// (byte, node) pairs, sorted by byte, found by a short scan (the root's by a 256-entry table), and
+/// each node holds the id of the piece ending there. Pieces are UTF-8, so every match ends on a
+/// character boundary. One step is a scan of a few bytes, not a hash lookup.
+#[derive(Clone, Debug, Default)]
+struct Trie {
+    /// Per node: where its children start in `child_bytes`/`child_nodes`, and how many.
+    first: Vec<u32>,
+    count: Vec<u16>,
+    /// Per node: the id of the piece ending there.
+    ids: Vec<Option<u32>>,
+    child_bytes: Vec<u8>,
+    child_nodes: Vec<u32>,
+    /// The root's children by byte.
+    root: Vec<Option<u32>>,
+    /// While building: node × byte → node.
+    building: FxHashMap<u64, u32>,
+}
+
+impl Trie {
+    fn insert(&mut self, piece: &str, id: u32) {
+        if self.ids.is_empty() {
+            self.ids.push(None);
+        }
+        let mut node = 0u32;
+        for &b in piece.as_bytes() {
+            let next = self.ids.len() as u32;
+            node = *self.building.entry((node as u64) << 8 | b as u64).or_insert(next);
+            if node == next {
+                self.ids.push(None);
+            }
+        }
+        self.ids[node as usize] = Some(id);
     }
-    i
+
+    /// Lays the edges out flat (after the last `insert`).
+    fn finish(&mut self) {
+        let n = self.ids.len().max(1);
+        self.ids.resize(n, None);
+        let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new(); n];
+        for (&key, &child) in &self.building {
+            children[(key >> 8) as usize].push((key as u8, child));
+        }
+        self.building = FxHashMap::default();
+        self.root = vec![None; 256];
+        for &(b, child) in &children[0] {
+            self.root[b as usize] = Some(child);
+        }
+        for mut c in children {
+            c.sort_unstable();
+            self.first.push(self.child_bytes.len() as u32);
+            self.count.push(c.len() as u16);
+            self.child_bytes.extend(c.iter().map(|&(b, _)| b));
+            self.child_nodes.extend(c.iter().map(|&(_, n)| n));
+        }
+    }
+
+    fn child(&self, node: u32, b: u8) -> Option<u32> {
+        if node == 0 {
+            return self.root[b as usize];
+        }
+        let (first, count) = (self.first[node as usize] as usize, self.count[node as usize] as usize);
+        let bytes = &self.child_bytes[first..first + count];
+        let at = if count <= 16 { bytes.iter().position(|&x| x == b) } else { bytes.binary_search(&b).ok() };
+        at.map(|i| self.child_nodes[first + i])
+    }
+
+    /// The id and byte length of the longest piece that `bytes` starts with (not the empty one).
+    fn longest_prefix(&self, bytes: &[u8]) -> Option<(u32, usize)> {
+        if self.root.is_empty() {
+            return None;
+        }
+        let mut node = 0u32;
+        let mut found = None;
+        for (i, &b) in bytes.iter().enumerate() {
+            match self.child(node, b) {
+                Some(next) => node = next,
+                None => break,
+            }
+            if let Some(id) = self.ids[node as usize] {
+                found = Some((id, i + 1));
+            }
+        }
+        found
+    }
 }
 
 // The character classes of `tokenizers`' normalizers/bert.rs and pre_tokenizers/bert.rs.
+
+const OTHER: u8 = 0;
+const SPACE: u8 = 1;
+const PUNCT: u8 = 2;
+
+/// BertPreTokenizer's classes of the ASCII bytes: whitespace (`char::is_whitespace`), punctuation
+/// (`is_bert_punc`), other.
+const ASCII_CLASS: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8 as char;
+        // `char::is_whitespace` also holds for U+000B, which `is_ascii_whitespace` leaves out.
+        t[b] = if c.is_ascii_whitespace() || b == 0x0b {
+            SPACE
+        } else if c.is_ascii_punctuation() {
+            PUNCT
+        } else {
+            OTHER
+        };
+        b += 1;
+    }
+    t
+};
 
 fn is_whitespace(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r') || c.is_whitespace()
@@ -251,6 +394,14 @@ mod tests {
     fn ascii_shortcuts_equal_the_unicode_tables() {
         for b in 0..128u8 {
             let c = b as char;
+            let class = if c.is_whitespace() {
+                SPACE
+            } else if c.is_ascii_punctuation() || c.is_punctuation() {
+                PUNCT
+            } else {
+                OTHER
+            };
+            assert_eq!(ASCII_CLASS[b as usize], class, "{b}");
             assert_eq!(is_bert_punc(c), c.is_ascii_punctuation() || c.is_punctuation(), "{b}");
             assert_eq!(is_control(c), !matches!(c, '\t' | '\n' | '\r') && c.is_other(), "{b}");
         }
