@@ -489,36 +489,41 @@ impl StaticModel {
         let limit = self.max_length.unwrap_or(usize::MAX);
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
         let stop = crate::par::for_each_chunk_mut(&mut out, dim.max(1), 64, |first, block| {
-            let mut scratch = wordpiece::Scratch::default();
-            let mut ids = Vec::new();
-            let mut row = vec![0f32; dim];
-            for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
-                ids.clear();
-                if !fast.encode(cut[first + j], limit, &mut scratch, &mut ids) {
-                    return Some(Stop::Fallback);
-                }
-                if let Some(unk) = self.unk {
-                    ids.retain(|&id| id != unk);
-                }
-                let n = ids.len() as f32;
-                for (index, &id) in ids.iter().enumerate() {
-                    let mut id = id as usize;
-                    // As `bags` does: WordLlama's ids past its table clip, others must be tokens.
-                    if self.clip_ids {
-                        id = id.min(self.table.rows().saturating_sub(1));
-                    } else if id >= self.vocab_size {
-                        return Some(Stop::Failed(Error::IdOutOfRange { index, id: id as u32, rows: self.vocab_size }));
-                    }
-                    let r = self.mapping.as_ref().map_or(id, |m| m[id] as usize);
-                    let w = self.weights.as_ref().map_or(1.0, |w| w[id]) / n;
-                    self.table.decode_row_into(r, &mut row);
-                    dst.iter_mut().zip(&row).for_each(|(d, x)| *d += w * x);
-                }
-                if self.normalize {
-                    normalize_rows(dst, dim);
-                }
+            // Each thread's buffers live on from call to call: a call of one text allocated more
+            // than it computed.
+            thread_local! {
+                static BUFFERS: std::cell::RefCell<(wordpiece::Scratch, Vec<u32>, Vec<f32>)> = Default::default();
             }
-            None
+            BUFFERS.with_borrow_mut(|(scratch, ids, row)| {
+                row.resize(dim, 0.0);
+                for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
+                    ids.clear();
+                    if !fast.encode(cut[first + j], limit, scratch, ids) {
+                        return Some(Stop::Fallback);
+                    }
+                    if let Some(unk) = self.unk {
+                        ids.retain(|&id| id != unk);
+                    }
+                    let n = ids.len() as f32;
+                    for (index, &id) in ids.iter().enumerate() {
+                        let mut id = id as usize;
+                        // As `bags` does: WordLlama's ids past its table clip, others must be tokens.
+                        if self.clip_ids {
+                            id = id.min(self.table.rows().saturating_sub(1));
+                        } else if id >= self.vocab_size {
+                            return Some(Stop::Failed(Error::IdOutOfRange { index, id: id as u32, rows: self.vocab_size }));
+                        }
+                        let r = self.mapping.as_ref().map_or(id, |m| m[id] as usize);
+                        let w = self.weights.as_ref().map_or(1.0, |w| w[id]) / n;
+                        self.table.decode_row_into(r, row);
+                        dst.iter_mut().zip(row.iter()).for_each(|(d, x)| *d += w * x);
+                    }
+                    if self.normalize {
+                        normalize_rows(dst, dim);
+                    }
+                }
+                None
+            })
         });
         match stop {
             None => Ok(Some(out)),
