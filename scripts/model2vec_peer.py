@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""model2vec's Python package beside edo on the same model and the same texts.
+"""model2vec's Python package, and optionally model2vec-rs, beside edo on the same model and the
+same texts.
 
     python3 -m venv /tmp/m2v && /tmp/m2v/bin/pip install model2vec==0.10.0
-    /tmp/m2v/bin/python scripts/model2vec_peer.py --model tests/data/models/wordpiece --edo target/release/edo
+    /tmp/m2v/bin/python scripts/model2vec_peer.py --model tests/data/models/wordpiece --edo target/release/edo \
+        [--model2vec-rs] [--rounds 5]
 
 Runs `edo embed-bench --cpu --json` (which also writes its 1024 texts), then times model2vec's
 `StaticModel.encode` on the same batches (1, 32 and 1024 texts, as edo chunks them; one thread,
-as model2vec encodes batches under 10 000 texts), and prints texts per second and the ratio.
+as model2vec encodes batches under 10 000 texts), and with `--model2vec-rs` builds and runs
+scripts/model2vec-rs-peer (model2vec-rs 0.4.0, its rayon pool on all cores, as edo uses all
+cores). The machine is shared and noisy, so edo and its peers run in alternation for `--rounds`
+rounds, and each ratio is the median of the rounds' ratios (each round's edo figure against the
+peer figures of the same round).
 """
 import argparse
 import json
@@ -24,29 +30,60 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--edo", required=True)
     p.add_argument("--iters", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--model2vec-rs", action="store_true", help="build and run scripts/model2vec-rs-peer too")
     a = p.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    peer_rs = None
+    if a.model2vec_rs:
+        target = os.path.join(root, "target", "model2vec-rs-peer")
+        subprocess.run(["cargo", "build", "--quiet", "--release", "--manifest-path", os.path.join(root, "scripts", "model2vec-rs-peer", "Cargo.toml"),
+                        "--target-dir", target], check=True)
+        peer_rs = os.path.join(target, "release", "model2vec-rs-peer")
+    model = StaticModel.from_pretrained(a.model)
+    rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         texts_path = os.path.join(tmp, "texts.txt")
-        out = subprocess.run([a.edo, "embed-bench", a.model, "--cpu", "--json", "--formats", "fp32", "--iters", str(a.iters), "--texts-out", texts_path], check=True, capture_output=True, text=True)
-        edo = json.loads(out.stdout)
-        texts = open(texts_path, encoding="utf-8").read().split("\n")[:1024]
-    model = StaticModel.from_pretrained(a.model)
-    print(f"model2vec {model.dim} dims, 1024 texts; edo on {edo['threads']} threads")
-    print(f"{'batch':>6} {'model2vec texts/s':>18} {'edo texts/s':>12} {'edo / model2vec':>16}")
-    for run in edo["runs"]:
-        batch = run["batch"]
-        chunks = [texts[i : i + batch] for i in range(0, 1024, batch)][: max(1, min(64, 1024 // batch))]
-        n = sum(len(c) for c in chunks)
+        for _ in range(a.rounds):
+            out = subprocess.run([a.edo, "embed-bench", a.model, "--cpu", "--json", "--formats", "fp32", "--iters", str(a.iters), "--texts-out", texts_path],
+                                 check=True, capture_output=True, text=True)
+            edo = json.loads(out.stdout)
+            texts = open(texts_path, encoding="utf-8").read().split("\n")[:1024]
+            figures = {run["batch"]: {"edo": run["cpu_texts_per_second"], "python": python_texts_per_second(model, texts, run["batch"], a.iters)}
+                       for run in edo["runs"]}
+            if peer_rs:
+                out = subprocess.run([peer_rs, a.model, texts_path, str(a.iters)], check=True, capture_output=True, text=True)
+                for line in out.stdout.split("\n"):
+                    if line.strip():
+                        batch, tps = line.split()
+                        figures[int(batch)]["rs"] = float(tps)
+            rounds.append(figures)
+    print(f"model2vec {model.dim} dims, 1024 texts; edo on {edo['threads']} threads; median of {a.rounds} alternating rounds")
+    head = f"{'batch':>6} {'edo texts/s':>12} {'model2vec (Python)':>19} {'edo / Python':>13}"
+    if peer_rs:
+        head += f" {'model2vec-rs':>13} {'edo / model2vec-rs':>19}"
+    print(head)
+    med = lambda xs: float(np.median(xs))
+    for batch in sorted(rounds[0]):
+        r = [f[batch] for f in rounds]
+        line = f"{batch:>6} {med([x['edo'] for x in r]):>12.0f} {med([x['python'] for x in r]):>19.0f} {med([x['edo'] / x['python'] for x in r]):>12.1f}×"
+        if peer_rs:
+            line += f" {med([x['rs'] for x in r]):>13.0f} {med([x['edo'] / x['rs'] for x in r]):>18.2f}×"
+        print(line)
+
+
+def python_texts_per_second(model, texts, batch, iters):
+    chunks = [texts[i : i + batch] for i in range(0, 1024, batch)][: max(1, min(64, 1024 // batch))]
+    n = sum(len(c) for c in chunks)
+    for c in chunks:
+        model.encode(c)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
         for c in chunks:
             model.encode(c)
-        times = []
-        for _ in range(a.iters):
-            t = time.perf_counter()
-            for c in chunks:
-                model.encode(c)
-            times.append(time.perf_counter() - t)
-        py = n / float(np.median(times))
-        print(f"{batch:>6} {py:>18.0f} {run['cpu_texts_per_second']:>12.0f} {run['cpu_texts_per_second'] / py:>15.1f}×")
+        times.append(time.perf_counter() - t)
+    return n / float(np.median(times))
 
 
 if __name__ == "__main__":
