@@ -2,9 +2,12 @@
 //! `StaticEmbedding` — run end to end: text in, sentence vectors out.
 //!
 //! A static model is an embedding table, a tokenizer and a pooling step, so edo runs all of it:
-//! the tokenizer on the host (HF `tokenizers`, from the model's `tokenizer.json`), the table in
-//! any edo format, and the pooling as EmbeddingBag — on the CPU path, or fused with the table's
-//! decoder on the GPU — then L2 normalisation when the model asks for it.
+//! the tokenizer on the host (HF `tokenizers`, from the model's `tokenizer.json`; for BERT
+//! WordPiece tokenizers edo's own id-only WordPiece, which gives the same ids several times
+//! faster), the table in any edo format, and the pooling — on the CPU path (for WordPiece models
+//! in the same pass as the tokenizer, a block of texts per core), or as EmbeddingBag fused with
+//! the table's decoder on the GPU — then L2 normalisation when the model asks for it. A whole
+//! model deploys as one `.edo` model file ([`StaticModel::to_edo`]), natively or in a browser.
 //!
 //! The encoding is model2vec 0.10's `StaticModel.encode`, read from its source:
 //! 1. each text is cut to `max_length × median token length` characters (the median of the
@@ -222,7 +225,7 @@ impl StaticModel {
             .collect())
     }
 
-    /// The ids of all `texts` one after another, and where each text's end.
+    /// The ids of all `texts` one after another, and where each text's ids end.
     fn tokenize_flat(&self, texts: &[&str]) -> Result<(Vec<u32>, Vec<usize>), Error> {
         let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
         let limit = self.max_length.unwrap_or(usize::MAX);
