@@ -354,6 +354,14 @@ fn bad_model_files_are_typed_errors() {
         Err(Error::NonFiniteWeight { index: 1, .. })
     ));
     assert!(matches!(rewrite(&|j, _| j["model.weights"]["dtype"] = "I32".into()), Err(Error::BadFile { .. })));
+    // An 8-byte model tensor is refused by the header itself: the file reads, writes and
+    // round-trips as a table file only with tensors the writer can lay out.
+    let wide = rewrite(&|j, _| {
+        let n = j["model.weights"]["shape"][0].as_u64().unwrap();
+        j["model.weights"]["dtype"] = "U64".into();
+        j["model.weights"]["shape"] = serde_json::json!([n / 2]);
+    });
+    assert!(matches!(wide, Err(Error::BadFile { ref reason, .. }) if reason.contains("1- or 4-byte")), "{wide:?}");
     // Model tensors without the settings.
     assert!(matches!(
         rewrite(&|j, _| {

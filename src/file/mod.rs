@@ -406,7 +406,7 @@ impl TableFile {
                 match m.dtype.bitsize() {
                     8 => bytes_last.push(tensor),
                     32 => views.push(tensor),
-                    // The model's tensors are U8, U32 and F32; a wider one would break the order.
+                    // `Header::parse` and `to_edo` admit no other width.
                     other => unreachable!("a {other}-bit model tensor"),
                 }
             }
@@ -533,6 +533,10 @@ impl Header {
             .map(|(name, info)| (name, info.dtype, info.shape.clone(), range(info)))
             .collect();
         model_tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        // The writer lays 4-byte tensors out before 1-byte ones; a model holds no others.
+        if let Some((name, dtype, ..)) = model_tensors.iter().find(|(_, dtype, ..)| !matches!(dtype.bitsize(), 8 | 32)) {
+            return Err(bad(format!("tensor {name:?} is {dtype:?}; model tensors have 1- or 4-byte elements")));
+        }
         let model = match kv.get("edo.model") {
             Some(settings) => Some((settings.clone(), model_tensors, get("edo.model_crc32")?.clone())),
             None if model_tensors.is_empty() => None,
