@@ -356,19 +356,27 @@ impl StaticModel {
             offsets.push(rows.len() as u32);
             let n = (end - start) as f32;
             for &id in &ids[start..end] {
-                let mut id = id as usize;
-                if self.clip_ids {
-                    id = id.min(self.table.rows().saturating_sub(1));
-                } else if id >= self.vocab_size {
-                    return Err(Error::IdOutOfRange { index: rows.len(), id: id as u32, rows: self.vocab_size });
-                }
-                rows.push(self.mapping.as_ref().map_or(id as u32, |m| m[id]));
-                weights.push(self.weights.as_ref().map_or(1.0, |w| w[id]) / n);
+                let (row, weight) = self.token_row(id, rows.len())?;
+                rows.push(row as u32);
+                weights.push(weight / n);
             }
             start = end;
         }
         offsets.push(rows.len() as u32);
         Ok(TokenBags { rows, offsets, weights })
+    }
+
+    /// The table row and the weight of token `id` (the `index`-th token, for the error): through
+    /// `mapping` and `weights` when the model has them; WordLlama's ids past its table clip,
+    /// any other model's must be ids of its vocabulary.
+    fn token_row(&self, id: u32, index: usize) -> Result<(usize, f32), Error> {
+        let mut id = id as usize;
+        if self.clip_ids {
+            id = id.min(self.table.rows().saturating_sub(1));
+        } else if id >= self.vocab_size {
+            return Err(Error::IdOutOfRange { index, id: id as u32, rows: self.vocab_size });
+        }
+        Ok((self.mapping.as_ref().map_or(id, |m| m[id] as usize), self.weights.as_ref().map_or(1.0, |w| w[id])))
     }
 
     /// Sentence vectors of `texts` on the CPU path: `texts.len() × dim` values.
@@ -509,15 +517,10 @@ impl StaticModel {
                     }
                     let n = ids.len() as f32;
                     for (index, &id) in ids.iter().enumerate() {
-                        let mut id = id as usize;
-                        // As `bags` does: WordLlama's ids past its table clip, others must be tokens.
-                        if self.clip_ids {
-                            id = id.min(self.table.rows().saturating_sub(1));
-                        } else if id >= self.vocab_size {
-                            return Some(Stop::Failed(Error::IdOutOfRange { index, id: id as u32, rows: self.vocab_size }));
-                        }
-                        let r = self.mapping.as_ref().map_or(id, |m| m[id] as usize);
-                        let w = self.weights.as_ref().map_or(1.0, |w| w[id]) / n;
+                        let (r, w) = match self.token_row(id, index) {
+                            Ok((r, w)) => (r, w / n),
+                            Err(e) => return Some(Stop::Failed(e)),
+                        };
                         self.table.decode_row_into(r, row);
                         dst.iter_mut().zip(row.iter()).for_each(|(d, x)| *d += w * x);
                     }
