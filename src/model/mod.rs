@@ -446,7 +446,8 @@ impl Vocabulary {
             "Unigram" => model.unk_id.map(|u| u as u32),
             _ => model.unk_token.as_deref().and_then(|t| tokenizer.token_to_id(t)),
         };
-        let fast = FastWordPiece::from_json(bytes).map(Arc::new);
+        // Its own parse of the file (the vocabulary as JSON): only for a WordPiece model.
+        let fast = if kind == "WordPiece" { FastWordPiece::from_json(bytes).map(Arc::new) } else { None };
         Ok(Vocabulary { tokenizer, vocab_size, median_token_length, unk, fast })
     }
 }
