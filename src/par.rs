@@ -11,11 +11,43 @@ pub fn threads() -> usize {
         // Asked once: on Linux `available_parallelism` reads the cgroup's CPU quota from /sys,
         // which took longer (~20 µs) than a small lookup itself.
         static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        let all = *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        match LIMIT.with(|l| l.get()) {
+            0 => all,
+            n => n.min(all),
+        }
     }
     #[cfg(web)]
     {
         1
+    }
+}
+
+#[cfg(native)]
+thread_local! {
+    /// [`with_threads`]'s limit on this thread (0: none).
+    static LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` with the CPU path limited to at most `n` threads on the calling thread (the
+/// benchmark suite's one-thread CPU backend). In the browser there is one thread anyway.
+#[cfg_attr(web, allow(dead_code))]
+pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    #[cfg(native)]
+    {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                LIMIT.with(|l| l.set(self.0));
+            }
+        }
+        let _restore = Restore(LIMIT.with(|l| l.replace(n.max(1))));
+        f()
+    }
+    #[cfg(web)]
+    {
+        let _ = n;
+        f()
     }
 }
 
