@@ -223,6 +223,12 @@ impl Engine {
             .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
             .await
             .map_err(|_| Error::NoAdapter)?;
+        Engine::from_adapter(&adapter, options).await
+    }
+
+    /// An engine on one adapter the caller chose (from `wgpu::Instance::enumerate_adapters`, as
+    /// `edo bench suite --adapter` does), with the adapter's own limits as [`Engine::new`].
+    pub async fn from_adapter(adapter: &wgpu::Adapter, options: EngineOptions) -> Result<Engine, Error> {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("edo"),
@@ -250,14 +256,26 @@ impl Engine {
     /// returns [`Error::DeviceLost`]; to be told yourself, register with
     /// [`Engine::on_device_lost`].
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions) -> Result<Engine, Error> {
-        let limits = device.limits();
-        check_limits(&limits)?;
-        let info = device.adapter_info();
+        check_limits(&device.limits())?;
         let lost = Arc::new(Lost::default());
         {
             let lost = lost.clone();
             device.set_device_lost_callback(move |reason, message| lost.mark(format!("{reason:?}: {message}")));
         }
+        Ok(Engine::build(device, queue, options, lost))
+    }
+
+    /// A second engine on this engine's device with other options (the benchmark suite's large
+    /// tables, spread over shards of at most `options.max_binding_bytes`). It shares the device,
+    /// its queue and its loss, not the pipelines or the memory accounting.
+    #[doc(hidden)]
+    pub fn sibling(&self, options: EngineOptions) -> Engine {
+        Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone())
+    }
+
+    fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>) -> Engine {
+        let limits = device.limits();
+        let info = device.adapter_info();
         let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
         // A kernel's shape is (x, workgroup_size / x) with x from 1 to 32, so y may be the whole size.
@@ -293,7 +311,7 @@ impl Engine {
             pressure: options.pressure,
             lost,
         });
-        Ok(Engine { ctx })
+        Engine { ctx }
     }
 
     /// Calls `callback` with the reason when the engine's device is lost (a driver reset, the GPU
