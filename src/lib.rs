@@ -54,6 +54,8 @@ pub mod bench;
 pub mod measure;
 /// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
+pub mod suite;
+#[cfg(feature = "synth")]
 pub mod synth;
 #[cfg(not(feature = "synth"))]
 #[allow(dead_code, missing_docs)]

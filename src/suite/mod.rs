@@ -1,0 +1,1112 @@
+//! The benchmark suite: one fixed, versioned matrix of operations × formats × sizes, run on
+//! every backend present — each GPU adapter, the CPU path on one thread and on all — with every
+//! figure also given as a ratio to what the same device does in the same run (its own
+//! `copy_buffer_to_buffer`, a memcpy on the same threads). Absolute times say how fast one
+//! machine was today; the ratios are what compare across devices.
+//!
+//! The same code runs natively (`edo bench suite`) and in a browser tab (the demo page's
+//! Benchmark button). Both write [`Results`]: its JSON is documented in `docs/bench-schema.md`,
+//! read back by [`Results::from_json`], compared by `edo bench compare` and drawn by [`report`].
+
+/// Charts, reports and comparisons of results files.
+pub mod report;
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+use web_time::Instant;
+
+use crate::format::{Format, PackedTable};
+use crate::hash::{HashSpec, HashedBags};
+use crate::model::StaticModel;
+use crate::{synth, Bags, Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable, Layout, Pooling};
+
+/// The `schema` field of every results file.
+pub const SCHEMA: &str = "edo-bench";
+/// The version of the results file's layout this edo writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the matrix (operations, sizes, formats, ids): figures of different suite
+/// versions measure different work and are not compared.
+pub const SUITE_VERSION: u32 = 1;
+
+/// How much of the matrix runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Small, medium and large tables, ten formats: minutes.
+    Full,
+    /// Small and medium tables, four formats: about a minute on a laptop.
+    Quick,
+    /// The quick matrix on toy tables, for tests: seconds.
+    Tiny,
+}
+
+impl Scale {
+    /// `full`, `quick` or `tiny`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Full => "full",
+            Scale::Quick => "quick",
+            Scale::Tiny => "tiny",
+        }
+    }
+}
+
+/// An operation of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Dequantize-gather of `ids` rows.
+    Gather,
+    /// EmbeddingBag, sum of 16 rows per bag.
+    BagSum,
+    /// EmbeddingBag, mean of 16 rows per bag.
+    BagMean,
+    /// Hashed bags: 64-bit ids, two hashes summed per id, 16 ids per bag.
+    HashedBag,
+    /// Binary Hamming top-10 over the table's sign codes, ×4 candidates rescored in INT8.
+    Search,
+    /// The hot-row cache (1/8 of the rows, LFU) under a Zipf(1.05) id stream, one batch per call.
+    Cache,
+    /// A gather's round trip (ids up, rows back) against the number of ids.
+    Latency,
+    /// A static model's sentence vectors, against the number of texts.
+    Embed,
+}
+
+impl Op {
+    /// Every operation, in the order the suite runs them.
+    pub const ALL: [Op; 8] = [Op::Gather, Op::BagSum, Op::BagMean, Op::HashedBag, Op::Search, Op::Cache, Op::Latency, Op::Embed];
+
+    /// The name in results files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Gather => "gather",
+            Op::BagSum => "bag_sum",
+            Op::BagMean => "bag_mean",
+            Op::HashedBag => "hashed_bag",
+            Op::Search => "search",
+            Op::Cache => "cache",
+            Op::Latency => "latency",
+            Op::Embed => "embed",
+        }
+    }
+
+    /// Parses [`Op::name`].
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+/// One table size of the matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Size {
+    /// `small`, `medium` or `large`.
+    pub name: &'static str,
+    /// Rows of the table.
+    pub rows: usize,
+    /// Values per row.
+    pub dim: usize,
+    /// Ids per call of gather, bags and the cache.
+    pub ids: usize,
+    /// Largest shard on a GPU (`None`: the device's own limit).
+    pub shard_bytes: Option<u64>,
+}
+
+/// The sizes of a scale. Small fits any cache; medium is 128 MiB of f32; large is 1 GiB of f32
+/// held in shards of at most 128 MiB (WebGPU's default binding limit), so every device runs it
+/// over several buffers.
+pub fn sizes(scale: Scale) -> Vec<Size> {
+    let s = |name, rows, dim, ids, shard_bytes| Size { name, rows, dim, ids, shard_bytes };
+    match scale {
+        Scale::Full => vec![s("small", 16_384, 64, 16_384, None), s("medium", 262_144, 128, 65_536, None), s("large", 2_097_152, 128, 65_536, Some(128 << 20))],
+        Scale::Quick => vec![s("small", 16_384, 64, 16_384, None), s("medium", 262_144, 128, 65_536, None)],
+        Scale::Tiny => vec![s("small", 1_000, 24, 1_000, None), s("medium", 5_003, 40, 3_001, None), s("large", 20_011, 32, 4_099, Some(256 << 10))],
+    }
+}
+
+/// The formats of a scale.
+pub fn formats(scale: Scale) -> Vec<Format> {
+    let names: &[&str] = match scale {
+        Scale::Full => &["fp32", "fp16", "fp8_e4m3", "int8", "int8_g32", "int4", "int4_g32", "q8_0", "q4_0", "binary+scale"],
+        Scale::Quick | Scale::Tiny => &["fp32", "fp16", "int8", "int4"],
+    };
+    names.iter().filter_map(|n| Format::from_name(n)).collect()
+}
+
+/// What to run.
+pub struct SuiteOptions {
+    /// The matrix.
+    pub scale: Scale,
+    /// Formats instead of the scale's.
+    pub formats: Option<Vec<Format>>,
+    /// Operations to run (`None`: all).
+    pub ops: Option<Vec<Op>>,
+    /// Stop starting cases after this many seconds; the rest are listed as skipped.
+    pub budget_seconds: Option<f64>,
+    /// The CPU path's backends, by threads (`[]`: none).
+    pub cpu_threads: Vec<usize>,
+    /// Timed repetitions per case (after one untimed first call).
+    pub reps: usize,
+    /// A name for this run in comparisons and charts (default: the first backend's name).
+    pub label: Option<String>,
+    /// The browser's user agent, when run in one.
+    pub user_agent: Option<String>,
+    /// A static model for the `embed` cases (none: they are not run).
+    pub model: Option<StaticModel>,
+}
+
+impl SuiteOptions {
+    /// The defaults of a scale: its formats, every operation, the CPU path on one thread and on
+    /// all, 5 repetitions (10 for the full suite).
+    pub fn new(scale: Scale) -> SuiteOptions {
+        let all = crate::par::threads();
+        let mut cpu_threads = vec![1, all];
+        cpu_threads.dedup();
+        SuiteOptions {
+            scale,
+            formats: None,
+            ops: None,
+            budget_seconds: None,
+            cpu_threads,
+            reps: if scale == Scale::Full { 10 } else { 5 },
+            label: None,
+            user_agent: None,
+            model: None,
+        }
+    }
+}
+
+/// A results file: one run of the suite (or of the peers' script) on one machine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// [`SUITE_VERSION`] of the matrix that ran.
+    pub suite_version: u32,
+    /// `full`, `quick` or `tiny`.
+    pub scale: Scale,
+    /// What wrote it: `edo 0.1.0`, `edo 0.1.0 (browser)`, `peers (numpy 2.1.3, …)`.
+    pub tool: String,
+    /// The run's name in comparisons.
+    pub label: String,
+    /// When the run started, seconds since 1970 (UTC).
+    pub created_unix: u64,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// The machine.
+    pub machine: Machine,
+    /// What ran the cases.
+    pub backends: Vec<Backend>,
+    /// The measured cases.
+    pub cases: Vec<Case>,
+    /// Cases not run, with why.
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
+}
+
+/// The machine a run measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Machine {
+    /// Operating system and architecture (`linux x86_64`, `wasm32 in a browser`), with the
+    /// distribution's name where known.
+    pub os: String,
+    /// The CPU's model name, where the OS says.
+    pub cpu: Option<String>,
+    /// Logical cores the CPU path may use.
+    pub cores: usize,
+    /// Installed memory in bytes, where the OS says.
+    pub memory_bytes: Option<u64>,
+    /// The browser's user agent (browser runs only).
+    pub user_agent: Option<String>,
+}
+
+/// A GPU adapter, the CPU path on some threads, or a peer library.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Backend {
+    /// Short id the cases refer to: `gpu0`, `cpu1`, `cpu16`, `numpy`.
+    pub id: String,
+    /// `gpu`, `cpu` or `peer`.
+    pub kind: String,
+    /// Adapter name, `CPU path, 1 thread`, `numpy 2.1.3`.
+    pub name: String,
+    /// The GPU API (Vulkan, Metal, Dx12, BrowserWebGpu).
+    pub api: Option<String>,
+    /// Discrete, integrated, virtual or CPU.
+    pub device_type: Option<String>,
+    /// Driver and version, where the backend says.
+    pub driver: Option<String>,
+    /// CPU threads (CPU backends).
+    pub threads: Option<usize>,
+    /// The device limits that decide table shapes and shards (GPU backends).
+    pub limits: Option<Limits>,
+    /// The reference bandwidth: the device's `copy_buffer_to_buffer`, or a memcpy on the
+    /// backend's threads — bytes read plus written per second, in GB/s.
+    pub copy_gbps: f64,
+    /// Bytes copied to measure it.
+    pub copy_bytes: u64,
+}
+
+/// The device limits the suite reports.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Limits {
+    /// Largest storage buffer binding.
+    pub max_storage_buffer_binding_size: u64,
+    /// Largest buffer.
+    pub max_buffer_size: u64,
+    /// Storage buffers per shader stage.
+    pub max_storage_buffers_per_shader_stage: u32,
+    /// Workgroups per dispatch dimension.
+    pub max_compute_workgroups_per_dimension: u32,
+    /// Invocations per workgroup.
+    pub max_compute_invocations_per_workgroup: u32,
+}
+
+/// One measured case.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Case {
+    /// [`Op::name`].
+    pub op: String,
+    /// The table's format (`binary+int8` for search: binary codes, INT8 rescoring rows).
+    pub format: String,
+    /// `small`, `medium`, `large` or `model`.
+    pub size: String,
+    /// Rows of the table.
+    pub rows: usize,
+    /// Values per row.
+    pub dim: usize,
+    /// Items per call: ids (gather, bags, cache, latency), queries (search) or texts (embed).
+    pub items: usize,
+    /// What `items` counts: `ids`, `queries` or `texts`.
+    pub unit: String,
+    /// Bags per call (bags), `items` otherwise.
+    pub batch: usize,
+    /// [`Backend::id`].
+    pub backend: String,
+    /// `device`: submitted and waited for, inputs and outputs staying on the device;
+    /// `round trip`: inputs up, results back to the host, as a caller sees it.
+    pub timing: String,
+    /// Timed repetitions.
+    pub reps: usize,
+    /// Median seconds per call.
+    pub median_s: f64,
+    /// Fastest repetition.
+    pub min_s: f64,
+    /// Slowest repetition.
+    pub max_s: f64,
+    /// The first call, untimed in the median: on a GPU it includes compiling the kernel.
+    pub first_call_s: f64,
+    /// `items` per second at the median.
+    pub items_per_s: f64,
+    /// Bytes read and written per call (packed rows, ids, output; code bytes scanned for search).
+    pub moved_bytes: u64,
+    /// `moved_bytes` per second at the median, in GB/s.
+    pub gbps: f64,
+    /// `gbps` over the backend's `copy_gbps`.
+    pub ratio_to_copy: f64,
+    /// Bytes of the table as the backend holds it.
+    pub table_bytes: u64,
+    /// GPU buffers the table took.
+    pub shards: Option<usize>,
+    /// What else the case measured (the cache's hit rate).
+    pub note: Option<String>,
+}
+
+/// A case that did not run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Skipped {
+    /// [`Op::name`].
+    pub op: String,
+    /// The format.
+    pub format: String,
+    /// The size.
+    pub size: String,
+    /// [`Backend::id`].
+    pub backend: String,
+    /// Why: `budget`, or what refused it.
+    pub reason: String,
+}
+
+impl Results {
+    /// Reads a results file, refusing JSON that is not one (naming what it is missing) and
+    /// schema versions this edo does not know.
+    pub fn from_json(text: &str) -> Result<Results, Error> {
+        let bad = |reason: String| Error::BadFile { what: "benchmark results", reason };
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let Some(obj) = value.as_object() else { return Err(bad("not a JSON object".into())) };
+        match obj.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(other) => return Err(bad(format!("schema is {other:?}, not {SCHEMA:?}: not an edo benchmark file"))),
+            None => return Err(bad(format!("no \"schema\": {SCHEMA:?} field: not an edo benchmark file"))),
+        }
+        match obj.get("schema_version").and_then(|v| v.as_u64()) {
+            Some(v) if v == SCHEMA_VERSION as u64 => {}
+            Some(v) => return Err(Error::UnsupportedVersion { found: v.to_string(), supported: SCHEMA_VERSION }),
+            None => return Err(bad("no \"schema_version\" number".into())),
+        }
+        let results: Results = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        for c in &results.cases {
+            if !results.backends.iter().any(|b| b.id == c.backend) {
+                return Err(bad(format!("case {} {} {} names backend {:?}, which the file does not list", c.op, c.format, c.size, c.backend)));
+            }
+        }
+        Ok(results)
+    }
+
+    /// The results as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The backend a case ran on.
+    pub fn backend(&self, id: &str) -> Option<&Backend> {
+        self.backends.iter().find(|b| b.id == id)
+    }
+}
+
+/// Progress of a run, for a progress bar.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Cases finished (run or skipped).
+    pub done: usize,
+    /// Cases in the run.
+    pub total: usize,
+    /// What runs now.
+    pub label: String,
+}
+
+/// The machine this runs on, as the OS describes it (native; in a browser the page passes the
+/// user agent).
+pub fn machine(user_agent: Option<String>) -> Machine {
+    #[cfg(native)]
+    {
+        let read = |p: &str| std::fs::read_to_string(p).ok();
+        let cpu =
+            read("/proc/cpuinfo").and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_string()));
+        let memory_bytes = read("/proc/meminfo")
+            .and_then(|s| s.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            .map(|kib| kib * 1024);
+        let distro = read("/etc/os-release").and_then(|s| s.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string())));
+        let os = format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
+        Machine {
+            os: distro.map_or(os.clone(), |d| format!("{os} ({d})")),
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_bytes,
+            user_agent,
+        }
+    }
+    #[cfg(web)]
+    {
+        Machine { os: "wasm32 in a browser".into(), cpu: None, cores: 1, memory_bytes: None, user_agent }
+    }
+}
+
+/// Engines on every adapter wgpu finds natively (the browser has one: [`Engine::new`]), with
+/// the names of all adapters found, usable or not. An adapter edo cannot use (limits below its
+/// kernels') gets no engine.
+#[cfg(native)]
+pub async fn engines() -> (Vec<Engine>, Vec<String>) {
+    let options = EngineOptions::default();
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = options.backends;
+    let instance = wgpu::Instance::new(desc);
+    let adapters = instance.enumerate_adapters(options.backends).await;
+    let names = adapters.iter().map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend)).collect();
+    let mut engines = Vec::new();
+    for adapter in &adapters {
+        if let Ok(e) = Engine::from_adapter(adapter, options.clone()).await {
+            engines.push(e);
+        }
+    }
+    (engines, names)
+}
+
+/// Runs the suite on `gpus` and the CPU path, calling `progress` before each case.
+pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnMut(&Progress)) -> Result<Results, Error> {
+    let start = Instant::now();
+    let created_unix = web_time::SystemTime::now().duration_since(web_time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let sizes = sizes(options.scale);
+    let formats = options.formats.clone().unwrap_or_else(|| formats(options.scale));
+    let wants = |op: Op| options.ops.as_ref().is_none_or(|ops| ops.contains(&op));
+    let reps = options.reps.max(1);
+    let tiny = options.scale == Scale::Tiny;
+
+    // The backends and their reference copies.
+    let copy_bytes: u64 = if tiny { 1 << 20 } else { 64 << 20 };
+    let mut backends = Vec::new();
+    let mut runners = Vec::new();
+    for (i, engine) in gpus.iter().enumerate() {
+        progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) });
+        let copy_gbps = gpu_copy_gbps(engine, copy_bytes, reps).await?;
+        let a = engine.adapter();
+        let l = engine.limits();
+        backends.push(Backend {
+            id: format!("gpu{i}"),
+            kind: "gpu".into(),
+            name: a.name.clone(),
+            api: Some(a.backend.clone()),
+            device_type: Some(a.device_type.clone()),
+            driver: (!a.driver.is_empty()).then(|| a.driver.clone()),
+            threads: None,
+            limits: Some(Limits {
+                max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+                max_buffer_size: l.max_buffer_size,
+                max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+                max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+                max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            }),
+            copy_gbps,
+            copy_bytes,
+        });
+        runners.push(Runner::Gpu(engine.clone()));
+    }
+    for &threads in &options.cpu_threads {
+        progress(&Progress { done: 0, total: 0, label: format!("CPU path on {threads} thread(s): measuring memcpy") });
+        let copy_gbps = crate::par::with_threads(threads, || cpu_memcpy_gbps(copy_bytes as usize, reps));
+        backends.push(Backend {
+            id: format!("cpu{threads}"),
+            kind: "cpu".into(),
+            name: format!("CPU path, {threads} thread{}", if threads == 1 { "" } else { "s" }),
+            api: None,
+            device_type: None,
+            driver: None,
+            threads: Some(threads),
+            limits: None,
+            copy_gbps,
+            copy_bytes,
+        });
+        runners.push(Runner::Cpu(threads));
+    }
+    if runners.is_empty() {
+        return Err(Error::Unsupported { what: "a benchmark run without any backend (no GPU and no CPU threads)" });
+    }
+
+    // The plan: (size index or None for the model, op, format) in run order, small sizes first
+    // so that a budget keeps the cheap cases.
+    let mut plan: Vec<(Option<usize>, Op, Option<Format>)> = Vec::new();
+    for (si, size) in sizes.iter().enumerate() {
+        for &format in &formats {
+            for op in [Op::Gather, Op::BagSum, Op::BagMean, Op::HashedBag] {
+                if wants(op) {
+                    plan.push((Some(si), op, Some(format)));
+                }
+            }
+        }
+        if wants(Op::Search) {
+            plan.push((Some(si), Op::Search, None));
+        }
+        if wants(Op::Cache) && size.name != "small" {
+            plan.push((Some(si), Op::Cache, None));
+        }
+        if wants(Op::Latency) && size.name == "small" {
+            plan.push((Some(si), Op::Latency, None));
+        }
+    }
+    if wants(Op::Embed) && options.model.is_some() {
+        plan.push((None, Op::Embed, None));
+    }
+    let total = plan.len() * runners.len();
+
+    let mut st = State { cases: Vec::new(), skipped: Vec::new(), done: 0, total, reps, start, budget: options.budget_seconds };
+    let mut current: Option<(usize, Vec<f32>)> = None;
+    let mut packed: Vec<(Format, PackedTable)> = Vec::new();
+    for (si, op, format) in plan {
+        let Some(si) = si else {
+            let model = options.model.as_ref().expect("planned with a model");
+            for (runner, backend) in runners.iter().zip(&backends) {
+                embed_cases(&mut st, &mut progress, runner, backend, model).await?;
+            }
+            continue;
+        };
+        let size = &sizes[si];
+        let label = format!("{} {} {}", op.name(), format.map_or("", |f| f.name()), size.name);
+        if st.out_of_budget() {
+            for backend in &backends {
+                st.skip(op, format.map_or(op_format(op), |f| f.name().to_string()), size.name, &backend.id, "budget");
+            }
+            continue;
+        }
+        if current.as_ref().is_none_or(|(i, _)| *i != si) {
+            progress(&Progress { done: st.done, total, label: format!("generating the {} table ({} × {})", size.name, size.rows, size.dim) });
+            // The previous size's tables go before the next one's are made.
+            drop(current.take());
+            packed.clear();
+            current = Some((si, synth::embedding_table(size.rows, size.dim, 0xED0 + si as u64)));
+        }
+        let data = &current.as_ref().expect("set above").1;
+        let format = format.unwrap_or(match op {
+            Op::Search | Op::Cache | Op::Latency => Format::Int8,
+            _ => Format::F32,
+        });
+        if !packed.iter().any(|(f, _)| *f == format) {
+            match PackedTable::quantize(format, data, size.rows, size.dim) {
+                Ok(t) => packed.push((format, t)),
+                Err(e) => {
+                    for backend in &backends {
+                        st.skip(op, format.name().to_string(), size.name, &backend.id, &e.to_string());
+                    }
+                    continue;
+                }
+            }
+        }
+        let table = &packed.iter().find(|(f, _)| *f == format).expect("quantised above").1;
+        for (runner, backend) in runners.iter().zip(&backends) {
+            progress(&Progress { done: st.done, total, label: format!("{label} on {}", backend.name) });
+            if st.out_of_budget() {
+                st.skip(op, case_format(op, table), size.name, &backend.id, "budget");
+                continue;
+            }
+            let before = st.cases.len();
+            let r = match op {
+                Op::Gather | Op::BagSum | Op::BagMean | Op::HashedBag => table_case(&mut st, runner, backend, size, op, table).await,
+                Op::Search => search_case(&mut st, runner, backend, size, data, table).await,
+                Op::Cache => cache_case(&mut st, runner, backend, size, table).await,
+                Op::Latency => latency_cases(&mut st, runner, backend, size, table).await,
+                Op::Embed => unreachable!("planned without a size"),
+            };
+            match r {
+                Ok(()) => {}
+                // A device limit or an unsupported shape skips the case; anything else (a wrong
+                // result, a lost device) ends the run.
+                Err(e @ (Error::LimitExceeded { .. } | Error::Unsupported { .. } | Error::DeviceLimits { .. })) => {
+                    st.cases.truncate(before);
+                    st.skip(op, case_format(op, table), size.name, &backend.id, &e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
+            st.done += 1;
+        }
+    }
+    let label = options.label.clone().unwrap_or_else(|| match (backends.iter().find(|b| b.kind == "gpu"), options.user_agent.is_some()) {
+        (Some(g), true) => format!("browser: {}", g.name),
+        (Some(g), false) => g.name.clone(),
+        (None, true) => "browser: CPU path".into(),
+        (None, false) => "CPU path".into(),
+    });
+    Ok(Results {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        suite_version: SUITE_VERSION,
+        scale: options.scale,
+        tool: format!("edo {}{}", env!("CARGO_PKG_VERSION"), if options.user_agent.is_some() { " (browser)" } else { "" }),
+        label,
+        created_unix,
+        seconds: start.elapsed().as_secs_f64(),
+        machine: machine(options.user_agent.clone()),
+        backends,
+        cases: st.cases,
+        skipped: st.skipped,
+    })
+}
+
+fn op_format(op: Op) -> String {
+    match op {
+        Op::Search => "binary+int8".into(),
+        _ => "int8".into(),
+    }
+}
+
+fn case_format(op: Op, table: &PackedTable) -> String {
+    match op {
+        Op::Search => "binary+int8".into(),
+        _ => table.format().name().to_string(),
+    }
+}
+
+enum Runner {
+    Gpu(Engine),
+    Cpu(usize),
+}
+
+struct State {
+    cases: Vec<Case>,
+    skipped: Vec<Skipped>,
+    done: usize,
+    total: usize,
+    reps: usize,
+    start: Instant,
+    budget: Option<f64>,
+}
+
+impl State {
+    fn out_of_budget(&self) -> bool {
+        self.budget.is_some_and(|b| self.start.elapsed().as_secs_f64() > b)
+    }
+
+    fn skip(&mut self, op: Op, format: String, size: &str, backend: &str, reason: &str) {
+        self.skipped.push(Skipped { op: op.name().into(), format, size: size.into(), backend: backend.into(), reason: reason.into() });
+    }
+}
+
+/// Times of one case: the first call and the timed repetitions.
+struct Timing {
+    first: f64,
+    times: Vec<f64>,
+}
+
+/// What a case did, for its figures.
+struct Work<'a> {
+    op: Op,
+    format: String,
+    size: &'a str,
+    rows: usize,
+    dim: usize,
+    items: usize,
+    unit: &'static str,
+    batch: usize,
+    timing: &'static str,
+    moved_bytes: u64,
+    table_bytes: u64,
+    shards: Option<usize>,
+    note: Option<String>,
+}
+
+fn push_case(st: &mut State, backend: &Backend, w: Work, t: Timing) {
+    let mut times = t.times;
+    times.sort_by(|a, b| a.total_cmp(b));
+    let median = times[times.len() / 2].max(1e-9);
+    let gbps = w.moved_bytes as f64 / median / 1e9;
+    st.cases.push(Case {
+        op: w.op.name().into(),
+        format: w.format,
+        size: w.size.into(),
+        rows: w.rows,
+        dim: w.dim,
+        items: w.items,
+        unit: w.unit.into(),
+        batch: w.batch,
+        backend: backend.id.clone(),
+        timing: w.timing.into(),
+        reps: times.len(),
+        median_s: median,
+        min_s: times[0],
+        max_s: times[times.len() - 1],
+        first_call_s: t.first,
+        items_per_s: w.items as f64 / median,
+        moved_bytes: w.moved_bytes,
+        gbps,
+        ratio_to_copy: gbps / backend.copy_gbps,
+        table_bytes: w.table_bytes,
+        shards: w.shards,
+        note: w.note,
+    });
+}
+
+fn time_cpu(reps: usize, threads: usize, mut f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
+    crate::par::with_threads(threads, || {
+        let t = Instant::now();
+        f()?;
+        let first = t.elapsed().as_secs_f64();
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            f()?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        Ok(Timing { first, times })
+    })
+}
+
+async fn time_round_trip<F, Fut>(reps: usize, mut f: F) -> Result<Timing, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    let t = Instant::now();
+    f().await?;
+    let first = t.elapsed().as_secs_f64();
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f().await?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Ok(Timing { first, times })
+}
+
+/// Waits until the GPU has finished what was submitted (natively by polling, in a browser on
+/// the queue's promise).
+async fn gpu_done(engine: &Engine) -> Result<(), Error> {
+    #[cfg(native)]
+    {
+        engine.wait_idle()
+    }
+    #[cfg(web)]
+    {
+        engine.ctx.check_lost()?;
+        let (tx, rx) = crate::oneshot::channel();
+        engine.queue().on_submitted_work_done(move || tx.send(()));
+        rx.await;
+        engine.ctx.check_lost()
+    }
+}
+
+/// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
+/// submission, then `reps` submissions of four repetitions each.
+async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
+    const PER_SUBMIT: usize = 4;
+    let mut times = Vec::with_capacity(reps);
+    for i in 0..=reps {
+        let mut encoder = engine.device().create_command_encoder(&Default::default());
+        for _ in 0..PER_SUBMIT {
+            encode(&mut encoder);
+        }
+        let t = Instant::now();
+        engine.queue().submit([encoder.finish()]);
+        gpu_done(engine).await?;
+        if i > 0 {
+            times.push(t.elapsed().as_secs_f64() / PER_SUBMIT as f64);
+        }
+    }
+    Ok(times)
+}
+
+async fn gpu_copy_gbps(engine: &Engine, bytes: u64, reps: usize) -> Result<f64, Error> {
+    let bytes = bytes.max(4).next_multiple_of(4);
+    let mk =
+        |usage| engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("edo copy reference"), size: bytes, usage, mapped_at_creation: false });
+    let src = mk(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE);
+    let dst = mk(wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE);
+    let mut times = time_device(engine, reps, |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes)).await?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(2.0 * bytes as f64 / times[times.len() / 2].max(1e-9) / 1e9)
+}
+
+fn cpu_memcpy_gbps(bytes: usize, reps: usize) -> f64 {
+    let n = bytes / 4;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut dst = vec![0f32; n];
+    let chunk = (16 * 1024).min(n.max(1));
+    let once = |dst: &mut [f32]| {
+        crate::par::for_each_chunk_mut(dst, chunk, 1, |first, block| {
+            let first = first * chunk;
+            block.copy_from_slice(&src[first..first + block.len()]);
+            None::<()>
+        });
+    };
+    once(&mut dst);
+    let mut times: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            once(&mut dst);
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    std::hint::black_box(&dst);
+    times.sort_by(|a, b| a.total_cmp(b));
+    2.0 * bytes as f64 / times[times.len() / 2].max(1e-9) / 1e9
+}
+
+/// The engine a size's tables live on: the backend's own, or one with the size's shard limit.
+fn engine_for(engine: &Engine, size: &Size) -> Engine {
+    match size.shard_bytes {
+        Some(b) => engine.sibling(EngineOptions { max_binding_bytes: Some(b), ..Default::default() }),
+        None => engine.clone(),
+    }
+}
+
+/// Pooling factor of the bag cases.
+const BAG: usize = 16;
+
+async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, op: Op, table: &PackedTable) -> Result<(), Error> {
+    let (rows, dim) = (size.rows, size.dim);
+    let n = size.ids;
+    let row_bytes = table.row_words() as u64 * 4;
+    let out_f32 = |values: usize| values as u64 * 4;
+    let ids = synth::uniform_ids(n, rows, 7);
+    let offsets: Vec<u32> = (0..n / BAG).map(|b| (b * BAG) as u32).collect();
+    let n_bags = offsets.len();
+    let bag_ids = &ids[..n_bags * BAG];
+    let hashed_ids: Vec<u64> = {
+        let mut rng = synth::Rng::new(11);
+        (0..n_bags * BAG).map(|_| rng.next_u64()).collect()
+    };
+    let spec = HashSpec::new(rows as u32, 2);
+    let (moved, batch) = match op {
+        Op::Gather => (n as u64 * (row_bytes + 4) + out_f32(n * dim), n),
+        Op::BagSum | Op::BagMean => ((n_bags * BAG) as u64 * (row_bytes + 4) + out_f32(n_bags * dim), n_bags),
+        _ => ((n_bags * BAG) as u64 * (2 * row_bytes + 8) + out_f32(n_bags * dim), n_bags),
+    };
+    let pooling = if op == Op::BagMean { Pooling::Mean } else { Pooling::Sum };
+    let mut work = Work {
+        op,
+        format: table.format().name().into(),
+        size: size.name,
+        rows,
+        dim,
+        items: if op == Op::Gather { n } else { n_bags * BAG },
+        unit: "ids",
+        batch,
+        timing: "device",
+        moved_bytes: moved,
+        table_bytes: table.bytes(),
+        shards: None,
+        note: None,
+    };
+    let reps = st.reps;
+    let timing = match runner {
+        Runner::Cpu(threads) => {
+            work.timing = "host";
+            match op {
+                Op::Gather => {
+                    let mut out = vec![0f32; n * dim];
+                    time_cpu(reps, *threads, || crate::cpu::gather_into(table, &ids, Bounds::Error, &mut out))?
+                }
+                Op::BagSum | Op::BagMean => {
+                    let mut out = vec![0f32; n_bags * dim];
+                    let bags = Bags::new(bag_ids, &offsets);
+                    time_cpu(reps, *threads, || crate::cpu::embedding_bags_into(&[table], n_bags, &bags, pooling, Bounds::Error, Layout::Concat, &mut out))?
+                }
+                _ => {
+                    let mut out = vec![0f32; n_bags * dim];
+                    let bags = HashedBags::new(&hashed_ids, &offsets);
+                    let specs = [spec.clone()];
+                    time_cpu(reps, *threads, || crate::hash::hashed_bags_into(&[table], &specs, n_bags, &bags, Pooling::Sum, Layout::Concat, &mut out))?
+                }
+            }
+        }
+        Runner::Gpu(engine) => {
+            let engine = engine_for(engine, size);
+            // Uploads are not the call's work: the first call starts at preparing the job
+            // (which compiles the kernel the first time a shape is seen).
+            let (job, shards, bytes) = if op == Op::HashedBag {
+                let g = GpuHashedTables::upload(&engine, &[(table, spec.clone())]).await?;
+                let t = Instant::now();
+                let bags = HashedBags::new(&hashed_ids, &offsets);
+                let job = g.prepare_bags(n_bags, &bags, Pooling::Sum, Layout::Concat).await?;
+                ((job, t), 1, g.bytes())
+            } else {
+                let g = GpuTable::upload(&engine, table).await?;
+                let t = Instant::now();
+                let job = if op == Op::Gather {
+                    g.prepare_gather(&ids, Bounds::Error).await?
+                } else {
+                    g.prepare_bag(&Bags::new(bag_ids, &offsets), pooling, Bounds::Error).await?
+                };
+                ((job, t), g.shard_count(), g.bytes())
+            };
+            let (job, t) = job;
+            job.submit()?;
+            gpu_done(&engine).await?;
+            let first = t.elapsed().as_secs_f64();
+            if op == Op::Gather && job.output().read().await? != crate::cpu::gather(table, &ids, Bounds::Error)? {
+                return Err(Error::Gpu { what: "benchmark check", message: format!("{}: the GPU gather differs from the CPU path", table.format()) });
+            }
+            let times = time_device(&engine, reps, |enc| job.encode(enc)).await?;
+            work.shards = Some(shards);
+            work.table_bytes = bytes;
+            Timing { first, times }
+        }
+    };
+    push_case(st, backend, work, timing);
+    Ok(())
+}
+
+async fn search_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, data: &[f32], int8: &PackedTable) -> Result<(), Error> {
+    let (rows, dim) = (size.rows, size.dim);
+    let (k, multiplier) = (10, 4);
+    let queries_n = if size.rows < 10_000 { 8 } else { 32 };
+    // Queries near table rows: a row plus noise, so the true neighbours are meaningful.
+    let mut rng = synth::Rng::new(5);
+    let queries: Vec<f32> = (0..queries_n).flat_map(|q| data[(q * 997 % rows) * dim..][..dim].to_vec()).map(|x| x + 0.3 * rng.normal()).collect();
+    let corpus = crate::search::binarize(data, dim)?;
+    let code_bytes = (corpus.format().code_bytes(dim) * rows) as u64;
+    let mut work = Work {
+        op: Op::Search,
+        format: "binary+int8".into(),
+        size: size.name,
+        rows,
+        dim,
+        items: queries_n,
+        unit: "queries",
+        batch: queries_n,
+        timing: "round trip",
+        moved_bytes: code_bytes * queries_n as u64,
+        table_bytes: corpus.bytes() + int8.bytes(),
+        shards: None,
+        note: Some(format!("top-{k}, {multiplier}× candidates rescored")),
+    };
+    let want = crate::search::search_rescored(&corpus, &queries, int8, k, multiplier)?;
+    let timing = match runner {
+        Runner::Cpu(threads) => {
+            work.timing = "host";
+            time_cpu(st.reps, *threads, || crate::search::search_rescored(&corpus, &queries, int8, k, multiplier).map(|_| ()))?
+        }
+        Runner::Gpu(engine) => {
+            let engine = engine_for(engine, size);
+            let codes = GpuCodes::upload(&engine, &corpus).await?;
+            let table = GpuTable::upload(&engine, int8).await?;
+            let got = codes.search_rescored(&queries, &table, k, multiplier).await?;
+            if (0..queries_n).any(|q| got.ids_of(q) != want.ids_of(q)) {
+                return Err(Error::Gpu { what: "benchmark check", message: "the GPU's search results differ from the CPU path's".into() });
+            }
+            work.shards = Some(codes.shard_count() + table.shard_count());
+            let (c, t, q) = (&codes, &table, &queries);
+            time_round_trip(st.reps, || async move { c.search_rescored(q, t, k, multiplier).await.map(|_| ()) }).await?
+        }
+    };
+    push_case(st, backend, work, timing);
+    Ok(())
+}
+
+async fn cache_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, int8: &PackedTable) -> Result<(), Error> {
+    let Runner::Gpu(engine) = runner else {
+        // The CPU path holds every row: there is nothing to cache.
+        return Ok(());
+    };
+    let engine = engine_for(engine, size);
+    let (rows, dim) = (size.rows, size.dim);
+    let batch = (size.ids / 16).max(64);
+    let warm = 16;
+    let ids = synth::zipf_ids((warm + st.reps + 1) * batch, rows, 1.05, 3);
+    let batches: Vec<&[u32]> = ids.chunks(batch).collect();
+    let cache = GpuCache::new(&engine, int8, rows.div_ceil(8), crate::cache::PolicyKind::Lfu.build()).await?;
+    for b in &batches[..warm] {
+        cache.gather(b, Bounds::Error).await?.read().await?;
+    }
+    cache.reset_stats();
+    let mut next = warm;
+    let c = &cache;
+    let bs = &batches;
+    let next = &mut next;
+    let timing = {
+        let mut times = Vec::new();
+        let mut first = 0.0;
+        for i in 0..=st.reps {
+            let b = bs[*next];
+            *next += 1;
+            let t = Instant::now();
+            c.gather(b, Bounds::Error).await?.read().await?;
+            let s = t.elapsed().as_secs_f64();
+            if i == 0 {
+                first = s;
+            } else {
+                times.push(s);
+            }
+        }
+        Timing { first, times }
+    };
+    let stats = cache.stats();
+    let row_bytes = int8.row_words() as u64 * 4;
+    let work = Work {
+        op: Op::Cache,
+        format: int8.format().name().into(),
+        size: size.name,
+        rows,
+        dim,
+        items: batch,
+        unit: "ids",
+        batch,
+        timing: "round trip",
+        moved_bytes: batch as u64 * (row_bytes + 4 + dim as u64 * 4),
+        table_bytes: cache.bytes(),
+        shards: Some(cache.shard_count()),
+        note: Some(format!("LFU over 1/8 of the rows, Zipf 1.05: hit rate {:.3}", stats.hit_rate())),
+    };
+    push_case(st, backend, work, timing);
+    Ok(())
+}
+
+async fn latency_cases(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, int8: &PackedTable) -> Result<(), Error> {
+    let (rows, dim) = (size.rows, size.dim);
+    let row_bytes = int8.row_words() as u64 * 4;
+    let gpu = match runner {
+        Runner::Gpu(engine) => Some(GpuTable::upload(engine, int8).await?),
+        Runner::Cpu(_) => None,
+    };
+    let mut batches = vec![1, 64, 1024];
+    batches.push(size.ids.max(2048));
+    for n in batches {
+        let ids = synth::uniform_ids(n, rows, 9);
+        let work = Work {
+            op: Op::Latency,
+            format: int8.format().name().into(),
+            size: size.name,
+            rows,
+            dim,
+            items: n,
+            unit: "ids",
+            batch: n,
+            timing: if gpu.is_some() { "round trip" } else { "host" },
+            moved_bytes: n as u64 * (row_bytes + 4 + dim as u64 * 4),
+            table_bytes: int8.bytes(),
+            shards: gpu.as_ref().map(|g| g.shard_count()),
+            note: None,
+        };
+        let timing = match (&gpu, runner) {
+            (Some(g), _) => {
+                let ids = &ids;
+                time_round_trip(st.reps, || async move { g.gather(ids, Bounds::Error).await?.read().await.map(|_| ()) }).await?
+            }
+            (None, Runner::Cpu(threads)) => {
+                let mut out = vec![0f32; n * dim];
+                time_cpu(st.reps, *threads, || crate::cpu::gather_into(int8, &ids, Bounds::Error, &mut out))?
+            }
+            (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
+        };
+        push_case(st, backend, work, timing);
+    }
+    Ok(())
+}
+
+/// Short English sentences, cycled to make the embed cases' batches.
+const TEXTS: [&str; 16] = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Embedding tables map tokens to vectors.",
+    "How do I reset my password?",
+    "GPU kernels decode compressed rows on the fly.",
+    "A cup of coffee in the morning helps me think.",
+    "The train to Berlin leaves at nine.",
+    "Quantisation trades a little accuracy for a lot of memory.",
+    "Where is the nearest pharmacy?",
+    "Static models pool token vectors into sentence vectors.",
+    "The cat sat on the warm windowsill.",
+    "Search results are ranked by cosine similarity.",
+    "Please send the invoice by Friday.",
+    "Browsers run WebGPU compute shaders.",
+    "Rain is expected over the weekend.",
+    "The museum opens its new wing next spring.",
+    "Recommender systems look up millions of ids per second.",
+];
+
+async fn embed_cases(st: &mut State, progress: &mut impl FnMut(&Progress), runner: &Runner, backend: &Backend, model: &StaticModel) -> Result<(), Error> {
+    progress(&Progress { done: st.done, total: st.total, label: format!("embed on {}", backend.name) });
+    if st.out_of_budget() {
+        st.skip(Op::Embed, model.table().format().name().into(), "model", &backend.id, "budget");
+        st.done += 1;
+        return Ok(());
+    }
+    let texts: Vec<&str> = TEXTS.iter().cycle().take(1024).copied().collect();
+    let gpu = match runner {
+        Runner::Gpu(engine) => Some(GpuStaticModel::upload(engine, model).await?),
+        Runner::Cpu(_) => None,
+    };
+    for n in [1, 32, 1024] {
+        let batch = &texts[..n];
+        let work = Work {
+            op: Op::Embed,
+            format: model.table().format().name().into(),
+            size: "model",
+            rows: model.table().rows(),
+            dim: model.dim(),
+            items: n,
+            unit: "texts",
+            batch: n,
+            timing: if gpu.is_some() { "round trip" } else { "host" },
+            moved_bytes: (n * model.dim() * 4) as u64,
+            table_bytes: model.table().bytes(),
+            shards: None,
+            note: None,
+        };
+        let timing = match (&gpu, runner) {
+            (Some(g), _) => time_round_trip(st.reps, || async move { g.encode(batch).await?.read().await.map(|_| ()) }).await?,
+            (None, Runner::Cpu(threads)) => time_cpu(st.reps, *threads, || model.encode(batch).map(|_| ()))?,
+            (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
+        };
+        push_case(st, backend, work, timing);
+    }
+    st.done += 1;
+    Ok(())
+}
