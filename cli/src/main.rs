@@ -7,6 +7,7 @@ mod embed_bench;
 mod index;
 mod plan;
 mod search;
+mod suite;
 mod tables;
 
 use std::process::ExitCode;
@@ -33,9 +34,10 @@ enum Command {
     /// Quantise a built-in synthetic table to every format and compare memory, error and lookup
     /// speed on the GPU and the CPU path.
     Demo(Common),
-    /// Time the gather of every format on the GPU and the CPU path, as ratios to the device's
-    /// own buffer copy and to memcpy measured in the same run.
-    Bench(Common),
+    /// Benchmarks: `edo bench suite` runs the whole matrix on every backend and writes JSON and
+    /// an HTML report, `edo bench compare` sets runs side by side; `gather`, `search`, `cache`
+    /// and `embed` time one operation. Without a subcommand: the gather benchmark.
+    Bench(BenchArgs),
     /// Read a table (safetensors, .npy, word2vec/GloVe text, FBGEMM or packbits arrays, a GGUF
     /// tensor) and write it in any format to an .edo table file.
     Quantize(tables::QuantizeArgs),
@@ -51,11 +53,11 @@ enum Command {
     /// exhaustive search over every format of values, against exact FP32 search, on a synthetic
     /// or given float table.
     Eval(search::EvalArgs),
-    /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
-    /// CPU path, as ratios to the device's buffer copy and to each other.
+    /// Now `edo bench search`.
+    #[command(hide = true)]
     SearchBench(search::SearchBenchArgs),
-    /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
-    /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.
+    /// Now `edo bench cache`.
+    #[command(hide = true)]
     CacheBench(cache::CacheBenchArgs),
     /// Sentence vectors from a static embedding model (model2vec, sentence-transformers'
     /// StaticEmbedding): text in, vectors out, on the CPU path or the GPU.
@@ -63,8 +65,8 @@ enum Command {
     /// Write a static embedding model — table in any format, tokenizer, mapping, weights,
     /// settings — as one .edo model file, for `edo embed`, `edo index` and the browser.
     QuantizeModel(embed::QuantizeModelArgs),
-    /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
-    /// short texts, on the CPU path and the GPU, per table format.
+    /// Now `edo bench embed`.
+    #[command(hide = true)]
     EmbedBench(embed_bench::EmbedBenchArgs),
     /// Embed every line of a text file with a static model and write them, in INT8, as an .edo
     /// index for `edo query`.
@@ -74,6 +76,39 @@ enum Command {
     /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
     /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
     Plan(plan::PlanArgs),
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    gather: Common,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The benchmark suite: gather, bags, hashed bags, Hamming search with rescoring, the
+    /// hot-row cache, latency against batch size (and a static model's embedding with --model),
+    /// per format and table size, on every GPU adapter and the CPU path on one thread and on
+    /// all. Writes a JSON results file and an HTML report with charts.
+    Suite(suite::SuiteArgs),
+    /// Set results files side by side (devices, runs, the browser's, the peers'): a table on the
+    /// terminal, and with --html a report with one series per file and backend.
+    Compare(suite::CompareArgs),
+    /// Time the gather of every format on the GPU and the CPU path, as ratios to the device's
+    /// own buffer copy and to memcpy measured in the same run.
+    Gather(Common),
+    /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
+    /// CPU path, as ratios to the device's buffer copy and to each other.
+    Search(search::SearchBenchArgs),
+    /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
+    /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.
+    Cache(cache::CacheBenchArgs),
+    /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
+    /// short texts, on the CPU path and the GPU, per table format.
+    Embed(embed_bench::EmbedBenchArgs),
 }
 
 #[derive(Args)]
@@ -170,7 +205,15 @@ fn main() -> ExitCode {
     }
     let result = match Cli::parse().command {
         Command::Demo(c) => run_bench(c, true),
-        Command::Bench(c) => run_bench(c, false),
+        Command::Bench(b) => match b.command {
+            None => run_bench(b.gather, false),
+            Some(BenchCommand::Gather(c)) => run_bench(c, false),
+            Some(BenchCommand::Suite(a)) => suite::suite(a),
+            Some(BenchCommand::Compare(a)) => suite::compare(a),
+            Some(BenchCommand::Search(a)) => search::search_bench(a),
+            Some(BenchCommand::Cache(a)) => cache::cache_bench(a),
+            Some(BenchCommand::Embed(a)) => embed_bench::embed_bench(a),
+        },
         Command::Quantize(a) => tables::quantize(a),
         Command::Inspect(a) => tables::inspect(a),
         Command::Lookup(a) => tables::lookup(a),

@@ -220,7 +220,7 @@ fn eval_prints_recall_memory_and_latency_per_method() {
 
 #[test]
 fn search_bench_checks_the_gpu_against_the_cpu() {
-    let out = ok(&["search-bench", "--rows", "5000", "--bits", "200", "--queries", "7", "--k", "5", "--iters", "1", "--json"]);
+    let out = ok(&["bench", "search", "--rows", "5000", "--bits", "200", "--queries", "7", "--k", "5", "--iters", "1", "--json"]);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["ids"].as_array().unwrap().len(), 35);
     assert!(r["cpu_queries_per_second"].as_f64().unwrap() > 0.0);
@@ -251,7 +251,7 @@ fn distances_equal_faiss_where_it_is_installed() {
 
 #[test]
 fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
-    let out = ok(&["cache-bench", "--rows", "20000", "--dim", "24", "--warmup", "30", "--batches", "6", "--batch", "1000", "--json"]);
+    let out = ok(&["bench", "cache", "--rows", "20000", "--dim", "24", "--warmup", "30", "--batches", "6", "--batch", "1000", "--json"]);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     let runs = r["runs"].as_array().unwrap();
     for run in runs {
@@ -267,11 +267,11 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
         assert_eq!(runs.len(), 8);
         assert!(runs.iter().all(|run| run["ratio_to_resident"].as_f64().unwrap() > 0.0));
     }
-    let text = ok(&["cache-bench", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--policies", "lru,arc"]);
+    let text = ok(&["bench", "cache", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--policies", "lru,arc"]);
     for needle in ["no GPU", "lru", "arc", "optimum", "uploaded/id"] {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
-    let bad = edo(&["cache-bench", "--fractions", "0"]);
+    let bad = edo(&["bench", "cache", "--fractions", "0"]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -420,7 +420,7 @@ fn embed_bench_reports_texts_per_second_per_format_and_batch() {
     let model = format!("{}/../tests/data/models/unigram_vq", env!("CARGO_MANIFEST_DIR"));
     let dir = Scratch::new("embed-bench");
     let texts = dir.path("texts.txt");
-    let out = ok(&["embed-bench", &model, "--cpu", "--json", "--iters", "1", "--formats", "fp32,int4", "--texts-out", texts.to_str().unwrap()]);
+    let out = ok(&["bench", "embed", &model, "--cpu", "--json", "--iters", "1", "--formats", "fp32,int4", "--texts-out", texts.to_str().unwrap()]);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "two formats × three batch sizes");
@@ -429,7 +429,7 @@ fn embed_bench_reports_texts_per_second_per_format_and_batch() {
     }
     assert!(runs[3]["table_bytes"].as_u64() < runs[0]["table_bytes"].as_u64(), "INT4 is smaller");
     assert_eq!(std::fs::read_to_string(&texts).unwrap().lines().count(), 1024);
-    assert_eq!(edo(&["embed-bench", &model, "--iters", "0"]).status.code(), Some(2));
+    assert_eq!(edo(&["bench", "embed", &model, "--iters", "0"]).status.code(), Some(2));
 }
 
 #[test]
@@ -610,4 +610,98 @@ fn gather_block_quantized_quantize_and_export() {
     ok(&["quantize", &src, "-f", "int4_g32", "-o", q.to_str().unwrap()]);
     let e = edo(&["export", q.to_str().unwrap(), "-o", dir.path("x.safetensors").to_str().unwrap(), "--gbq"]);
     assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("int4_zp"), "{e:?}");
+}
+
+#[test]
+fn bench_suite_writes_results_and_a_report_that_compare_reads() {
+    let dir = Scratch::new("suite");
+    let (a, b) = (dir.path("a.json"), dir.path("b.json"));
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let html = dir.path("a.html");
+    let text = ok(&["bench", "suite", "--scale", "tiny", "--reps", "2", "-o", a_s, "--html", html.to_str().unwrap()]);
+    assert!(text.contains("items/s") && text.contains("gather int8 medium"), "{text}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    assert_eq!((r["schema"].as_str(), r["schema_version"].as_u64(), r["scale"].as_str()), (Some("edo-bench"), Some(1), Some("tiny")));
+    let backends = r["backends"].as_array().unwrap();
+    let gpu = backends.iter().find(|b| b["kind"] == "gpu");
+    if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        assert!(gpu.is_some(), "EDO_REQUIRE_GPU=1 but the suite found no adapter");
+    }
+    assert!(backends.iter().any(|b| b["id"] == "cpu1" && b["threads"] == 1), "a one-thread CPU backend");
+    let cases = r["cases"].as_array().unwrap();
+    for b in backends {
+        let id = b["id"].as_str().unwrap();
+        assert!(b["copy_gbps"].as_f64().unwrap() > 0.0, "{id} measured its copy");
+        for op in ["gather", "bag_sum", "bag_mean", "hashed_bag", "search", "latency"] {
+            for size in ["small", "medium", "large"] {
+                if op == "latency" && size != "small" {
+                    continue;
+                }
+                assert!(cases.iter().any(|c| c["backend"] == id && c["op"] == op && c["size"] == size), "{id} ran {op} on the {size} table");
+            }
+        }
+        assert_eq!(cases.iter().any(|c| c["backend"] == id && c["op"] == "cache"), b["kind"] == "gpu", "the cache runs on GPUs only");
+    }
+    for c in cases {
+        for f in ["median_s", "min_s", "max_s", "first_call_s", "items_per_s", "gbps", "ratio_to_copy"] {
+            assert!(c[f].as_f64().is_some_and(|v| v > 0.0 && v.is_finite()), "{f} of {c}");
+        }
+        assert!(c["min_s"].as_f64() <= c["median_s"].as_f64() && c["median_s"].as_f64() <= c["max_s"].as_f64());
+    }
+    if gpu.is_some() {
+        // The large table is held in shards of at most 256 KiB in the tiny suite: several of them.
+        let large = cases.iter().find(|c| c["op"] == "gather" && c["size"] == "large" && c["format"] == "fp32" && c["backend"] == "gpu0").unwrap();
+        assert!(large["shards"].as_u64().unwrap() >= 5, "{large}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.matches("<svg").count() >= 6, "the report has its charts");
+    assert!(!page.contains("<script") && !page.contains("src=\"http") && !page.contains("href=\"http"), "the report fetches nothing");
+
+    // A second run, CPU only, some operations, then both side by side.
+    ok(&[
+        "bench",
+        "suite",
+        "--scale",
+        "tiny",
+        "--cpu",
+        "--ops",
+        "gather,latency",
+        "--reps",
+        "1",
+        "--label",
+        "second run",
+        "-o",
+        b_s,
+        "--html",
+        dir.path("b.html").to_str().unwrap(),
+    ]);
+    let (ch, md) = (dir.path("c.html"), dir.path("c.md"));
+    let text = ok(&["bench", "compare", a_s, b_s, "--html", ch.to_str().unwrap(), "--markdown", md.to_str().unwrap()]);
+    assert!(text.contains("second run · CPU path, 1 thread"), "{text}");
+    assert!(std::fs::read_to_string(&ch).unwrap().contains("second run · CPU path, 1 thread"));
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("## gather") && md.contains("| int8 | medium | 3001 |"), "{md}");
+
+    // Bad input: named, with the exit status of its kind.
+    let foreign = dir.path("foreign.json");
+    std::fs::write(&foreign, r#"{"formats": []}"#).unwrap();
+    let out = edo(&["bench", "compare", foreign.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an edo benchmark file"), "{}", String::from_utf8_lossy(&out.stderr));
+    let future = dir.path("future.json");
+    std::fs::write(&future, std::fs::read_to_string(&a).unwrap().replacen("\"schema_version\": 1", "\"schema_version\": 9", 1)).unwrap();
+    let out = edo(&["bench", "compare", future.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("version"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&foreign, "not json").unwrap();
+    assert_eq!(edo(&["bench", "compare", foreign.to_str().unwrap()]).status.code(), Some(65));
+    assert_eq!(edo(&["bench", "compare", dir.path("missing.json").to_str().unwrap()]).status.code(), Some(66));
+    let out = edo(&["bench", "suite", "--scale", "tiny", "--adapter", "no such adapter", "-o", b_s]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches none"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = edo(&["bench", "suite", "--scale", "tiny", "--cpu", "--budget-seconds", "0.000001", "-o", b_s]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too small for any case"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = edo(&["bench", "suite", "--ops", "embed"]);
+    assert_eq!(out.status.code(), Some(2));
 }
