@@ -8,6 +8,10 @@ use crate::{Bounds, Error};
 
 /// Output rows per thread below which the CPU path stays on one thread.
 const MIN_ROWS_PER_THREAD: usize = 256;
+/// Output values per thread below which it stays on one thread: starting a thread costs tens of
+/// microseconds, a gather of 1024 rows of 64 values a few (the benchmark suite's latency cases
+/// ran 1024 ids 12× slower on two threads than on one with the row count alone).
+const MIN_VALUES_PER_THREAD: usize = 1 << 16;
 
 /// Gathers `ids` from `table` into a new `ids.len() × dim` f32 buffer.
 pub fn gather(table: &PackedTable, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
@@ -25,7 +29,8 @@ pub fn gather_into(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [
         return Err(Error::ShapeMismatch { what: "gather output (ids × dim)", expected: ids.len() * dim, actual: out.len() });
     }
     bounds.check(ids, table.rows())?;
-    crate::par::for_each_chunk_mut(out, dim, MIN_ROWS_PER_THREAD, |first, block| {
+    let min_rows = MIN_ROWS_PER_THREAD.max(MIN_VALUES_PER_THREAD / dim.max(1));
+    crate::par::for_each_chunk_mut(out, dim, min_rows, |first, block| {
         let ids = &ids[first..first + block.len() / dim];
         dispatch!(table.format(), C => super::simd(GatherBlock::<C>(PhantomData, (table, ids, bounds, block))));
         None::<()>
