@@ -423,8 +423,13 @@ pub async fn engines() -> (Vec<Engine>, Vec<String>) {
     (engines, names)
 }
 
-/// Runs the suite on `gpus` and the CPU path, calling `progress` before each case.
-pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnMut(&Progress)) -> Result<Results, Error> {
+/// Runs the suite on `gpus` and the CPU path, calling `progress` before each case and awaiting
+/// what it returns (a browser page returns a timer's promise, so that it repaints between cases).
+pub async fn run<F, Fut>(options: &SuiteOptions, gpus: &[Engine], mut progress: F) -> Result<Results, Error>
+where
+    F: FnMut(&Progress) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let start = Instant::now();
     let created_unix = web_time::SystemTime::now().duration_since(web_time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let sizes = sizes(options.scale);
@@ -438,14 +443,15 @@ pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnM
     let mut backends = Vec::new();
     let mut runners = Vec::new();
     for (i, engine) in gpus.iter().enumerate() {
-        progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) });
+        progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) }).await;
         let copy_gbps = gpu_copy_gbps(engine, copy_bytes, reps).await?;
         let a = engine.adapter();
         let l = engine.limits();
         backends.push(Backend {
             id: format!("gpu{i}"),
             kind: "gpu".into(),
-            name: a.name.clone(),
+            // Browsers may keep the adapter's name to themselves.
+            name: if a.name.is_empty() { format!("{} adapter ({})", a.backend, a.device_type) } else { a.name.clone() },
             api: Some(a.backend.clone()),
             device_type: Some(a.device_type.clone()),
             driver: (!a.driver.is_empty()).then(|| a.driver.clone()),
@@ -463,7 +469,7 @@ pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnM
         runners.push(Runner::Gpu(engine.clone()));
     }
     for &threads in &options.cpu_threads {
-        progress(&Progress { done: 0, total: 0, label: format!("CPU path on {threads} thread(s): measuring memcpy") });
+        progress(&Progress { done: 0, total: 0, label: format!("CPU path on {threads} thread(s): measuring memcpy") }).await;
         let copy_gbps = crate::par::with_threads(threads, || cpu_memcpy_gbps(copy_bytes as usize, reps));
         backends.push(Backend {
             id: format!("cpu{threads}"),
@@ -529,7 +535,7 @@ pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnM
             continue;
         }
         if current.as_ref().is_none_or(|(i, _)| *i != si) {
-            progress(&Progress { done: st.done, total, label: format!("generating the {} table ({} × {})", size.name, size.rows, size.dim) });
+            progress(&Progress { done: st.done, total, label: format!("generating the {} table ({} × {})", size.name, size.rows, size.dim) }).await;
             // The previous size's tables go before the next one's are made.
             drop(current.take());
             packed.clear();
@@ -553,7 +559,7 @@ pub async fn run(options: &SuiteOptions, gpus: &[Engine], mut progress: impl FnM
         }
         let table = &packed.iter().find(|(f, _)| *f == format).expect("quantised above").1;
         for (runner, backend) in runners.iter().zip(&backends) {
-            progress(&Progress { done: st.done, total, label: format!("{label} on {}", backend.name) });
+            progress(&Progress { done: st.done, total, label: format!("{label} on {}", backend.name) }).await;
             if st.out_of_budget() {
                 st.skip(op, case_format(op, table), size.name, &backend.id, "budget");
                 continue;
@@ -694,17 +700,41 @@ fn push_case(st: &mut State, backend: &Backend, w: Work, t: Timing) {
     });
 }
 
+/// The shortest stretch of time one sample may be: calls shorter than it are repeated within a
+/// sample and the sample divided by the count. Browsers give `performance.now()` a coarse
+/// resolution (100 µs in Chromium without cross-origin isolation), so a sample there spans more.
+const MIN_SAMPLE_S: f64 = if cfg!(web) { 0.01 } else { 0.001 };
+
+/// The next number of calls per sample after `n` calls took `seconds`, or `None` once a sample
+/// lasts [`MIN_SAMPLE_S`]. A time is trusted for the estimate only when it is well above the
+/// clock's resolution (a call that reads as 0 µs on a 100 µs clock may take 90).
+fn more_calls(n: usize, seconds: f64) -> Option<usize> {
+    if seconds >= MIN_SAMPLE_S || n >= 1 << 20 {
+        None
+    } else if seconds >= MIN_SAMPLE_S / 8.0 {
+        Some(((n as f64 * MIN_SAMPLE_S / seconds).ceil() as usize).max(n + 1))
+    } else {
+        Some(n * 8)
+    }
+}
+
 fn time_cpu(reps: usize, threads: usize, mut f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
     crate::par::with_threads(threads, || {
         let t = Instant::now();
         f()?;
         let first = t.elapsed().as_secs_f64();
-        let mut times = Vec::with_capacity(reps);
-        for _ in 0..reps {
+        let mut sample = |n: usize| -> Result<f64, Error> {
             let t = Instant::now();
-            f()?;
-            times.push(t.elapsed().as_secs_f64());
+            for _ in 0..n {
+                f()?;
+            }
+            Ok(t.elapsed().as_secs_f64())
+        };
+        let mut n = 1;
+        while let Some(more) = more_calls(n, sample(n)?) {
+            n = more;
         }
+        let times = (0..reps).map(|_| Ok(sample(n)? / n as f64)).collect::<Result<_, Error>>()?;
         Ok(Timing { first, times })
     })
 }
@@ -717,11 +747,19 @@ where
     let t = Instant::now();
     f().await?;
     let first = t.elapsed().as_secs_f64();
+    let mut n = 1;
     let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
+    // Samples grow until one lasts MIN_SAMPLE_S; then `reps` of that many calls are timed.
+    while times.len() < reps {
         let t = Instant::now();
-        f().await?;
-        times.push(t.elapsed().as_secs_f64());
+        for _ in 0..n {
+            f().await?;
+        }
+        let seconds = t.elapsed().as_secs_f64();
+        match more_calls(n, seconds) {
+            Some(more) if times.is_empty() => n = more,
+            _ => times.push(seconds / n as f64),
+        }
     }
     Ok(Timing { first, times })
 }
@@ -744,21 +782,33 @@ async fn gpu_done(engine: &Engine) -> Result<(), Error> {
 }
 
 /// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
-/// submission, then `reps` submissions of four repetitions each.
+/// submission of four repetitions, then `reps` submissions of at least four each (more when four
+/// take less than [`MIN_SAMPLE_S`]).
 async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
-    const PER_SUBMIT: usize = 4;
-    let mut times = Vec::with_capacity(reps);
-    for i in 0..=reps {
+    let submit = |per: usize| {
         let mut encoder = engine.device().create_command_encoder(&Default::default());
-        for _ in 0..PER_SUBMIT {
+        for _ in 0..per {
             encode(&mut encoder);
         }
         let t = Instant::now();
         engine.queue().submit([encoder.finish()]);
+        t
+    };
+    let t = submit(4);
+    gpu_done(engine).await?;
+    let mut per = 4;
+    let mut seconds = t.elapsed().as_secs_f64();
+    while let Some(more) = more_calls(per, seconds).filter(|&m| m <= 1024) {
+        per = more;
+        let t = submit(per);
         gpu_done(engine).await?;
-        if i > 0 {
-            times.push(t.elapsed().as_secs_f64() / PER_SUBMIT as f64);
-        }
+        seconds = t.elapsed().as_secs_f64();
+    }
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = submit(per);
+        gpu_done(engine).await?;
+        times.push(t.elapsed().as_secs_f64() / per as f64);
     }
     Ok(times)
 }
@@ -779,22 +829,17 @@ fn cpu_memcpy_gbps(bytes: usize, reps: usize) -> f64 {
     let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let mut dst = vec![0f32; n];
     let chunk = (16 * 1024).min(n.max(1));
-    let once = |dst: &mut [f32]| {
-        crate::par::for_each_chunk_mut(dst, chunk, 1, |first, block| {
+    let mut once = || {
+        crate::par::for_each_chunk_mut(&mut dst, chunk, 1, |first, block| {
             let first = first * chunk;
             block.copy_from_slice(&src[first..first + block.len()]);
             None::<()>
         });
+        std::hint::black_box(&dst);
+        Ok(())
     };
-    once(&mut dst);
-    let mut times: Vec<f64> = (0..reps.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            once(&mut dst);
-            t.elapsed().as_secs_f64()
-        })
-        .collect();
-    std::hint::black_box(&dst);
+    let timing = time_cpu(reps.max(1), crate::par::threads(), &mut once).unwrap_or(Timing { first: f64::NAN, times: vec![f64::NAN] });
+    let mut times = timing.times;
     times.sort_by(|a, b| a.total_cmp(b));
     2.0 * bytes as f64 / times[times.len() / 2].max(1e-9) / 1e9
 }
@@ -1071,8 +1116,14 @@ const TEXTS: [&str; 16] = [
     "Recommender systems look up millions of ids per second.",
 ];
 
-async fn embed_cases(st: &mut State, progress: &mut impl FnMut(&Progress), runner: &Runner, backend: &Backend, model: &StaticModel) -> Result<(), Error> {
-    progress(&Progress { done: st.done, total: st.total, label: format!("embed on {}", backend.name) });
+async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output = ()>>(
+    st: &mut State,
+    progress: &mut F,
+    runner: &Runner,
+    backend: &Backend,
+    model: &StaticModel,
+) -> Result<(), Error> {
+    progress(&Progress { done: st.done, total: st.total, label: format!("embed on {}", backend.name) }).await;
     if st.out_of_budget() {
         st.skip(Op::Embed, model.table().format().name().into(), "model", &backend.id, "budget");
         st.done += 1;

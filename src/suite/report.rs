@@ -22,7 +22,13 @@ fn series(files: &[Results]) -> Vec<Series<'_>> {
             if !file.cases.iter().any(|c| c.backend == b.id) {
                 continue;
             }
-            let name = if files.len() == 1 || b.kind == "peer" { b.name.clone() } else { format!("{} · {}", file.label, b.name) };
+            let name = if files.len() == 1 || b.kind == "peer" {
+                b.name.clone()
+            } else if file.label.contains(&b.name) {
+                file.label.clone()
+            } else {
+                format!("{} · {}", file.label, b.name)
+            };
             out.push(Series { name, file, backend: &b.id });
         }
     }
@@ -372,7 +378,7 @@ fn machine_line(r: &Results) -> String {
     if let Some(cpu) = &m.cpu {
         let _ = write!(s, ", {cpu}");
     }
-    let _ = write!(s, ", {} cores", m.cores);
+    let _ = write!(s, ", {} core{}", m.cores, if m.cores == 1 { "" } else { "s" });
     if let Some(b) = m.memory_bytes {
         let _ = write!(s, ", {:.0} GiB", b as f64 / (1u64 << 30) as f64);
     }
@@ -565,4 +571,41 @@ pub fn markdown(files: &[Results]) -> String {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_dates_read_as_people_write_them() {
+        assert_eq!(si(1_234_567.0), "1.23 M");
+        assert_eq!(si(456_000.0), "456 k");
+        assert_eq!(si(0.0078), "7.80 m");
+        assert_eq!(si(0.0), "0.00");
+        assert_eq!(si(f64::NAN), "-");
+        assert_eq!(nice(3.2), 5.0);
+        assert_eq!(nice(120.0), 200.0);
+        assert_eq!(when(0), "1970-01-01 00:00 UTC");
+        assert_eq!(when(1_764_553_500), "2025-12-01 01:45 UTC");
+        assert_eq!(when(951_782_400), "2000-02-29 00:00 UTC");
+    }
+
+    #[test]
+    fn charts_draw_every_series_and_escape_names() {
+        let svg = bar_chart(
+            "a <title>",
+            "ids/s",
+            &["x".into(), "y".into()],
+            &[("s&1".into(), vec![Some(10.0), None]), ("s2".into(), vec![Some(1000.0), Some(5.0)])],
+            true,
+        );
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert!(svg.contains("a &lt;title&gt;") && svg.contains("s&amp;1"));
+        assert_eq!(svg.matches("<rect x=\"190\"").count(), 3, "one bar per value present");
+        let empty = bar_chart("none", "ids/s", &["x".into()], &[("s".into(), vec![None])], false);
+        assert!(empty.contains("no figures"));
+        let line = line_chart("l", "ids", "ms", &[("a".into(), vec![(1.0, 0.5), (64.0, 0.7), (4096.0, 3.0)])]);
+        assert_eq!(line.matches("<circle").count(), 3);
+    }
 }
