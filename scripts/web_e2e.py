@@ -67,12 +67,13 @@ def run_page(driver, urls, webgpu, shot):
     session = call(driver, "POST", "/session", caps)["sessionId"]
     s = f"/session/{session}"
     try:
-        return [read_page(driver, s, url, shot) for url in urls]
+        # The benchmark runs on the first visit only: once per backend is enough to check it.
+        return [read_page(driver, s, url, shot, bench=i == 0) for i, url in enumerate(urls)]
     finally:
         call(driver, "DELETE", s)
 
 
-def read_page(driver, s, url, shot):
+def read_page(driver, s, url, shot, bench):
     call(driver, "POST", s + "/url", {"url": url})
     deadline = time.time() + 180
     state = None
@@ -99,7 +100,36 @@ def read_page(driver, s, url, shot):
     with open(shot, "wb") as f:
         f.write(png)
     page["search"] = read_search(driver, s, read, shot.replace("demo-", "search-"))
+    page["bench"] = read_bench(driver, s, read, shot.replace("demo-", "bench-")) if bench else None
     return state, page
+
+
+def read_bench(driver, s, read, shot):
+    """The Benchmark button: runs the suite on toy tables (`?bench=tiny`), waits for it, and
+    returns its results file's JSON and what the page says; a screenshot of the charts."""
+    read("(document.getElementById('bench').click(), 1)")
+    deadline = time.time() + 900
+    state = None
+    while time.time() < deadline:
+        state = read("document.getElementById('bench-status').dataset.state")
+        if state in ("done", "error"):
+            break
+        time.sleep(0.25)
+    out = {"state": state, "status": read("document.getElementById('bench-status').textContent")}
+    if state == "done":
+        out["json"] = read("document.getElementById('bench-status').dataset.json")
+        out["charts"] = read("document.querySelectorAll('#bench-charts svg').length")
+        out["download"] = read("document.getElementById('bench-download').href")
+        read("(document.getElementById('benchmark').scrollIntoView(), 1)")
+        with open(shot, "wb") as f:
+            f.write(base64.b64decode(call(driver, "GET", s + "/screenshot")))
+    return out
+
+
+def edo_command():
+    """The edo command line the tests built (target/debug/edo), or cargo run."""
+    built = os.path.join(ROOT, "target", "debug", "edo")
+    return [built] if os.path.exists(built) else ["cargo", "run", "-q", "-p", "edo-cli", "--"]
 
 
 def read_search(driver, s, read, shot):
@@ -157,7 +187,11 @@ def main():
     servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html" for server in servers]
+    # The page's benchmark runs toy tables unless EDO_BENCH_SCALE=quick asks for the real matrix
+    # (scripts/bench_docs.sh does, for docs/bench/).
+    scale = os.environ.get("EDO_BENCH_SCALE", "tiny")
+    urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html?bench={scale}" for server in servers]
+    bench_files = []
     dport = free_port()
     # Chromedriver and Chromium leave a profile and a socket directory in the temporary directory
     # of every browser they start: give them one of their own, removed at the end.
@@ -188,6 +222,24 @@ def main():
                     check(size == page["rows"] * bytes_per_row(fmt, page["dim"]), f"{fmt} shows {size} bytes")
                 check(len(bars) == 12, f"{len(bars)} bars")
                 check(page["side"] == 6, f"{page['side']} rows in the side-by-side table")
+                bench = page["bench"] or {"state": "not run", "status": "(first visit only)"}
+                check(bench["state"] == "done" or visit != "fresh browser", f"benchmark state {bench['state']}: {bench['status']}")
+                if bench["state"] == "done":
+                    results = json.loads(bench["json"])
+                    print(f"  benchmark: {bench['status']} {bench['charts']} charts")
+                    kinds = sorted({b["kind"] for b in results["backends"]})
+                    check(kinds == (["cpu", "gpu"] if want == "webgpu" else ["cpu"]), f"benchmark backends {kinds}")
+                    check(results["machine"]["user_agent"] and "Chrome" in results["machine"]["user_agent"], "the results name the browser")
+                    check(bench["charts"] >= 5, f"{bench['charts']} benchmark charts")
+                    check(bench["download"].startswith("blob:"), "a download link for the results")
+                    ops = {c["op"] for c in results["cases"]}
+                    for op in ("gather", "bag_sum", "bag_mean", "hashed_bag", "search", "latency") + (("cache",) if want == "webgpu" else ()):
+                        check(op in ops, f"the page's benchmark ran no {op}")
+                    if visit == "fresh browser":
+                        path = os.path.join(OUT, f"bench-{want}.json")
+                        with open(path, "w") as f:
+                            f.write(bench["json"])
+                        bench_files.append(path)
                 search = page["search"]
                 if search["state"] == "no-model" and not os.path.exists(os.path.join(WEB, "model.edo")):
                     print(f"SKIPPED: semantic search ({search['status']})")
@@ -207,6 +259,23 @@ def main():
                     check(len(scores) == 10 and scores == sorted(scores, reverse=True), f"{query!r}: scores {scores}")
                     check(any(word in text.lower() for text, _ in got["results"]), f"{query!r}: no {word!r} in the top 10")
             print(f"{want}: screenshots {os.path.relpath(shot, ROOT)}, {os.path.relpath(shot.replace('demo-', 'search-'), ROOT)}")
+        # The page's results beside a native run of the same suite: edo bench compare reads them all.
+        native = os.path.join(OUT, "bench-native.json")
+        edo = edo_command()
+        run = subprocess.run(edo + ["bench", "suite", "--scale", scale, "--reps", "2", "--label", "native", "-o", native, "--html", os.path.join(OUT, "bench-native.html")],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            failures.append(f"edo bench suite: {run.stderr.strip()}")
+        elif len(bench_files) == 2:
+            report = os.path.join(OUT, "bench-compare.html")
+            cmp = subprocess.run(edo + ["bench", "compare", native] + bench_files + ["--html", report], capture_output=True, text=True)
+            print(cmp.stdout)
+            if cmp.returncode != 0:
+                failures.append(f"edo bench compare: {cmp.stderr.strip()}")
+            for label in ("native · ", "browser: "):
+                if label not in cmp.stdout:
+                    failures.append(f"edo bench compare shows no {label!r} series")
+            print(f"benchmark comparison: {os.path.relpath(report, ROOT)}")
     finally:
         driver_proc.terminate()
         driver_proc.wait()

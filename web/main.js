@@ -1,7 +1,7 @@
 // The demo page: a synthetic (or dropped) table, its size in every format, lookups on the
 // engine (WebGPU or the CPU path), and rows before and after quantisation; then semantic search
 // with a static text-embedding model over a built-in corpus.
-import init, { EdoEngine, EdoModel, EdoTable, tableShape } from './pkg/edo_web.js';
+import init, { EdoEngine, EdoModel, EdoTable, benchReport, tableShape } from './pkg/edo_web.js';
 
 const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'fp8_e4m3', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'int4_zp32', 'binary', 'binary+scale'];
 const $ = (id) => document.getElementById(id);
@@ -123,6 +123,7 @@ const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 // corpus's binary codes and rescored with its INT8 vectors.
 let index; // EdoSearchIndex
 let corpus; // the lines
+let loadedModel; // the semantic-search model (EdoModel), once loaded
 
 function searchStatus(text, state) {
   $('search-status').textContent = text;
@@ -141,6 +142,7 @@ async function loadModel(fetchBytes, name) {
     const prepared = engine.prepareModel(shape.format, shape.dim);
     await tick();
     const model = EdoModel.fromBytes(bytes);
+    loadedModel = model;
     await prepared;
     const parsed = performance.now();
     const resident = await engine.uploadModel(model);
@@ -214,6 +216,47 @@ async function semantic() {
   await loadModel(async () => new Uint8Array(await response.arrayBuffer()), 'model.edo');
 }
 
+function benchStatus(text, state) {
+  $('bench-status').textContent = text;
+  $('bench-status').dataset.state = state;
+}
+
+// The benchmark suite in this tab; `?bench=tiny` in the address runs toy tables (the tests do).
+async function benchmark() {
+  const scale = new URLSearchParams(location.search).get('bench') ?? 'quick';
+  $('bench').disabled = true;
+  $('bench-download').hidden = true;
+  benchStatus(`Running the ${scale} suite…`, 'running');
+  const bar = $('bench-progress');
+  const progress = (done, total, label) => {
+    bar.max = Math.max(total, 1);
+    bar.value = done;
+    benchStatus(`${done} of ${total} cases · ${label}`, 'running');
+    // A timer, not a microtask: the page repaints before the next case.
+    return new Promise((resolve) => setTimeout(resolve, 0));
+  };
+  try {
+    const t0 = performance.now();
+    const json = loadedModel
+      ? await engine.benchSuiteWithModel(loadedModel, scale, navigator.userAgent, progress)
+      : await engine.benchSuite(scale, navigator.userAgent, progress);
+    const results = JSON.parse(json);
+    $('bench-charts').innerHTML = benchReport([json]);
+    const link = $('bench-download');
+    if (link.href) URL.revokeObjectURL(link.href);
+    link.href = URL.createObjectURL(new Blob([json], { type: 'application/json' }));
+    link.hidden = false;
+    bar.value = bar.max;
+    $('bench-status').dataset.json = json;
+    benchStatus(`${results.cases.length} cases on ${results.backends.map((b) => b.name).join(' and ')} in ` +
+      `${((performance.now() - t0) / 1000).toFixed(1)} s${results.skipped.length ? `, ${results.skipped.length} skipped` : ''}.`, 'done');
+  } catch (err) {
+    benchStatus(`Error: ${err.message ?? err}`, 'error');
+  } finally {
+    $('bench').disabled = false;
+  }
+}
+
 async function main() {
   await init();
   const marks = { init: performance.now() };
@@ -227,6 +270,9 @@ async function main() {
   $('backend').textContent = engine.backend;
   $('adapter').textContent = engine.note;
   await run(marks);
+  $('bench').onclick = benchmark;
+  $('bench').disabled = false;
+  benchStatus('Ready.', 'idle');
   semantic().catch((e) => searchStatus(`Error: ${e.message ?? e}`, 'error'));
   $('run').onclick = () => {
     source = EdoTable.synthetic(Number($('rows').value), Number($('dim').value), 7);

@@ -791,3 +791,77 @@ async fn fetch_all(url: &str) -> Result<Vec<u8>, edo::Error> {
     let buffer = JsFuture::from(response.array_buffer().map_err(|e| fail("body", e))?).await.map_err(|e| fail("body", e))?;
     Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }
+
+#[wasm_bindgen]
+impl EdoEngine {
+    /// Runs edo's benchmark suite in this tab — `scale` `"quick"` (the default) or `"tiny"` (toy
+    /// tables, for tests) — on this engine's WebGPU adapter and on the CPU path (one thread, as
+    /// WASM runs here), and resolves to the results file's JSON: the schema `edo bench compare`
+    /// reads beside native runs. `progress(done, total, label)` is called before each case; if it
+    /// returns a promise the suite waits for it, so a page can repaint between cases.
+    #[wasm_bindgen(js_name = benchSuite)]
+    pub async fn bench_suite(&self, scale: Option<String>, user_agent: Option<String>, progress: Option<js_sys::Function>) -> Result<String, JsError> {
+        self.suite(None, scale, user_agent, progress).await
+    }
+
+    /// [`EdoEngine::bench_suite`] with a static model's embedding cases (1, 32 and 1024 texts).
+    #[wasm_bindgen(js_name = benchSuiteWithModel)]
+    pub async fn bench_suite_with_model(
+        &self,
+        model: &EdoModel,
+        scale: Option<String>,
+        user_agent: Option<String>,
+        progress: Option<js_sys::Function>,
+    ) -> Result<String, JsError> {
+        self.suite(Some(model.inner.clone()), scale, user_agent, progress).await
+    }
+}
+
+impl EdoEngine {
+    async fn suite(
+        &self,
+        model: Option<StaticModel>,
+        scale: Option<String>,
+        user_agent: Option<String>,
+        progress: Option<js_sys::Function>,
+    ) -> Result<String, JsError> {
+        use edo::suite::{self, Scale, SuiteOptions};
+        let scale = match scale.as_deref().unwrap_or("quick") {
+            "quick" => Scale::Quick,
+            "tiny" => Scale::Tiny,
+            other => return Err(JsError::new(&format!("unknown benchmark scale {other:?} (quick or tiny in a browser)"))),
+        };
+        let mut options = SuiteOptions::new(scale);
+        options.user_agent = user_agent;
+        options.model = model;
+        let gpus: Vec<Engine> = self.gpu.iter().cloned().collect();
+        let results = suite::run(&options, &gpus, |p| {
+            let r = progress.as_ref().map(|f| f.call3(&JsValue::NULL, &(p.done as f64).into(), &(p.total as f64).into(), &p.label.as_str().into()));
+            async move {
+                if let Some(Ok(v)) = r {
+                    if let Ok(promise) = v.dyn_into::<js_sys::Promise>() {
+                        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(err)?;
+        Ok(results.to_json())
+    }
+}
+
+/// The charts and the table of one or more benchmark results files (their JSON text), as an
+/// HTML fragment: the same charts `edo bench suite` and `edo bench compare` write.
+#[wasm_bindgen(js_name = benchReport)]
+pub fn bench_report(results: Vec<String>) -> Result<String, JsError> {
+    let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    Ok(edo::suite::report::fragment(&files))
+}
+
+/// The plain-text summary of one or more benchmark results files, as `edo bench compare` prints.
+#[wasm_bindgen(js_name = benchSummary)]
+pub fn bench_summary(results: Vec<String>) -> Result<String, JsError> {
+    let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    Ok(edo::suite::report::text(&files))
+}
