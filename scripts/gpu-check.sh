@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The figures only a real GPU gives, in one run that fits a 10-minute slot on a lent GPU machine
-# (no network there, nothing installed): the gather against the device's own buffer copy
-# (`edo bench`, 1 M × 128, every format), the Hamming scan (`edo search-bench`, 1 M × 256 bits,
-# 100 queries, k = 10) against faiss IndexBinaryFlat on 2 CPU threads measured here, and the
-# table-batched hashed bags of `examples/recsys.rs`.
+# (no network there, nothing installed): the benchmark suite (`edo bench suite`, the full matrix
+# within a 240 s budget; its JSON and HTML report come back, compared with the peers measured
+# here), the gather against the device's own buffer copy (`edo bench gather`, 1 M × 128), the
+# Hamming scan (`edo bench search`, 1 M × 256 bits, 100 queries, k = 10) against faiss
+# IndexBinaryFlat on 2 CPU threads measured here, and the table-batched hashed bags of
+# `examples/recsys.rs`.
 #
-#   ./scripts/gpu-check.sh prepare    here: release binaries, the faiss baseline (needs numpy and
-#                                     faiss-cpu) and the Vulkan loader's .deb into .gpu/ (git
-#                                     ignores it; about 15 MiB)
+#   ./scripts/gpu-check.sh prepare    here: release binaries, the faiss baseline and the suite's
+#                                     peers (needs numpy and faiss-cpu) and the Vulkan loader's
+#                                     .deb into .gpu/ (git ignores it; about 15 MiB)
 #   ./scripts/gpu-check.sh run [dir]  there, with .gpu/ carried: figures into dir (default $OUT,
 #                                     else ./gpu-check); also runs on lavapipe, as a rehearsal
 set -euo pipefail
@@ -37,6 +39,8 @@ s = sorted(times)[2]
 json.dump({"faiss": faiss.__version__, "threads": 2, "rows": rows, "bits": bits, "queries": queries, "k": k, "seconds": s}, open(sys.argv[1], "w"))
 print(f"faiss IndexBinaryFlat, 2 threads: {1e3 * s:.2f} ms for {queries} queries over {rows} codes")
 PY
+    # The suite's peers (numpy, faiss) on the full matrix's shapes, for `edo bench compare` there.
+    python3 "$root/scripts/bench_peers.py" --reps 3 -o "$gpu/peers.json" || echo "no peers (bench_peers.py needs numpy and faiss-cpu)"
     # The Vulkan loader, for a machine that has the driver but not the loader.
     (cd "$gpu/deb" && apt-get download libvulkan1 >/dev/null 2>&1) || echo "no libvulkan1 .deb (apt-get download failed); the GPU machine must have the loader"
     du -sh "$gpu"
@@ -56,11 +60,17 @@ run)
     {
         echo "== $(date -u +%FT%TZ) on $(nproc) cores"
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-        echo "== edo bench (gather; issue 2: ≥ 80 % of the device copy, INT8 time ≤ 0.5 × FP32)"
-        timeout 240 "$gpu/bin/edo" bench --json >"$out/bench.json" 2>"$out/bench.log" || echo "bench failed: $(tail -3 "$out/bench.log")"
-        timeout 120 "$gpu/bin/edo" bench --formats fp32,int8 2>&1 | tail -12
-        echo "== edo search-bench (issue 4: GPU ≥ 10 × faiss on 2 CPU threads)"
-        timeout 120 "$gpu/bin/edo" search-bench --json >"$out/search.json" 2>"$out/search.log" || echo "search-bench failed: $(tail -3 "$out/search.log")"
+        echo "== edo bench suite (issue 16: the full matrix, 240 s budget)"
+        timeout 330 "$gpu/bin/edo" bench suite --budget-seconds 240 --label "$(hostname) $(nproc) cores" -o "$out/suite.json" --html "$out/suite.html" \
+            >"$out/suite.txt" 2>"$out/suite.log" || echo "suite failed: $(tail -3 "$out/suite.log")"
+        head -8 "$out/suite.txt" 2>/dev/null || true
+        if [ -f "$gpu/peers.json" ] && [ -f "$out/suite.json" ]; then
+            "$gpu/bin/edo" bench compare "$out/suite.json" "$gpu/peers.json" --html "$out/compare.html" --markdown "$out/compare.md" >"$out/compare.txt" 2>&1 || true
+        fi
+        echo "== edo bench gather (issue 2: ≥ 80 % of the device copy, INT8 time ≤ 0.5 × FP32)"
+        timeout 120 "$gpu/bin/edo" bench gather --formats fp32,int8 2>&1 | tail -12
+        echo "== edo bench search (issue 4: GPU ≥ 10 × faiss on 2 CPU threads)"
+        timeout 120 "$gpu/bin/edo" bench search --json >"$out/search.json" 2>"$out/search.log" || echo "search bench failed: $(tail -3 "$out/search.log")"
         if [ -f "$gpu/faiss.json" ] && command -v python3 >/dev/null; then
             python3 - "$gpu/faiss.json" "$out/search.json" <<'PY'
 import json, sys
