@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The peer of `edo search-bench`: faiss IndexBinaryFlat on the same binary codes.
+"""The peer of `edo bench search`: faiss IndexBinaryFlat on the same binary codes.
 
 Makes random packbits codes (1M x 256 bits and 100 queries by default) with numpy, runs faiss
 IndexBinaryFlat (exact Hamming k-NN) with the same thread count as edo's CPU path, then runs
-`edo search-bench --codes ... --query-codes ... --json` on the same files, checks that edo's
+`edo bench search --codes ... --query-codes ... --json` on the same files, checks that edo's
 distances equal faiss's rank by rank (ids may differ only among equal distances: the two break
 ties differently, edo by lower row), and prints the ratios.
 
@@ -64,7 +64,7 @@ def main():
         np.save(qpath, queries)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         cmd = [a.edo] if a.edo else ["cargo", "run", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml"), "--"]
-        cmd += ["search-bench", "--codes", cpath, "--query-codes", qpath, "--k", str(a.k), "--iters", str(a.iters), "--json"]
+        cmd += ["bench", "search", "--codes", cpath, "--query-codes", qpath, "--k", str(a.k), "--iters", str(a.iters), "--json"]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
         edo = json.loads(out.stdout)
 

@@ -6,7 +6,7 @@ same texts.
     /tmp/m2v/bin/python scripts/model2vec_peer.py --model tests/data/models/wordpiece --edo target/release/edo \
         [--model2vec-rs] [--rounds 5]
 
-Runs `edo embed-bench --cpu --json` (which also writes its 1024 texts), then times model2vec's
+Runs `edo bench embed --cpu --json` (which also writes its 1024 texts), then times model2vec's
 `StaticModel.encode` on the same batches (1, 32 and 1024 texts, as edo chunks them; one thread,
 as model2vec encodes batches under 10 000 texts), and with `--model2vec-rs` builds and runs
 scripts/model2vec-rs-peer (model2vec-rs 0.4.0, its rayon pool on all cores, as edo uses all
@@ -45,7 +45,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         texts_path = os.path.join(tmp, "texts.txt")
         for _ in range(a.rounds):
-            out = subprocess.run([a.edo, "embed-bench", a.model, "--cpu", "--json", "--formats", "fp32", "--iters", str(a.iters), "--texts-out", texts_path],
+            out = subprocess.run([a.edo, "bench", "embed", a.model, "--cpu", "--json", "--formats", "fp32", "--iters", str(a.iters), "--texts-out", texts_path],
                                  check=True, capture_output=True, text=True)
             edo = json.loads(out.stdout)
             texts = open(texts_path, encoding="utf-8").read().split("\n")[:1024]

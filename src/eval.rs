@@ -1,4 +1,4 @@
-//! `edo eval` and `edo search-bench`: retrieval quality, memory and latency of each way to search
+//! `edo eval` and `edo bench search`: retrieval quality, memory and latency of each way to search
 //! a float table, and the speed of binary Hamming search on the GPU and the CPU path.
 
 use serde::Serialize;

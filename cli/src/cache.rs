@@ -1,4 +1,4 @@
-//! `edo cache-bench`.
+//! `edo bench cache`.
 
 use clap::Args;
 use edo::cache::bench::{self, CacheBenchConfig};
@@ -103,7 +103,7 @@ pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
 fn print(b: &bench::CacheBench) {
     println!();
     println!(
-        "edo cache-bench — {} × {} {} table ({}), Zipf({}) ids, batches of {}: {} warm-up, {} timed",
+        "edo bench cache — {} × {} {} table ({}), Zipf({}) ids, batches of {}: {} warm-up, {} timed",
         b.rows,
         b.dim,
         b.format,

@@ -1,4 +1,4 @@
-//! `edo embed-bench`.
+//! `edo bench embed`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -170,7 +170,7 @@ pub fn embed_bench(a: EmbedBenchArgs) -> Result<(), Failure> {
     }
     println!();
     println!(
-        "edo embed-bench — {} (dim {}, vocab {}), 1024 short texts, {:.1} tokens each",
+        "edo bench embed — {} (dim {}, vocab {}), 1024 short texts, {:.1} tokens each",
         a.model.display(),
         base.dim(),
         base.vocab_size(),

@@ -1,4 +1,4 @@
-//! `edo eval` and `edo search-bench`.
+//! `edo eval` and `edo bench search`.
 
 use std::path::PathBuf;
 
@@ -178,7 +178,7 @@ pub fn search_bench(a: SearchBenchArgs) -> Result<(), Failure> {
     }
     let code_bytes = (corpus.rows() * corpus.format().code_bytes(corpus.dim())) as u64;
     println!();
-    println!("edo search-bench — Hamming top-{} of {} queries against {} codes of {} bits ({})", b.k, b.queries, b.rows, b.bits, human_bytes(code_bytes));
+    println!("edo bench search — Hamming top-{} of {} queries against {} codes of {} bits ({})", b.k, b.queries, b.rows, b.bits, human_bytes(code_bytes));
     println!("{:<5} {:>12} {:>14} {:>14}", "path", "ms (batch)", "queries/s", "scan GB/s");
     println!("{:<5} {:>12.2} {:>14.1} {:>14.2}   ({} threads)", "CPU", 1e3 * b.cpu_seconds, b.cpu_queries_per_second, b.cpu_scan_gbps, b.threads);
     match (b.gpu_seconds, b.gpu_queries_per_second, b.gpu_scan_gbps) {

@@ -139,6 +139,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), Failure> {
         bar.set_length(p.total as u64);
         bar.set_position(p.done as u64);
         bar.set_message(p.label.clone());
+        std::future::ready(())
     }))?;
     bar.finish_and_clear();
     if results.cases.is_empty() {

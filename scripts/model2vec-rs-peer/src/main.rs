@@ -1,5 +1,5 @@
 //! model2vec-rs 0.4.0's `encode_flat` (all cores, its rayon pool) on the texts edo's
-//! `embed-bench --texts-out` wrote, in edo's batches (1, 32, 1024; at most 64 batches a run):
+//! `edo bench embed --texts-out` wrote, in edo's batches (1, 32, 1024; at most 64 batches a run):
 //! prints `batch texts_per_second` lines, the median of `iters` runs after one warm-up.
 //!
 //!     model2vec-rs-peer MODEL_DIR TEXTS_FILE [ITERS]
