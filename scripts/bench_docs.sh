@@ -20,5 +20,9 @@ if [ "${1:-}" = measure ]; then
     cp target/web-e2e/bench-cpu.json docs/bench/browser-cpu.json
     "${PYTHON:-python3}" scripts/bench_peers.py --quick --model tests/data/models/wordpiece -o docs/bench/peers.json
 fi
-files=(docs/bench/*.json)
+# Native first, then the browser's, the peers' and any others, so series keep their colours.
+files=()
+for f in docs/bench/native.json docs/bench/browser-webgpu.json docs/bench/browser-cpu.json docs/bench/peers.json docs/bench/*.json; do
+    [ -f "$f" ] && [[ " ${files[*]} " != *" $f "* ]] && files+=("$f")
+done
 "${edo[@]}" bench compare "${files[@]}" --markdown docs/bench-results.md --html docs/bench-report.html

@@ -304,8 +304,7 @@ pub fn charts(files: &[Results]) -> Vec<(String, String)> {
             continue;
         }
         let cats: Vec<String> = ks.iter().map(|k| label(k, ops.len() > 1 || id == "embed")).collect();
-        let vals: Vec<(String, Vec<Option<f64>>)> =
-            ser.iter().map(|s| (s.name.clone(), ks.iter().map(|k| find(s, k).map(|c| c.items_per_s)).collect())).collect();
+        let vals = present(ser.iter().map(|s| (s.name.clone(), ks.iter().map(|k| find(s, k).map(|c| c.items_per_s)).collect())));
         out.push((format!("throughput-{id}"), bar_chart(&format!("{title}: throughput"), "items per second (log scale)", &cats, &vals, true)));
     }
 
@@ -313,8 +312,7 @@ pub fn charts(files: &[Results]) -> Vec<(String, String)> {
     let ks: Vec<&Key> = keys.iter().filter(|k| k.op == "gather" || k.op == "bag_sum").collect();
     if !ks.is_empty() {
         let cats: Vec<String> = ks.iter().map(|k| label(k, true)).collect();
-        let vals: Vec<(String, Vec<Option<f64>>)> =
-            ser.iter().map(|s| (s.name.clone(), ks.iter().map(|k| find(s, k).map(|c| c.ratio_to_copy)).collect())).collect();
+        let vals = present(ser.iter().map(|s| (s.name.clone(), ks.iter().map(|k| find(s, k).map(|c| c.ratio_to_copy)).collect())));
         out.push((
             "ratio".to_string(),
             bar_chart(
@@ -345,6 +343,11 @@ pub fn charts(files: &[Results]) -> Vec<(String, String)> {
         ));
     }
     out
+}
+
+/// The series that have a figure in a chart (the others would only crowd its legend).
+fn present(series: impl Iterator<Item = (String, Vec<Option<f64>>)>) -> Vec<(String, Vec<Option<f64>>)> {
+    series.filter(|(_, v)| v.iter().any(Option::is_some)).collect()
 }
 
 fn label(k: &Key, with_op: bool) -> String {
@@ -545,6 +548,8 @@ pub fn markdown(files: &[Results]) -> String {
     ops.dedup();
     for op in ops {
         let _ = writeln!(m, "\n## {op}\n");
+        // The series that ran this operation.
+        let ser: Vec<&Series> = ser.iter().filter(|s| ks.iter().any(|k| k.op == op && find(s, k).is_some())).collect();
         m.push_str("| format | size | items |");
         for s in &ser {
             let _ = write!(m, " {} |", s.name.replace('|', "/"));
