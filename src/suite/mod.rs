@@ -531,6 +531,7 @@ where
         if st.out_of_budget() {
             for backend in &backends {
                 st.skip(op, format.map_or(op_format(op), |f| f.name().to_string()), size.name, &backend.id, "budget");
+                st.done += 1;
             }
             continue;
         }
@@ -552,6 +553,7 @@ where
                 Err(e) => {
                     for backend in &backends {
                         st.skip(op, format.name().to_string(), size.name, &backend.id, &e.to_string());
+                        st.done += 1;
                     }
                     continue;
                 }
@@ -562,6 +564,7 @@ where
             progress(&Progress { done: st.done, total, label: format!("{label} on {}", backend.name) }).await;
             if st.out_of_budget() {
                 st.skip(op, case_format(op, table), size.name, &backend.id, "budget");
+                st.done += 1;
                 continue;
             }
             let before = st.cases.len();
@@ -921,7 +924,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
                 let t = Instant::now();
                 let bags = HashedBags::new(&hashed_ids, &offsets);
                 let job = g.prepare_bags(n_bags, &bags, Pooling::Sum, Layout::Concat).await?;
-                ((job, t), 1, g.bytes())
+                ((job, t), None, g.bytes())
             } else {
                 let g = GpuTable::upload(&engine, table).await?;
                 let t = Instant::now();
@@ -930,7 +933,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
                 } else {
                     g.prepare_bag(&Bags::new(bag_ids, &offsets), pooling, Bounds::Error).await?
                 };
-                ((job, t), g.shard_count(), g.bytes())
+                ((job, t), Some(g.shard_count()), g.bytes())
             };
             let (job, t) = job;
             job.submit()?;
@@ -940,7 +943,8 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
                 return Err(Error::Gpu { what: "benchmark check", message: format!("{}: the GPU gather differs from the CPU path", table.format()) });
             }
             let times = time_device(&engine, reps, |enc| job.encode(enc)).await?;
-            work.shards = Some(shards);
+            // (Hashed tables do not say how many buffers they took.)
+            work.shards = shards;
             work.table_bytes = bytes;
             Timing { first, times }
         }
