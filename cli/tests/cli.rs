@@ -624,8 +624,9 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
     assert_eq!((r["schema"].as_str(), r["schema_version"].as_u64(), r["scale"].as_str()), (Some("edo-bench"), Some(1), Some("tiny")));
     let backends = r["backends"].as_array().unwrap();
     let gpu = backends.iter().find(|b| b["kind"] == "gpu");
-    if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-        assert!(gpu.is_some(), "EDO_REQUIRE_GPU=1 but the suite found no adapter");
+    if gpu.is_none() {
+        assert_ne!(std::env::var("EDO_REQUIRE_GPU").as_deref(), Ok("1"), "EDO_REQUIRE_GPU=1 but the suite found no adapter");
+        eprintln!("SKIPPED: no adapter (the suite's GPU cases; its CPU cases ran)");
     }
     assert!(backends.iter().any(|b| b["id"] == "cpu1" && b["threads"] == 1), "a one-thread CPU backend");
     let cases = r["cases"].as_array().unwrap();
