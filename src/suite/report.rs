@@ -103,7 +103,7 @@ pub fn bar_chart(title: &str, unit: &str, categories: &[String], series: &[(Stri
     let width = 760.0;
     let plot_w = width - left - right;
     let height = top + group * categories.len() as f64 + 40.0;
-    let values: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().flatten().copied()).filter(|v| v.is_finite() && *v > 0.0).collect();
+    let values: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().flatten().copied()).filter(|&v| plottable(v)).collect();
     let max = values.iter().copied().fold(0.0, f64::max);
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let mut svg = String::new();
@@ -154,7 +154,7 @@ pub fn bar_chart(title: &str, unit: &str, categories: &[String], series: &[(Stri
         let y0 = top + group * ci as f64;
         let _ = write!(svg, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, left - 6.0, y0 + group / 2.0, esc(cat));
         for (si_, (name, vals)) in series.iter().enumerate() {
-            if let Some(v) = vals.get(ci).copied().flatten().filter(|v| v.is_finite() && *v > 0.0) {
+            if let Some(v) = vals.get(ci).copied().flatten().filter(|&v| plottable(v)) {
                 let y = y0 + 4.0 + bar * si_ as f64;
                 let _ = write!(
                     svg,
@@ -173,6 +173,12 @@ pub fn bar_chart(title: &str, unit: &str, categories: &[String], series: &[(Stri
     svg
 }
 
+/// Whether a figure can be drawn on the charts' axes: finite, positive, and within 30 decades of 1
+/// (a results file from elsewhere may hold anything; no benchmark figure is outside that).
+fn plottable(v: f64) -> bool {
+    v.is_finite() && v > 1e-30 && v < 1e30
+}
+
 /// A round number at least `v` (1, 2 or 5 times a power of ten).
 fn nice(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
@@ -186,7 +192,7 @@ fn nice(v: f64) -> f64 {
 pub fn line_chart(title: &str, x_unit: &str, y_unit: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
     let (left, right, top, width, height) = (70.0, 30.0, 58.0 + 16.0 * series.len() as f64, 760.0, 380.0 + 16.0 * series.len() as f64);
     let bottom = height - 40.0;
-    let pts: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).filter(|(x, y)| *x > 0.0 && *y > 0.0 && y.is_finite()).collect();
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).filter(|&(x, y)| plottable(x) && plottable(y)).collect();
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -247,9 +253,9 @@ pub fn line_chart(title: &str, x_unit: &str, y_unit: &str, series: &[(String, Ve
     );
     for (i, (name, points)) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
-        let p: Vec<String> = points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0 && y.is_finite()).map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
+        let p: Vec<String> = points.iter().filter(|&&(x, y)| plottable(x) && plottable(y)).map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
         let _ = write!(svg, r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#, p.join(" "));
-        for &(x, y) in points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0 && y.is_finite()) {
+        for &(x, y) in points.iter().filter(|&&(x, y)| plottable(x) && plottable(y)) {
             let _ =
                 write!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"><title>{}: {} → {}</title></circle>"#, sx(x), sy(y), esc(name), si(x), si(y));
         }
@@ -594,6 +600,32 @@ mod tests {
         assert_eq!(when(0), "1970-01-01 00:00 UTC");
         assert_eq!(when(1_764_553_500), "2025-12-01 01:45 UTC");
         assert_eq!(when(951_782_400), "2000-02-29 00:00 UTC");
+    }
+
+    /// The `bench_json` fuzz target's corpus (fuzz/corpus/bench_json, grown by scripts/fuzz.sh):
+    /// every file is read, and every one that reads is reported, alone and beside itself.
+    #[test]
+    fn fuzz_corpus_replays_without_panics() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/bench_json");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).expect("the corpus") {
+            let bytes = std::fs::read(entry.expect("an entry").path()).expect("a corpus file");
+            let Ok(text) = std::str::from_utf8(&bytes) else { continue };
+            if let Ok(r) = Results::from_json(text) {
+                let two = [r.clone(), r];
+                for files in [&two[..1], &two[..]] {
+                    assert!(text_report_and_html_are_whole(files));
+                }
+                read += 1;
+            }
+        }
+        assert!(read >= 3, "the seeds read ({read})");
+    }
+
+    fn text_report_and_html_are_whole(files: &[Results]) -> bool {
+        let h = html(files);
+        let _ = (text(files), markdown(files));
+        h.starts_with("<!doctype html>") && h.ends_with("</html>\n") && h.matches("<svg").count() == h.matches("</svg>").count()
     }
 
     #[test]
