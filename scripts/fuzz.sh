@@ -7,6 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
-for target in table_file gguf gbq model_file; do
+for target in table_file gguf gbq model_file bench_json; do
     cargo +nightly fuzz run "$target" "fuzz/corpus/$target" -- -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048
 done

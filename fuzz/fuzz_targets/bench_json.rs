@@ -1,0 +1,19 @@
+//! Benchmark results files (`edo bench compare` reads them from anywhere: another machine, a
+//! browser's download, a peer script): reading, then every report — text, HTML with its charts,
+//! Markdown — of the file alone and beside itself. None may panic or hang, whatever the numbers.
+#![no_main]
+
+use edo::suite::{report, Results};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(results) = Results::from_json(text) {
+        let two = [results.clone(), results];
+        for files in [&two[..1], &two[..]] {
+            let _ = report::text(files);
+            let _ = report::html(files);
+            let _ = report::markdown(files);
+        }
+    }
+});
