@@ -185,6 +185,7 @@ mod http {
         IgnoresRange,
         /// Sends half of the body it promised, then closes.
         CutsShort,
+        NotFound,
     }
 
     /// A static file server on localhost: `Range: bytes=a-b` → 206, unless told otherwise.
@@ -193,6 +194,10 @@ mod http {
         file: Arc<Mutex<Vec<u8>>>,
         mode: Arc<Mutex<Mode>>,
         requests: Arc<AtomicUsize>,
+        /// Answer this many next requests with 503.
+        fail_next: Arc<AtomicUsize>,
+        /// Wait this long before each answer.
+        stall_ms: Arc<AtomicUsize>,
     }
 
     fn serve(bytes: Vec<u8>) -> Server {
@@ -201,7 +206,8 @@ mod http {
         let file = Arc::new(Mutex::new(bytes));
         let mode = Arc::new(Mutex::new(Mode::Ranges));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (f, m, n) = (file.clone(), mode.clone(), requests.clone());
+        let (fail_next, stall_ms) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (f, m, n, fails, stall) = (file.clone(), mode.clone(), requests.clone(), fail_next.clone(), stall_ms.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
@@ -220,7 +226,11 @@ mod http {
                 }
                 let body = f.lock().unwrap().clone();
                 let mode = *m.lock().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(stall.load(Ordering::Relaxed) as u64));
+                let failing = fails.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1)).is_ok();
                 let response = match (range, mode) {
+                    _ if failing => b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+                    (_, Mode::NotFound) => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
                     (Some((a, b)), Mode::Ranges | Mode::CutsShort) if a < body.len() => {
                         let b = b.min(body.len() - 1);
                         let part = &body[a..=b];
@@ -247,7 +257,7 @@ mod http {
                 let _ = stream.write_all(&response);
             }
         });
-        Server { url, file, mode, requests }
+        Server { url, file, mode, requests, fail_next, stall_ms }
     }
 
     #[test]
@@ -296,6 +306,77 @@ mod http {
         *server.file.lock().unwrap() = other;
         let fresh: Vec<u32> = (30_000..30_010).collect();
         assert!(matches!(block_on(cache.gather(&fresh, Bounds::Error)), Err(Error::Checksum { .. })));
+    }
+
+    #[test]
+    fn transient_failures_are_retried_and_permanent_ones_are_not() {
+        use edo::file::remote::HttpOptions;
+        let (rows, dim) = (2000, 16);
+        let t = table(rows, dim, Format::Int8);
+        let server = serve(TableFile::new(t.clone()).with_chunk_bytes(4096).unwrap().to_bytes());
+        let fast = HttpOptions { backoff: std::time::Duration::from_millis(5), ..Default::default() };
+        let count = || server.requests.load(Ordering::Relaxed);
+        // Two 503s, then the file: opening succeeds on the third try.
+        server.fail_next.store(2, Ordering::Relaxed);
+        let remote = block_on(RemoteTable::open(HttpReader::with_options(&server.url, fast))).unwrap();
+        assert_eq!(count(), 3, "two 503s and the header");
+        let ids = [3, 1999, 700];
+        let want = edo::cpu::gather(&t, &ids, Bounds::Error).unwrap();
+        server.fail_next.store(1, Ordering::Relaxed);
+        assert_eq!(block_on(remote.gather(&ids, Bounds::Error)).unwrap(), want, "after one 503");
+        // Four 503s in a row outlast three retries: the error says what the server said, and how often.
+        server.fail_next.store(4, Ordering::Relaxed);
+        match block_on(remote.gather(&[1500], Bounds::Error)) {
+            Err(Error::Remote { message, .. }) => assert!(message.contains("HTTP 503") && message.contains("after 3 retries"), "{message}"),
+            other => panic!("expected a remote error, got {:?}", other.map(|_| ())),
+        }
+        server.fail_next.store(0, Ordering::Relaxed);
+        // A body cut short is retried (and here fails each time); a 404 is not retried.
+        for (mode, tries, what) in [(Mode::CutsShort, 4, "after 3 retries"), (Mode::NotFound, 1, "not found")] {
+            *server.mode.lock().unwrap() = mode;
+            let before = count();
+            match block_on(remote.gather(&[1000], Bounds::Error)) {
+                Err(Error::Remote { message, .. }) => assert!(message.contains(what), "{message}"),
+                other => panic!("expected a remote error, got {:?}", other.map(|_| ())),
+            }
+            assert_eq!(count() - before, tries, "{what}: requests");
+        }
+        *server.mode.lock().unwrap() = Mode::Ranges;
+        assert_eq!(block_on(remote.gather(&ids, Bounds::Error)).unwrap(), want, "after the server recovered");
+    }
+
+    #[test]
+    fn a_stalling_server_is_bounded_by_the_request_timeout_and_the_call_deadline() {
+        use edo::file::remote::{HttpOptions, RemoteLimits};
+        use std::time::{Duration, Instant};
+        let (rows, dim) = (2000, 16);
+        let t = table(rows, dim, Format::Int8);
+        let server = serve(TableFile::new(t.clone()).with_chunk_bytes(4096).unwrap().to_bytes());
+        // Each answer 2 s late, requests time out after 200 ms, no retries: the open fails fast.
+        server.stall_ms.store(2000, Ordering::Relaxed);
+        let impatient = HttpOptions { request_timeout: Duration::from_millis(200), retries: 0, ..Default::default() };
+        let started = Instant::now();
+        match block_on(RemoteTable::open(HttpReader::with_options(&server.url, impatient))) {
+            Err(Error::Remote { message, .. }) => assert!(message.to_lowercase().contains("timeout") || message.contains("timed out"), "{message}"),
+            other => panic!("expected a remote error, got {:?}", other.map(|_| ())),
+        }
+        assert!(started.elapsed() < Duration::from_millis(1500), "{:?}", started.elapsed());
+        // Each answer 300 ms late, within the request timeout, but a gather needs five requests
+        // (the checksums, four distant chunks): the call's 700 ms deadline ends it.
+        // (A server of its own: the first one still sleeps on the requests given up above.)
+        let server = serve(TableFile::new(t.clone()).with_chunk_bytes(4096).unwrap().to_bytes());
+        let limits = RemoteLimits { deadline: Some(Duration::from_millis(700)), ..Default::default() };
+        let remote = block_on(RemoteTable::open_with(HttpReader::new(&server.url), limits)).unwrap();
+        server.stall_ms.store(300, Ordering::Relaxed);
+        let started = Instant::now();
+        match block_on(remote.gather(&[0, 500, 1000, 1500], Bounds::Error)) {
+            Err(Error::Remote { message, .. }) => assert!(message.contains("deadline"), "{message}"),
+            other => panic!("expected a remote error, got {:?}", other.map(|_| ())),
+        }
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(600) && took < Duration::from_millis(1600), "{took:?}");
+        server.stall_ms.store(0, Ordering::Relaxed);
+        assert_eq!(block_on(remote.gather(&[0, 500], Bounds::Error)).unwrap(), edo::cpu::gather(&t, &[0, 500], Bounds::Error).unwrap());
     }
 
     #[test]

@@ -22,6 +22,9 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use web_time::Instant;
 
 use super::{words_le, Header};
 use crate::format::Format;
@@ -33,6 +36,14 @@ pub trait RangeReader {
     fn read(&self, range: Range<u64>) -> impl Future<Output = Result<(Vec<u8>, u64), Error>>;
     /// The file's name or URL, for messages.
     fn name(&self) -> String;
+    /// [`RangeReader::read`] that gives up at `deadline` (the end of the caller's call, see
+    /// [`RemoteLimits::deadline`]): a reader that can stop a request in flight, or retries,
+    /// overrides it. The default reads as `read` does; [`RemoteTable`] checks the deadline
+    /// between reads either way.
+    fn read_by(&self, range: Range<u64>, deadline: Option<Instant>) -> impl Future<Output = Result<(Vec<u8>, u64), Error>> {
+        let _ = deadline;
+        self.read(range)
+    }
 }
 
 /// What a [`RemoteTable`] may fetch and hold. A file's header names sizes the server chose; these
@@ -49,12 +60,29 @@ pub struct RemoteLimits {
     /// Bytes of checksums kept between reads (4 a chunk); past it the kept ones are dropped and
     /// fetched again when needed. Default 4 MiB (a million chunks).
     pub checksum_bytes: u64,
+    /// Longest one call (`open`, one read of rows) may take, all its requests and retries
+    /// together; past it the call fails with [`Error::Remote`] saying so. Default 120 s; `None`:
+    /// no deadline (each request still has its reader's timeout).
+    pub deadline: Option<Duration>,
 }
 
 impl Default for RemoteLimits {
     fn default() -> Self {
-        RemoteLimits { header_bytes: 16 << 20, request_bytes: 64 << 20, call_bytes: 1 << 30, checksum_bytes: 4 << 20 }
+        RemoteLimits { header_bytes: 16 << 20, request_bytes: 64 << 20, call_bytes: 1 << 30, checksum_bytes: 4 << 20, deadline: Some(Duration::from_secs(120)) }
     }
+}
+
+impl RemoteLimits {
+    /// When a call starting now must end.
+    fn deadline_from_now(&self) -> Option<Instant> {
+        self.deadline.and_then(|d| Instant::now().checked_add(d))
+    }
+}
+
+/// The error of a call past its deadline.
+fn past_deadline(location: String, limits: &RemoteLimits) -> Error {
+    let secs = limits.deadline.map_or(0.0, |d| d.as_secs_f64());
+    Error::Remote { location, message: format!("the call's deadline of {secs} s passed (RemoteLimits::deadline)") }
 }
 
 /// A table file read by byte ranges. Implements [`crate::cache::RowSource`].
@@ -96,7 +124,8 @@ impl<R: RangeReader> RemoteTable<R> {
             Error::BadFile { what, reason } => Error::BadFile { what, reason: format!("{name}: {reason}") },
             e => e,
         };
-        let (mut head, file_len) = reader.read(0..FIRST_READ.min(limits.header_bytes.max(8))).await?;
+        let deadline = limits.deadline_from_now();
+        let (mut head, file_len) = reader.read_by(0..FIRST_READ.min(limits.header_bytes.max(8)), deadline).await?;
         let n = Header::json_len(&head).map_err(in_file)?;
         let end = (Header::PREFIX + n) as u64;
         if end > limits.header_bytes {
@@ -109,7 +138,10 @@ impl<R: RangeReader> RemoteTable<R> {
         let mut requests = 1;
         if end > head.len() as u64 && end <= file_len {
             requests += 1;
-            let (rest, len) = reader.read(head.len() as u64..end).await?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(past_deadline(name, &limits));
+            }
+            let (rest, len) = reader.read_by(head.len() as u64..end, deadline).await?;
             check_len(&name, file_len, len)?;
             head.extend_from_slice(&rest);
         }
@@ -205,8 +237,11 @@ impl<R: RangeReader> RemoteTable<R> {
     }
 
     /// Fetches `range` of the file (absolute), counting it and checking that it came whole.
-    async fn fetch(&self, range: Range<u64>) -> Result<Vec<u8>, Error> {
-        let (bytes, len) = self.reader.read(range.clone()).await?;
+    async fn fetch(&self, range: Range<u64>, deadline: Option<Instant>) -> Result<Vec<u8>, Error> {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(past_deadline(self.reader.name(), &self.limits));
+        }
+        let (bytes, len) = self.reader.read_by(range.clone(), deadline).await?;
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.fetched.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         check_len(&self.reader.name(), self.file_len, len)?;
@@ -218,7 +253,7 @@ impl<R: RangeReader> RemoteTable<R> {
 
     /// The checksums of `chunks` (sorted, distinct, each `< self.chunks`): those kept, and the
     /// rest fetched in runs (gaps of up to 1 KiB of checksums fetched through).
-    async fn checksums(&self, chunks: &[u64]) -> Result<HashMap<u64, u32>, Error> {
+    async fn checksums(&self, chunks: &[u64], deadline: Option<Instant>) -> Result<HashMap<u64, u32>, Error> {
         let poisoned = || Error::Unsupported { what: "a remote table whose checksum store a panicking thread left poisoned" };
         let mut out = HashMap::with_capacity(chunks.len());
         let mut missing = Vec::new();
@@ -239,7 +274,7 @@ impl<R: RangeReader> RemoteTable<R> {
             }
         }
         for run in runs {
-            let bytes = self.fetch(self.crc_start + 4 * run.start..self.crc_start + 4 * run.end).await?;
+            let bytes = self.fetch(self.crc_start + 4 * run.start..self.crc_start + 4 * run.end, deadline).await?;
             for (i, crc) in words_le(&bytes).into_iter().enumerate() {
                 out.insert(run.start + i as u64, crc);
             }
@@ -291,10 +326,11 @@ impl<R: RangeReader> RemoteTable<R> {
                 max: limits.call_bytes,
             });
         }
-        let crcs = self.checksums(&chunks).await?;
+        let deadline = limits.deadline_from_now();
+        let crcs = self.checksums(&chunks, deadline).await?;
         let mut fetched: Vec<(Range<u64>, Vec<u8>)> = Vec::with_capacity(ranges.len());
         for range in ranges {
-            let bytes = self.fetch(self.rows_range.start + range.start..self.rows_range.start + range.end).await?;
+            let bytes = self.fetch(self.rows_range.start + range.start..self.rows_range.start + range.end, deadline).await?;
             // Every chunk of the range against its checksum.
             let first = range.start / self.chunk_bytes;
             for (i, chunk) in bytes.chunks(self.chunk_bytes as usize).enumerate() {
@@ -403,41 +439,129 @@ pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_rang
     }
 }
 
-/// Reads byte ranges of a file on an HTTP(S) server with `Range` requests (blocking; ureq).
+/// How an [`HttpReader`] waits and retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Longest wait for a connection. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Longest one request may take, from sending it to the last byte of its body (less when
+    /// the call's deadline comes first). Default 30 s.
+    pub request_timeout: Duration,
+    /// Retries of a request that failed in a way that is safe to retry — it could not connect,
+    /// the connection broke, it timed out, the server answered 429, 502, 503 or 504, or the body
+    /// came cut short (a GET of a byte range is idempotent). A 404, a 416, a server that ignores
+    /// `Range` and a checksum mismatch are not retried. Default 3.
+    pub retries: u32,
+    /// Wait before the first retry, doubled before each next one. Default 250 ms.
+    pub backoff: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions { connect_timeout: Duration::from_secs(10), request_timeout: Duration::from_secs(30), retries: 3, backoff: Duration::from_millis(250) }
+    }
+}
+
+/// Reads byte ranges of a file on an HTTP(S) server with `Range` requests (blocking; ureq),
+/// with timeouts and retries ([`HttpOptions`]).
 #[cfg(all(native, feature = "remote"))]
 pub struct HttpReader {
     url: String,
     agent: ureq::Agent,
+    options: HttpOptions,
+}
+
+/// Why one attempt failed: whether a retry may help, and the error.
+#[cfg(all(native, feature = "remote"))]
+struct Attempt {
+    retry: bool,
+    error: Error,
 }
 
 #[cfg(all(native, feature = "remote"))]
 impl HttpReader {
-    /// A reader of the file at `url` (http:// or https://).
+    /// A reader of the file at `url` (http:// or https://), with the default [`HttpOptions`].
     pub fn new(url: impl Into<String>) -> HttpReader {
-        // Statuses are read by `range_reply`, not turned into errors by ureq.
-        let config = ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(60))).http_status_as_error(false).build();
-        HttpReader { url: url.into(), agent: config.into() }
+        HttpReader::with_options(url, HttpOptions::default())
     }
 
-    fn get(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
-        let fail = |message: String| Error::Remote { location: self.url.clone(), message };
-        let mut response = self.agent.get(&self.url).header("Range", range_header(&range)).call().map_err(|e| fail(e.to_string()))?;
+    /// A reader of the file at `url` that waits and retries as `options` say.
+    pub fn with_options(url: impl Into<String>, options: HttpOptions) -> HttpReader {
+        // Statuses are read by `range_reply`, not turned into errors by ureq.
+        let config = ureq::Agent::config_builder().timeout_connect(Some(options.connect_timeout)).http_status_as_error(false).build();
+        HttpReader { url: url.into(), agent: config.into(), options }
+    }
+
+    /// The options it reads with.
+    pub fn options(&self) -> HttpOptions {
+        self.options
+    }
+
+    fn attempt(&self, range: &Range<u64>, timeout: Duration) -> Result<(Vec<u8>, u64), Attempt> {
+        let fail = |retry: bool, message: String| Attempt { retry, error: Error::Remote { location: self.url.clone(), message } };
+        let request = self.agent.get(&self.url).header("Range", range_header(range)).config().timeout_global(Some(timeout)).build();
+        let mut response = request.call().map_err(|e| {
+            // Not retried: a name that does not resolve, a bad URL or TLS setup; everything about
+            // reaching the server (refused, reset, timed out) is.
+            let retry = !matches!(e, ureq::Error::HostNotFound | ureq::Error::BadUri(_) | ureq::Error::Tls(_) | ureq::Error::InvalidProxyUrl);
+            fail(retry, e.to_string())
+        })?;
+        let status = response.status().as_u16();
         let content_range = response.headers().get("content-range").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let (len, total) = range_reply(&self.url, &range, response.status().as_u16(), content_range.as_deref())?;
+        let (len, total) = range_reply(&self.url, range, status, content_range.as_deref())
+            .map_err(|error| Attempt { retry: matches!(status, 429 | 502 | 503 | 504), error })?;
         let mut bytes = if len == 0 {
             Vec::new()
         } else {
-            response.body_mut().with_config().limit(len).read_to_vec().map_err(|e| fail(format!("reading bytes from {}: {e}", range.start)))?
+            response.body_mut().with_config().limit(len).read_to_vec().map_err(|e| fail(true, format!("reading bytes from {}: {e}", range.start)))?
         };
+        if (bytes.len() as u64) < len {
+            return Err(fail(true, format!("the body was cut short: {} of {len} bytes from {}", bytes.len(), range.start)));
+        }
         bytes.truncate((range.end - range.start) as usize);
         Ok((bytes, total))
+    }
+
+    fn get(&self, range: Range<u64>, deadline: Option<Instant>) -> Result<(Vec<u8>, u64), Error> {
+        let left = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let mut wait = self.options.backoff;
+        let mut tries = 0;
+        loop {
+            let timeout = left().map_or(self.options.request_timeout, |l| l.min(self.options.request_timeout));
+            if timeout.is_zero() {
+                return Err(Error::Remote { location: self.url.clone(), message: "the call's deadline passed (RemoteLimits::deadline)".into() });
+            }
+            let result = self.attempt(&range, timeout);
+            if result.is_err() && left().is_some_and(|l| l.is_zero()) {
+                return Err(Error::Remote {
+                    location: self.url.clone(),
+                    message: format!("the call's deadline passed (RemoteLimits::deadline) while bytes {}..{} were on their way", range.start, range.end),
+                });
+            }
+            match result {
+                Ok(r) => return Ok(r),
+                Err(Attempt { retry: true, error }) if tries < self.options.retries && left().is_none_or(|l| l > wait) => {
+                    let _ = error;
+                    tries += 1;
+                    std::thread::sleep(wait);
+                    wait = wait.saturating_mul(2);
+                }
+                Err(Attempt { error: Error::Remote { location, message }, .. }) if tries > 0 => {
+                    return Err(Error::Remote { location, message: format!("{message} (after {tries} retr{})", if tries == 1 { "y" } else { "ies" }) });
+                }
+                Err(Attempt { error, .. }) => return Err(error),
+            }
+        }
     }
 }
 
 #[cfg(all(native, feature = "remote"))]
 impl RangeReader for HttpReader {
     async fn read(&self, range: Range<u64>) -> Result<(Vec<u8>, u64), Error> {
-        self.get(range)
+        self.get(range, None)
+    }
+    async fn read_by(&self, range: Range<u64>, deadline: Option<Instant>) -> Result<(Vec<u8>, u64), Error> {
+        self.get(range, deadline)
     }
     fn name(&self) -> String {
         self.url.clone()
