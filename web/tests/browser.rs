@@ -220,6 +220,12 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     assert!(fetched < bytes.len() as f64 / 4.0, "fetched {fetched} of {} bytes: {stats}", bytes.len());
     assert!(cache.gather(vec![rows as u32]).await.is_err());
     web_sys::Url::revoke_object_url(&url).unwrap();
+    // The file is gone (fetch fails as on a dropped connection): retried, then an error that says so.
+    let cold: Vec<u32> = (29_000..29_010).collect();
+    let e = message(cache.gather(cold).await.unwrap_err());
+    assert!(e.contains("after 3 retries"), "{e}");
+    let e = message(engine.cache_remote(url, 400, None).await.err().expect("a file that is gone"));
+    assert!(e.contains("after 3 retries"), "{e}");
 }
 
 /// The model fixtures (model2vec 0.10 saved them; tests/data/models) and model2vec's vectors.
