@@ -15,7 +15,8 @@ pub struct SuiteArgs {
     /// The quick matrix (small and medium tables, four formats): about a minute on a laptop.
     #[arg(long, conflicts_with = "scale")]
     quick: bool,
-    /// The matrix: full, quick, or tiny (toy tables, for tests).
+    /// The matrix: full (the default: small, medium and a 1 GiB large table, ten formats;
+    /// minutes), quick, or tiny (toy tables, for tests).
     #[arg(long, value_parser = ["full", "quick", "tiny"], hide_possible_values = true)]
     scale: Option<String>,
     /// Run only on GPU adapters whose name contains this (case-insensitive); see the list a run

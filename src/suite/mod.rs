@@ -1165,3 +1165,24 @@ async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output = ()>>(
     st.done += 1;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// scripts/bench_peers.py runs the peers on the suite's shapes and texts, written out again
+    /// in Python: they must not drift apart.
+    #[test]
+    fn the_peers_script_has_the_suites_sizes_and_texts() {
+        let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench_peers.py")).expect("the peers script");
+        for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
+            let sizes: Vec<String> = sizes(scale).iter().map(|s| format!("(\"{}\", {}, {}, {})", s.name, s.rows, s.dim, s.ids)).collect();
+            let line = format!("\"{}\": [{}]", scale.name(), sizes.join(", "));
+            assert!(script.contains(&line), "bench_peers.py lacks {line}");
+        }
+        for text in TEXTS {
+            assert!(script.contains(&format!("\"{text}\",")), "bench_peers.py lacks {text:?}");
+        }
+        assert!(script.contains(&format!("SCHEMA, SCHEMA_VERSION, SUITE_VERSION = \"{SCHEMA}\", {SCHEMA_VERSION}, {SUITE_VERSION}")));
+    }
+}

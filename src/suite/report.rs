@@ -94,6 +94,25 @@ fn esc(s: &str) -> String {
 
 const PALETTE: [&str; 10] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 
+/// An SVG's opening, white background, title and legend (one colour per series, in order).
+fn svg_start<'a>(width: f64, height: f64, title: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
+        esc(title)
+    );
+    for (i, name) in names.enumerate() {
+        let y = 36.0 + 16.0 * i as f64;
+        let _ = write!(
+            svg,
+            r#"<rect x="10" y="{}" width="10" height="10" fill="{}"/><text x="26" y="{y}">{}</text>"#,
+            y - 9.0,
+            PALETTE[i % PALETTE.len()],
+            esc(name)
+        );
+    }
+    svg
+}
+
 /// A horizontal grouped bar chart: one group per category, one bar per series. `log`: a
 /// logarithmic axis (throughputs that span decades).
 pub fn bar_chart(title: &str, unit: &str, categories: &[String], series: &[(String, Vec<Option<f64>>)], log: bool) -> String {
@@ -106,23 +125,7 @@ pub fn bar_chart(title: &str, unit: &str, categories: &[String], series: &[(Stri
     let values: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().flatten().copied()).filter(|&v| plottable(v)).collect();
     let max = values.iter().copied().fold(0.0, f64::max);
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
-    for (i, (name, _)) in series.iter().enumerate() {
-        let y = 36.0 + 16.0 * i as f64;
-        let _ = write!(
-            svg,
-            r#"<rect x="10" y="{}" width="10" height="10" fill="{}"/><text x="26" y="{}">{}</text>"#,
-            y - 9.0,
-            PALETTE[i % PALETTE.len()],
-            y,
-            esc(name)
-        );
-    }
+    let mut svg = svg_start(width, height, title, series.iter().map(|(name, _)| name.as_str()));
     if values.is_empty() {
         let _ = write!(svg, r#"<text x="{left}" y="{}">no figures</text></svg>"#, top + 20.0);
         return svg;
@@ -193,23 +196,7 @@ pub fn line_chart(title: &str, x_unit: &str, y_unit: &str, series: &[(String, Ve
     let (left, right, top, width, height) = (70.0, 30.0, 58.0 + 16.0 * series.len() as f64, 760.0, 380.0 + 16.0 * series.len() as f64);
     let bottom = height - 40.0;
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).filter(|&(x, y)| plottable(x) && plottable(y)).collect();
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
-    for (i, (name, _)) in series.iter().enumerate() {
-        let y = 36.0 + 16.0 * i as f64;
-        let _ = write!(
-            svg,
-            r#"<rect x="10" y="{}" width="10" height="10" fill="{}"/><text x="26" y="{}">{}</text>"#,
-            y - 9.0,
-            PALETTE[i % PALETTE.len()],
-            y,
-            esc(name)
-        );
-    }
+    let mut svg = svg_start(width, height, title, series.iter().map(|(name, _)| name.as_str()));
     if pts.is_empty() {
         let _ = write!(svg, r#"<text x="{left}" y="{}">no figures</text></svg>"#, top + 20.0);
         return svg;
