@@ -52,9 +52,9 @@ pub mod search;
 pub mod bench;
 #[cfg(native)]
 pub mod measure;
-/// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
 pub mod suite;
+/// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
 pub mod synth;
 #[cfg(not(feature = "synth"))]

@@ -439,7 +439,7 @@ pub fn range_reply(location: &str, range: &Range<u64>, status: u16, content_rang
     }
 }
 
-/// How an [`HttpReader`] waits and retries.
+/// How an `HttpReader` (feature `remote`) and the browser's reads wait and retry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HttpOptions {
     /// Longest wait for a connection. Default 10 s.
