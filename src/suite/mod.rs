@@ -907,6 +907,11 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
                     let bags = Bags::new(bag_ids, &offsets);
                     time_cpu(reps, *threads, || crate::cpu::embedding_bags_into(&[table], n_bags, &bags, pooling, Bounds::Error, Layout::Concat, &mut out))?
                 }
+                // The browser build's API has no hashed bags on the CPU path, and their pooling
+                // kernels (for 64-bit ids) would add ~0.5 MB to every page's .wasm for this case.
+                #[cfg(web)]
+                _ => return Err(Error::Unsupported { what: "hashed bags on the CPU path of the browser build (its API has none)" }),
+                #[cfg(not(web))]
                 _ => {
                     let mut out = vec![0f32; n_bags * dim];
                     let bags = HashedBags::new(&hashed_ids, &offsets);
