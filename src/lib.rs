@@ -50,7 +50,6 @@ pub mod search;
 
 #[cfg(all(native, feature = "reports"))]
 pub mod bench;
-#[cfg(native)]
 pub mod measure;
 #[cfg(feature = "synth")]
 pub mod suite;

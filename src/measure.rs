@@ -1,8 +1,9 @@
 //! Measuring on the machine at hand: medians, the device's own buffer copy, memcpy on the CPU
 //! path's threads. Benchmarks report their figures as ratios to these, measured in the same run,
-//! because absolute times on shared machines (and on lavapipe) mean little.
+//! because absolute times on shared machines (and on lavapipe) mean little. The same timing
+//! serves `edo bench …` natively and the benchmark suite in a browser tab (`web-time`'s clock).
 
-use std::time::Instant;
+use web_time::Instant;
 
 use crate::{Engine, Error};
 
@@ -29,38 +30,117 @@ pub fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T, Error>) -> Result
     Ok((out, median(times)))
 }
 
-/// Seconds per repetition of the work `encode` records: one warm-up, then `iters` timed
-/// submissions of a few repetitions each, median per repetition. Wall clock around submit and
-/// wait, so it includes the submission overhead a caller pays too.
-pub fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
-    const REPS: usize = 4;
-    let device = engine.device();
-    let run = || -> Result<f64, Error> {
-        let mut encoder = device.create_command_encoder(&Default::default());
-        for _ in 0..REPS {
+/// The shortest stretch of time one sample may be: calls shorter than it are repeated within a
+/// sample and the sample divided by the count. Browsers give `performance.now()` a coarse
+/// resolution (100 µs in Chromium without cross-origin isolation), so a sample there spans more.
+pub(crate) const MIN_SAMPLE_S: f64 = if cfg!(web) { 0.01 } else { 0.001 };
+
+/// The next number of calls per sample after `n` calls took `seconds`, or `None` once a sample
+/// lasts [`MIN_SAMPLE_S`]. A time is trusted for the estimate only when it is well above the
+/// clock's resolution (a call that reads as 0 µs on a 100 µs clock may take 90).
+pub(crate) fn more_calls(n: usize, seconds: f64) -> Option<usize> {
+    if seconds >= MIN_SAMPLE_S || n >= 1 << 20 {
+        None
+    } else if seconds >= MIN_SAMPLE_S / 8.0 {
+        Some(((n as f64 * MIN_SAMPLE_S / seconds).ceil() as usize).max(n + 1))
+    } else {
+        Some(n * 8)
+    }
+}
+
+/// The first call of `f` (seconds), then `reps` samples of seconds per call, each sample as many
+/// calls as make it last [`MIN_SAMPLE_S`].
+pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>) -> Result<(f64, Vec<f64>), Error> {
+    let t = Instant::now();
+    f()?;
+    let first = t.elapsed().as_secs_f64();
+    let mut sample = |n: usize| -> Result<f64, Error> {
+        let t = Instant::now();
+        for _ in 0..n {
+            f()?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let mut n = 1;
+    while let Some(more) = more_calls(n, sample(n)?) {
+        n = more;
+    }
+    let times = (0..reps).map(|_| Ok(sample(n)? / n as f64)).collect::<Result<_, Error>>()?;
+    Ok((first, times))
+}
+
+/// Waits until the GPU has finished what was submitted (natively by polling, in a browser on
+/// the queue's promise).
+pub(crate) async fn gpu_done(engine: &Engine) -> Result<(), Error> {
+    #[cfg(native)]
+    {
+        engine.wait_idle()
+    }
+    #[cfg(web)]
+    {
+        engine.ctx.check_lost()?;
+        let (tx, rx) = crate::oneshot::channel();
+        engine.queue().on_submitted_work_done(move || tx.send(()));
+        rx.await;
+        engine.ctx.check_lost()
+    }
+}
+
+/// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
+/// submission of four repetitions, then `reps` submissions of at least four each (more when four
+/// take less than [`MIN_SAMPLE_S`]). Wall clock around submit and wait, so it includes the
+/// submission overhead a caller pays too.
+pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
+    let submit = |per: usize| {
+        let mut encoder = engine.device().create_command_encoder(&Default::default());
+        for _ in 0..per {
             encode(&mut encoder);
         }
         let t = Instant::now();
         engine.queue().submit([encoder.finish()]);
-        engine.wait_idle()?;
-        Ok(t.elapsed().as_secs_f64() / REPS as f64)
+        t
     };
-    run()?;
-    let mut times = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        times.push(run()?);
+    let t = submit(4);
+    gpu_done(engine).await?;
+    let mut per = 4;
+    let mut seconds = t.elapsed().as_secs_f64();
+    while let Some(more) = more_calls(per, seconds).filter(|&m| m <= 1024) {
+        per = more;
+        let t = submit(per);
+        gpu_done(engine).await?;
+        seconds = t.elapsed().as_secs_f64();
     }
-    Ok(median(times))
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = submit(per);
+        gpu_done(engine).await?;
+        times.push(t.elapsed().as_secs_f64() / per as f64);
+    }
+    Ok(times)
+}
+
+/// Median seconds per repetition of the work `encode` records, the work staying on the device:
+/// a warm-up, then `iters` timed submissions of at least four repetitions each.
+#[cfg(native)]
+pub fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
+    Ok(median(pollster::block_on(time_device(engine, iters.max(1), encode))?))
 }
 
 /// The device's own `copy_buffer_to_buffer` of `bytes`, in bytes read + written per second.
-pub fn gpu_copy_gbps(engine: &Engine, bytes: u64, iters: usize) -> Result<f64, Error> {
+pub(crate) async fn device_copy_gbps(engine: &Engine, bytes: u64, iters: usize) -> Result<f64, Error> {
     let bytes = bytes.max(4).next_multiple_of(4);
     let mk = |usage| engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("copy bench"), size: bytes, usage, mapped_at_creation: false });
     let src = mk(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE);
     let dst = mk(wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE);
-    let seconds = time_gpu(engine, iters, |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes))?;
-    Ok(2.0 * bytes as f64 / seconds / 1e9)
+    let times = time_device(engine, iters.max(1), |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes)).await?;
+    Ok(2.0 * bytes as f64 / median(times).max(1e-9) / 1e9)
+}
+
+/// The device's own `copy_buffer_to_buffer` of `bytes`, in bytes read + written per second
+/// (native; the benchmark suite awaits the same measurement in a browser).
+#[cfg(native)]
+pub fn gpu_copy_gbps(engine: &Engine, bytes: u64, iters: usize) -> Result<f64, Error> {
+    pollster::block_on(device_copy_gbps(engine, bytes, iters))
 }
 
 /// memcpy of `bytes` split over the CPU path's threads, in bytes read + written per second.
@@ -68,24 +148,16 @@ pub fn cpu_memcpy_gbps(bytes: usize, iters: usize) -> f64 {
     let n = bytes / 4;
     let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let mut dst = vec![0f32; n];
-    let chunk = 16 * 1024;
-    let once = |dst: &mut [f32]| {
-        crate::par::for_each_chunk_mut(dst, chunk.min(n.max(1)), 1, |first, block| {
-            let first = first * chunk.min(n.max(1));
+    let chunk = (16 * 1024).min(n.max(1));
+    let once = || {
+        crate::par::for_each_chunk_mut(&mut dst, chunk, 1, |first, block| {
+            let first = first * chunk;
             block.copy_from_slice(&src[first..first + block.len()]);
             None::<()>
         });
+        std::hint::black_box(&dst);
+        Ok(())
     };
-    once(&mut dst);
-    let seconds = median(
-        (0..iters.max(1))
-            .map(|_| {
-                let t = Instant::now();
-                once(&mut dst);
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
-    std::hint::black_box(&dst);
-    2.0 * bytes as f64 / seconds / 1e9
+    let seconds = sample_calls(iters.max(1), once).map_or(f64::NAN, |(_, times)| median(times));
+    2.0 * bytes as f64 / seconds.max(1e-9) / 1e9
 }

@@ -444,7 +444,7 @@ where
     let mut runners = Vec::new();
     for (i, engine) in gpus.iter().enumerate() {
         progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) }).await;
-        let copy_gbps = gpu_copy_gbps(engine, copy_bytes, reps).await?;
+        let copy_gbps = crate::measure::device_copy_gbps(engine, copy_bytes, reps).await?;
         let a = engine.adapter();
         let l = engine.limits();
         backends.push(Backend {
@@ -470,7 +470,7 @@ where
     }
     for &threads in &options.cpu_threads {
         progress(&Progress { done: 0, total: 0, label: format!("CPU path on {threads} thread(s): measuring memcpy") }).await;
-        let copy_gbps = crate::par::with_threads(threads, || cpu_memcpy_gbps(copy_bytes as usize, reps));
+        let copy_gbps = crate::par::with_threads(threads, || crate::measure::cpu_memcpy_gbps(copy_bytes as usize, reps));
         backends.push(Backend {
             id: format!("cpu{threads}"),
             kind: "cpu".into(),
@@ -703,43 +703,9 @@ fn push_case(st: &mut State, backend: &Backend, w: Work, t: Timing) {
     });
 }
 
-/// The shortest stretch of time one sample may be: calls shorter than it are repeated within a
-/// sample and the sample divided by the count. Browsers give `performance.now()` a coarse
-/// resolution (100 µs in Chromium without cross-origin isolation), so a sample there spans more.
-const MIN_SAMPLE_S: f64 = if cfg!(web) { 0.01 } else { 0.001 };
-
-/// The next number of calls per sample after `n` calls took `seconds`, or `None` once a sample
-/// lasts [`MIN_SAMPLE_S`]. A time is trusted for the estimate only when it is well above the
-/// clock's resolution (a call that reads as 0 µs on a 100 µs clock may take 90).
-fn more_calls(n: usize, seconds: f64) -> Option<usize> {
-    if seconds >= MIN_SAMPLE_S || n >= 1 << 20 {
-        None
-    } else if seconds >= MIN_SAMPLE_S / 8.0 {
-        Some(((n as f64 * MIN_SAMPLE_S / seconds).ceil() as usize).max(n + 1))
-    } else {
-        Some(n * 8)
-    }
-}
-
-fn time_cpu(reps: usize, threads: usize, mut f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
-    crate::par::with_threads(threads, || {
-        let t = Instant::now();
-        f()?;
-        let first = t.elapsed().as_secs_f64();
-        let mut sample = |n: usize| -> Result<f64, Error> {
-            let t = Instant::now();
-            for _ in 0..n {
-                f()?;
-            }
-            Ok(t.elapsed().as_secs_f64())
-        };
-        let mut n = 1;
-        while let Some(more) = more_calls(n, sample(n)?) {
-            n = more;
-        }
-        let times = (0..reps).map(|_| Ok(sample(n)? / n as f64)).collect::<Result<_, Error>>()?;
-        Ok(Timing { first, times })
-    })
+fn time_cpu(reps: usize, threads: usize, f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
+    let (first, times) = crate::par::with_threads(threads, || crate::measure::sample_calls(reps, f))?;
+    Ok(Timing { first, times })
 }
 
 async fn time_round_trip<F, Fut>(reps: usize, mut f: F) -> Result<Timing, Error>
@@ -759,92 +725,12 @@ where
             f().await?;
         }
         let seconds = t.elapsed().as_secs_f64();
-        match more_calls(n, seconds) {
+        match crate::measure::more_calls(n, seconds) {
             Some(more) if times.is_empty() => n = more,
             _ => times.push(seconds / n as f64),
         }
     }
     Ok(Timing { first, times })
-}
-
-/// Waits until the GPU has finished what was submitted (natively by polling, in a browser on
-/// the queue's promise).
-async fn gpu_done(engine: &Engine) -> Result<(), Error> {
-    #[cfg(native)]
-    {
-        engine.wait_idle()
-    }
-    #[cfg(web)]
-    {
-        engine.ctx.check_lost()?;
-        let (tx, rx) = crate::oneshot::channel();
-        engine.queue().on_submitted_work_done(move || tx.send(()));
-        rx.await;
-        engine.ctx.check_lost()
-    }
-}
-
-/// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
-/// submission of four repetitions, then `reps` submissions of at least four each (more when four
-/// take less than [`MIN_SAMPLE_S`]).
-async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
-    let submit = |per: usize| {
-        let mut encoder = engine.device().create_command_encoder(&Default::default());
-        for _ in 0..per {
-            encode(&mut encoder);
-        }
-        let t = Instant::now();
-        engine.queue().submit([encoder.finish()]);
-        t
-    };
-    let t = submit(4);
-    gpu_done(engine).await?;
-    let mut per = 4;
-    let mut seconds = t.elapsed().as_secs_f64();
-    while let Some(more) = more_calls(per, seconds).filter(|&m| m <= 1024) {
-        per = more;
-        let t = submit(per);
-        gpu_done(engine).await?;
-        seconds = t.elapsed().as_secs_f64();
-    }
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = submit(per);
-        gpu_done(engine).await?;
-        times.push(t.elapsed().as_secs_f64() / per as f64);
-    }
-    Ok(times)
-}
-
-async fn gpu_copy_gbps(engine: &Engine, bytes: u64, reps: usize) -> Result<f64, Error> {
-    let bytes = bytes.max(4).next_multiple_of(4);
-    let mk =
-        |usage| engine.device().create_buffer(&wgpu::BufferDescriptor { label: Some("edo copy reference"), size: bytes, usage, mapped_at_creation: false });
-    let src = mk(wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::STORAGE);
-    let dst = mk(wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::STORAGE);
-    let mut times = time_device(engine, reps, |enc| enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes)).await?;
-    times.sort_by(|a, b| a.total_cmp(b));
-    Ok(2.0 * bytes as f64 / times[times.len() / 2].max(1e-9) / 1e9)
-}
-
-fn cpu_memcpy_gbps(bytes: usize, reps: usize) -> f64 {
-    let n = bytes / 4;
-    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let mut dst = vec![0f32; n];
-    let chunk = (16 * 1024).min(n.max(1));
-    let mut once = || {
-        crate::par::for_each_chunk_mut(&mut dst, chunk, 1, |first, block| {
-            let first = first * chunk;
-            block.copy_from_slice(&src[first..first + block.len()]);
-            None::<()>
-        });
-        std::hint::black_box(&dst);
-        Ok(())
-    };
-    let timing = time_cpu(reps.max(1), crate::par::threads(), &mut once).unwrap_or(Timing { first: f64::NAN, times: vec![f64::NAN] });
-    let mut times = timing.times;
-    times.sort_by(|a, b| a.total_cmp(b));
-    2.0 * bytes as f64 / times[times.len() / 2].max(1e-9) / 1e9
 }
 
 /// The engine a size's tables live on: the backend's own, or one with the size's shard limit.
@@ -942,12 +828,12 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
             };
             let (job, t) = job;
             job.submit()?;
-            gpu_done(&engine).await?;
+            crate::measure::gpu_done(&engine).await?;
             let first = t.elapsed().as_secs_f64();
             if op == Op::Gather && job.output().read().await? != crate::cpu::gather(table, &ids, Bounds::Error)? {
                 return Err(Error::Gpu { what: "benchmark check", message: format!("{}: the GPU gather differs from the CPU path", table.format()) });
             }
-            let times = time_device(&engine, reps, |enc| job.encode(enc)).await?;
+            let times = crate::measure::time_device(&engine, reps, |enc| job.encode(enc)).await?;
             // (Hashed tables do not say how many buffers they took.)
             work.shards = shards;
             work.table_bytes = bytes;
