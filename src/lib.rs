@@ -66,7 +66,7 @@ pub use error::Error;
 pub use format::{Codec, Format, PackedTable};
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
-    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages,
+    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
 };
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;

@@ -234,6 +234,10 @@ impl<S: RowSource> GpuCache<S> {
     pub fn cached_rows(&self) -> usize {
         self.state().map_or(0, |st| st.map.len())
     }
+    /// The rows on the GPU now, in slot order (what a rebuilt cache loads to start warm).
+    pub fn cached_ids(&self) -> Vec<u32> {
+        self.state().map_or_else(|_| Vec::new(), |st| st.map.entries().map(|(row, _)| row).collect())
+    }
     /// Whether `row` is on the GPU now.
     pub fn is_cached(&self, row: u32) -> bool {
         self.state().is_ok_and(|st| st.map.slot(row).is_some())

@@ -15,6 +15,7 @@ mod mixed;
 mod model;
 mod prune;
 mod qr;
+mod recover;
 mod search;
 mod shaders;
 mod table;
@@ -29,6 +30,7 @@ pub use mixed::GpuMixedTable;
 pub use model::GpuStaticModel;
 pub use prune::GpuPrunedTable;
 pub use qr::GpuQrTables;
+pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, Reupload, WeakRecoveringEngine};
 pub use search::{GpuCodes, MAX_CANDIDATES};
 #[doc(hidden)] // for tests/shaders.rs, which validates every kernel
 pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape, Src};
@@ -138,6 +140,19 @@ pub(crate) struct Context {
     memory_budget: Option<u64>,
     pub pressure: PressureStages,
     lost: Arc<Lost>,
+    /// How the engine was made, so [`Engine::rebuild`] can make another the same way.
+    origin: Origin,
+}
+
+/// How an engine was made: what [`Engine::rebuild`] repeats.
+#[derive(Clone)]
+enum Origin {
+    /// [`Engine::new`]: an adapter picked by these options.
+    Picked(EngineOptions),
+    /// [`Engine::from_adapter`]: this adapter, with these options.
+    Adapter(wgpu::Adapter, EngineOptions),
+    /// [`Engine::from_device`]: the caller's device, which only the caller can replace.
+    Device,
 }
 
 /// A kernel and its workgroup shape `(x, y)`.
@@ -145,6 +160,25 @@ type PipelineKey = (ShaderId, (u32, u32));
 
 /// A callback of [`Engine::on_device_lost`].
 type LostListener = Box<dyn Fn(&str) + Send + Sync>;
+
+/// A value wgpu wants `Send` (the device-lost callback's captures) in a browser, where edo's
+/// code runs on one thread: wasm32 without the `atomics` feature has no other thread to send it
+/// to, so the markers hold. (A threaded wasm build would not compile this.)
+#[cfg(web)]
+pub(crate) struct OneThread<T>(pub T);
+#[cfg(web)]
+impl<T> OneThread<T> {
+    /// The value (a method, so a closure captures the wrapper, not the field).
+    pub(crate) fn get(&self) -> &T {
+        &self.0
+    }
+}
+#[cfg(all(web, not(target_feature = "atomics")))]
+// SAFETY: without `atomics`, wasm32 runs one thread; nothing can observe the value elsewhere.
+unsafe impl<T> Send for OneThread<T> {}
+#[cfg(all(web, not(target_feature = "atomics")))]
+// SAFETY: as for Send.
+unsafe impl<T> Sync for OneThread<T> {}
 
 /// Whether the device is lost, and who wants to hear of it.
 #[derive(Default)]
@@ -223,13 +257,19 @@ impl Engine {
             .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
             .await
             .map_err(|_| Error::NoAdapter)?;
-        Engine::from_adapter(&adapter, options).await
+        let device = Engine::request_device(&adapter).await?;
+        Engine::on_device(device, options.clone(), Origin::Picked(options))
     }
 
     /// An engine on one adapter the caller chose (from `wgpu::Instance::enumerate_adapters`, as
     /// `edo bench suite --adapter` does), with the adapter's own limits as [`Engine::new`].
     pub async fn from_adapter(adapter: &wgpu::Adapter, options: EngineOptions) -> Result<Engine, Error> {
-        let (device, queue) = adapter
+        let device = Engine::request_device(adapter).await?;
+        Engine::on_device(device, options.clone(), Origin::Adapter(adapter.clone(), options))
+    }
+
+    async fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), Error> {
+        adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("edo"),
                 required_features: wgpu::Features::empty(),
@@ -237,8 +277,23 @@ impl Engine {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::RequestDevice(e.to_string()))?;
-        Engine::from_device(device, queue, options)
+            .map_err(|e| Error::RequestDevice(e.to_string()))
+    }
+
+    /// A new engine made the way this one was, on a new device: [`Engine::new`]'s again picks
+    /// an adapter with the same options (a browser's WebGPU adapter serves one device only),
+    /// [`Engine::from_adapter`]'s asks the same adapter again. What a device loss needs
+    /// ([`crate::RecoveringEngine`] calls it); nothing of this engine's tables or caches comes
+    /// along. An engine over a caller's device ([`Engine::from_device`]) cannot be rebuilt by
+    /// edo: [`Error::Unsupported`] (make a new device and call `from_device` again).
+    pub async fn rebuild(&self) -> Result<Engine, Error> {
+        match self.ctx.origin.clone() {
+            Origin::Picked(options) => Engine::new(options).await,
+            Origin::Adapter(adapter, options) => Engine::from_adapter(&adapter, options).await,
+            Origin::Device => Err(Error::Unsupported {
+                what: "rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again",
+            }),
+        }
     }
 
     /// An engine over a device and queue the caller already owns — a desktop app's, a game
@@ -256,13 +311,17 @@ impl Engine {
     /// returns [`Error::DeviceLost`]; to be told yourself, register with
     /// [`Engine::on_device_lost`].
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions) -> Result<Engine, Error> {
+        Engine::on_device((device, queue), options, Origin::Device)
+    }
+
+    fn on_device((device, queue): (wgpu::Device, wgpu::Queue), options: EngineOptions, origin: Origin) -> Result<Engine, Error> {
         check_limits(&device.limits())?;
         let lost = Arc::new(Lost::default());
         {
             let lost = lost.clone();
             device.set_device_lost_callback(move |reason, message| lost.mark(format!("{reason:?}: {message}")));
         }
-        Ok(Engine::build(device, queue, options, lost))
+        Ok(Engine::build(device, queue, options, lost, origin))
     }
 
     /// A second engine on this engine's device with other options (the benchmark suite's large
@@ -270,10 +329,15 @@ impl Engine {
     /// its queue and its loss, not the pipelines or the memory accounting.
     #[doc(hidden)]
     pub fn sibling(&self, options: EngineOptions) -> Engine {
-        Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone())
+        let origin = match &self.ctx.origin {
+            Origin::Picked(_) => Origin::Picked(options.clone()),
+            Origin::Adapter(adapter, _) => Origin::Adapter(adapter.clone(), options.clone()),
+            Origin::Device => Origin::Device,
+        };
+        Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone(), origin)
     }
 
-    fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>) -> Engine {
+    fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>, origin: Origin) -> Engine {
         let limits = device.limits();
         let info = device.adapter_info();
         let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
@@ -310,6 +374,7 @@ impl Engine {
             memory_budget: options.memory_budget,
             pressure: options.pressure,
             lost,
+            origin,
         });
         Engine { ctx }
     }
@@ -318,10 +383,20 @@ impl Engine {
     /// removed, [`Engine::destroy_device`]). From then on every call on the engine, its tables
     /// and outputs returns [`Error::DeviceLost`]; the callback is the moment to build a new
     /// engine and upload again. Called at most once, on whatever thread wgpu reports the loss.
-    pub fn on_device_lost(&self, callback: impl Fn(&str) + Send + Sync + 'static) {
+    pub fn on_device_lost(&self, callback: impl Fn(&str) + wgpu::WasmNotSendSync + 'static) {
+        #[cfg(web)]
+        let callback = {
+            let callback = OneThread(callback);
+            move |reason: &str| callback.get()(reason)
+        };
         if let Ok(mut listeners) = self.ctx.lost.listeners.lock() {
             listeners.push(Box::new(callback));
         }
+    }
+
+    /// Whether the engine's device is lost (every call on it then returns [`Error::DeviceLost`]).
+    pub fn is_lost(&self) -> bool {
+        self.ctx.check_lost().is_err()
     }
 
     /// [`Engine::new`] for native code that does not run an async executor.

@@ -14,6 +14,7 @@ mod hashing;
 mod lookup;
 mod mixed;
 mod model;
+mod recover;
 mod search;
 mod tables;
 
