@@ -162,6 +162,22 @@ def read_search(driver, s, read, shot):
                 break
             time.sleep(0.05)
         out["queries"][query] = {"results": read(results), "info": read("document.getElementById('query-info').textContent")}
+    # Lose the WebGPU device as a GPU-process crash would: the page recovers by itself (nothing on
+    # the CPU path), and the same query then gives the same results.
+    read("(window.edoLoseDevice(), 1)")
+    for _ in range(400):
+        if read("document.getElementById('device').dataset.state") in ("recovered", "failed", "none"):
+            break
+        time.sleep(0.05)
+    out["device"] = {"state": read("document.getElementById('device').dataset.state"), "text": read("document.getElementById('device').textContent")}
+    query = next(iter(QUERIES))
+    before = read("document.getElementById('query-info').dataset.ms")
+    read(f"(() => {{ document.getElementById('query').value = {json.dumps(query)}; document.getElementById('search').click(); return 1; }})()")
+    for _ in range(200):
+        if read("document.getElementById('query-info').dataset.ms") != before:
+            break
+        time.sleep(0.05)
+    out["device"]["results"] = read(results)
     read("(document.getElementById('semantic').scrollIntoView(), 1)")
     with open(shot, "wb") as f:
         f.write(base64.b64decode(call(driver, "GET", s + "/screenshot")))
@@ -253,6 +269,14 @@ def main():
                 check(search["backend"] == want, f"the model runs on {search['backend']}, expected {want}")
                 check(search["first"].isdigit(), f"first embedding time {search['first']!r}")
                 check(search["lines"] > 2000, f"{search['lines']} lines indexed")
+                device = search["device"]
+                if want == "webgpu":
+                    print(f"  device loss: {device['text']}")
+                    check(device["state"] == "recovered", f"after a device loss the page says {device['state']}: {device['text']}")
+                else:
+                    check(device["state"] == "none", f"the CPU path reports a device event: {device['text']}")
+                first = search["queries"][next(iter(QUERIES))]["results"]
+                check([t for t, _ in device["results"]] == [t for t, _ in first], f"after the device loss the query gives {device['results'][:3]}, before {first[:3]}")
                 for query, word in QUERIES.items():
                     got = search["queries"][query]
                     print(f"  {got['info']}: 1. {got['results'][0][0] if got['results'] else '-'}")

@@ -257,6 +257,20 @@ async function benchmark() {
   }
 }
 
+function deviceEvent(e) {
+  const line = $('device');
+  line.hidden = false;
+  line.dataset.state = e.type;
+  if (e.type === 'lost') {
+    line.textContent = `GPU device lost (${e.reason}); recovering…`;
+  } else if (e.type === 'recovered') {
+    const failed = e.failed.length ? `; ${e.failed.length} could not be and retry at their next use: ${e.failed[0]}` : '';
+    line.textContent = `GPU device recovered in ${e.millis.toFixed(0)} ms: device #${e.generation + 1}, ${e.residents} tables re-uploaded (${mib(e.bytes)})${failed}.`;
+  } else {
+    line.textContent = `GPU device lost and not recovered: ${e.reason}`;
+  }
+}
+
 async function main() {
   await init();
   const marks = { init: performance.now() };
@@ -269,6 +283,11 @@ async function main() {
   marks.engine = performance.now();
   $('backend').textContent = engine.backend;
   $('adapter').textContent = engine.note;
+  // WebGPU devices can be lost (the GPU process crashed, the driver reset): the engine rebuilds
+  // itself and uploads its tables, cache, model and index again; the page says so.
+  engine.onDeviceEvent(deviceEvent);
+  // For tests of that path: destroys the device as a crash would.
+  window.edoLoseDevice = () => engine.loseDevice();
   await run(marks);
   $('bench').onclick = benchmark;
   $('bench').disabled = false;

@@ -13,8 +13,13 @@ use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, RemoteTable};
+use edo::gpu::{CacheSpec, RecoveryEvent};
 use edo::model::StaticModel;
-use edo::{Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Pooling};
+use edo::{
+    Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuStaticModel, GpuTable, Lookup, PackedTable, Pooling, Recoverable, RecoveringEngine,
+};
+use std::rc::Rc;
+use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 fn err(e: edo::Error) -> JsError {
@@ -26,10 +31,76 @@ fn format_of(name: &str) -> Result<Format, JsError> {
 }
 
 /// The lookup engine: WebGPU, or the CPU path.
+///
+/// On WebGPU the engine survives device loss (the GPU process crashed, the driver reset, the
+/// tab was moved to another GPU): it rebuilds itself on a new device and uploads every table,
+/// cache, model and index made through it again, from the copies it keeps in WASM memory; calls
+/// made meanwhile wait and give the rows they would have. `onDeviceEvent` hears of it.
 #[wasm_bindgen]
 pub struct EdoEngine {
-    gpu: Option<Engine>,
+    gpu: Option<RecoveringEngine>,
     note: String,
+    listeners: Rc<RefCell<Vec<js_sys::Function>>>,
+}
+
+/// A device event as the object `onDeviceEvent` listeners get.
+fn event_object(event: &RecoveryEvent) -> JsValue {
+    let object = js_sys::Object::new();
+    let set = |key: &str, value: JsValue| {
+        let _ = js_sys::Reflect::set(&object, &key.into(), &value);
+    };
+    match event {
+        RecoveryEvent::Lost { reason } => {
+            set("type", "lost".into());
+            set("reason", reason.into());
+        }
+        RecoveryEvent::Recovered { generation, residents, failed, bytes, millis } => {
+            set("type", "recovered".into());
+            set("generation", (*generation as f64).into());
+            set("residents", (*residents as f64).into());
+            set("failed", failed.iter().map(JsValue::from).collect::<js_sys::Array>().into());
+            set("bytes", (*bytes as f64).into());
+            set("millis", (*millis).into());
+        }
+        RecoveryEvent::Failed { reason } => {
+            set("type", "failed".into());
+            set("reason", reason.into());
+        }
+    }
+    object.into()
+}
+
+impl EdoEngine {
+    fn on_gpu(engine: Engine) -> EdoEngine {
+        let note = engine.adapter().to_string();
+        let rec = RecoveringEngine::new(engine);
+        let listeners: Rc<RefCell<Vec<js_sys::Function>>> = Rc::default();
+        let (weak, heard) = (rec.downgrade(), listeners.clone());
+        rec.on_event(move |event| {
+            let value = event_object(event);
+            // Listeners are copied out first: one may add another.
+            let fs: Vec<js_sys::Function> = heard.borrow().clone();
+            for f in fs {
+                let _ = f.call1(&JsValue::NULL, &value);
+            }
+            // The page recovers by itself: rebuild now rather than at the next call.
+            if let (RecoveryEvent::Lost { .. }, Some(rec)) = (event, weak.upgrade()) {
+                wasm_bindgen_futures::spawn_local(async move {
+                    // A failure reaches the listeners as a "failed" event.
+                    let _ = rec.recover().await;
+                });
+            }
+        });
+        EdoEngine { gpu: Some(rec), note, listeners }
+    }
+
+    fn on_cpu(note: String) -> EdoEngine {
+        EdoEngine { gpu: None, note, listeners: Rc::default() }
+    }
+
+    fn engine(&self) -> Option<Engine> {
+        self.gpu.as_ref().map(RecoveringEngine::engine)
+    }
 }
 
 #[wasm_bindgen]
@@ -39,15 +110,47 @@ impl EdoEngine {
     /// size of a table shard below the device's binding limit (tests force many shards with it).
     pub async fn create(prefer_gpu: Option<bool>, max_shard_bytes: Option<f64>) -> EdoEngine {
         if prefer_gpu == Some(false) {
-            return EdoEngine { gpu: None, note: "CPU path requested".into() };
+            return EdoEngine::on_cpu("CPU path requested".into());
         }
         let options = EngineOptions { max_binding_bytes: max_shard_bytes.map(|b| b as u64), ..Default::default() };
         match Engine::new(options).await {
-            Ok(e) => {
-                let note = e.adapter().to_string();
-                EdoEngine { gpu: Some(e), note }
-            }
-            Err(e) => EdoEngine { gpu: None, note: format!("no WebGPU adapter ({e}); using the CPU path") },
+            Ok(e) => EdoEngine::on_gpu(e),
+            Err(e) => EdoEngine::on_cpu(format!("no WebGPU adapter ({e}); using the CPU path")),
+        }
+    }
+
+    /// Calls `listener(event)` when the WebGPU device is lost and when the engine has recovered:
+    /// `{type: "lost", reason}`, `{type: "recovered", generation, residents, failed, bytes,
+    /// millis}` (`residents` uploaded again, `failed` the errors of those that could not be, each
+    /// tried again at its next call), or `{type: "failed", reason}` when no new device could be
+    /// had (calls then fail with the reason, and the next one tries again). Never called on the
+    /// CPU path.
+    #[wasm_bindgen(js_name = onDeviceEvent)]
+    pub fn on_device_event(&self, listener: js_sys::Function) {
+        self.listeners.borrow_mut().push(listener);
+    }
+
+    /// How many times the engine has been rebuilt after a device loss (0 on the CPU path).
+    #[wasm_bindgen(getter)]
+    pub fn generation(&self) -> f64 {
+        self.gpu.as_ref().map_or(0.0, |r| r.generation() as f64)
+    }
+
+    /// Rebuilds now if the device is lost (the engine also does by itself): resolves to whether
+    /// it rebuilt.
+    pub async fn recover(&self) -> Result<bool, JsError> {
+        match &self.gpu {
+            Some(r) => r.recover().await.map_err(err),
+            None => Ok(false),
+        }
+    }
+
+    /// Destroys the WebGPU device, as a GPU-process crash would: for testing a page's handling
+    /// of device loss. The engine recovers as from a real loss.
+    #[wasm_bindgen(js_name = loseDevice)]
+    pub fn lose_device(&self) {
+        if let Some(r) = &self.gpu {
+            r.engine().destroy_device();
         }
     }
 
@@ -68,7 +171,7 @@ impl EdoEngine {
     /// Resolves at once on the CPU path.
     pub async fn prepare(&self, format: String, dim: usize) -> Result<(), JsError> {
         let format = format_of(&format)?;
-        match &self.gpu {
+        match self.engine() {
             Some(e) => e.prepare_gather(format, dim).await.map_err(err),
             None => Ok(()),
         }
@@ -77,18 +180,18 @@ impl EdoEngine {
     /// The largest storage binding a table shard may use, in bytes (0 on the CPU path).
     #[wasm_bindgen(getter, js_name = maxBindingBytes)]
     pub fn max_binding_bytes(&self) -> f64 {
-        self.gpu.as_ref().map_or(0.0, |e| e.max_binding_bytes() as f64)
+        self.engine().map_or(0.0, |e| e.max_binding_bytes() as f64)
     }
 
     /// Makes a table resident for lookups: uploaded in shards on WebGPU, kept as is on the CPU
     /// path.
     pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, JsError> {
         let packed = table.inner.clone();
-        let gpu = match &self.gpu {
-            None => None,
-            Some(e) => Some(GpuTable::upload(e, &packed).await.map_err(err)?),
+        let inner = match &self.gpu {
+            None => Resident::Cpu(packed),
+            Some(r) => Resident::Gpu(r.upload(packed).await.map_err(err)?),
         };
-        Ok(EdoResident { inner: Resident { table: packed, gpu } })
+        Ok(EdoResident { inner })
     }
 
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
@@ -97,7 +200,7 @@ impl EdoEngine {
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
         let policy = policy_of(policy.as_deref())?;
         let inner = match &self.gpu {
-            Some(e) => CacheInner::Gpu(GpuCache::new(e, table.inner.clone(), capacity, policy.build()).await.map_err(err)?),
+            Some(r) => CacheInner::Gpu(r.upload(CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy }).await.map_err(err)?),
             None => CacheInner::Cpu(table.inner.clone()),
         };
         Ok(EdoCache::new(inner))
@@ -111,8 +214,8 @@ impl EdoEngine {
         let policy = policy_of(policy.as_deref())?;
         let remote = RemoteTable::open(FetchReader::new(url)).await.map_err(err)?;
         let inner = match &self.gpu {
-            Some(e) => CacheInner::GpuRemote(GpuCache::new(e, remote, capacity, policy.build()).await.map_err(err)?),
-            None => CacheInner::CpuRemote(remote),
+            Some(r) => CacheInner::GpuRemote(r.upload(CacheSpec { source: Arc::new(remote), capacity, policy }).await.map_err(err)?),
+            None => CacheInner::CpuRemote(Box::new(remote)),
         };
         Ok(EdoCache::new(inner))
     }
@@ -121,21 +224,21 @@ impl EdoEngine {
     /// as JSON (`"{}"` on the CPU path).
     #[wasm_bindgen(js_name = memoryReport)]
     pub fn memory_report(&self) -> String {
-        self.gpu.as_ref().map_or_else(|| "{}".into(), |e| e.memory_report().to_json().to_string())
+        self.engine().map_or_else(|| "{}".into(), |e| e.memory_report().to_json().to_string())
     }
 
     /// Makes binary codes resident for Hamming search.
     #[wasm_bindgen(js_name = uploadCodes)]
     pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, JsError> {
         let table = codes.inner.clone();
-        let gpu = match &self.gpu {
-            Some(e) => Some(GpuCodes::upload(e, &table).await.map_err(err)?),
+        let inner = match &self.gpu {
+            Some(r) => Codes::Gpu(r.upload(table).await.map_err(err)?),
             None => {
                 edo::search::check_corpus(table.format(), table.dim()).map_err(err)?;
-                None
+                Codes::Cpu(table)
             }
         };
-        Ok(EdoCodes { inner: Codes { table, gpu } })
+        Ok(EdoCodes { inner })
     }
 }
 
@@ -249,9 +352,10 @@ impl EdoTable {
     }
 }
 
-struct Resident {
-    table: PackedTable,
-    gpu: Option<GpuTable>,
+/// A table on the GPU (its host copy inside, for recovery), or on the CPU path.
+enum Resident {
+    Gpu(Recoverable<GpuTable>),
+    Cpu(PackedTable),
 }
 
 /// A table ready for lookups (on the GPU, or on the CPU path).
@@ -275,19 +379,26 @@ impl EdoResident {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        if self.inner.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+        match self.inner {
+            Resident::Gpu(_) => "webgpu",
+            Resident::Cpu(_) => "cpu",
+        }
+        .into()
     }
     /// Storage buffers the table is split into (0 on the CPU path).
     #[wasm_bindgen(getter)]
     pub fn shards(&self) -> usize {
-        self.inner.gpu.as_ref().map_or(0, |g| g.shard_count())
+        match &self.inner {
+            Resident::Gpu(g) => g.latest().map_or(0, |t| t.shard_count()),
+            Resident::Cpu(_) => 0,
+        }
     }
 
     /// Decoded rows of `ids` (`ids.length × dim` values). An id out of range is an error.
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
-        match &self.inner.gpu {
-            Some(g) => g.gather(&ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
-            None => self.inner.table.gather(&ids, Bounds::Error).map_err(err),
+        match &self.inner {
+            Resident::Gpu(g) => g.gather(&ids, Bounds::Error).await.map_err(err),
+            Resident::Cpu(t) => t.gather(&ids, Bounds::Error).map_err(err),
         }
     }
 
@@ -299,18 +410,18 @@ impl EdoResident {
         if let Some(w) = &weights {
             bags = bags.weights(w);
         }
-        match &self.inner.gpu {
-            Some(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err)?.read().await.map_err(err),
-            None => self.inner.table.bag(&bags, pooling, Bounds::Error).map_err(err),
+        match &self.inner {
+            Resident::Gpu(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err),
+            Resident::Cpu(t) => t.bag(&bags, pooling, Bounds::Error).map_err(err),
         }
     }
 }
 
 enum CacheInner {
-    Gpu(GpuCache<PackedTable>),
+    Gpu(Recoverable<GpuCache<Arc<PackedTable>>>),
     Cpu(PackedTable),
-    GpuRemote(GpuCache<RemoteTable<FetchReader>>),
-    CpuRemote(RemoteTable<FetchReader>),
+    GpuRemote(Recoverable<GpuCache<Arc<RemoteTable<FetchReader>>>>),
+    CpuRemote(Box<RemoteTable<FetchReader>>),
 }
 
 /// Reads byte ranges of a URL with `fetch` and a `Range` header. Cross-origin servers must allow
@@ -471,13 +582,9 @@ impl EdoCache {
     #[allow(clippy::await_holding_refcell_ref)]
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
-        /// A cached lookup read back, whatever the host table behind the cache.
-        async fn read_back<S: edo::cache::RowSource>(cache: &mut GpuCache<S>, ids: &[u32]) -> Result<Vec<f32>, JsError> {
-            cache.gather(ids, Bounds::Error).await.map_err(err)?.read().await.map_err(err)
-        }
         match &mut *inner {
-            CacheInner::Gpu(c) => read_back(c, &ids).await,
-            CacheInner::GpuRemote(c) => read_back(c, &ids).await,
+            CacheInner::Gpu(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
+            CacheInner::GpuRemote(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
             CacheInner::Cpu(t) => edo::cpu::gather(t, &ids, Bounds::Error).map_err(err),
             CacheInner::CpuRemote(r) => r.gather(&ids, Bounds::Error).await.map_err(err),
         }
@@ -489,8 +596,8 @@ impl EdoCache {
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
-            CacheInner::Gpu(c) => c.prefetch(&ids).await.map_err(err),
-            CacheInner::GpuRemote(c) => c.prefetch(&ids).await.map_err(err),
+            CacheInner::Gpu(c) => c.run(async |c| c.prefetch(&ids).await).await.map_err(err),
+            CacheInner::GpuRemote(c) => c.run(async |c| c.prefetch(&ids).await).await.map_err(err),
             CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => Ok(0),
         }
     }
@@ -510,9 +617,14 @@ impl EdoCache {
                 s.hit_rate()
             )
         }
+        /// The cache's figures; a cache being rebuilt after a device loss has none yet.
+        fn gpu<S: edo::cache::RowSource + Clone>(c: &Recoverable<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
+            let c = c.latest().ok_or_else(|| JsError::new("the cache is being rebuilt after a device loss"))?;
+            Ok(json(c.stats(), c.capacity(), c.cached_rows(), traffic))
+        }
         Ok(match &*inner {
-            CacheInner::Gpu(c) => json(c.stats(), c.capacity(), c.cached_rows(), None),
-            CacheInner::GpuRemote(c) => json(c.stats(), c.capacity(), c.cached_rows(), Some(c.source().traffic())),
+            CacheInner::Gpu(c) => gpu(c, None)?,
+            CacheInner::GpuRemote(c) => gpu(c, Some(c.host().source.traffic()))?,
             CacheInner::CpuRemote(r) => {
                 let (requests, bytes) = r.traffic();
                 format!(r#"{{"requests":{requests},"bytesFetched":{bytes}}}"#)
@@ -522,9 +634,10 @@ impl EdoCache {
     }
 }
 
-struct Codes {
-    table: PackedTable,
-    gpu: Option<GpuCodes>,
+/// Binary codes on the GPU (their host copy inside, for recovery), or on the CPU path.
+enum Codes {
+    Gpu(Recoverable<GpuCodes>),
+    Cpu(PackedTable),
 }
 
 /// Binary codes ready for Hamming search.
@@ -561,10 +674,9 @@ impl EdoNeighbors {
 impl EdoCodes {
     /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`), ties to the lower row.
     pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, JsError> {
-        let codes = edo::search::binarize(&queries, self.inner.table.dim()).map_err(err)?;
-        let n = match &self.inner.gpu {
-            Some(g) => g.hamming_topk(&codes, k).await,
-            None => edo::search::hamming_topk(&self.inner.table, &codes, k),
+        let n = match &self.inner {
+            Codes::Gpu(g) => g.hamming_topk(&edo::search::binarize(&queries, g.host().dim()).map_err(err)?, k).await,
+            Codes::Cpu(t) => edo::search::hamming_topk(t, &edo::search::binarize(&queries, t.dim()).map_err(err)?, k),
         }
         .map_err(err)?;
         Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
@@ -663,11 +775,11 @@ impl EdoEngine {
     /// on the GPU; on the CPU path the model runs as `EdoModel.embed` does.
     #[wasm_bindgen(js_name = uploadModel)]
     pub async fn upload_model(&self, model: &EdoModel) -> Result<EdoResidentModel, JsError> {
-        let gpu = match &self.gpu {
-            Some(e) => Some(GpuStaticModel::upload(e, &model.inner).await.map_err(err)?),
-            None => None,
+        let inner = match &self.gpu {
+            Some(r) => ModelOn::Gpu(r.upload(model.inner.clone()).await.map_err(err)?, r.clone()),
+            None => ModelOn::Cpu(Arc::new(model.inner.clone())),
         };
-        Ok(EdoResidentModel { model: model.inner.clone(), gpu, engine: self.gpu.clone() })
+        Ok(EdoResidentModel { inner })
     }
 }
 
@@ -679,7 +791,7 @@ impl EdoEngine {
     #[wasm_bindgen(js_name = prepareModel)]
     pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), JsError> {
         let format = format_of(&format)?;
-        match &self.gpu {
+        match self.engine() {
             Some(e) => e.prepare_model(format, dim).await.map_err(err),
             None => Ok(()),
         }
@@ -725,9 +837,24 @@ pub fn table_shape(bytes: &js_sys::Uint8Array) -> Result<EdoShape, JsError> {
 /// A model ready to embed on the engine (see `EdoEngine.uploadModel`).
 #[wasm_bindgen]
 pub struct EdoResidentModel {
-    model: StaticModel,
-    gpu: Option<GpuStaticModel>,
-    engine: Option<Engine>,
+    inner: ModelOn,
+}
+
+/// A model on the GPU (its host copy inside, for recovery; the engine for its indexes), or on
+/// the CPU path.
+#[derive(Clone)]
+enum ModelOn {
+    Gpu(Recoverable<GpuStaticModel>, RecoveringEngine),
+    Cpu(Arc<StaticModel>),
+}
+
+impl ModelOn {
+    fn model(&self) -> &StaticModel {
+        match self {
+            ModelOn::Gpu(g, _) => g.host(),
+            ModelOn::Cpu(m) => m,
+        }
+    }
 }
 
 /// Texts embedded per GPU job when indexing a corpus: a job's tokens and vectors stay small.
@@ -738,12 +865,16 @@ impl EdoResidentModel {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        if self.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+        match self.inner {
+            ModelOn::Gpu(..) => "webgpu",
+            ModelOn::Cpu(_) => "cpu",
+        }
+        .into()
     }
     /// Values per sentence vector.
     #[wasm_bindgen(getter)]
     pub fn dim(&self) -> usize {
-        self.model.dim()
+        self.inner.model().dim()
     }
 
     /// Sentence vectors of `texts`, `texts.length × dim` values: tokenized here, pooled on the
@@ -757,7 +888,7 @@ impl EdoResidentModel {
     /// Hamming search and as INT8 rows for rescoring, resident on the engine.
     pub async fn index(&self, lines: Vec<String>) -> Result<EdoSearchIndex, JsError> {
         let strs: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let dim = self.model.dim();
+        let dim = self.inner.model().dim();
         let mut vectors = Vec::with_capacity(lines.len() * dim);
         for chunk in strs.chunks(INDEX_BATCH) {
             vectors.extend(self.embed_strs(chunk).await.map_err(err)?);
@@ -765,25 +896,22 @@ impl EdoResidentModel {
         let rows = lines.len();
         let codes = PackedTable::quantize(Format::Binary, &vectors, rows, dim).map_err(err)?;
         let int8 = PackedTable::quantize(Format::Int8, &vectors, rows, dim).map_err(err)?;
-        let gpu = match &self.engine {
-            Some(e) => {
-                let g = GpuCodes::upload(e, &codes).await.map_err(err)?;
-                Some((g, GpuTable::upload(e, &int8).await.map_err(err)?))
-            }
-            None => {
+        let tables = match &self.inner {
+            ModelOn::Gpu(_, r) => IndexOn::Gpu(r.upload(codes).await.map_err(err)?, r.upload(int8).await.map_err(err)?),
+            ModelOn::Cpu(_) => {
                 edo::search::check_corpus(codes.format(), dim).map_err(err)?;
-                None
+                IndexOn::Cpu(codes, int8)
             }
         };
-        Ok(EdoSearchIndex { model: EdoResidentModel { model: self.model.clone(), gpu: self.gpu.clone(), engine: self.engine.clone() }, codes, int8, gpu })
+        Ok(EdoSearchIndex { model: EdoResidentModel { inner: self.inner.clone() }, tables })
     }
 }
 
 impl EdoResidentModel {
     async fn embed_strs(&self, texts: &[&str]) -> Result<Vec<f32>, edo::Error> {
-        match &self.gpu {
-            Some(g) => g.encode(texts).await?.read().await,
-            None => self.model.encode(texts),
+        match &self.inner {
+            ModelOn::Gpu(g, _) => g.encode(texts).await,
+            ModelOn::Cpu(m) => m.encode(texts),
         }
     }
 }
@@ -792,9 +920,22 @@ impl EdoResidentModel {
 #[wasm_bindgen]
 pub struct EdoSearchIndex {
     model: EdoResidentModel,
-    codes: PackedTable,
-    int8: PackedTable,
-    gpu: Option<(GpuCodes, GpuTable)>,
+    tables: IndexOn,
+}
+
+/// An index's binary codes and INT8 rows, on the GPU (host copies inside) or the CPU path.
+enum IndexOn {
+    Gpu(Recoverable<GpuCodes>, Recoverable<GpuTable>),
+    Cpu(PackedTable, PackedTable),
+}
+
+impl IndexOn {
+    fn host(&self) -> (&PackedTable, &PackedTable) {
+        match self {
+            IndexOn::Gpu(codes, int8) => (codes.host(), int8.host()),
+            IndexOn::Cpu(codes, int8) => (codes, int8),
+        }
+    }
 }
 
 /// Ranked results: `ids` and `scores` (dot products of the query with the INT8 rows), best first.
@@ -821,12 +962,13 @@ impl EdoSearchIndex {
     /// Lines in the index.
     #[wasm_bindgen(getter)]
     pub fn rows(&self) -> usize {
-        self.codes.rows()
+        self.tables.host().0.rows()
     }
     /// Bytes the index holds: binary codes and INT8 rows.
     #[wasm_bindgen(getter)]
     pub fn bytes(&self) -> f64 {
-        (self.codes.bytes() + self.int8.bytes()) as f64
+        let (codes, int8) = self.tables.host();
+        (codes.bytes() + int8.bytes()) as f64
     }
 
     /// The `k` lines nearest `query`: its sentence vector's Hamming top `k × multiplier` (default
@@ -835,9 +977,10 @@ impl EdoSearchIndex {
         let multiplier = multiplier.unwrap_or(4);
         let q = self.model.embed_strs(&[query.as_str()]).await.map_err(err)?;
         let k = k.min(self.rows());
-        let found = match &self.gpu {
-            Some((codes, int8)) => codes.search_rescored(&q, int8, k, multiplier).await,
-            None => edo::search::search_rescored(&self.codes, &q, &self.int8, k, multiplier),
+        let found = match &self.tables {
+            // Both on the engine in use: after a loss the codes' rebuild uploads the rows too.
+            IndexOn::Gpu(codes, int8) => codes.run(async |c| c.search_rescored(&q, &*int8.current().await?, k, multiplier).await).await,
+            IndexOn::Cpu(codes, int8) => edo::search::search_rescored(codes, &q, int8, k, multiplier),
         }
         .map_err(err)?;
         Ok(EdoScored { ids: found.ids, scores: found.scores })
@@ -906,7 +1049,7 @@ impl EdoEngine {
         let mut options = SuiteOptions::new(scale);
         options.user_agent = user_agent;
         options.model = model;
-        let gpus: Vec<Engine> = self.gpu.iter().cloned().collect();
+        let gpus: Vec<Engine> = self.engine().into_iter().collect();
         let results = suite::run(&options, &gpus, |p| {
             let r = progress.as_ref().map(|f| f.call3(&JsValue::NULL, &(p.done as f64).into(), &(p.total as f64).into(), &p.label.as_str().into()));
             async move {

@@ -343,3 +343,67 @@ fn bad_models_are_exceptions_that_say_why() {
     assert!(EdoModel::from_files(None, tokenizer, &table[..100]).is_err());
     assert!(EdoModel::from_files(None, tokenizer, table).unwrap().quantize("int9").is_err());
 }
+
+#[wasm_bindgen_test]
+async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows() {
+    let (rows, dim) = (3001, 37);
+    let values = data(rows, dim, 21);
+    let engine = EdoEngine::create(None, Some(64.0 * 1024.0)).await;
+    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+    let listener = {
+        let heard = heard.clone();
+        wasm_bindgen::closure::Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
+            let kind = js_sys::Reflect::get(&e, &"type".into()).ok().and_then(|t| t.as_string()).unwrap_or_default();
+            heard.borrow_mut().push(kind);
+        })
+    };
+    engine.on_device_event(listener.as_ref().unchecked_ref::<js_sys::Function>().clone());
+    listener.forget();
+
+    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let resident = engine.upload(&table).await.unwrap();
+    let cache = engine.cache(&EdoTable::from_float32(&values, rows, dim, "q4_k").unwrap(), 200, None).await.unwrap();
+    let cached_table = EdoTable::from_float32(&values, rows, dim, "q4_k").unwrap();
+    let hot: Vec<u32> = (0..150).map(|i| (i * 17 % rows) as u32).collect();
+    assert_eq!(cache.gather(hot.clone()).await.unwrap(), cached_table.gather(&hot).unwrap());
+    let bits = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let codes = engine.upload_codes(&bits).await.unwrap();
+    let queries = data(3, dim, 22);
+    let want_search = search(&EdoEngine::create(Some(false), None).await, &bits, queries.clone()).await;
+    let (_, config, tokenizer, weights) = MODELS[0];
+    let model = EdoModel::from_files(Some(config.to_vec()), tokenizer, weights).unwrap();
+    let corpus: Vec<String> = (0..300).map(|i| format!("line {i} about {}", ["gpus", "tables", "vectors"][i % 3])).collect();
+    let index = engine.upload_model(&model).await.unwrap().index(corpus.clone()).await.unwrap();
+    let want_found = index.search("line 7 about vectors".into(), 5, None).await.unwrap().ids();
+    assert!(!engine.recover().await.unwrap(), "nothing to recover from");
+
+    // A lookup waiting on the GPU when the device goes, and others started after.
+    let lookup = ids(2000, rows);
+    let mut in_flight = Box::pin(resident.gather(lookup.clone()));
+    let first = in_flight.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    engine.lose_device();
+    let got = match first {
+        std::task::Poll::Ready(got) => got,
+        std::task::Poll::Pending => in_flight.await,
+    };
+    let want = table.gather(&lookup).unwrap();
+    assert_eq!(got.unwrap(), want);
+    if engine.backend() != "webgpu" {
+        // The CPU path has no device to lose.
+        assert_eq!((engine.generation(), heard.borrow().len()), (0.0, 0));
+        return;
+    }
+    assert_eq!(resident.gather(lookup.clone()).await.unwrap(), want);
+    let offsets: Vec<u32> = (0..2000).step_by(9).collect();
+    assert_eq!(resident.bag(lookup.clone(), offsets.clone(), "mean", None).await.unwrap().len(), offsets.len() * dim);
+    assert_eq!(cache.gather(hot.clone()).await.unwrap(), cached_table.gather(&hot).unwrap());
+    let stats = cache.stats().unwrap();
+    assert!(stats.contains("\"misses\":0,"), "the rebuilt cache holds the hot rows: {stats}");
+    assert_eq!(search(&engine, &bits, queries.clone()).await, want_search);
+    let n = codes.search(queries, 17).await.unwrap();
+    assert_eq!((n.ids(), n.distances()), want_search);
+    assert_eq!(index.search("line 7 about vectors".into(), 5, None).await.unwrap().ids(), want_found);
+    assert_eq!(engine.generation(), 1.0, "one rebuild");
+    assert_eq!(*heard.borrow(), ["lost", "recovered"]);
+    assert!(engine.memory_report().contains("cache slots"));
+}
