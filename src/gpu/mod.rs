@@ -188,6 +188,10 @@ struct Lost {
 }
 
 impl Lost {
+    fn is_marked(&self) -> bool {
+        self.reason.lock().map_or(true, |r| r.is_some())
+    }
+
     /// Records the loss and tells the listeners, the first time only (the device-lost callback
     /// and [`Engine::destroy_device`] may both report one loss).
     fn mark(&self, reason: String) {
@@ -320,6 +324,20 @@ impl Engine {
         {
             let lost = lost.clone();
             device.set_device_lost_callback(move |reason, message| lost.mark(format!("{reason:?}: {message}")));
+        }
+        if !matches!(origin, Origin::Device) {
+            // edo catches its errors with error scopes; what reaches this handler is a call that
+            // met a lost device half-way (unmapping a destroyed buffer): the call itself returns
+            // `DeviceLost`. Anything else is a bug, and panics as wgpu's default handler does.
+            // (A caller's own device keeps the caller's handler.)
+            let lost = lost.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                let text = e.to_string();
+                if lost.is_marked() || text.contains("destroyed") || text.contains("lost") {
+                    return;
+                }
+                panic!("wgpu error: {text}");
+            }));
         }
         Ok(Engine::build(device, queue, options, lost, origin))
     }
@@ -470,9 +488,10 @@ impl Engine {
     /// and its outputs fails with [`Error::DeviceLost`]. Meant for testing recovery paths.
     #[doc(hidden)] // a test hook
     pub fn destroy_device(&self) {
-        self.ctx.device.destroy();
-        // The callback runs during destroy on native; make the state certain on every backend.
+        // Marked first, so a call that meets a destroyed buffer already finds the device lost
+        // (the callback also runs during destroy on native; the first mark wins).
         self.ctx.lost.mark("Destroyed: device destroyed by the application".to_string());
+        self.ctx.device.destroy();
     }
 
     /// Waits until all submitted GPU work has finished (native; a no-op in the browser).
@@ -625,13 +644,14 @@ impl Context {
         }
         let validation = validation.pop().await;
         let oom = oom.pop().await;
+        // A lost device fails allocations too: say that rather than what it caused.
+        self.check_lost()?;
         if oom.is_some() {
             return Err(Error::OutOfMemory { what });
         }
         if let Some(e) = validation {
             return Err(Error::Gpu { what, message: e.to_string() });
         }
-        self.check_lost()?;
         Ok(Buffer { inner: buffer, counted: Arc::new(counted) })
     }
 }
@@ -659,12 +679,15 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
         Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string()))),
         None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
     }
-    let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
+    let view = staging.slice(..size).get_mapped_range().map_err(|e| ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string())))?;
     // Byte for byte into the values: a mapped range need not be aligned for T.
     out.resize(len, T::zeroed());
     bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view);
     drop(view);
-    staging.unmap();
+    // (A mapped buffer may be dropped as it is; unmapping one the device took away is an error.)
+    if ctx.check_lost().is_ok() {
+        staging.unmap();
+    }
     Ok(out)
 }
 

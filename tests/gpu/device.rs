@@ -116,3 +116,23 @@ fn device_loss_listeners_hear_it_once() {
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert!(heard[0].contains("Destroyed"), "{heard:?}");
 }
+
+#[test]
+fn work_that_meets_the_loss_half_way_is_an_error_not_a_panic() {
+    // Unmapping a buffer the loss destroyed reaches wgpu's uncaptured-error handler, whose
+    // default panics (a readback in flight on another thread did this under the soak test).
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let buffer = engine.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("in flight"),
+        size: 256,
+        usage: wgpu::BufferUsages::MAP_READ,
+        mapped_at_creation: false,
+    });
+    buffer.slice(..).map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    engine.device().poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    drop(buffer.slice(..).get_mapped_range());
+    engine.destroy_device();
+    engine.device().poll(wgpu::PollType::wait_indefinitely()).ok();
+    buffer.unmap();
+    assert!(engine.is_lost());
+}
