@@ -8,10 +8,11 @@ use std::task::{Poll, Waker};
 
 use wgpu::WasmNotSendSync;
 
-use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable};
+use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable};
 use crate::bags::{Bags, Pooling};
 use crate::cache::{PolicyKind, RowSource};
 use crate::format::PackedTable;
+use crate::hash::HashSpec;
 use crate::lookup::AnyTable;
 use crate::model::StaticModel;
 use crate::{Bounds, Error};
@@ -66,6 +67,15 @@ impl Reupload for AnyGpuTable {
     type Host = AnyTable;
     async fn reupload(engine: &Engine, host: &AnyTable, _: Option<&Self>) -> Result<Self, Error> {
         host.upload(engine).await
+    }
+}
+
+impl Reupload for GpuHashedTables {
+    /// Each table and how its ids hash.
+    type Host = Vec<(PackedTable, HashSpec)>;
+    async fn reupload(engine: &Engine, host: &Self::Host, _: Option<&Self>) -> Result<Self, Error> {
+        let tables: Vec<(&PackedTable, HashSpec)> = host.iter().map(|(t, s)| (t, s.clone())).collect();
+        GpuHashedTables::upload(engine, &tables).await
     }
 }
 
@@ -290,6 +300,12 @@ impl RecoveringEngine {
         Ok(recoverable)
     }
 
+    /// Whether the engine of generation `seen` is lost (or already replaced after a loss).
+    fn lost_since(&self, seen: u64) -> bool {
+        let st = lock(&self.shared.state);
+        st.generation != seen || st.engine.is_lost()
+    }
+
     /// Rebuilds the engine of generation `seen`, after a call on it met a lost device; returns
     /// at once if another call has rebuilt it already, waits if one is rebuilding it now.
     async fn recover_after(&self, seen: u64) -> Result<(), Error> {
@@ -450,7 +466,9 @@ where
                 Err(e) => Err(e),
             };
             match result {
-                Err(Error::DeviceLost(_)) if tries == 0 => {
+                // Any failure on an engine that is lost now: a call that met the loss half-way
+                // may see a destroyed buffer rather than the loss itself.
+                Err(e) if tries == 0 && (matches!(e, Error::DeviceLost(_)) || self.owner.lost_since(generation)) => {
                     tries += 1;
                     self.owner.recover_after(generation).await?;
                 }
