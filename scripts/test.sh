@@ -6,7 +6,8 @@
 # and wasm32 for the library and the browser crate), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
-# threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled).
+# threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
+# the device lost and the engine rebuilt every 5 seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
@@ -19,8 +20,8 @@ cargo fmt --all -- --check
 echo "== cargo test (unit, integration, GPU, doctests)"
 cargo test --all-features
 
-echo "== soak: 30 s of threads mixing every kind of lookup, checked against the CPU path"
-cargo run --quiet --all-features --example soak -- --seconds 30 --threads 4
+echo "== soak: 30 s of threads mixing every kind of lookup, checked against the CPU path, the device lost every 5 s"
+MALLOC_ARENA_MAX=2 cargo run --quiet --all-features --example soak -- --seconds 30 --threads 4 --lose-every 5
 
 echo "== cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --quiet
