@@ -11,6 +11,7 @@ use crate::format::{Format, PackedTable};
 use crate::mixed::MixedTable;
 use crate::prune::PrunedTable;
 use crate::{Bounds, Error};
+use half::f16;
 
 /// A table on the host whose rows u32 ids look up, on all cores: the CPU path, and the oracle of
 /// the GPU's [`crate::GpuLookup`] (the same values, bit for bit for gathers).
@@ -34,6 +35,23 @@ pub trait Lookup {
         let rows = self.gather(bags.indices, bounds)?;
         pool_dense(rows, self.dim(), bags, pooling)
     }
+
+    /// [`Lookup::gather`] rounded to f16 (nearest even; beyond f16's range ±inf), as the GPU's
+    /// [`crate::GpuLookup::gather_f16`] writes it: the same values bit for bit.
+    fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f16>, Error> {
+        Ok(to_f16(&self.gather(ids, bounds)?))
+    }
+
+    /// [`Lookup::bag`] rounded to f16, as [`crate::GpuLookup::bag_f16`] writes it.
+    fn bag_f16(&self, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<Vec<f16>, Error> {
+        Ok(to_f16(&self.bag(bags, pooling, bounds)?))
+    }
+}
+
+/// f32 values rounded to f16, to nearest even (`half`'s conversion; beyond f16's range ±inf):
+/// how edo's f16 outputs round, on the CPU path and in `f16_common.wgsl` alike.
+pub fn to_f16(values: &[f32]) -> Vec<f16> {
+    values.iter().map(|&v| f16::from_f32(v)).collect()
 }
 
 /// Pools rows already gathered, one per index of `bags` in order, as the CPU bag pools a table.

@@ -8,6 +8,7 @@
 pub(crate) mod bag;
 mod gather;
 
+pub use crate::lookup::to_f16;
 pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
 

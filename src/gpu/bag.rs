@@ -261,7 +261,7 @@ impl Resident {
             }
         }
         let rows = if pooling == Pooling::None { n_indices } else { batch };
-        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim }))
+        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim, half: false }))
     }
 }
 

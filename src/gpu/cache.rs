@@ -558,7 +558,7 @@ impl CacheState {
             inputs.extend(more);
             copies.push((part_out.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
         }
-        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: slots.len(), dim: dim as usize };
+        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: slots.len(), dim: dim as usize, half: false };
         Ok(LookupJob { ctx, stages: vec![Stage { passes, copies }], _inputs: inputs, output, claim: None })
     }
 

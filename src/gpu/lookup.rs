@@ -66,6 +66,96 @@ pub trait GpuLookup {
 
     /// The engine the table lives on (another handle to it).
     fn engine(&self) -> Engine;
+
+    /// [`GpuLookup::prepare_gather`] writing f16 rows (see [`GpuRows`]): the gathered values
+    /// rounded to nearest even, as [`crate::Lookup::gather_f16`] rounds them. By default the f32
+    /// gather, then a pass that rounds it; a [`GpuTable`] writes f16 from the gather itself,
+    /// half the bytes of an f32 gather.
+    async fn prepare_gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        let job = self.prepare_gather(ids, bounds).await?;
+        let pack = pack_f16(&self.engine().ctx, job.output()).await?;
+        Ok(job.then(pack))
+    }
+
+    /// [`GpuLookup::prepare_bag`] writing f16 rows: the bags pool in f32, then a pass rounds
+    /// them to f16 (bags are few beside the rows they read).
+    async fn prepare_bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
+        let job = self.prepare_bag(bags, pooling, bounds).await?;
+        let pack = pack_f16(&self.engine().ctx, job.output()).await?;
+        Ok(job.then(pack))
+    }
+
+    /// Gathers `ids` into f16 rows and submits the work.
+    async fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_gather_f16(ids, bounds).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+
+    /// Pools `bags` into f16 rows and submits the work.
+    async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
+        let job = self.prepare_bag_f16(bags, pooling, bounds).await?;
+        job.submit()?;
+        Ok(job.into_output())
+    }
+}
+
+/// Parameters of `pack_f16.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct PackParams {
+    n_rows: u32,
+    dim: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+/// The pass that rounds f32 `rows` (as a lookup wrote them) to f16 rows, two values a word,
+/// into a new buffer: the job's output. One dispatch per range of rows whose f32 input fits a
+/// storage binding.
+pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<LookupJob, Error> {
+    ctx.check_lost()?;
+    let (n, dim) = (rows.rows, rows.dim);
+    let words = dim.div_ceil(2) as u64;
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let out = ctx.create_buffer("f16 output", (n as u64 * 4 * words).max(4), usage, None).await?;
+    let pipeline = ctx.pipeline(super::ShaderId::PackF16, (ctx.workgroup_size, 1)).await?;
+    // Rows per dispatch: their f32 input within one binding, starting at an aligned offset.
+    let granule = (ctx.limits.min_storage_buffer_offset_alignment.max(4) / 4) as u64;
+    let chunk = (ctx.max_binding_bytes / (4 * dim.max(1) as u64)) / granule * granule;
+    if chunk == 0 {
+        return Err(Error::LimitExceeded {
+            what: "bytes of one f32 row group to round to f16",
+            requested: 4 * dim as u64 * granule,
+            max: ctx.max_binding_bytes,
+        });
+    }
+    // The gather layout's second input, unused by the kernel.
+    let unused = ctx.create_buffer("pack f16 (unused)", 4, wgpu::BufferUsages::STORAGE, None).await?;
+    let mut inputs = vec![unused];
+    let mut dispatches = Vec::new();
+    let mut start = 0u64;
+    while start < n as u64 {
+        let m = chunk.min(n as u64 - start);
+        let params = PackParams { n_rows: m as u32, dim: dim as u32, _pad0: 0, _pad1: 0 };
+        let uniform = ctx.create_buffer("pack f16 params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let (gx, gy) = ctx.grid("workgroups of one f16 rounding dispatch", m * words, ctx.workgroup_size as u64)?;
+        let bind_group = ctx.bind_group(
+            "edo pack f16",
+            &ctx.gather_layout,
+            &[
+                uniform.as_entire_binding(),
+                super::table::buffer_range(&rows.buffer, 4 * dim as u64 * start, 4 * dim as u64 * m),
+                inputs[0].as_entire_binding(),
+                super::table::buffer_range(&out, 4 * words * start, 4 * words * m),
+            ],
+        );
+        dispatches.push((bind_group, gx, gy));
+        inputs.push(uniform);
+        start += m;
+    }
+    let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: n, dim, half: true };
+    Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
 }
 
 /// The ranges of `n` gathered rows of `dim` values that fit one storage binding each: the
@@ -135,9 +225,9 @@ pub(crate) async fn pool_dense<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags:
 }
 
 /// Implements [`GpuLookup`] for a kind by its inherent methods of the same names (and its fused
-/// `prepare_bag`, where it has one; else the trait's default).
+/// `prepare_bag` and f16 gather, where it has them; else the trait's defaults).
 macro_rules! by_inherent_methods {
-    ($t:ty $(, $fused_bag:ident)?) => {
+    ($t:ty $(, bag: $fused_bag:ident)? $(, f16: $fused_f16:ident)?) => {
         impl GpuLookup for $t {
             fn rows(&self) -> usize {
                 <$t>::rows(self)
@@ -162,12 +252,17 @@ macro_rules! by_inherent_methods {
                     <$t>::$fused_bag(self, bags, pooling, bounds).await
                 }
             )?
+            $(
+                async fn prepare_gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+                    <$t>::$fused_f16(self, ids, bounds).await
+                }
+            )?
         }
     };
 }
 
-by_inherent_methods!(GpuTable, prepare_bag);
-by_inherent_methods!(GpuPrunedTable, prepare_bag);
+by_inherent_methods!(GpuTable, bag: prepare_bag, f16: prepare_gather_f16_fused);
+by_inherent_methods!(GpuPrunedTable, bag: prepare_bag);
 by_inherent_methods!(GpuMixedTable);
 
 /// Any of the GPU table kinds of [`GpuLookup`], for code that chooses one at run time (a
@@ -232,6 +327,9 @@ impl GpuLookup for AnyGpuTable {
     async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         each!(self, t => GpuLookup::bag(t, bags, pooling, bounds).await)
     }
+    async fn prepare_gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        each!(self, t => GpuLookup::prepare_gather_f16(t, ids, bounds).await)
+    }
     fn engine(&self) -> Engine {
         each!(self, t => GpuLookup::engine(t))
     }
@@ -257,5 +355,15 @@ impl From<GpuCache> for AnyGpuTable {
     #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
     fn from(t: GpuCache) -> Self {
         AnyGpuTable::Cached(Arc::new(t))
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn parameter_structs_match_their_wgsl_field_by_field() {
+        super::super::shaders::assert_wgsl_layout!(super::super::ShaderId::PackF16, PackParams { n_rows, dim, _pad0, _pad1 });
     }
 }

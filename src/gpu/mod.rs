@@ -567,6 +567,13 @@ impl Context {
         Ok((self.pipeline(shader, shape).await?, shape))
     }
 
+    /// The f16-output gather kernel of `format` for rows of `dim` values, and its shape.
+    pub(crate) async fn gather_f16_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
+        let shader = ShaderId::GatherF16 { format, vec4: dim.is_multiple_of(4) };
+        let shape = self.workgroup_shape(dim.div_ceil(shader.values_per_step()), 4);
+        Ok((self.pipeline(shader, shape).await?, shape))
+    }
+
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
     pub(crate) async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
         let key = (shader, (wg_x, wg_y));

@@ -154,7 +154,7 @@ impl GpuQrTables {
                 inputs.push(uniform);
             }
         }
-        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize };
+        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize, half: false };
         Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
     }
 }

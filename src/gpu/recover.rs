@@ -492,6 +492,16 @@ where
         self.run(async |t| t.bag(bags, pooling, bounds).await?.read().await).await
     }
 
+    /// [`GpuLookup::gather_f16`] read back to the host, recovered from a device loss.
+    pub async fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<half::f16>, Error> {
+        self.run(async |t| t.gather_f16(ids, bounds).await?.read_f16().await).await
+    }
+
+    /// [`GpuLookup::bag_f16`] read back to the host, recovered from a device loss.
+    pub async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<half::f16>, Error> {
+        self.run(async |t| t.bag_f16(bags, pooling, bounds).await?.read_f16().await).await
+    }
+
     /// Rows the ids address.
     pub fn rows(&self) -> usize {
         lock(&self.slot.current).as_ref().map_or(0, |(_, t)| t.rows())

@@ -53,6 +53,14 @@ pub enum Src {
     Rescore,
     /// `normalize_rows.wgsl`.
     NormalizeRows,
+    /// `f16_common.wgsl`: f32 → f16 with rounding to nearest even.
+    F16Common,
+    /// `gather_rows_f16.wgsl`.
+    GatherRowsF16,
+    /// `gather_rows4_f16.wgsl`.
+    GatherRows4F16,
+    /// `pack_f16.wgsl`.
+    PackF16,
 }
 
 impl Src {
@@ -78,6 +86,10 @@ impl Src {
             Src::SortPairs => include_str!("../../shaders/sort_pairs.wgsl"),
             Src::Rescore => include_str!("../../shaders/rescore.wgsl"),
             Src::NormalizeRows => include_str!("../../shaders/normalize_rows.wgsl"),
+            Src::F16Common => include_str!("../../shaders/f16_common.wgsl"),
+            Src::GatherRowsF16 => include_str!("../../shaders/gather_rows_f16.wgsl"),
+            Src::GatherRows4F16 => include_str!("../../shaders/gather_rows4_f16.wgsl"),
+            Src::PackF16 => include_str!("../../shaders/pack_f16.wgsl"),
         }
     }
 }
@@ -159,6 +171,12 @@ pub mod kernels {
     pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", Src::GatherRows, 1);
     /// Rows of a dim that is a multiple of 4, a vec4 store per step.
     pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", Src::GatherRows4, 4);
+    /// Rows of any dim written as f16, a word (two values) per step.
+    pub const GATHER_ROWS_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::F16Common], ..rows_kernel("gather_rows_f16", Src::GatherRowsF16, 2) };
+    /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
+    pub const GATHER_ROWS4_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::F16Common], ..rows_kernel("gather_rows4_f16", Src::GatherRows4F16, 4) };
+    /// Dense f32 rows → f16 rows.
+    pub const PACK_F16: Kernel = flat_kernel("pack_f16", &[Src::F16Common], Src::PackF16, Binds::Gather);
     /// EmbeddingBag, one column per pass.
     pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
     /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, 16 columns a pass.
@@ -223,6 +241,15 @@ pub enum ShaderId {
         /// The vec4 driver (dims that are a multiple of 4).
         vec4: bool,
     },
+    /// Gather rows of `format` into f16 rows (two values a word); `vec4` as for `Gather`.
+    GatherF16 {
+        /// The format decoded.
+        format: Format,
+        /// The vec4 driver (dims that are a multiple of 4).
+        vec4: bool,
+    },
+    /// Dense f32 rows → f16 rows.
+    PackF16,
     /// EmbeddingBag over one or several tables of `format`; `vec4` when every dim is a multiple
     /// of 4.
     Bag {
@@ -260,7 +287,8 @@ impl ShaderId {
             .iter()
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
-            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows])
+            .chain(Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::GatherF16 { format, vec4 })))
+            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
@@ -277,6 +305,8 @@ impl ShaderId {
         use kernels::*;
         match self {
             ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
+            ShaderId::GatherF16 { format, vec4 } => (if vec4 { &GATHER_ROWS4_F16 } else { &GATHER_ROWS_F16 }, Some(format)),
+            ShaderId::PackF16 => (&PACK_F16, None),
             ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
             ShaderId::Qr { format } => (&QR, Some(format)),
             ShaderId::Rescore { format } => (&RESCORE, Some(format)),

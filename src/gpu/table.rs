@@ -277,6 +277,15 @@ impl GpuTable {
         Ok(LookupJob::new(self.res.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
     }
 
+    /// [`GpuTable::prepare_gather`] writing f16 rows: the decoded values rounded to nearest even,
+    /// two a word — half the bytes of the f32 gather, written by the gather itself.
+    pub(crate) async fn prepare_gather_f16_fused(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+        self.res.ctx.check_lost()?;
+        bounds.check(ids, self.rows())?;
+        let (pipeline, dispatches, inputs, output) = self.encode_gather_as(Indices::Host(ids), bounds.shader_code(), None, true).await?;
+        Ok(LookupJob::new(self.res.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
+    }
+
     /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
     pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<super::bag::Pass, Error> {
         self.encode_gather_with(ids, bounds.shader_code(), None).await
@@ -285,14 +294,21 @@ impl GpuTable {
     /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
     /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
     pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<super::bag::Pass, Error> {
+        self.encode_gather_as(ids, policy, output, false).await
+    }
+
+    /// [`GpuTable::encode_gather_with`], writing f16 rows when `half`.
+    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, half: bool) -> Result<super::bag::Pass, Error> {
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
-        let out_bytes = (n_ids as u64).saturating_mul(4 * dim as u64);
+        // Bytes of one output row: dim f32, or ⌈dim / 2⌉ words of f16 pairs.
+        let row_bytes = if half { 4 * dim.div_ceil(2) as u64 } else { 4 * dim as u64 };
+        let out_bytes = (n_ids as u64).saturating_mul(row_bytes);
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
-        let (pipeline, (_, wg_y)) = ctx.gather_pipeline(self.format(), dim).await?;
+        let (pipeline, (_, wg_y)) = if half { ctx.gather_f16_pipeline(self.format(), dim).await? } else { ctx.gather_pipeline(self.format(), dim).await? };
         let out = match output {
             Some(out) => out,
             None => {
@@ -306,9 +322,9 @@ impl GpuTable {
         let align = ctx.limits.min_storage_buffer_offset_alignment.max(4) as u64;
         let granule = align / 4; // ids per aligned step of both the ids and the output binding
         let max_binding = ctx.max_binding_bytes;
-        let mut chunk = (max_binding / (4 * dim as u64)) / granule * granule;
+        let mut chunk = (max_binding / row_bytes.max(1)) / granule * granule;
         if chunk == 0 {
-            return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: 4 * dim as u64 * granule, max: max_binding });
+            return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: row_bytes * granule, max: max_binding });
         }
         // A chunk's (row, id) pairs must fit one binding too.
         chunk = chunk.min((max_binding / 8) / granule * granule).min(n_ids.max(1) as u64);
@@ -380,12 +396,12 @@ impl GpuTable {
                     uniform.as_entire_binding(),
                     buffer_range(&ids_buffer, 4 * word, 4 * words),
                     shard.buffer.as_entire_binding(),
-                    buffer_range(&out, 4 * dim as u64 * start, 4 * dim as u64 * chunk.min(n_ids as u64 - start)),
+                    buffer_range(&out, row_bytes * start, row_bytes * chunk.min(n_ids as u64 - start)),
                 ],
             );
             dispatches.push((bind_group, gx, gy));
         }
-        Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim }))
+        Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim, half }))
     }
 }
 
@@ -543,18 +559,36 @@ impl LookupJob {
     }
 }
 
-/// Dense f32 rows in a GPU buffer (`rows × dim`, row-major): the output of a lookup.
+/// Dense rows in a GPU buffer, row-major: the output of a lookup. f32 (`rows × dim` values), or,
+/// from the `*_f16` lookups, f16: `rows × ⌈dim / 2⌉` u32 words, each holding two values (the
+/// first in the low 16 bits; an odd dim's last word has 0 in its high half).
 pub struct GpuRows {
     pub(crate) ctx: Arc<Context>,
     pub(crate) buffer: super::Buffer,
     pub(crate) rows: usize,
     pub(crate) dim: usize,
+    /// f16 rows (two values a word) rather than f32.
+    pub(crate) half: bool,
 }
 
 impl GpuRows {
     /// Another handle to the same buffer (the job that writes it keeps its own).
     pub(crate) fn clone_handle(&self) -> GpuRows {
-        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim }
+        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, half: self.half }
+    }
+
+    /// Whether the rows are f16 (two values a word) rather than f32.
+    pub fn is_f16(&self) -> bool {
+        self.half
+    }
+
+    /// u32 words of the buffer a row takes: `dim`, or `⌈dim / 2⌉` for f16 rows.
+    pub fn row_words(&self) -> usize {
+        if self.half {
+            self.dim.div_ceil(2)
+        } else {
+            self.dim
+        }
     }
     /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
     /// the caller's own pipelines.
@@ -576,8 +610,14 @@ impl GpuRows {
     pub fn fill(&self, value: f32) -> Result<(), Error> {
         self.ctx.check_lost()?;
         // At most 4 MiB on the host at a time, whatever the output's size.
-        let total = self.rows * self.dim;
-        let block = vec![value; total.min(1 << 20)];
+        let total = self.rows * self.row_words();
+        let word = if self.half {
+            let h = half::f16::from_f32(value).to_bits() as u32;
+            f32::from_bits(h | (h << 16))
+        } else {
+            value
+        };
+        let block = vec![word; total.min(1 << 20)];
         for at in (0..total).step_by(block.len().max(1)) {
             let n = block.len().min(total - at);
             self.ctx.queue.write_buffer(&self.buffer, 4 * at as u64, bytemuck::cast_slice(&block[..n]));
@@ -585,8 +625,12 @@ impl GpuRows {
         Ok(())
     }
 
-    /// Copies the rows back to the host once all work submitted before has finished.
+    /// Copies the rows back to the host once all work submitted before has finished, as
+    /// `rows × dim` f32 (f16 rows widened, which is exact).
     pub async fn read(&self) -> Result<Vec<f32>, Error> {
+        if self.half {
+            return Ok(self.read_f16().await?.into_iter().map(half::f16::to_f32).collect());
+        }
         super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.dim).await
     }
 
@@ -594,6 +638,28 @@ impl GpuRows {
     #[cfg(native)]
     pub fn read_blocking(&self) -> Result<Vec<f32>, Error> {
         pollster::block_on(self.read())
+    }
+
+    /// Copies f16 rows back to the host, as `rows × dim` values (an odd dim's padding dropped).
+    /// f32 rows are [`Error::Unsupported`]: read them with [`GpuRows::read`].
+    pub async fn read_f16(&self) -> Result<Vec<half::f16>, Error> {
+        if !self.half {
+            return Err(Error::Unsupported { what: "read_f16 of f32 rows (gather_f16 and bag_f16 write f16 rows)" });
+        }
+        let words: Vec<u32> = super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.row_words()).await?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.rows * self.dim).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: 2 * (self.rows * self.dim) as u64 })?;
+        for row in words.chunks_exact(self.row_words().max(1)).take(self.rows) {
+            let values = row.iter().flat_map(|&w| [w as u16, (w >> 16) as u16]).take(self.dim);
+            out.extend(values.map(half::f16::from_bits));
+        }
+        Ok(out)
+    }
+
+    /// [`GpuRows::read_f16`] for native code without an executor.
+    #[cfg(native)]
+    pub fn read_f16_blocking(&self) -> Result<Vec<half::f16>, Error> {
+        pollster::block_on(self.read_f16())
     }
 }
 

@@ -8,6 +8,7 @@
 mod bags;
 mod cache;
 mod device;
+mod f16_output;
 mod gather;
 mod gguf;
 mod hashing;
