@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::format::{Format, PackedTable};
 use crate::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
-use crate::{synth, Bounds, Engine, Error, GpuTable};
+use crate::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -90,6 +90,9 @@ pub struct FormatReport {
     pub accuracy: Option<Accuracy>,
     /// The gather on the GPU (`None` without one).
     pub gpu: Option<Timing>,
+    /// The same gather writing f16 rows ([`crate::GpuLookup::gather_f16`]): half the output
+    /// bytes (`output_gbps` counts f16 bytes; `moved_gbps` packed rows + ids + f16 output).
+    pub gpu_f16: Option<Timing>,
     /// The gather on the CPU path.
     pub cpu: Timing,
 }
@@ -189,7 +192,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             ratio_to_copy: (out_bytes as f64 / cpu_seconds / 1e9) / (cpu_memcpy_gbps / 2.0),
         };
 
-        let (gpu, shards) = match &engine {
+        let (gpu, gpu_f16, shards) = match &engine {
             Some(engine) => {
                 progress(&format!("{format}: uploading and GPU gather"));
                 let gpu_table = crate::block_on(GpuTable::upload(engine, &table))?;
@@ -200,16 +203,23 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                     return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU gather differs from the CPU path") });
                 }
                 let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
-                let moved_gbps = moved as f64 / seconds / 1e9;
-                let t = Timing {
-                    seconds,
-                    output_gbps: out_bytes as f64 / seconds / 1e9,
-                    moved_gbps,
-                    ratio_to_copy: moved_gbps / gpu_copy_gbps.unwrap_or(f64::NAN),
+                let timing = |seconds: f64, out_bytes: u64, moved: u64| {
+                    let moved_gbps = moved as f64 / seconds / 1e9;
+                    Timing { seconds, output_gbps: out_bytes as f64 / seconds / 1e9, moved_gbps, ratio_to_copy: moved_gbps / gpu_copy_gbps.unwrap_or(f64::NAN) }
                 };
-                (Some(t), Some(gpu_table.shard_count()))
+                let t = timing(seconds, out_bytes, moved);
+                drop(job);
+                let job = crate::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
+                job.submit()?;
+                if job.output().read_f16_blocking()? != crate::cpu::to_f16(&cpu_out) {
+                    return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU f16 gather differs from the CPU path") });
+                }
+                let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
+                let out_f16 = (n_ids * dim.div_ceil(2) * 4) as u64;
+                let t16 = timing(seconds, out_f16, moved - out_bytes + out_f16);
+                (Some(t), Some(t16), Some(gpu_table.shard_count()))
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         formats.push(FormatReport {
             format: format.name().to_string(),
@@ -218,6 +228,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             shards,
             accuracy,
             gpu,
+            gpu_f16,
             cpu,
         });
     }

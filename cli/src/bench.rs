@@ -59,7 +59,10 @@ pub fn print_report(r: &Report, accuracy: bool) {
         }
         println!();
     }
-    println!("{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}", "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "CPU ms", "out GB/s", "% memcpy");
+    println!(
+        "{:<13} {:>10} {:>9} {:>9} {:>9} {:>9}   {:>10} {:>9} {:>9}",
+        "gather", "GPU ms", "GB/s", "% copy", "vs fp32", "f16 out", "CPU ms", "out GB/s", "% memcpy"
+    );
     let fp32 = r.formats.iter().find(|f| f.format == "fp32");
     for f in &r.formats {
         let (gms, ggb, gpct, grat) = match &f.gpu {
@@ -71,13 +74,18 @@ pub fn print_report(r: &Report, accuracy: bool) {
             ),
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
+        let f16 = match (&f.gpu, &f.gpu_f16) {
+            (Some(g), Some(h)) => format!("{:.2}", h.seconds / g.seconds),
+            _ => "-".into(),
+        };
         println!(
-            "{:<13} {:>10} {:>9} {:>9} {:>9}   {:>10.3} {:>9.2} {:>9.1}",
+            "{:<13} {:>10} {:>9} {:>9} {:>9} {:>9}   {:>10.3} {:>9.2} {:>9.1}",
             f.format,
             gms,
             ggb,
             gpct,
             grat,
+            f16,
             f.cpu.seconds * 1e3,
             f.cpu.output_gbps,
             100.0 * f.cpu.ratio_to_copy
@@ -85,7 +93,8 @@ pub fn print_report(r: &Report, accuracy: bool) {
     }
     println!();
     println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
-    println!("buffer copy. vs fp32: time over the fp32 gather. % memcpy: CPU output bytes per second over a");
+    println!("buffer copy. vs fp32: time over the fp32 gather. f16 out: time of the same gather writing f16");
+    println!("rows (half the output bytes) over its time writing f32. % memcpy: CPU output bytes per second over a");
     println!("memcpy of the same bytes on the same threads. Timings are medians; only ratios compare across");
     println!("machines (software Vulkan such as lavapipe runs the GPU path on the CPU).");
 }
