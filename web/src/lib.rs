@@ -402,6 +402,17 @@ impl EdoResident {
         }
     }
 
+    /// [`EdoResident::gather`] rounded to f16 (nearest even), as the bits of each value
+    /// (`ids.length × dim` of them): on WebGPU the gather writes f16 itself, half the bytes.
+    #[wasm_bindgen(js_name = gatherF16)]
+    pub async fn gather_f16(&self, ids: Vec<u32>) -> Result<Vec<u16>, JsError> {
+        let values = match &self.inner {
+            Resident::Gpu(g) => g.gather_f16(&ids, Bounds::Error).await.map_err(err)?,
+            Resident::Cpu(t) => t.gather_f16(&ids, Bounds::Error).map_err(err)?,
+        };
+        Ok(values.into_iter().map(|v| v.to_bits()).collect())
+    }
+
     /// EmbeddingBag with PyTorch's `indices` + `offsets` (one offset per bag), pooling `sum`,
     /// `mean`, `max` or `none`, optional per-sample weights.
     pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {

@@ -407,3 +407,29 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
     assert_eq!(*heard.borrow(), ["lost", "recovered"]);
     assert!(engine.memory_report().contains("cache slots"));
 }
+
+#[wasm_bindgen_test]
+async fn f16_gathers_equal_the_cpu_paths_bit_for_bit() {
+    let (rows, dim) = (2003, 37);
+    let values = data(rows, dim, 31);
+    let gpu = EdoEngine::create(None, Some(16.0 * 1024.0)).await;
+    let cpu = EdoEngine::create(Some(false), None).await;
+    let lookup = ids(1500, rows);
+    for format in ["fp32", "fp16", "int8", "q4_k", "fp8_e4m3"] {
+        let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+        let want = cpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();
+        assert_eq!(want.len(), lookup.len() * dim);
+        let got = gpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();
+        assert_eq!(got, want, "{format} on {}", gpu.backend());
+        // The f16 values are the f32 gather's, rounded: within f16's half step of them.
+        let f32s = table.gather(&lookup).unwrap();
+        assert!(f32s.iter().zip(&got).all(|(x, &h)| (half_to_f32(h) - x).abs() <= x.abs() / 2048.0 + 6e-8), "{format}");
+    }
+}
+
+/// An f16's bits as f32 (normal and subnormal values; edo's rows hold no inf or NaN).
+fn half_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((h >> 10) & 0x1f) as i32, (h & 0x3ff) as f32);
+    sign * if e == 0 { m * 2f32.powi(-24) } else { (1.0 + m / 1024.0) * 2f32.powi(e - 15) }
+}
