@@ -7,18 +7,7 @@
 override WG_X: u32 = 32u;
 override WG_Y: u32 = 8u;
 
-@group(0) @binding(0) var<uniform> params: GatherParams;
-@group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> shard: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
-
-// Entry j of this dispatch's ids: (output row, id) — the pair itself when listed, else (j, ids[j]).
-fn entry(j: u32) -> vec2<u32> {
-    if (params.listed == 1u) {
-        return vec2<u32>(ids[2u * j], ids[2u * j + 1u]);
-    }
-    return vec2<u32>(j, ids[j]);
-}
 
 @compute @workgroup_size(WG_X, WG_Y)
 fn main(
@@ -26,13 +15,9 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
-    let j = id_index(wid, nwg, lid, WG_Y);
-    if (j >= params.n_ids) {
-        return;
-    }
-    let e = entry(j);
-    let i = e.x;
-    let row = resolve_row(e.y, params.total_rows, params.shard_first, params.shard_rows, params.policy);
+    let ir = output_and_row(lid, wid, nwg);
+    let i = ir.x;
+    let row = ir.y;
     if (row == ROW_SKIP) {
         return;
     }

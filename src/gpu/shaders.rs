@@ -17,6 +17,8 @@ use crate::format::Format;
 pub enum Src {
     /// `gather_common.wgsl`: gather parameters, bounds policies, the row sentinels.
     GatherCommon,
+    /// `gather_driver.wgsl`: the gather drivers' input bindings and the id an invocation handles.
+    GatherDriver,
     /// `hash_common.wgsl`: MurmurHash3 in WGSL.
     HashCommon,
     /// `search_common.wgsl`: search parameters and helpers.
@@ -68,6 +70,7 @@ impl Src {
     pub fn text(self) -> &'static str {
         match self {
             Src::GatherCommon => include_str!("../../shaders/gather_common.wgsl"),
+            Src::GatherDriver => include_str!("../../shaders/gather_driver.wgsl"),
             Src::HashCommon => include_str!("../../shaders/hash_common.wgsl"),
             Src::SearchCommon => include_str!("../../shaders/search_common.wgsl"),
             Src::HammingCommon => include_str!("../../shaders/hamming_common.wgsl"),
@@ -154,6 +157,12 @@ const fn rows_kernel(name: &'static str, driver: Src, values_per_step: usize) ->
     Kernel { name, helpers: &[Src::GatherCommon], decodes: true, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
 }
 
+/// A gather driver: the shared bindings and id helper, and f16 rounding for the f16 forms.
+const fn gather_kernel(name: &'static str, driver: Src, values_per_step: usize, f16: bool) -> Kernel {
+    let helpers: &'static [Src] = if f16 { &[Src::GatherCommon, Src::GatherDriver, Src::F16Common] } else { &[Src::GatherCommon, Src::GatherDriver] };
+    Kernel { helpers, ..rows_kernel(name, driver, values_per_step) }
+}
+
 const fn search_kernel(name: &'static str, driver: Src, size: u32) -> Kernel {
     let helpers: &'static [Src] = &[Src::SearchCommon, Src::HammingCommon];
     Kernel { name, helpers, decodes: false, driver, binds: Binds::Gather, shape: Shape::Fixed(size), values_per_step: 1, constants: &[] }
@@ -168,13 +177,13 @@ const fn flat_kernel(name: &'static str, helpers: &'static [Src], driver: Src, b
 pub mod kernels {
     use super::*;
     /// Rows of any dim, one value per step.
-    pub const GATHER_ROWS: Kernel = rows_kernel("gather_rows", Src::GatherRows, 1);
+    pub const GATHER_ROWS: Kernel = gather_kernel("gather_rows", Src::GatherRows, 1, false);
     /// Rows of a dim that is a multiple of 4, a vec4 store per step.
-    pub const GATHER_ROWS4: Kernel = rows_kernel("gather_rows4", Src::GatherRows4, 4);
+    pub const GATHER_ROWS4: Kernel = gather_kernel("gather_rows4", Src::GatherRows4, 4, false);
     /// Rows of any dim written as f16, a word (two values) per step.
-    pub const GATHER_ROWS_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::F16Common], ..rows_kernel("gather_rows_f16", Src::GatherRowsF16, 2) };
+    pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
-    pub const GATHER_ROWS4_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::F16Common], ..rows_kernel("gather_rows4_f16", Src::GatherRows4F16, 4) };
+    pub const GATHER_ROWS4_F16: Kernel = gather_kernel("gather_rows4_f16", Src::GatherRows4F16, 4, true);
     /// Dense f32 rows → f16 rows.
     pub const PACK_F16: Kernel = flat_kernel("pack_f16", &[Src::F16Common], Src::PackF16, Binds::Gather);
     /// EmbeddingBag, one column per pass.
