@@ -154,14 +154,19 @@ def read_search(driver, s, read, shot):
     out["lines"] = read("Number(document.getElementById('corpus-info').dataset.lines)")
     out["default"] = read(results)
     out["queries"] = {}
-    for query in QUERIES:
+
+    def ask(query):
+        """Types `query`, clicks Search and waits for the page's answer (its timing changes)."""
         before = read("document.getElementById('query-info').dataset.ms")
         read(f"(() => {{ document.getElementById('query').value = {json.dumps(query)}; document.getElementById('search').click(); return 1; }})()")
         for _ in range(200):
             if read("document.getElementById('query-info').dataset.ms") != before:
                 break
             time.sleep(0.05)
-        out["queries"][query] = {"results": read(results), "info": read("document.getElementById('query-info').textContent")}
+        return read(results)
+
+    for query in QUERIES:
+        out["queries"][query] = {"results": ask(query), "info": read("document.getElementById('query-info').textContent")}
     # Lose the WebGPU device as a GPU-process crash would: the page recovers by itself (nothing on
     # the CPU path), and the same query then gives the same results.
     read("(window.edoLoseDevice(), 1)")
@@ -170,14 +175,7 @@ def read_search(driver, s, read, shot):
             break
         time.sleep(0.05)
     out["device"] = {"state": read("document.getElementById('device').dataset.state"), "text": read("document.getElementById('device').textContent")}
-    query = next(iter(QUERIES))
-    before = read("document.getElementById('query-info').dataset.ms")
-    read(f"(() => {{ document.getElementById('query').value = {json.dumps(query)}; document.getElementById('search').click(); return 1; }})()")
-    for _ in range(200):
-        if read("document.getElementById('query-info').dataset.ms") != before:
-            break
-        time.sleep(0.05)
-    out["device"]["results"] = read(results)
+    out["device"]["results"] = ask(next(iter(QUERIES)))
     read("(document.getElementById('semantic').scrollIntoView(), 1)")
     with open(shot, "wb") as f:
         f.write(base64.b64decode(call(driver, "GET", s + "/screenshot")))
