@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A short, bounded fuzz run of every file reader (cargo-fuzz, nightly): each target for the given
 # seconds, from its corpus in fuzz/corpus/<target>, which grows as libFuzzer finds new paths
-# (commit what it adds; the tests replay it).
+# (commit what it adds; the tests replay it). Each target also fails an input that makes it hold
+# more than a stated multiple of the input's size (fuzz/fuzz_targets/peak.rs; the bound is at the
+# top of each target).
 #   ./scripts/fuzz.sh [seconds per target]          (default 60)
 # Needs: rustup toolchain install nightly && cargo install cargo-fuzz
 set -euo pipefail
