@@ -175,6 +175,10 @@ def read_search(driver, s, read, shot):
             break
         time.sleep(0.05)
     out["device"] = {"state": read("document.getElementById('device').dataset.state"), "text": read("document.getElementById('device').textContent")}
+    if out["device"]["state"] != "none":
+        read("(window.scrollTo(0, 0), 1)")
+        with open(shot.replace("search-", "device-"), "wb") as f:
+            f.write(base64.b64decode(call(driver, "GET", s + "/screenshot")))
     out["device"]["results"] = ask(next(iter(QUERIES)))
     read("(document.getElementById('semantic').scrollIntoView(), 1)")
     with open(shot, "wb") as f:
