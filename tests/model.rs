@@ -468,3 +468,32 @@ fn wordllama_vectors_equal_the_reference_package() {
     assert_eq!(file64.encode(&texts).unwrap(), dim64.encode(&texts).unwrap());
     eprintln!("WordLlama: {} texts equal within 1e-5; INT8 mean cosine {mean:.6}", texts.len());
 }
+
+#[test]
+fn tokenizer_files_that_make_the_tokenizers_crate_panic_are_typed_errors() {
+    // tokenizers 0.22 `expect`s on these rather than returning an error; the first was found by
+    // the model_file fuzz target (a decoder's string with a byte that is not UTF-8).
+    let d = dir("unigram_vq");
+    let (config, safetensors) = (std::fs::read(format!("{d}/config.json")).unwrap(), std::fs::read(format!("{d}/model.safetensors")).unwrap());
+    let good = std::fs::read_to_string(format!("{d}/tokenizer.json")).unwrap();
+    assert!(StaticModel::from_bytes(&config, good.as_bytes(), &safetensors).is_ok());
+    let decoder = r#""decoder":{"type":"Metaspace","replacement":"▁","prepend_scheme":"always","split":true}"#;
+    assert!(good.contains(decoder));
+    let mut not_utf8 = good.replace(decoder, r#""decoder":{"type":"Metaspace","replacement":"▁","prepend_scheme":"aXways","split":true}"#).into_bytes();
+    let at = not_utf8.windows(6).position(|w| w == b"aXways").unwrap() + 1;
+    not_utf8[at] = 0x8f;
+    let deep = good.replace(decoder, &format!(r#""decoder":{}1{}"#, "[".repeat(200), "]".repeat(200)));
+    let precompiled = good.replace(r#""normalizer":{"type":"NFKC"}"#, r#""normalizer":{"type":"Precompiled","precompiled_charsmap":"!!"}"#);
+    assert_ne!(precompiled, good);
+    for (what, tokenizer, says) in [
+        ("a decoder that is not UTF-8", not_utf8, "not UTF-8"),
+        ("a decoder nested 200 deep", deep.into_bytes(), "201 arrays and objects deep"),
+        ("a precompiled normaliser with no charsmap", precompiled.into_bytes(), "tokenizer.json"),
+    ] {
+        match StaticModel::from_bytes(&config, &tokenizer, &safetensors) {
+            Err(e @ Error::BadFile { .. }) => assert!(e.to_string().contains(says), "{what}: {e}"),
+            Err(e) => panic!("{what}: {e:?}"),
+            Ok(_) => panic!("{what}: read"),
+        }
+    }
+}

@@ -406,6 +406,59 @@ struct Vocabulary {
     fast: Option<Arc<FastWordPiece>>,
 }
 
+/// The deepest nesting of arrays and objects a tokenizer.json may have (real ones have 6 or 7).
+const MAX_JSON_DEPTH: usize = 64;
+
+/// How deeply `json`'s arrays and objects nest (a scan that skips strings; the text is valid
+/// JSON or the parse after it says so).
+fn json_depth(json: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    max
+}
+
+/// `tokenizers::Tokenizer::from_bytes`, checked first for what makes tokenizers 0.22 panic
+/// (`expect`) instead of returning an error: text that is not UTF-8 in a decoder, nesting past
+/// serde_json's limit. Natively any other panic of its deserialisers (a precompiled normaliser
+/// whose charsmap is not one) is caught and becomes the error too; a browser build aborts on
+/// panics, so there only the checks apply.
+fn load_tokenizer(bytes: &[u8]) -> Result<tokenizers::Tokenizer, Error> {
+    std::str::from_utf8(bytes).map_err(|e| bad(format!("tokenizer.json is not UTF-8 text: {e}")))?;
+    let depth = json_depth(bytes);
+    if depth > MAX_JSON_DEPTH {
+        return Err(bad(format!("tokenizer.json nests {depth} arrays and objects deep (at most {MAX_JSON_DEPTH})")));
+    }
+    let load = || tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")));
+    #[cfg(native)]
+    {
+        std::panic::catch_unwind(load).unwrap_or_else(|panic| {
+            let why = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+            Err(bad(format!("tokenizer.json: the tokenizers crate could not read it ({why})")))
+        })
+    }
+    #[cfg(web)]
+    load()
+}
+
 impl Vocabulary {
     fn parse(bytes: &[u8]) -> Result<Vocabulary, Error> {
         // The model's kind and unknown token: only these fields, not a tree of the whole file (a
@@ -427,7 +480,7 @@ impl Vocabulary {
         if !matches!(kind, "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
             return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind.into() } });
         }
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let mut tokenizer = load_tokenizer(bytes)?;
         // edo cuts and truncates itself; padding would add tokens.
         tokenizer.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         tokenizer.with_padding(None);
