@@ -436,17 +436,33 @@ fn json_depth(json: &[u8]) -> usize {
     max
 }
 
+/// Each precompiled normaliser in `normalizer` (a tokenizer.json's, sequences included) read on
+/// its own, where tokenizers returns its error rather than panicking on it.
+fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
+    match normalizer {
+        serde_json::Value::Object(o) if o.get("type").and_then(|t| t.as_str()) == Some("Precompiled") => {
+            serde_json::from_value::<tokenizers::normalizers::Precompiled>(normalizer.clone())
+                .map(drop)
+                .map_err(|e| bad(format!("tokenizer.json: a precompiled normaliser that is not one: {e}")))
+        }
+        serde_json::Value::Object(o) => o.get("normalizers").map_or(Ok(()), check_precompiled),
+        serde_json::Value::Array(a) => a.iter().try_for_each(check_precompiled),
+        _ => Ok(()),
+    }
+}
+
 /// `tokenizers::Tokenizer::from_bytes`, checked first for what makes tokenizers 0.22 panic
 /// (`expect`) instead of returning an error: text that is not UTF-8 in a decoder, nesting past
-/// serde_json's limit. Natively any other panic of its deserialisers (a precompiled normaliser
-/// whose charsmap is not one) is caught and becomes the error too; a browser build aborts on
-/// panics, so there only the checks apply.
-fn load_tokenizer(bytes: &[u8]) -> Result<tokenizers::Tokenizer, Error> {
+/// serde_json's limit, a precompiled normaliser whose charsmap is not one (`normalizer`, the
+/// file's). Natively any other panic of its deserialisers is caught and becomes the error too (a
+/// browser build aborts on panics: there the checks are what stands).
+fn load_tokenizer(bytes: &[u8], normalizer: Option<&serde_json::Value>) -> Result<tokenizers::Tokenizer, Error> {
     std::str::from_utf8(bytes).map_err(|e| bad(format!("tokenizer.json is not UTF-8 text: {e}")))?;
     let depth = json_depth(bytes);
     if depth > MAX_JSON_DEPTH {
         return Err(bad(format!("tokenizer.json nests {depth} arrays and objects deep (at most {MAX_JSON_DEPTH})")));
     }
+    normalizer.map_or(Ok(()), check_precompiled)?;
     let load = || tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")));
     #[cfg(native)]
     {
@@ -466,6 +482,7 @@ impl Vocabulary {
         #[derive(serde::Deserialize)]
         struct File {
             model: Option<Model>,
+            normalizer: Option<serde_json::Value>,
         }
         #[derive(serde::Deserialize)]
         struct Model {
@@ -480,7 +497,7 @@ impl Vocabulary {
         if !matches!(kind, "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
             return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind.into() } });
         }
-        let mut tokenizer = load_tokenizer(bytes)?;
+        let mut tokenizer = load_tokenizer(bytes, file.normalizer.as_ref())?;
         // edo cuts and truncates itself; padding would add tokens.
         tokenizer.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         tokenizer.with_padding(None);
