@@ -336,10 +336,11 @@ impl RecoveringEngine {
             let engine = match lost.rebuild().await {
                 Ok(engine) => engine,
                 Err(e) => {
-                    let reason = format!(
-                        "{}; no new device could be made: {e}",
-                        lost.ctx.check_lost().err().map_or_else(|| "device lost".to_string(), |l| l.to_string())
-                    );
+                    let why = match lost.ctx.check_lost() {
+                        Err(Error::DeviceLost(why)) => why,
+                        _ => "the device was lost".to_string(),
+                    };
+                    let reason = format!("{why}; no new device could be made: {e}");
                     lock(&shared.state).failure = Some(reason.clone());
                     shared.emit(&RecoveryEvent::Failed { reason: reason.clone() });
                     return Err(Error::DeviceLost(reason));

@@ -161,6 +161,7 @@ fn an_engine_over_the_callers_device_is_not_rebuilt_and_says_why() {
     rec.engine().destroy_device();
     let err = block_on(gpu.gather(&[1, 2, 3], Bounds::Error)).unwrap_err();
     assert!(matches!(&err, Error::DeviceLost(why) if why.contains("from_device")), "{err}");
+    assert_eq!(err.to_string().matches("GPU device lost").count(), 1, "{err}");
     assert_eq!(kinds(&events), ["lost", "failed"]);
     // A later call tries again, and fails the same way.
     assert!(matches!(block_on(gpu.gather(&[1], Bounds::Error)), Err(Error::DeviceLost(_))));
