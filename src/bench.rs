@@ -29,6 +29,8 @@ pub struct Config {
     pub accuracy: bool,
     /// Skip the GPU even if there is one.
     pub cpu_only: bool,
+    /// Also time the GPU gather writing f16 rows (the benchmark does, the demo doesn't).
+    pub f16_output: bool,
     /// Largest table shard in bytes (`None`: the device's binding limit).
     pub max_binding_bytes: Option<u64>,
 }
@@ -46,6 +48,7 @@ impl Default for Config {
             formats: Format::ALL.to_vec(),
             accuracy: true,
             cpu_only: false,
+            f16_output: false,
             max_binding_bytes: None,
         }
     }
@@ -90,8 +93,9 @@ pub struct FormatReport {
     pub accuracy: Option<Accuracy>,
     /// The gather on the GPU (`None` without one).
     pub gpu: Option<Timing>,
-    /// The same gather writing f16 rows ([`crate::GpuLookup::gather_f16`]): half the output
-    /// bytes (`output_gbps` counts f16 bytes; `moved_gbps` packed rows + ids + f16 output).
+    /// The same gather writing f16 rows ([`crate::GpuLookup::gather_f16`]; `None` unless
+    /// [`Config::f16_output`]): half the output bytes (`output_gbps` counts f16 bytes,
+    /// `moved_gbps` packed rows + ids + f16 output).
     pub gpu_f16: Option<Timing>,
     /// The gather on the CPU path.
     pub cpu: Timing,
@@ -209,15 +213,19 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 };
                 let t = timing(seconds, out_bytes, moved);
                 drop(job);
-                let job = crate::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
-                job.submit()?;
-                if job.output().read_f16_blocking()? != crate::cpu::to_f16(&cpu_out) {
-                    return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU f16 gather differs from the CPU path") });
-                }
-                let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
-                let out_f16 = (n_ids * dim.div_ceil(2) * 4) as u64;
-                let t16 = timing(seconds, out_f16, moved - out_bytes + out_f16);
-                (Some(t), Some(t16), Some(gpu_table.shard_count()))
+                let t16 = if config.f16_output {
+                    let job = crate::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
+                    job.submit()?;
+                    if job.output().read_f16_blocking()? != crate::cpu::to_f16(&cpu_out) {
+                        return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU f16 gather differs from the CPU path") });
+                    }
+                    let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
+                    let out_f16 = (n_ids * dim.div_ceil(2) * 4) as u64;
+                    Some(timing(seconds, out_f16, moved - out_bytes + out_f16))
+                } else {
+                    None
+                };
+                (Some(t), t16, Some(gpu_table.shard_count()))
             }
             None => (None, None, None),
         };
