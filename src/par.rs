@@ -1,7 +1,7 @@
-//! Data parallelism over row blocks: scoped threads natively, one thread in the browser.
+//! Data parallelism over row blocks: rayon's pool natively, one thread in the browser.
 //!
-//! The CPU path splits work into one contiguous block of rows per core; blocks are large enough
-//! that spawning costs nothing measurable, and contiguous so each thread streams its own output.
+//! The CPU path splits work into one contiguous block of rows per core, contiguous so each
+//! thread streams its own output.
 
 /// Worker threads the CPU path uses (all available cores natively, 1 on wasm).
 #[cfg_attr(web, allow(dead_code))]
@@ -80,26 +80,44 @@ where
             return f(0, out);
         }
         let rows_per = rows.div_ceil(n);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = out
-                .chunks_mut(rows_per * row_len)
-                .enumerate()
-                .map(|(i, block)| {
-                    let f = &f;
-                    s.spawn(move || f(i * rows_per, block))
-                })
-                .collect();
-            // Join all, keep the first failure in block order.
-            let mut first = None;
-            for h in handles {
-                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                if first.is_none() {
-                    first = r;
-                }
+        // The blocks run on a pool whose threads live from call to call: a call wakes them
+        // rather than spawning threads (~30 µs each), so a batch of a few dozen texts is worth
+        // splitting, and a worker's thread-local buffers outlive the call. The calling thread runs
+        // the first block itself, so the pool has one thread fewer than the cores: an idle worker
+        // spinning for work beside two busy threads on two cores took a third of a core from them.
+        // The first failure in block order wins.
+        let Some(pool) = pool() else {
+            return out.chunks_mut(rows_per * row_len).enumerate().find_map(|(i, block)| f(i * rows_per, block));
+        };
+        let mut results: Vec<Option<E>> = Vec::new();
+        results.resize_with(n, || None);
+        let mut blocks = out.chunks_mut(rows_per * row_len).zip(results.iter_mut()).enumerate();
+        let f = &f;
+        pool.in_place_scope(|s| {
+            let own = blocks.next();
+            for (i, (block, result)) in blocks {
+                s.spawn(move |_| *result = f(i * rows_per, block));
             }
-            first
-        })
+            if let Some((_, (block, result))) = own {
+                *result = f(0, block);
+            }
+        });
+        results.into_iter().flatten().next()
     }
+}
+
+/// The CPU path's worker threads: one fewer than the cores (the caller is the other), made at the
+/// first parallel call. Its own pool, not rayon's global one, which an application may size or
+/// fill as it likes. `None` when the system would not start the threads: then the blocks run one
+/// after another.
+#[cfg(native)]
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new().num_threads(all.saturating_sub(1).max(1)).thread_name(|i| format!("edo-cpu-{i}")).build().ok()
+    })
+    .as_ref()
 }
 
 /// Values per call of the block function in the browser (see [`for_each_chunk_mut`]).
