@@ -265,7 +265,7 @@ impl StaticModel {
             ends: Vec<usize>,
             rest: Vec<usize>,
         }
-        let n_blocks = if cut.len() >= 512 { crate::par::threads() } else { 1 };
+        let n_blocks = if cut.len() >= 16 { crate::par::threads() } else { 1 };
         let per = cut.len().div_ceil(n_blocks).max(1);
         let mut blocks: Vec<Block> = (0..n_blocks).map(|_| Block::default()).collect();
         crate::par::for_each_chunk_mut(&mut blocks, 1, 1, |first, blocks| {
@@ -570,7 +570,8 @@ impl StaticModel {
         let dim = self.dim();
         let limit = self.max_length.unwrap_or(usize::MAX);
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
-        let stop = crate::par::for_each_chunk_mut(&mut out, dim.max(1), 64, |first, block| {
+        // Split from 16 texts: a text takes a microsecond or two, waking a pool thread a few.
+        let stop = crate::par::for_each_chunk_mut(&mut out, dim.max(1), 8, |first, block| {
             // Each thread's buffers live on from call to call: a call of one text allocated more
             // than it computed.
             thread_local! {
