@@ -25,6 +25,7 @@
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
 
 mod alloc;
+mod backend;
 mod bags;
 mod bounds;
 pub mod cache;
@@ -60,6 +61,7 @@ pub mod synth;
 #[allow(dead_code, missing_docs)]
 mod synth;
 
+pub use backend::{Backend, Placeable, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::Error;

@@ -39,6 +39,26 @@ pub trait RowSource {
     fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>>;
 }
 
+/// Decoded rows of `ids` read straight from `source` on the host (the CPU path over any row
+/// source: a remote table, a mapped file), each row fetched once per id.
+pub async fn gather_rows<S: RowSource + ?Sized>(source: &S, ids: &[u32], bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
+    let (rows, dim, format) = (source.rows(), source.dim(), source.format());
+    bounds.check(ids, rows)?;
+    let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
+    let wanted: Vec<u32> = resolved.iter().flatten().copied().collect();
+    let mut words = Vec::new();
+    source.read_rows(&wanted, &mut words).await?;
+    let rw = format.row_words(dim);
+    let mut out = crate::cpu::zeroed(ids.len(), dim, "gather output")?;
+    let mut packed = words.chunks_exact(rw.max(1));
+    for (r, dst) in resolved.iter().zip(out.chunks_exact_mut(dim.max(1))) {
+        if r.is_some() {
+            format.decode_row(packed.next().expect("one row read per resolved id"), dst);
+        }
+    }
+    Ok(out)
+}
+
 impl RowSource for PackedTable {
     fn format(&self) -> Format {
         PackedTable::format(self)

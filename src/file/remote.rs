@@ -356,20 +356,7 @@ impl<R: RangeReader> RemoteTable<R> {
 
     /// Decoded rows of `ids` on the host (the CPU path over a remote table).
     pub async fn gather(&self, ids: &[u32], bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
-        bounds.check(ids, self.rows)?;
-        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, self.rows).map(|r| r as u32)).collect();
-        let wanted: Vec<u32> = resolved.iter().flatten().copied().collect();
-        let mut words = Vec::new();
-        self.read_rows(&wanted, &mut words).await?;
-        let (dim, rw) = (self.dim, self.format.row_words(self.dim));
-        let mut out = crate::cpu::zeroed(ids.len(), dim, "gather output")?;
-        let mut rows = words.chunks_exact(rw);
-        for (r, dst) in resolved.iter().zip(out.chunks_exact_mut(dim)) {
-            if r.is_some() {
-                self.format.decode_row(rows.next().expect("one row read per resolved id"), dst);
-            }
-        }
-        Ok(out)
+        crate::cache::gather_rows(self, ids, bounds).await
     }
 }
 

@@ -15,9 +15,7 @@ use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, RemoteTable};
 use edo::gpu::{CacheSpec, RecoveryEvent};
 use edo::model::StaticModel;
-use edo::{
-    Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuStaticModel, GpuTable, Lookup, PackedTable, Pooling, Recoverable, RecoveringEngine,
-};
+use edo::{Backend, Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuStaticModel, GpuTable, PackedTable, Placed, Pooling, RecoveringEngine};
 use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
@@ -38,8 +36,7 @@ fn format_of(name: &str) -> Result<Format, JsError> {
 /// made meanwhile wait and give the rows they would have. `onDeviceEvent` hears of it.
 #[wasm_bindgen]
 pub struct EdoEngine {
-    gpu: Option<RecoveringEngine>,
-    note: String,
+    backend: Backend,
     listeners: Rc<RefCell<Vec<js_sys::Function>>>,
 }
 
@@ -72,7 +69,6 @@ fn event_object(event: &RecoveryEvent) -> JsValue {
 
 impl EdoEngine {
     fn on_gpu(engine: Engine) -> EdoEngine {
-        let note = engine.adapter().to_string();
         let rec = RecoveringEngine::new(engine);
         let listeners: Rc<RefCell<Vec<js_sys::Function>>> = Rc::default();
         let (weak, heard) = (rec.downgrade(), listeners.clone());
@@ -91,15 +87,22 @@ impl EdoEngine {
                 });
             }
         });
-        EdoEngine { gpu: Some(rec), note, listeners }
+        EdoEngine { backend: Backend::Gpu(rec), listeners }
     }
 
     fn on_cpu(note: String) -> EdoEngine {
-        EdoEngine { gpu: None, note, listeners: Rc::default() }
+        EdoEngine { backend: Backend::cpu(note), listeners: Rc::default() }
     }
 
     fn engine(&self) -> Option<Engine> {
-        self.gpu.as_ref().map(RecoveringEngine::engine)
+        self.backend.engine()
+    }
+
+    fn recovering(&self) -> Option<&RecoveringEngine> {
+        match &self.backend {
+            Backend::Gpu(r) => Some(r),
+            Backend::Cpu { .. } => None,
+        }
     }
 }
 
@@ -133,13 +136,13 @@ impl EdoEngine {
     /// How many times the engine has been rebuilt after a device loss (0 on the CPU path).
     #[wasm_bindgen(getter)]
     pub fn generation(&self) -> f64 {
-        self.gpu.as_ref().map_or(0.0, |r| r.generation() as f64)
+        self.recovering().map_or(0.0, |r| r.generation() as f64)
     }
 
     /// Rebuilds now if the device is lost (the engine also does by itself): resolves to whether
     /// it rebuilt.
     pub async fn recover(&self) -> Result<bool, JsError> {
-        match &self.gpu {
+        match self.recovering() {
             Some(r) => r.recover().await.map_err(err),
             None => Ok(false),
         }
@@ -149,21 +152,21 @@ impl EdoEngine {
     /// of device loss. The engine recovers as from a real loss.
     #[wasm_bindgen(js_name = loseDevice)]
     pub fn lose_device(&self) {
-        if let Some(r) = &self.gpu {
-            r.engine().destroy_device();
+        if let Some(e) = self.engine() {
+            e.destroy_device();
         }
     }
 
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        if self.gpu.is_some() { "webgpu" } else { "cpu" }.into()
+        web_name(self.backend.name()).into()
     }
 
     /// The adapter, or why there is none.
     #[wasm_bindgen(getter)]
     pub fn note(&self) -> String {
-        self.note.clone()
+        self.backend.note()
     }
 
     /// Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup.
@@ -186,12 +189,7 @@ impl EdoEngine {
     /// Makes a table resident for lookups: uploaded in shards on WebGPU, kept as is on the CPU
     /// path.
     pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, JsError> {
-        let packed = table.inner.clone();
-        let inner = match &self.gpu {
-            None => Resident::Cpu(packed),
-            Some(r) => Resident::Gpu(r.upload(packed).await.map_err(err)?),
-        };
-        Ok(EdoResident { inner })
+        Ok(EdoResident { inner: self.backend.place(table.inner.clone()).await.map_err(err)? })
     }
 
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
@@ -199,11 +197,8 @@ impl EdoEngine {
     /// rows the resident table would. On the CPU path lookups read the table directly.
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
         let policy = policy_of(policy.as_deref())?;
-        let inner = match &self.gpu {
-            Some(r) => CacheInner::Gpu(r.upload(CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy }).await.map_err(err)?),
-            None => CacheInner::Cpu(table.inner.clone()),
-        };
-        Ok(EdoCache::new(inner))
+        let spec = CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy };
+        Ok(EdoCache::new(CacheInner::Local(self.backend.place(spec).await.map_err(err)?)))
     }
 
     /// A hot-row cache of at most `capacity` rows over a table file at `url`, read with `fetch`
@@ -213,11 +208,8 @@ impl EdoEngine {
     pub async fn cache_remote(&self, url: String, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
         let policy = policy_of(policy.as_deref())?;
         let remote = RemoteTable::open(FetchReader::new(url)).await.map_err(err)?;
-        let inner = match &self.gpu {
-            Some(r) => CacheInner::GpuRemote(r.upload(CacheSpec { source: Arc::new(remote), capacity, policy }).await.map_err(err)?),
-            None => CacheInner::CpuRemote(Box::new(remote)),
-        };
-        Ok(EdoCache::new(inner))
+        let spec = CacheSpec { source: Arc::new(remote), capacity, policy };
+        Ok(EdoCache::new(CacheInner::Remote(self.backend.place(spec).await.map_err(err)?)))
     }
 
     /// Every GPU buffer the engine holds, by owner and purpose, with the total and the budget,
@@ -230,15 +222,7 @@ impl EdoEngine {
     /// Makes binary codes resident for Hamming search.
     #[wasm_bindgen(js_name = uploadCodes)]
     pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, JsError> {
-        let table = codes.inner.clone();
-        let inner = match &self.gpu {
-            Some(r) => Codes::Gpu(r.upload(table).await.map_err(err)?),
-            None => {
-                edo::search::check_corpus(table.format(), table.dim()).map_err(err)?;
-                Codes::Cpu(table)
-            }
-        };
-        Ok(EdoCodes { inner })
+        Ok(EdoCodes { inner: self.backend.place(codes.inner.clone()).await.map_err(err)? })
     }
 }
 
@@ -352,16 +336,19 @@ impl EdoTable {
     }
 }
 
-/// A table on the GPU (its host copy inside, for recovery), or on the CPU path.
-enum Resident {
-    Gpu(Recoverable<GpuTable>),
-    Cpu(PackedTable),
+/// The page's name of a backend: `"webgpu"` or `"cpu"`.
+fn web_name(backend: &str) -> &'static str {
+    if backend == "gpu" {
+        "webgpu"
+    } else {
+        "cpu"
+    }
 }
 
-/// A table ready for lookups (on the GPU, or on the CPU path).
+/// A table ready for lookups (on the GPU, its host copy inside for recovery, or on the CPU path).
 #[wasm_bindgen]
 pub struct EdoResident {
-    inner: Resident,
+    inner: Placed<GpuTable>,
 }
 
 fn pooling_of(name: &str) -> Result<Pooling, JsError> {
@@ -379,37 +366,27 @@ impl EdoResident {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        match self.inner {
-            Resident::Gpu(_) => "webgpu",
-            Resident::Cpu(_) => "cpu",
-        }
-        .into()
+        web_name(self.inner.backend()).into()
     }
     /// Storage buffers the table is split into (0 on the CPU path).
     #[wasm_bindgen(getter)]
     pub fn shards(&self) -> usize {
         match &self.inner {
-            Resident::Gpu(g) => g.latest().map_or(0, |t| t.shard_count()),
-            Resident::Cpu(_) => 0,
+            Placed::Gpu(g) => g.latest().map_or(0, |t| t.shard_count()),
+            Placed::Cpu(_) => 0,
         }
     }
 
     /// Decoded rows of `ids` (`ids.length × dim` values). An id out of range is an error.
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
-        match &self.inner {
-            Resident::Gpu(g) => g.gather(&ids, Bounds::Error).await.map_err(err),
-            Resident::Cpu(t) => t.gather(&ids, Bounds::Error).map_err(err),
-        }
+        self.inner.gather(&ids, Bounds::Error).await.map_err(err)
     }
 
     /// [`EdoResident::gather`] rounded to f16 (nearest even), as the bits of each value
     /// (`ids.length × dim` of them): on WebGPU the gather writes f16 itself, half the bytes.
     #[wasm_bindgen(js_name = gatherF16)]
     pub async fn gather_f16(&self, ids: Vec<u32>) -> Result<Vec<u16>, JsError> {
-        let values = match &self.inner {
-            Resident::Gpu(g) => g.gather_f16(&ids, Bounds::Error).await.map_err(err)?,
-            Resident::Cpu(t) => t.gather_f16(&ids, Bounds::Error).map_err(err)?,
-        };
+        let values = self.inner.gather_f16(&ids, Bounds::Error).await.map_err(err)?;
         Ok(values.into_iter().map(|v| v.to_bits()).collect())
     }
 
@@ -421,18 +398,14 @@ impl EdoResident {
         if let Some(w) = &weights {
             bags = bags.weights(w);
         }
-        match &self.inner {
-            Resident::Gpu(g) => g.bag(&bags, pooling, Bounds::Error).await.map_err(err),
-            Resident::Cpu(t) => t.bag(&bags, pooling, Bounds::Error).map_err(err),
-        }
+        self.inner.bag(&bags, pooling, Bounds::Error).await.map_err(err)
     }
 }
 
+/// A cache over a table in WASM memory or over a remote table file.
 enum CacheInner {
-    Gpu(Recoverable<GpuCache<Arc<PackedTable>>>),
-    Cpu(PackedTable),
-    GpuRemote(Recoverable<GpuCache<Arc<RemoteTable<FetchReader>>>>),
-    CpuRemote(Box<RemoteTable<FetchReader>>),
+    Local(Placed<GpuCache<Arc<PackedTable>>>),
+    Remote(Placed<GpuCache<Arc<RemoteTable<FetchReader>>>>),
 }
 
 /// Reads byte ranges of a URL with `fetch` and a `Range` header. Cross-origin servers must allow
@@ -560,10 +533,10 @@ pub struct EdoCache {
 
 impl EdoCache {
     fn new(inner: CacheInner) -> EdoCache {
-        let backend = match inner {
-            CacheInner::Gpu(_) | CacheInner::GpuRemote(_) => "webgpu",
-            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => "cpu",
-        };
+        let backend = web_name(match &inner {
+            CacheInner::Local(c) => c.backend(),
+            CacheInner::Remote(c) => c.backend(),
+        });
         EdoCache { inner: RefCell::new(inner), backend }
     }
 }
@@ -594,10 +567,8 @@ impl EdoCache {
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
-            CacheInner::Gpu(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
-            CacheInner::GpuRemote(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
-            CacheInner::Cpu(t) => edo::cpu::gather(t, &ids, Bounds::Error).map_err(err),
-            CacheInner::CpuRemote(r) => r.gather(&ids, Bounds::Error).await.map_err(err),
+            CacheInner::Local(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
+            CacheInner::Remote(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
         }
     }
 
@@ -607,9 +578,8 @@ impl EdoCache {
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
-            CacheInner::Gpu(c) => c.run(async |c| c.prefetch(&ids).await).await.map_err(err),
-            CacheInner::GpuRemote(c) => c.run(async |c| c.prefetch(&ids).await).await.map_err(err),
-            CacheInner::Cpu(_) | CacheInner::CpuRemote(_) => Ok(0),
+            CacheInner::Local(c) => c.prefetch(&ids).await.map_err(err),
+            CacheInner::Remote(c) => c.prefetch(&ids).await.map_err(err),
         }
     }
 
@@ -629,32 +599,27 @@ impl EdoCache {
             )
         }
         /// The cache's figures; a cache being rebuilt after a device loss has none yet.
-        fn gpu<S: edo::cache::RowSource + Clone>(c: &Recoverable<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
-            let c = c.latest().ok_or_else(|| JsError::new("the cache is being rebuilt after a device loss"))?;
-            Ok(json(c.stats(), c.capacity(), c.cached_rows(), traffic))
-        }
-        Ok(match &*inner {
-            CacheInner::Gpu(c) => gpu(c, None)?,
-            CacheInner::GpuRemote(c) => gpu(c, Some(c.host().source.traffic()))?,
-            CacheInner::CpuRemote(r) => {
-                let (requests, bytes) = r.traffic();
-                format!(r#"{{"requests":{requests},"bytesFetched":{bytes}}}"#)
+        fn gpu<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
+            match c {
+                Placed::Gpu(c) => {
+                    let c = c.latest().ok_or_else(|| JsError::new("the cache is being rebuilt after a device loss"))?;
+                    Ok(json(c.stats(), c.capacity(), c.cached_rows(), traffic))
+                }
+                Placed::Cpu(_) => Ok(traffic.map_or_else(|| "{}".into(), |(r, b)| format!(r#"{{"requests":{r},"bytesFetched":{b}}}"#))),
             }
-            CacheInner::Cpu(_) => "{}".into(),
-        })
+        }
+        match &*inner {
+            CacheInner::Local(c) => gpu(c, None),
+            CacheInner::Remote(c) => gpu(c, Some(c.host().source.traffic())),
+        }
     }
 }
 
-/// Binary codes on the GPU (their host copy inside, for recovery), or on the CPU path.
-enum Codes {
-    Gpu(Recoverable<GpuCodes>),
-    Cpu(PackedTable),
-}
-
-/// Binary codes ready for Hamming search.
+/// Binary codes ready for Hamming search (on the GPU, their host copy inside for recovery, or on
+/// the CPU path).
 #[wasm_bindgen]
 pub struct EdoCodes {
-    inner: Codes,
+    inner: Placed<GpuCodes>,
 }
 
 /// Search results: `ids` and `distances`, `k` per query, nearest first.
@@ -685,11 +650,8 @@ impl EdoNeighbors {
 impl EdoCodes {
     /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`), ties to the lower row.
     pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, JsError> {
-        let n = match &self.inner {
-            Codes::Gpu(g) => g.hamming_topk(&edo::search::binarize(&queries, g.host().dim()).map_err(err)?, k).await,
-            Codes::Cpu(t) => edo::search::hamming_topk(t, &edo::search::binarize(&queries, t.dim()).map_err(err)?, k),
-        }
-        .map_err(err)?;
+        let queries = edo::search::binarize(&queries, self.inner.host().dim()).map_err(err)?;
+        let n = self.inner.hamming_topk(&queries, k).await.map_err(err)?;
         Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
     }
 }
@@ -786,11 +748,8 @@ impl EdoEngine {
     /// on the GPU; on the CPU path the model runs as `EdoModel.embed` does.
     #[wasm_bindgen(js_name = uploadModel)]
     pub async fn upload_model(&self, model: &EdoModel) -> Result<EdoResidentModel, JsError> {
-        let inner = match &self.gpu {
-            Some(r) => ModelOn::Gpu(r.upload(model.inner.clone()).await.map_err(err)?, r.clone()),
-            None => ModelOn::Cpu(Arc::new(model.inner.clone())),
-        };
-        Ok(EdoResidentModel { inner })
+        let placed = self.backend.place(model.inner.clone()).await.map_err(err)?;
+        Ok(EdoResidentModel { inner: ModelOn { placed, backend: self.backend.clone() } })
     }
 }
 
@@ -851,20 +810,17 @@ pub struct EdoResidentModel {
     inner: ModelOn,
 }
 
-/// A model on the GPU (its host copy inside, for recovery; the engine for its indexes), or on
-/// the CPU path.
+/// A model on the GPU (its host copy inside, for recovery) or on the CPU path, and the backend
+/// its indexes go to.
 #[derive(Clone)]
-enum ModelOn {
-    Gpu(Recoverable<GpuStaticModel>, RecoveringEngine),
-    Cpu(Arc<StaticModel>),
+struct ModelOn {
+    placed: Placed<GpuStaticModel>,
+    backend: Backend,
 }
 
 impl ModelOn {
     fn model(&self) -> &StaticModel {
-        match self {
-            ModelOn::Gpu(g, _) => g.host(),
-            ModelOn::Cpu(m) => m,
-        }
+        self.placed.model()
     }
 }
 
@@ -876,11 +832,7 @@ impl EdoResidentModel {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        match self.inner {
-            ModelOn::Gpu(..) => "webgpu",
-            ModelOn::Cpu(_) => "cpu",
-        }
-        .into()
+        web_name(self.inner.placed.backend()).into()
     }
     /// Values per sentence vector.
     #[wasm_bindgen(getter)]
@@ -907,23 +859,15 @@ impl EdoResidentModel {
         let rows = lines.len();
         let codes = PackedTable::quantize(Format::Binary, &vectors, rows, dim).map_err(err)?;
         let int8 = PackedTable::quantize(Format::Int8, &vectors, rows, dim).map_err(err)?;
-        let tables = match &self.inner {
-            ModelOn::Gpu(_, r) => IndexOn::Gpu(r.upload(codes).await.map_err(err)?, r.upload(int8).await.map_err(err)?),
-            ModelOn::Cpu(_) => {
-                edo::search::check_corpus(codes.format(), dim).map_err(err)?;
-                IndexOn::Cpu(codes, int8)
-            }
-        };
+        let backend = &self.inner.backend;
+        let tables = IndexOn { codes: backend.place(codes).await.map_err(err)?, int8: backend.place(int8).await.map_err(err)? };
         Ok(EdoSearchIndex { model: EdoResidentModel { inner: self.inner.clone() }, tables })
     }
 }
 
 impl EdoResidentModel {
     async fn embed_strs(&self, texts: &[&str]) -> Result<Vec<f32>, edo::Error> {
-        match &self.inner {
-            ModelOn::Gpu(g, _) => g.encode(texts).await,
-            ModelOn::Cpu(m) => m.encode(texts),
-        }
+        self.inner.placed.encode(texts).await
     }
 }
 
@@ -934,18 +878,15 @@ pub struct EdoSearchIndex {
     tables: IndexOn,
 }
 
-/// An index's binary codes and INT8 rows, on the GPU (host copies inside) or the CPU path.
-enum IndexOn {
-    Gpu(Recoverable<GpuCodes>, Recoverable<GpuTable>),
-    Cpu(PackedTable, PackedTable),
+/// An index's binary codes and INT8 rows, both on the model's backend.
+struct IndexOn {
+    codes: Placed<GpuCodes>,
+    int8: Placed<GpuTable>,
 }
 
 impl IndexOn {
     fn host(&self) -> (&PackedTable, &PackedTable) {
-        match self {
-            IndexOn::Gpu(codes, int8) => (codes.host(), int8.host()),
-            IndexOn::Cpu(codes, int8) => (codes, int8),
-        }
+        (self.codes.host(), self.int8.host())
     }
 }
 
@@ -988,12 +929,7 @@ impl EdoSearchIndex {
         let multiplier = multiplier.unwrap_or(4);
         let q = self.model.embed_strs(&[query.as_str()]).await.map_err(err)?;
         let k = k.min(self.rows());
-        let found = match &self.tables {
-            // Both on the engine in use: after a loss the codes' rebuild uploads the rows too.
-            IndexOn::Gpu(codes, int8) => codes.run(async |c| c.search_rescored(&q, &*int8.current().await?, k, multiplier).await).await,
-            IndexOn::Cpu(codes, int8) => edo::search::search_rescored(codes, &q, int8, k, multiplier),
-        }
-        .map_err(err)?;
+        let found = self.tables.codes.search_rescored(&q, &self.tables.int8, k, multiplier).await.map_err(err)?;
         Ok(EdoScored { ids: found.ids, scores: found.scores })
     }
 }
