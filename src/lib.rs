@@ -31,14 +31,10 @@ mod bounds;
 pub mod cache;
 pub mod cpu;
 mod error;
-#[cfg(all(native, feature = "reports"))]
-pub mod eval;
 pub mod file;
 pub mod format;
 pub mod gpu;
 pub mod hash;
-#[cfg(all(native, feature = "reports"))]
-pub mod inspect;
 mod lookup;
 pub mod mixed;
 pub mod model;
@@ -49,8 +45,6 @@ pub mod prune;
 pub mod qr;
 pub mod search;
 
-#[cfg(all(native, feature = "reports"))]
-pub mod bench;
 pub mod measure;
 #[cfg(feature = "synth")]
 pub mod suite;

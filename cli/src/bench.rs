@@ -1,6 +1,6 @@
 //! `edo demo` and `edo bench`: the report tables.
 
-use edo::bench::Report;
+use crate::reports::bench::Report;
 
 /// Bytes in the largest binary unit that keeps the number at least 1.
 pub fn human_bytes(bytes: u64) -> String {

@@ -1,7 +1,7 @@
 //! `edo bench cache`.
 
+use crate::reports::cache_bench::{self as bench, CacheBenchConfig};
 use clap::Args;
-use edo::cache::bench::{self, CacheBenchConfig};
 use edo::cache::PolicyKind;
 use edo::{Engine, Format};
 

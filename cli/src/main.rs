@@ -6,6 +6,7 @@ mod embed;
 mod embed_bench;
 mod index;
 mod plan;
+mod reports;
 mod search;
 mod suite;
 mod tables;
@@ -13,8 +14,8 @@ mod tables;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use edo::bench::Config;
 use edo::Format;
+use reports::bench::Config;
 
 #[derive(Parser)]
 #[command(
@@ -258,7 +259,7 @@ fn run_bench(common: Common, accuracy: bool) -> Result<(), Failure> {
         return Err(Failure::new(exit::USAGE, "--shard-mib must be at least 1"));
     }
     let quiet = common.json;
-    let report = edo::bench::run(&config, |step| {
+    let report = reports::bench::run(&config, |step| {
         if !quiet {
             eprintln!("  … {step}");
         }

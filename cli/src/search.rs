@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::reports::eval::{self, EvalConfig};
 use clap::Args;
-use edo::eval::{self, EvalConfig};
 use edo::{Engine, Format, PackedTable};
 
 use crate::bench::human_bytes;

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::reports::inspect::{picture, table_error_stats, ErrorStats};
 use clap::Args;
 use edo::file::import::{self, FileKind, FileLayout, Imported};
 use edo::file::{export as exp, TableFile};
-use edo::inspect::{picture, table_error_stats, ErrorStats};
 use edo::GpuLookup;
 use edo::{Bounds, Error, Format, PackedTable};
 use serde_json::json;

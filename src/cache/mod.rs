@@ -11,8 +11,6 @@
 //! after the other (rows of a finished part may be evicted by the next). A row is never evicted
 //! while the part that reads it is being assembled.
 
-#[cfg(all(native, feature = "reports"))]
-pub mod bench;
 mod policy;
 
 pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::format::{Format, PackedTable};
-use crate::measure::timed;
-use crate::search::{self, Scored};
-use crate::{Engine, Error, GpuCodes, GpuTable};
+use edo::format::{Format, PackedTable};
+use edo::measure::timed;
+use edo::search::{self, Scored};
+use edo::{Engine, Error, GpuCodes, GpuTable};
 
 /// One way to search, measured.
 #[derive(Clone, Debug, Serialize)]
@@ -119,11 +119,11 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
     add("binary+scale asymmetric", "CPU", scaled.bytes(), s, &r.ids, r.k);
 
     if let Some(engine) = engine {
-        let gpu_bits = crate::block_on(GpuCodes::upload(engine, &bits))?;
-        let gpu_int8 = crate::block_on(GpuTable::upload(engine, &int8))?;
-        let (r, s) = timed(iters, || crate::block_on(gpu_bits.hamming_topk(&codes, K)))?;
+        let gpu_bits = edo::block_on(GpuCodes::upload(engine, &bits))?;
+        let gpu_int8 = edo::block_on(GpuTable::upload(engine, &int8))?;
+        let (r, s) = timed(iters, || edo::block_on(gpu_bits.hamming_topk(&codes, K)))?;
         add("binary hamming", "GPU", bits.bytes(), s, &r.ids, r.k);
-        let (r, s): (Scored, f64) = timed(iters, || crate::block_on(gpu_bits.search_rescored(queries, &gpu_int8, K, config.multiplier)))?;
+        let (r, s): (Scored, f64) = timed(iters, || edo::block_on(gpu_bits.search_rescored(queries, &gpu_int8, K, config.multiplier)))?;
         add(&rescore_name, "GPU", bits.bytes() + int8.bytes(), s, &r.ids, r.k);
     }
     Ok(EvalReport { rows, dim, queries: nq, multiplier: config.multiplier, adapter: engine.map(|e| e.adapter().to_string()), methods })
@@ -179,7 +179,7 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
         bits: corpus.dim(),
         queries: queries.rows(),
         k,
-        threads: crate::par::threads(),
+        threads: edo::measure::threads(),
         cpu_seconds: cpu_s,
         cpu_queries_per_second: nq / cpu_s,
         cpu_scan_gbps: code_bytes * nq / cpu_s / 1e9,
@@ -194,9 +194,9 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
         distances: Vec::new(),
     };
     if let Some(engine) = engine {
-        let codes = crate::block_on(GpuCodes::upload(engine, corpus))?;
-        let (gpu, s) = timed(iters, || crate::block_on(codes.hamming_topk(queries, k)))?;
-        let copy = crate::measure::gpu_copy_gbps(engine, codes.bytes(), iters)?;
+        let codes = edo::block_on(GpuCodes::upload(engine, corpus))?;
+        let (gpu, s) = timed(iters, || edo::block_on(codes.hamming_topk(queries, k)))?;
+        let copy = edo::measure::gpu_copy_gbps(engine, codes.bytes(), iters)?;
         let scan = code_bytes * nq / s / 1e9;
         b.adapter = Some(engine.adapter().to_string());
         b.gpu_seconds = Some(s);

@@ -4,7 +4,7 @@
 use image::{Rgb, RgbImage};
 use serde::Serialize;
 
-use crate::format::{Format, PackedTable};
+use edo::format::{Format, PackedTable};
 
 /// Error of a decoded table against the values it was made from.
 #[derive(Clone, Debug, Serialize)]
@@ -55,7 +55,9 @@ impl Quantiles {
 }
 
 /// Compares `decoded` with `source` (both `rows × dim`). With `bound_format`, also counts the
-/// rows that miss that format's documented error bound.
+/// rows that miss that format's documented error bound. (The tests' whole-table reference for
+/// [`table_error_stats`].)
+#[cfg(test)]
 pub fn error_stats(source: &[f32], decoded: &[f32], dim: usize, bound_format: Option<Format>) -> ErrorStats {
     let mut acc = ErrorAccumulator::new(dim, bound_format);
     acc.add(source, decoded);
@@ -266,4 +268,60 @@ fn heat(t: f32) -> Rgb<u8> {
     let r = (2.0 * t).min(1.0);
     let g = (2.0 * t - 1.0).max(0.0);
     Rgb([(255.0 * r).round() as u8, (255.0 * g).round() as u8, 0])
+}
+
+/// The statistics and the picture of `edo inspect`.
+#[cfg(test)]
+mod tests {
+    use super::{error_stats, picture, table_error_stats};
+    use edo::synth::embedding_table;
+    use edo::{Format, PackedTable};
+
+    #[test]
+    fn error_statistics_of_a_known_error() {
+        // Row 0 exact, row 1 off by 0.5 in one value of four.
+        let source = [1.0, 2.0, 3.0, 4.0, 1.0, 1.0, 1.0, 1.0];
+        let decoded = [1.0, 2.0, 3.0, 4.0, 1.5, 1.0, 1.0, 1.0];
+        let s = error_stats(&source, &decoded, 4, None);
+        assert_eq!(s.max_abs, 0.5);
+        assert_eq!(s.mean_abs, 0.5 / 8.0);
+        assert!((s.rmse - (0.25f64 / 8.0).sqrt()).abs() < 1e-12);
+        assert_eq!(s.worst_row, 1);
+        assert!((s.row_relative.max - 0.25).abs() < 1e-12, "‖e‖/‖x‖ = 0.5 / 2");
+        assert!((s.min_cosine - 4.5 / (2.0 * 5.25f64.sqrt())).abs() < 1e-12);
+        assert_eq!(s.rows_beyond_bound, None);
+    }
+
+    #[test]
+    fn blockwise_statistics_equal_the_whole_table_and_respect_the_bound() {
+        let (rows, dim) = (10_000, 19);
+        let data = embedding_table(rows, dim, 5);
+        for format in [Format::Int8, Format::Int4, Format::F16] {
+            let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
+            let whole = error_stats(&data, &t.dequantize(), dim, Some(format));
+            let blocks = table_error_stats(&data, &t, Some(format));
+            assert_eq!(format!("{whole:?}"), format!("{blocks:?}"), "{format}");
+            assert_eq!(blocks.rows_beyond_bound, Some(0), "{format}: the documented bound holds");
+            assert!(blocks.mean_cosine > 0.99 && blocks.max_abs > 0.0);
+        }
+    }
+
+    #[test]
+    fn pictures_sample_large_tables_and_magnify_small_ones() {
+        let (rows, dim) = (5000, 1500);
+        let data = embedding_table(rows, dim, 2);
+        let t = PackedTable::quantize(Format::Int4, &data, rows, dim).unwrap();
+        let (img, legend) = picture(&t, Some(&data));
+        assert_eq!((legend.cols_per_pixel, img.height()), (2, 1024), "1500 columns in pairs, 1024 sampled rows");
+        assert_eq!(img.width(), 2 * 750 + 12);
+        assert!(legend.error_scale.unwrap() > 0.0 && legend.rows_per_pixel > 4.8);
+
+        let small = PackedTable::quantize(Format::F32, &[-1.0, 0.0, 1.0, 0.5], 2, 2).unwrap();
+        let (img, legend) = picture(&small, None);
+        assert_eq!((img.width(), img.height()), (32, 32), "2 × 2 values at 16 px each");
+        assert_eq!(legend.error_scale, None);
+        assert_eq!(img.get_pixel(0, 0).0, [0, 0, 255], "−1 is full blue");
+        assert_eq!(img.get_pixel(16, 0).0, [255, 255, 255], "0 is white");
+        assert_eq!(img.get_pixel(0, 16).0, [255, 0, 0], "+1 is full red");
+    }
 }

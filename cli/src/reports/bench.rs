@@ -4,11 +4,13 @@
 
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use serde::Serialize;
 
-use crate::format::{Format, PackedTable};
-use crate::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
-use crate::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
+use edo::format::{Format, PackedTable};
+use edo::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
+use edo::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -93,7 +95,7 @@ pub struct FormatReport {
     pub accuracy: Option<Accuracy>,
     /// The gather on the GPU (`None` without one).
     pub gpu: Option<Timing>,
-    /// The same gather writing f16 rows ([`crate::GpuLookup::gather_f16`]; `None` unless
+    /// The same gather writing f16 rows ([`edo::GpuLookup::gather_f16`]; `None` unless
     /// [`Config::f16_output`]): half the output bytes (`output_gbps` counts f16 bytes,
     /// `moved_gbps` packed rows + ids + f16 output).
     pub gpu_f16: Option<Timing>,
@@ -124,21 +126,6 @@ pub struct Report {
     pub formats: Vec<FormatReport>,
 }
 
-impl Report {
-    /// GPU (or CPU) gather time of one format over FP32's, when both were measured.
-    pub fn time_ratio(&self, format: Format, gpu: bool) -> Option<f64> {
-        let t = |f: Format| {
-            let r = self.formats.iter().find(|r| r.format == f.name())?;
-            if gpu {
-                r.gpu.as_ref().map(|t| t.seconds)
-            } else {
-                Some(r.cpu.seconds)
-            }
-        };
-        Some(t(format)? / t(Format::F32)?)
-    }
-}
-
 /// Runs the demo or the benchmark. `progress` receives a line per step.
 pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Error> {
     let Config { rows, dim, ids: n_ids, iters, seed, .. } = *config;
@@ -151,7 +138,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
     let (engine, no_gpu_reason) = if config.cpu_only {
         (None, Some("--cpu given".to_string()))
     } else {
-        let options = crate::EngineOptions { max_binding_bytes: config.max_binding_bytes, ..Default::default() };
+        let options = edo::EngineOptions { max_binding_bytes: config.max_binding_bytes, ..Default::default() };
         match Engine::new_blocking(options) {
             Ok(e) => (Some(e), None),
             Err(e) => (None, Some(e.to_string())),
@@ -175,12 +162,12 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
 
         progress(&format!("{format}: CPU gather"));
         let mut out = vec![0f32; n_ids * dim];
-        crate::cpu::gather_into(&table, &ids, Bounds::Error, &mut out)?;
+        edo::cpu::gather_into(&table, &ids, Bounds::Error, &mut out)?;
         let cpu_seconds = median(
             (0..iters)
                 .map(|_| {
                     let t = Instant::now();
-                    let r = crate::cpu::gather_into(&table, &ids, Bounds::Error, &mut out);
+                    let r = edo::cpu::gather_into(&table, &ids, Bounds::Error, &mut out);
                     debug_assert!(r.is_ok());
                     t.elapsed().as_secs_f64()
                 })
@@ -199,8 +186,8 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         let (gpu, gpu_f16, shards) = match &engine {
             Some(engine) => {
                 progress(&format!("{format}: uploading and GPU gather"));
-                let gpu_table = crate::block_on(GpuTable::upload(engine, &table))?;
-                let job = crate::block_on(gpu_table.prepare_gather(&ids, Bounds::Error))?;
+                let gpu_table = edo::block_on(GpuTable::upload(engine, &table))?;
+                let job = edo::block_on(gpu_table.prepare_gather(&ids, Bounds::Error))?;
                 job.submit()?;
                 let got = job.output().read_blocking()?;
                 if got != cpu_out {
@@ -214,9 +201,9 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 let t = timing(seconds, out_bytes, moved);
                 drop(job);
                 let t16 = if config.f16_output {
-                    let job = crate::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
+                    let job = edo::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
                     job.submit()?;
-                    if job.output().read_f16_blocking()? != crate::cpu::to_f16(&cpu_out) {
+                    if job.output().read_f16_blocking()? != edo::cpu::to_f16(&cpu_out) {
                         return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU f16 gather differs from the CPU path") });
                     }
                     let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
@@ -246,7 +233,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         ids: n_ids,
         adapter: engine.as_ref().map(|e| e.adapter().to_string()),
         no_gpu_reason,
-        threads: crate::par::threads(),
+        threads: edo::measure::threads(),
         gpu_copy_gbps,
         cpu_memcpy_gbps,
         formats,
@@ -259,7 +246,8 @@ pub fn accuracy(data: &[f32], table: &PackedTable) -> Accuracy {
     let rows = table.rows();
     // Per row: (max abs err, sum abs err, cosine), reduced after.
     let mut per_row = vec![[0f64; 3]; rows];
-    crate::par::for_each_chunk_mut(&mut per_row, 1, 1024, |first, block| {
+    per_row.par_chunks_mut(1024).enumerate().for_each(|(b, block)| {
+        let first = b * 1024;
         let mut decoded = vec![0f32; dim];
         for (i, stats) in block.iter_mut().enumerate() {
             let r = first + i;
@@ -278,7 +266,6 @@ pub fn accuracy(data: &[f32], table: &PackedTable) -> Accuracy {
             let cos = if nx == 0.0 || ny == 0.0 { (nx == ny) as u8 as f64 } else { dot / (nx.sqrt() * ny.sqrt()) };
             *stats = [max, sum, cos];
         }
-        None::<()>
     });
     let max_abs_error = per_row.iter().map(|s| s[0]).fold(0.0, f64::max);
     let mean_abs_error = per_row.iter().map(|s| s[1]).sum::<f64>() / (rows * dim).max(1) as f64;

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{simulate, PolicyKind};
-use crate::GpuLookup;
-use crate::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
+use edo::cache::{simulate, PolicyKind};
+use edo::GpuLookup;
+use edo::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
 #[derive(Clone, Debug)]
 /// What the cache benchmark runs.
@@ -117,11 +117,11 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         return Err(Error::Unsupported { what: "a cache benchmark needs rows, dim, batch and batches ≥ 1" });
     }
     progress("generating and quantising the table");
-    let data = crate::synth::embedding_table(rows, dim, 1);
+    let data = edo::synth::embedding_table(rows, dim, 1);
     let table = PackedTable::quantize(config.format, &data, rows, dim)?;
     drop(data);
     let warm = config.warmup_batches * config.batch;
-    let ids = crate::synth::zipf_ids(warm + config.batches * config.batch, rows, config.zipf, 2);
+    let ids = edo::synth::zipf_ids(warm + config.batches * config.batch, rows, config.zipf, 2);
     let batches: Vec<&[u32]> = ids.chunks(config.batch).collect();
     let timed_batches = &batches[config.warmup_batches..];
 
@@ -173,11 +173,11 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
     };
 
     progress("the fully resident table");
-    let resident = crate::block_on(GpuTable::upload(engine, &table))?;
+    let resident = edo::block_on(GpuTable::upload(engine, &table))?;
     let last = *timed_batches.last().expect("batches ≥ 1");
-    let want = crate::block_on(resident.gather(last, Bounds::Error))?.read_blocking()?;
+    let want = edo::block_on(resident.gather(last, Bounds::Error))?.read_blocking()?;
     for b in &batches[..config.warmup_batches.min(3)] {
-        crate::block_on(resident.gather(b, Bounds::Error))?;
+        edo::block_on(resident.gather(b, Bounds::Error))?;
     }
     engine.wait_idle()?;
 
@@ -193,9 +193,9 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         }
         for (policy, prefetch) in variants {
             progress(&format!("{policy}{} at {:.0} % of the rows", if prefetch { " + prefetch" } else { "" }, 100.0 * fraction));
-            let cache = crate::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
+            let cache = edo::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
             for b in &batches[..config.warmup_batches] {
-                crate::block_on(cache.gather(b, Bounds::Error))?;
+                edo::block_on(cache.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
             }
             cache.reset_stats();
@@ -203,14 +203,14 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
             let mut last_out = None;
             for (i, b) in timed_batches.iter().enumerate() {
                 let t = Instant::now();
-                crate::block_on(resident.gather(b, Bounds::Error))?;
+                edo::block_on(resident.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
                 resident_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
-                let out = crate::block_on(cache.gather(b, Bounds::Error))?;
+                let out = edo::block_on(cache.gather(b, Bounds::Error))?;
                 if prefetch {
                     if let Some(next) = timed_batches.get(i + 1) {
-                        crate::block_on(cache.prefetch(next))?;
+                        edo::block_on(cache.prefetch(next))?;
                     }
                 }
                 engine.wait_idle()?;
