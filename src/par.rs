@@ -1,4 +1,4 @@
-//! Data parallelism over row blocks: rayon's pool natively, one thread in the browser.
+//! Data parallelism over row blocks: a pool of threads natively (rayon's, edo's own), one thread in the browser.
 //!
 //! The CPU path splits work into one contiguous block of rows per core, contiguous so each
 //! thread streams its own output.
