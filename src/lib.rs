@@ -24,6 +24,21 @@
 #[cfg(target_endian = "big")]
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
 
+/// A WGSL file of `shaders/`, as written natively; in the browser build without its comments and
+/// indentation (build.rs writes those copies), since the .wasm carries every kernel's text.
+#[cfg(native)]
+macro_rules! wgsl {
+    ($file:literal) => {
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/", $file))
+    };
+}
+#[cfg(web)]
+macro_rules! wgsl {
+    ($file:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/shaders/", $file))
+    };
+}
+
 mod alloc;
 mod backend;
 mod bags;

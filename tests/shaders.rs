@@ -8,6 +8,8 @@ use naga::back::PipelineConstants;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use std::collections::HashSet;
 
+include!("../src/gpu/wgsl_min.rs");
+
 /// The override values the engine uses: every workgroup shape it makes, as the kernel's shape
 /// takes them, with the kernel's own constants.
 fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
@@ -16,6 +18,29 @@ fn variants(shader: ShaderId) -> Vec<PipelineConstants> {
         Shape::Rows | Shape::Flat => &[(1, 256), (4, 64), (32, 8)],
     };
     shapes.iter().map(|&shape| shader.constants_for(shape).into_iter().map(|(k, v)| (k.to_string(), v)).collect()).collect()
+}
+
+/// The browser build ships the kernels without comments and indentation (build.rs): each still
+/// validates, to the same module (the same functions, types, constants and workgroup size).
+#[test]
+fn every_shader_validates_as_the_browser_build_ships_it() {
+    for shader in ShaderId::all() {
+        let (source, stripped) = (shader.source(), strip_wgsl(&shader.source()));
+        assert!(stripped.len() < source.len(), "{}: nothing stripped", shader.name());
+        let parse = |text: &str| {
+            let module = naga::front::wgsl::parse_str(text).unwrap_or_else(|e| panic!("{}: {}", shader.name(), e.emit_to_string(text)));
+            Validator::new(ValidationFlags::all(), Capabilities::all())
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{} (stripped): {}", shader.name(), e.emit_to_string(text)));
+            module
+        };
+        let (a, b) = (parse(&source), parse(&stripped));
+        assert_eq!(a.functions.len(), b.functions.len(), "{}", shader.name());
+        assert_eq!(a.types.len(), b.types.len(), "{}", shader.name());
+        assert_eq!(a.overrides.len(), b.overrides.len(), "{}", shader.name());
+        assert_eq!(a.global_variables.len(), b.global_variables.len(), "{}", shader.name());
+        assert_eq!(a.entry_points[0].workgroup_size, b.entry_points[0].workgroup_size, "{}", shader.name());
+    }
 }
 
 #[test]

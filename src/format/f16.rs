@@ -16,7 +16,7 @@ impl Codec for F16 {
     const FORMAT: Format = Format::F16;
     const NAME: &'static str = "fp16";
     const ALIASES: &'static [&'static str] = &["f16"];
-    const WGSL: &'static str = include_str!("../../shaders/decode_f16.wgsl");
+    const WGSL: &'static str = wgsl!("decode_f16.wgsl");
     const CODE_BITS: usize = 16;
     const PARAM_BITS: usize = 0;
     const GGML_TYPE: Option<u32> = Some(1);

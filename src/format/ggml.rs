@@ -193,7 +193,7 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
         (5, true) => "q5_1",
         _ => panic!("no such ggml block format"),
     };
-    const WGSL: &'static str = include_str!("../../shaders/decode_blocks.wgsl");
+    const WGSL: &'static str = wgsl!("decode_blocks.wgsl");
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("MIN", MIN as u8 as f64), ("OFFSET", Self::OFFSET as f64)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = QK;

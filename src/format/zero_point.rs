@@ -86,7 +86,7 @@ impl<const BITS: usize, const G: usize> Codec for ZeroPoint<BITS, G> {
         (8, 128) => "int8_zp128",
         _ => panic!("no such zero-point format"),
     };
-    const WGSL: &'static str = include_str!("../../shaders/decode_grouped.wgsl");
+    const WGSL: &'static str = wgsl!("decode_grouped.wgsl");
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("GROUP", G as f64), ("ZP", 1.0)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = G;
