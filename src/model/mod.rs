@@ -441,7 +441,7 @@ fn json_depth(json: &[u8]) -> usize {
 fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
     match normalizer {
         serde_json::Value::Object(o) if o.get("type").and_then(|t| t.as_str()) == Some("Precompiled") => {
-            serde_json::from_value::<tokenizers::normalizers::Precompiled>(normalizer.clone())
+            <tokenizers::normalizers::Precompiled as serde::Deserialize>::deserialize(normalizer)
                 .map(drop)
                 .map_err(|e| bad(format!("tokenizer.json: a precompiled normaliser that is not one: {e}")))
         }
