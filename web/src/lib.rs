@@ -598,8 +598,9 @@ impl EdoCache {
                 s.hit_rate()
             )
         }
-        /// The cache's figures; a cache being rebuilt after a device loss has none yet.
-        fn gpu<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
+        /// The cache's figures (on the CPU path only the remote traffic); a cache being rebuilt after a
+        /// device loss has none yet.
+        fn figures<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
             match c {
                 Placed::Gpu(c) => {
                     let c = c.latest().ok_or_else(|| JsError::new("the cache is being rebuilt after a device loss"))?;
@@ -609,8 +610,8 @@ impl EdoCache {
             }
         }
         match &*inner {
-            CacheInner::Local(c) => gpu(c, None),
-            CacheInner::Remote(c) => gpu(c, Some(c.host().source.traffic())),
+            CacheInner::Local(c) => figures(c, None),
+            CacheInner::Remote(c) => figures(c, Some(c.host().source.traffic())),
         }
     }
 }
