@@ -13,7 +13,7 @@ if [ "$have" != "$want" ]; then
 fi
 cargo build -q -p edo-web --lib --target wasm32-unknown-unknown --profile wasm
 rm -rf web/pkg
-wasm-bindgen --target web --out-dir web/pkg target/wasm32-unknown-unknown/wasm/edo_web.wasm
+wasm-bindgen --target web --out-dir web/pkg "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm/edo_web.wasm"
 wasm=web/pkg/edo_web_bg.wasm
 raw_before=$(stat -c %s "$wasm")
 if command -v wasm-opt >/dev/null; then

@@ -11,5 +11,5 @@ if [ ! -f "$src/weights.safetensors" ]; then
 fi
 # The same features as the test command's build, so after the tests nothing is rebuilt.
 cargo build -q --all-features --bin edo
-target/debug/edo quantize-model "$src/weights.safetensors" --wordllama --tokenizer "$src/tokenizer.json" \
+"${CARGO_TARGET_DIR:-target}/debug/edo" quantize-model "$src/weights.safetensors" --wordllama --tokenizer "$src/tokenizer.json" \
     --format "${1:-int8}" --normalize true -o web/model.edo
