@@ -246,6 +246,13 @@ pub enum Error {
         /// The `model.type` the file names (`none` when it names none).
         model: String,
     },
+    /// A `tokenizer.json` with a part edo's own tokenizer does not run, in a browser build
+    /// (native builds run it through HF `tokenizers`; browser builds leave that crate out).
+    #[error("a tokenizer.json with {part}: edo's own tokenizer, the only one in browser builds, does not run it (native builds do, through HF tokenizers)")]
+    TokenizerPart {
+        /// The part, named (`the pre-tokenizer "ByteLevel"`, `BPE dropout`, …).
+        part: String,
+    },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
     UnknownToken {

@@ -127,6 +127,39 @@ fn edos_wordpiece_gives_the_ids_tokenizers_gives() {
     let table = std::fs::read(format!("{}/model.safetensors", dir("wordpiece"))).unwrap();
     let base: serde_json::Value = serde_json::from_slice(&tokenizer).unwrap();
     let pieces: Vec<String> = base["model"]["vocab"].as_object().unwrap().keys().cloned().collect();
+    let mut texts = hard_texts(&pieces, 3000);
+    texts.push("a".repeat(100));
+    texts.push("a".repeat(101));
+    texts.push("é".repeat(101));
+    texts.push(String::new());
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut fast_used = 0;
+    for switches in 0..16u32 {
+        let mut json = base.clone();
+        let n = &mut json["normalizer"];
+        n["clean_text"] = (switches & 1 != 0).into();
+        n["handle_chinese_chars"] = (switches & 2 != 0).into();
+        n["lowercase"] = (switches & 4 != 0).into();
+        n["strip_accents"] = if switches & 8 != 0 { serde_json::Value::Null } else { (switches & 4 == 0).into() };
+        let model = StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table).unwrap();
+        assert!(model.has_fast_tokenizer());
+        let got = model.tokenize(&texts).unwrap();
+        let want = model.tokenize_reference(&texts).unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            assert_eq!(got[i], want[i], "normaliser {}: text {i} {text:?}", n_of(&json));
+        }
+        fast_used += 1;
+    }
+    assert_eq!(fast_used, 16);
+    // Other tokenizers keep `tokenizers`.
+    for name in ["bpe_f16", "unigram_vq"] {
+        assert!(!StaticModel::from_dir(dir(name)).unwrap().has_fast_tokenizer(), "{name}");
+    }
+}
+
+/// `n` random strings of hard characters (see below) and of `pieces` (a vocabulary's, `##`
+/// dropped), each of up to 12 parts.
+fn hard_texts(pieces: &[String], n: usize) -> Vec<String> {
     let atoms: Vec<String> = [
         "a",
         "Z",
@@ -191,6 +224,16 @@ fn edos_wordpiece_gives_the_ids_tokenizers_gives() {
         "[unk]",
         "[PAD]",
         "x\u{e000}",
+        "<s>",
+        "</s>",
+        "<unk>",
+        "<0x41>",
+        "\u{2581}",
+        "\u{2581}\u{2581}",
+        "<mask>",
+        " <mask> ",
+        "Hello World",
+        "hello",
     ]
     .iter()
     .map(|a| a.to_string())
@@ -202,7 +245,7 @@ fn edos_wordpiece_gives_the_ids_tokenizers_gives() {
         rng ^= rng << 17;
         (rng % n as u64) as usize
     };
-    let mut texts: Vec<String> = (0..3000)
+    (0..n)
         .map(|_| {
             let mut t = String::new();
             for _ in 0..next(12) {
@@ -214,34 +257,137 @@ fn edos_wordpiece_gives_the_ids_tokenizers_gives() {
             }
             t
         })
-        .collect();
-    texts.push("a".repeat(100));
-    texts.push("a".repeat(101));
-    texts.push("é".repeat(101));
-    texts.push(String::new());
-    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let mut fast_used = 0;
-    for switches in 0..16u32 {
-        let mut json = base.clone();
-        let n = &mut json["normalizer"];
-        n["clean_text"] = (switches & 1 != 0).into();
-        n["handle_chinese_chars"] = (switches & 2 != 0).into();
-        n["lowercase"] = (switches & 4 != 0).into();
-        n["strip_accents"] = if switches & 8 != 0 { serde_json::Value::Null } else { (switches & 4 == 0).into() };
-        let model = StaticModel::from_bytes(&config, &serde_json::to_vec(&json).unwrap(), &table).unwrap();
-        assert!(model.has_fast_tokenizer());
+        .collect()
+}
+
+/// edo's own tokenizer (the browser's only one; natively the fast path) against `tokenizers`
+/// itself, on random strings of hard characters and pieces of each vocabulary: the fixtures'
+/// BPE, Unigram and WordPiece tokenizers, WordLlama's real one when it is there, and variants of
+/// them through every part edo's pipeline runs — normalizers, pre-tokenizers, BPE and Unigram
+/// options, a WordLevel model, added tokens matched as written and normalised, stripping spaces.
+#[test]
+fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
+    use serde_json::json;
+    let read = |name: &str, file: &str| std::fs::read(format!("{}/{file}", dir(name))).unwrap();
+    let table = read("wordpiece", "model.safetensors");
+    let load = |name: &str| -> serde_json::Value { serde_json::from_slice(&read(name, "tokenizer.json")).unwrap() };
+    let (bpe, unigram, wordpiece) = (load("bpe_f16"), load("unigram_vq"), load("wordpiece"));
+    let mut variants: Vec<(String, serde_json::Value)> =
+        vec![("bpe".into(), bpe.clone()), ("unigram".into(), unigram.clone()), ("wordpiece".into(), wordpiece.clone())];
+    let mut with = |name: &str, base: &serde_json::Value, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut j = base.clone();
+        edit(&mut j);
+        variants.push((name.into(), j));
+    };
+    with("bpe, no byte fallback, unknowns not fused", &bpe, &|j| {
+        j["model"]["byte_fallback"] = false.into();
+        j["model"]["fuse_unk"] = false.into();
+    });
+    with("bpe, no byte fallback, unknowns fused", &bpe, &|j| j["model"]["byte_fallback"] = false.into());
+    with("bpe, ignore_merges", &bpe, &|j| j["model"]["ignore_merges"] = true.into());
+    with("bpe, merges as lines", &bpe, &|j| {
+        let lines: Vec<serde_json::Value> =
+            j["model"]["merges"].as_array().unwrap().iter().map(|m| format!("{} {}", m[0].as_str().unwrap(), m[1].as_str().unwrap()).into()).collect();
+        j["model"]["merges"] = lines.into();
+    });
+    with(
+        "bpe, NFKC lowercase strip",
+        &bpe,
+        &|j| j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Strip", "strip_left": true, "strip_right": true}, {"type": "Prepend", "prepend": "\u{2581}"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}]}),
+    );
+    with("bpe, NFD strip accents, left strip", &bpe, &|j| {
+        j["normalizer"] =
+            json!({"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Strip", "strip_left": true, "strip_right": false}]})
+    });
+    with("bpe, NFC, whitespace split", &bpe, &|j| {
+        j["normalizer"] = json!({"type": "NFC"});
+        j["pre_tokenizer"] = json!({"type": "WhitespaceSplit"});
+    });
+    with("bpe, NFKD, BERT pre-tokenizer", &bpe, &|j| {
+        j["normalizer"] = json!({"type": "NFKD"});
+        j["pre_tokenizer"] = json!({"type": "BertPreTokenizer"});
+    });
+    for scheme in ["always", "first", "never"] {
+        for split in [true, false] {
+            with(&format!("bpe, Metaspace {scheme} split {split}"), &bpe, &|j| {
+                j["normalizer"] = serde_json::Value::Null;
+                j["pre_tokenizer"] = json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": scheme, "split": split});
+            });
+            with(
+                &format!("unigram, Metaspace {scheme} split {split}"),
+                &unigram,
+                &|j| j["pre_tokenizer"] = json!({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": scheme, "split": split}]}),
+            );
+        }
+    }
+    // Added tokens: matched as written (stripping the spaces around them or not) and in the
+    // normalised text, tokens of the vocabulary and new ones.
+    let added = |content: &str, id: u64, normalized: bool, lstrip: bool, rstrip: bool| json!({"id": id, "content": content, "single_word": false, "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized, "special": false});
+    for (name, base) in [("bpe", &bpe), ("unigram", &unigram), ("wordpiece", &wordpiece)] {
+        with(&format!("{name}, added tokens"), base, &|j| {
+            let n = j["added_tokens"].as_array().unwrap().len() as u64 + 1000;
+            let list = j["added_tokens"].as_array_mut().unwrap();
+            list.push(added("<mask>", n, false, true, true));
+            list.push(added("Hello World", n + 1, true, false, false));
+            list.push(added("hello", n + 2, true, false, false));
+            list.push(added("ab", n + 3, false, false, true));
+            list.push(added("é", n + 4, false, true, false));
+        });
+    }
+    with("unigram, byte fallback, lowercase", &unigram, &|j| {
+        j["model"]["byte_fallback"] = true.into();
+        j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]});
+    });
+    with("wordpiece, whitespace split", &wordpiece, &|j| j["pre_tokenizer"] = json!({"type": "WhitespaceSplit"}));
+    with("wordlevel", &wordpiece, &|j| {
+        let vocab = j["model"]["vocab"].clone();
+        j["model"] = json!({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"});
+    });
+    let wordllama = format!("{}/target/wordllama/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
+    match std::fs::read(&wordllama) {
+        Ok(bytes) => variants.push(("WordLlama".into(), serde_json::from_slice(&bytes).unwrap())),
+        Err(_) => eprintln!("SKIPPED (this part): no WordLlama tokenizer at {wordllama} (scripts/wordllama_reference.sh)"),
+    }
+
+    for (name, json) in &variants {
+        let bytes = serde_json::to_vec(json).unwrap();
+        assert_eq!(StaticModel::own_tokenizer_refusal(&bytes), None, "{name}");
+        // WordLlama's loader: no cut, no truncation, no unknown tokens dropped — the raw ids.
+        let model = StaticModel::from_wordllama(&bytes, &table, None).unwrap();
+        assert!(model.has_own_tokenizer(), "{name}");
+        let pieces: Vec<String> = match &json["model"]["vocab"] {
+            serde_json::Value::Object(o) => o.keys().cloned().collect(),
+            serde_json::Value::Array(a) => a.iter().map(|p| p[0].as_str().unwrap().to_string()).collect(),
+            _ => unreachable!(),
+        };
+        let mut texts = hard_texts(&pieces, if name == "WordLlama" { 3000 } else { 600 });
+        texts.extend(["", " ", "  ", "\u{2581}", "<s>", " <mask>", "<mask>  x", "abab", "Hello World  hello"].map(String::from));
+        texts.push("x".repeat(300));
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let got = model.tokenize(&texts).unwrap();
         let want = model.tokenize_reference(&texts).unwrap();
         for (i, text) in texts.iter().enumerate() {
-            assert_eq!(got[i], want[i], "normaliser {}: text {i} {text:?}", n_of(&json));
+            assert_eq!(got[i], want[i], "{name}: text {i} {text:?}");
         }
-        fast_used += 1;
     }
-    assert_eq!(fast_used, 16);
-    // Other tokenizers keep `tokenizers`.
-    for name in ["bpe_f16", "unigram_vq"] {
-        assert!(!StaticModel::from_dir(dir(name)).unwrap().has_fast_tokenizer(), "{name}");
+
+    // What it does not run, named; natively `tokenizers` runs it.
+    for (edit, part) in [
+        (json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}), "ByteLevel"),
+        (json!({"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false}), "Split"),
+    ] {
+        let mut j = bpe.clone();
+        j["pre_tokenizer"] = edit;
+        let bytes = serde_json::to_vec(&j).unwrap();
+        let why = StaticModel::own_tokenizer_refusal(&bytes).unwrap();
+        assert!(why.contains(part), "{why}");
+        let model = StaticModel::from_wordllama(&bytes, &table, None).unwrap();
+        assert!(!model.has_own_tokenizer());
+        assert_eq!(model.tokenize(&["a b"]).unwrap(), model.tokenize_reference(&["a b"]).unwrap());
     }
+    let mut dropout = bpe.clone();
+    dropout["model"]["dropout"] = 0.5.into();
+    assert!(StaticModel::own_tokenizer_refusal(&serde_json::to_vec(&dropout).unwrap()).unwrap().contains("dropout"));
 }
 
 fn n_of(json: &serde_json::Value) -> String {

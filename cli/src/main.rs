@@ -181,7 +181,8 @@ impl From<edo::Error> for Failure {
             | E::ShapeMismatch { .. }
             | E::NonFiniteWeight { .. }
             | E::Tokenizer { .. }
-            | E::UnsupportedTokenizer { .. } => exit::DATA,
+            | E::UnsupportedTokenizer { .. }
+            | E::TokenizerPart { .. } => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,

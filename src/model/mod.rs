@@ -2,12 +2,14 @@
 //! `StaticEmbedding` — run end to end: text in, sentence vectors out.
 //!
 //! A static model is an embedding table, a tokenizer and a pooling step, so edo runs all of it:
-//! the tokenizer on the host (HF `tokenizers`, from the model's `tokenizer.json`; for BERT
-//! WordPiece tokenizers edo's own id-only WordPiece, which gives the same ids several times
-//! faster), the table in any edo format, and the pooling — on the CPU path (for WordPiece models
-//! in the same pass as the tokenizer, a block of texts per core), or as EmbeddingBag fused with
-//! the table's decoder on the GPU — then L2 normalisation when the model asks for it. A whole
-//! model deploys as one `.edo` model file ([`StaticModel::to_edo`]), natively or in a browser.
+//! the tokenizer on the host (the model's `tokenizer.json`, run by edo's own id-only tokenizer —
+//! HF `tokenizers`' pipeline redone for WordPiece, BPE, Unigram and WordLevel models, the same
+//! ids two to four times faster — or, natively, by `tokenizers` itself for the parts edo's does
+//! not run), the table in any edo format, and the pooling — on the CPU path (in the same pass as
+//! the tokenizer, a block of texts per core), or as EmbeddingBag fused with the table's decoder
+//! on the GPU — then L2 normalisation when the model asks for it. A whole model deploys as one
+//! `.edo` model file ([`StaticModel::to_edo`]), natively or in a browser (where edo's own
+//! tokenizer is the only one: [`Error::TokenizerPart`] names what it does not run).
 //!
 //! The encoding is model2vec 0.10's `StaticModel.encode`, read from its source:
 //! 1. each text is cut to `max_length × median token length` characters (the median of the
@@ -31,8 +33,10 @@ use crate::format::{Format, PackedTable};
 use crate::{Bounds, Error};
 
 mod file;
+mod pipeline;
 mod wordpiece;
 
+use pipeline::Pipeline;
 use wordpiece::FastWordPiece;
 
 /// The most bytes of one text edo tokenizes, after the cut to `max_length × median token length`
@@ -43,7 +47,7 @@ pub const MAX_TEXT_BYTES: usize = 4 << 20;
 /// A static embedding model: tokenizer, table, per-token rows and weights, pooling settings.
 #[derive(Clone)]
 pub struct StaticModel {
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: Tokenizer,
     /// The `tokenizer.json` it was read from, kept for [`StaticModel::to_edo`].
     tokenizer_json: Arc<[u8]>,
     /// edo's id-only tokenizer, when the model's is BERT's WordPiece (the same ids, faster).
@@ -246,9 +250,10 @@ impl StaticModel {
         };
         let mut ids = Vec::new();
         let mut ends = Vec::with_capacity(cut.len());
-        let Some(fast) = &self.fast else {
+        #[cfg(native)]
+        if let (Tokenizer::Hf(hf), None) = (&self.tokenizer, &self.fast) {
             // The tokenizer encodes a batch on all cores.
-            let encodings = self.tokenizer.encode_batch_fast(cut, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
+            let encodings = hf.encode_batch_fast(cut, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
             for e in &encodings {
                 let start = ids.len();
                 ids.extend_from_slice(e.get_ids());
@@ -256,9 +261,10 @@ impl StaticModel {
                 ends.push(ids.len());
             }
             return Ok((ids, ends));
-        };
-        // edo's WordPiece, a block of texts per core, each block's ids in one vector; a text it
-        // leaves to `tokenizers` (an added token in it) is marked and encoded after.
+        }
+        // edo's own tokenizers, a block of texts per core, each block's ids in one vector; a text
+        // they leave to `tokenizers` (natively, one with an added token that only it runs) is
+        // marked and encoded after.
         #[derive(Default)]
         struct Block {
             ids: Vec<u32>,
@@ -268,37 +274,35 @@ impl StaticModel {
         let n_blocks = if cut.len() >= 16 { crate::par::threads() } else { 1 };
         let per = cut.len().div_ceil(n_blocks).max(1);
         let mut blocks: Vec<Block> = (0..n_blocks).map(|_| Block::default()).collect();
-        crate::par::for_each_chunk_mut(&mut blocks, 1, 1, |first, blocks| {
-            let mut scratch = wordpiece::Scratch::default();
+        let failed = crate::par::for_each_chunk_mut(&mut blocks, 1, 1, |first, blocks| {
+            let mut buffers = Buffers::default();
             for (k, block) in blocks.iter_mut().enumerate() {
                 let texts = ((first + k) * per).min(cut.len())..((first + k + 1) * per).min(cut.len());
                 for i in texts {
                     let start = block.ids.len();
-                    if fast.encode(cut[i], limit, &mut scratch, &mut block.ids) {
-                        finish(&mut block.ids, start);
-                    } else {
-                        block.rest.push(i);
+                    match self.encode_own(cut[i], limit, &mut buffers, &mut block.ids) {
+                        Ok(true) => finish(&mut block.ids, start),
+                        Ok(false) => block.rest.push(i),
+                        Err(e) => return Some(e),
                     }
                     block.ends.push(block.ids.len());
                 }
             }
-            None::<()>
+            None
         });
-        let rest: Vec<usize> = blocks.iter().flat_map(|b| b.rest.iter().copied()).collect();
-        let mut slow: Vec<Vec<u32>> = Vec::new();
-        if !rest.is_empty() {
-            let batch: Vec<&str> = rest.iter().map(|&i| cut[i]).collect();
-            let encodings = self.tokenizer.encode_batch_fast(batch, false).map_err(|e| Error::Tokenizer { message: e.to_string() })?;
-            slow = encodings
-                .iter()
-                .map(|e| {
-                    let mut ids = e.get_ids().to_vec();
-                    finish(&mut ids, 0);
-                    ids
-                })
-                .collect();
+        if let Some(e) = failed {
+            return Err(e);
         }
-        let mut slow = rest.iter().copied().zip(slow).peekable();
+        let rest: Vec<usize> = blocks.iter().flat_map(|b| b.rest.iter().copied()).collect();
+        let slow_ids = self.tokenize_slow(&rest.iter().map(|&i| cut[i]).collect::<Vec<_>>())?;
+        let mut slow = rest
+            .iter()
+            .copied()
+            .zip(slow_ids.into_iter().map(|mut ids| {
+                finish(&mut ids, 0);
+                ids
+            }))
+            .peekable();
         ids.reserve(blocks.iter().map(|b| b.ids.len()).sum());
         let mut i = 0;
         for block in &blocks {
@@ -316,11 +320,65 @@ impl StaticModel {
         Ok((ids, ends))
     }
 
-    /// [`StaticModel::tokenize`] through `tokenizers` alone, never edo's own WordPiece: the
-    /// reference the fast path is tested against.
+    /// Appends the ids of `text` by edo's own tokenizers (its WordPiece, at most `limit` ids, or
+    /// its pipeline); `false` (nothing appended) where only `tokenizers` runs it.
+    fn encode_own(&self, text: &str, limit: usize, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<bool, Error> {
+        if let Some(fast) = &self.fast {
+            if fast.encode(text, limit, &mut buffers.scratch, ids) {
+                return Ok(true);
+            }
+        }
+        match &self.tokenizer {
+            Tokenizer::Own(p) => {
+                p.encode(text, &mut buffers.pipeline, ids).map_err(|message| Error::Tokenizer { message })?;
+                Ok(true)
+            }
+            #[cfg(native)]
+            Tokenizer::Hf(_) => Ok(false),
+        }
+    }
+
+    /// The ids of texts only `tokenizers` runs (none in a browser build).
+    fn tokenize_slow(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        match &self.tokenizer {
+            #[cfg(native)]
+            Tokenizer::Hf(hf) => Ok(hf
+                .encode_batch_fast(texts.to_vec(), false)
+                .map_err(|e| Error::Tokenizer { message: e.to_string() })?
+                .iter()
+                .map(|e| e.get_ids().to_vec())
+                .collect()),
+            // encode_own runs every text through the pipeline: none is left for this.
+            Tokenizer::Own(_) => Err(Error::Tokenizer { message: "no tokenizer for texts edo's own leaves".into() }),
+        }
+    }
+
+    /// [`StaticModel::tokenize`] through `tokenizers` alone, never edo's own tokenizers: the
+    /// reference they are tested against.
     #[doc(hidden)]
+    #[cfg(native)]
     pub fn tokenize_reference(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, Error> {
-        StaticModel { fast: None, ..self.clone() }.tokenize(texts)
+        let hf = match &self.tokenizer {
+            Tokenizer::Hf(hf) => hf.clone(),
+            Tokenizer::Own(_) => Box::new(load_tokenizer(&self.tokenizer_json)?),
+        };
+        StaticModel { fast: None, tokenizer: Tokenizer::Hf(hf), ..self.clone() }.tokenize(texts)
+    }
+
+    /// Why edo's own tokenizer does not run a `tokenizer.json` (`None`: it does).
+    #[doc(hidden)]
+    pub fn own_tokenizer_refusal(tokenizer_json: &[u8]) -> Option<String> {
+        Pipeline::from_json(tokenizer_json).err().map(|r| r.message())
+    }
+
+    /// Whether edo's own tokenizer runs this model's `tokenizer.json` (the same ids as HF
+    /// `tokenizers`, faster); `false`: natively, `tokenizers` runs it. In a browser build, always
+    /// (a model it does not run does not load there).
+    pub fn has_own_tokenizer(&self) -> bool {
+        matches!(self.tokenizer, Tokenizer::Own(_))
     }
 
     /// Whether edo's own id-only WordPiece tokenizes this model's texts (BERT's WordPiece
@@ -381,10 +439,8 @@ impl StaticModel {
 
     /// Sentence vectors of `texts` on the CPU path: `texts.len() × dim` values.
     pub fn encode(&self, texts: &[&str]) -> Result<Vec<f32>, Error> {
-        if let Some(fast) = &self.fast {
-            if let Some(out) = self.encode_fused(fast, texts)? {
-                return Ok(out);
-            }
+        if let Some(out) = self.encode_fused(texts)? {
+            return Ok(out);
         }
         let bags = self.bags(texts)?;
         let mut out = crate::cpu::embedding_bag(&self.table, &bags.as_bags(), Pooling::Sum, Bounds::Error)?;
@@ -395,9 +451,25 @@ impl StaticModel {
     }
 }
 
+/// A model's tokenizer: edo's own pipeline where it runs the file (always, in a browser build),
+/// else HF `tokenizers`.
+#[derive(Clone)]
+enum Tokenizer {
+    Own(Arc<Pipeline>),
+    #[cfg(native)]
+    Hf(Box<tokenizers::Tokenizer>),
+}
+
+/// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
+#[derive(Default)]
+struct Buffers {
+    scratch: wordpiece::Scratch,
+    pipeline: pipeline::Buffers,
+}
+
 /// A `tokenizer.json`, read: the tokenizer and what model2vec derives from its vocabulary.
 struct Vocabulary {
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: Tokenizer,
     /// Token ids the tokenizer can produce (the largest + 1).
     vocab_size: usize,
     median_token_length: usize,
@@ -437,11 +509,13 @@ fn json_depth(json: &[u8]) -> usize {
 }
 
 /// Each precompiled normaliser in `normalizer` (a tokenizer.json's, sequences included) read on
-/// its own, where tokenizers returns its error rather than panicking on it.
+/// its own, where its reader returns an error rather than panicking on it (as `tokenizers` 0.22
+/// does).
+#[cfg(native)]
 fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
     match normalizer {
         serde_json::Value::Object(o) if o.get("type").and_then(|t| t.as_str()) == Some("Precompiled") => {
-            <tokenizers::normalizers::Precompiled as serde::Deserialize>::deserialize(normalizer)
+            <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(normalizer)
                 .map(drop)
                 .map_err(|e| bad(format!("tokenizer.json: a precompiled normaliser that is not one: {e}")))
         }
@@ -452,56 +526,80 @@ fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
 }
 
 /// `tokenizers::Tokenizer::from_bytes`, checked first for what makes tokenizers 0.22 panic
-/// (`expect`) instead of returning an error: text that is not UTF-8 in a decoder, nesting past
-/// serde_json's limit, a precompiled normaliser whose charsmap is not one (`normalizer`, the
-/// file's). Natively any other panic of its deserialisers is caught and becomes the error too (a
-/// browser build aborts on panics: there the checks are what stands).
-fn load_tokenizer(bytes: &[u8], normalizer: Option<&serde_json::Value>) -> Result<tokenizers::Tokenizer, Error> {
-    std::str::from_utf8(bytes).map_err(|e| bad(format!("tokenizer.json is not UTF-8 text: {e}")))?;
-    let depth = json_depth(bytes);
-    if depth > MAX_JSON_DEPTH {
-        return Err(bad(format!("tokenizer.json nests {depth} arrays and objects deep (at most {MAX_JSON_DEPTH})")));
+/// (`expect`) instead of returning an error: nesting past serde_json's limit, a precompiled
+/// normaliser whose charsmap is not one. Any other panic of its deserialisers is caught and
+/// becomes the error too. (Text that is not UTF-8 is refused before.)
+#[cfg(native)]
+fn load_tokenizer(bytes: &[u8]) -> Result<tokenizers::Tokenizer, Error> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        normalizer: Option<serde_json::Value>,
     }
-    normalizer.map_or(Ok(()), check_precompiled)?;
+    let file: File = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+    file.normalizer.as_ref().map_or(Ok(()), check_precompiled)?;
     let load = || tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")));
-    #[cfg(native)]
-    {
-        std::panic::catch_unwind(load).unwrap_or_else(|panic| {
-            let why = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
-            Err(bad(format!("tokenizer.json: the tokenizers crate could not read it ({why})")))
-        })
-    }
-    #[cfg(web)]
-    load()
+    let mut tokenizer = std::panic::catch_unwind(load).unwrap_or_else(|panic| {
+        let why = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+        Err(bad(format!("tokenizer.json: the tokenizers crate could not read it ({why})")))
+    })?;
+    // edo cuts and truncates itself; padding would add tokens.
+    tokenizer.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
 }
 
 impl Vocabulary {
     fn parse(bytes: &[u8]) -> Result<Vocabulary, Error> {
-        // The model's kind and unknown token: only these fields, not a tree of the whole file (a
-        // fifth of the load time of a 32 000-token BPE as a `serde_json::Value`).
+        // The model's kind: only this field, not a tree of the whole file.
         #[derive(serde::Deserialize)]
         struct File {
             model: Option<Model>,
-            normalizer: Option<serde_json::Value>,
         }
         #[derive(serde::Deserialize)]
         struct Model {
             #[serde(rename = "type")]
             kind: Option<String>,
-            unk_token: Option<String>,
-            unk_id: Option<u64>,
+        }
+        std::str::from_utf8(bytes).map_err(|e| bad(format!("tokenizer.json is not UTF-8 text: {e}")))?;
+        let depth = json_depth(bytes);
+        if depth > MAX_JSON_DEPTH {
+            return Err(bad(format!("tokenizer.json nests {depth} arrays and objects deep (at most {MAX_JSON_DEPTH})")));
         }
         let file: File = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        let model = file.model.unwrap_or(Model { kind: None, unk_token: None, unk_id: None });
-        let kind = model.kind.as_deref().unwrap_or("");
-        if !matches!(kind, "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
-            return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind.into() } });
+        let kind = file.model.and_then(|m| m.kind).unwrap_or_default();
+        if !matches!(kind.as_str(), "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
+            return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind } });
         }
-        let mut tokenizer = load_tokenizer(bytes, file.normalizer.as_ref())?;
-        // edo cuts and truncates itself; padding would add tokens.
-        tokenizer.with_truncation(None).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        tokenizer.with_padding(None);
-        let mut vocab: Vec<(String, u32)> = tokenizer.get_vocab(true).into_iter().collect();
+        let (tokenizer, vocab, unk): (Tokenizer, Vec<(String, u32)>, Option<u32>) = match Pipeline::from_json(bytes) {
+            Ok(parsed) => (Tokenizer::Own(Arc::new(parsed.pipeline)), parsed.vocab.into_iter().collect(), parsed.unk),
+            #[cfg(native)]
+            Err(_) => {
+                // A part only `tokenizers` runs (or a file it may read where edo's parse is
+                // stricter): it reads the file, or says why not.
+                let tokenizer = load_tokenizer(bytes)?;
+                #[derive(serde::Deserialize)]
+                struct Unk {
+                    model: UnkModel,
+                }
+                #[derive(serde::Deserialize)]
+                struct UnkModel {
+                    unk_token: Option<String>,
+                    unk_id: Option<u64>,
+                }
+                let m: Unk = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+                let unk = match kind.as_str() {
+                    "Unigram" => m.model.unk_id.map(|u| u as u32),
+                    _ => m.model.unk_token.as_deref().and_then(|t| tokenizer.token_to_id(t)),
+                };
+                let vocab = tokenizer.get_vocab(true).into_iter().collect();
+                (Tokenizer::Hf(Box::new(tokenizer)), vocab, unk)
+            }
+            #[cfg(web)]
+            Err(pipeline::Refusal::Unsupported(part)) => return Err(Error::TokenizerPart { part }),
+            #[cfg(web)]
+            Err(pipeline::Refusal::Bad(why)) => return Err(bad(format!("tokenizer.json: {why}"))),
+        };
+        let mut vocab = vocab;
         vocab.sort_by_key(|(_, id)| *id);
         let vocab_size = vocab.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
         // model2vec: int(np.median(lengths in characters)), the vocabulary in id order.
@@ -511,10 +609,6 @@ impl Vocabulary {
             0 => 0,
             n if n % 2 == 1 => lengths[n / 2],
             n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
-        };
-        let unk = match kind {
-            "Unigram" => model.unk_id.map(|u| u as u32),
-            _ => model.unk_token.as_deref().and_then(|t| tokenizer.token_to_id(t)),
         };
         // Its own parse of the file (the vocabulary as JSON): only for a WordPiece model.
         let fast = if kind == "WordPiece" { FastWordPiece::from_json(bytes).map(Arc::new) } else { None };
@@ -559,9 +653,12 @@ fn check_weights(weights: Vec<f32>, vocab_size: usize) -> Result<Vec<f32>, Error
 
 impl StaticModel {
     /// [`StaticModel::encode`] in one pass over blocks of texts, a block per core: each text
-    /// tokenized by edo's WordPiece and its rows pooled straight into its vector, then
+    /// tokenized by edo's own tokenizers and its rows pooled straight into its vector, then
     /// normalised. `None` when a text must go to `tokenizers` (then the bags path runs).
-    fn encode_fused(&self, fast: &FastWordPiece, texts: &[&str]) -> Result<Option<Vec<f32>>, Error> {
+    fn encode_fused(&self, texts: &[&str]) -> Result<Option<Vec<f32>>, Error> {
+        if self.fast.is_none() && !self.has_own_tokenizer() {
+            return Ok(None);
+        }
         enum Stop {
             Fallback,
             Failed(Error),
@@ -575,14 +672,16 @@ impl StaticModel {
             // Each thread's buffers live on from call to call: a call of one text allocated more
             // than it computed.
             thread_local! {
-                static BUFFERS: std::cell::RefCell<(wordpiece::Scratch, Vec<u32>, Vec<f32>)> = Default::default();
+                static BUFFERS: std::cell::RefCell<(Buffers, Vec<u32>, Vec<f32>)> = Default::default();
             }
-            BUFFERS.with_borrow_mut(|(scratch, ids, row)| {
+            BUFFERS.with_borrow_mut(|(buffers, ids, row)| {
                 row.resize(dim, 0.0);
                 for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
                     ids.clear();
-                    if !fast.encode(cut[first + j], limit, scratch, ids) {
-                        return Some(Stop::Fallback);
+                    match self.encode_own(cut[first + j], limit, buffers, ids) {
+                        Ok(true) => ids.truncate(limit),
+                        Ok(false) => return Some(Stop::Fallback),
+                        Err(e) => return Some(Stop::Failed(e)),
                     }
                     if let Some(unk) = self.unk {
                         ids.retain(|&id| id != unk);

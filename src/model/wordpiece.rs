@@ -18,15 +18,8 @@ use unicode_normalization_alignments::UnicodeNormalization;
 /// A WordPiece tokenizer that gives ids only (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct FastWordPiece {
-    clean_text: bool,
-    handle_chinese_chars: bool,
-    strip_accents: bool,
-    lowercase: bool,
-    /// The pieces that start a word, and those that continue one (without the prefix).
-    starts: Trie,
-    continuations: Trie,
-    unk: u32,
-    max_input_chars_per_word: usize,
+    normalizer: BertNormalizer,
+    pieces: Pieces,
     /// Added tokens, as written and normalised: a text holding one goes to `tokenizers`.
     added: Vec<String>,
     /// The first bytes of `added`: a text without any of them holds none (one scan, not one per
@@ -37,7 +30,7 @@ pub(crate) struct FastWordPiece {
 /// Buffers one thread reuses from text to text.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    normalized: String,
+    pub(crate) normalized: String,
     cleaned: String,
     stripped: String,
 }
@@ -61,44 +54,19 @@ impl FastWordPiece {
     /// anything else.
     pub(crate) fn from_json(bytes: &[u8]) -> Option<FastWordPiece> {
         let json: Json = serde_json::from_slice(bytes).ok()?;
-        let n = json.normalizer?;
-        if n["type"] != "BertNormalizer" || json.pre_tokenizer?["type"] != "BertPreTokenizer" || json.model["type"] != "WordPiece" {
+        if json.pre_tokenizer?["type"] != "BertPreTokenizer" {
             return None;
         }
-        let flag = |v: &serde_json::Value, default: bool| if v.is_null() { Some(default) } else { v.as_bool() };
-        let lowercase = flag(&n["lowercase"], true)?;
-        let m = &json.model;
-        let prefix = m["continuing_subword_prefix"].as_str().unwrap_or("##");
-        let vocab = m["vocab"].as_object()?;
-        let unk = u32::try_from(vocab.get(m["unk_token"].as_str().unwrap_or("[UNK]"))?.as_u64()?).ok()?;
-        let (mut starts, mut continuations) = (Trie::default(), Trie::default());
-        for (token, id) in vocab {
-            let id = u32::try_from(id.as_u64()?).ok()?;
-            // `tokenizers` looks a word's first piece up as it is and a later one as prefix +
-            // piece, in one map: every token can start a word; those with the prefix continue one.
-            starts.insert(token, id);
-            if let Some(rest) = token.strip_prefix(prefix) {
-                continuations.insert(rest, id);
-            }
-        }
-        starts.finish();
-        continuations.finish();
         let mut fast = FastWordPiece {
-            clean_text: flag(&n["clean_text"], true)?,
-            handle_chinese_chars: flag(&n["handle_chinese_chars"], true)?,
-            strip_accents: flag(&n["strip_accents"], lowercase)?,
-            lowercase,
-            starts,
-            continuations,
-            unk,
-            max_input_chars_per_word: usize::try_from(m["max_input_chars_per_word"].as_u64().unwrap_or(100)).ok()?,
+            normalizer: BertNormalizer::from_json(&json.normalizer?)?,
+            pieces: Pieces::from_json(&json.model)?,
             added: Vec::new(),
             added_first: [false; 256],
         };
         let mut added = Vec::new();
         let mut scratch = Scratch::default();
         for t in json.added_tokens.into_iter().filter(|t| !t.content.is_empty()) {
-            fast.normalize(&t.content, &mut scratch);
+            fast.normalizer.normalize(&t.content, &mut scratch);
             added.push(t.content);
             if !scratch.normalized.is_empty() {
                 added.push(scratch.normalized.clone());
@@ -115,7 +83,7 @@ impl FastWordPiece {
     /// gives them), at most `limit` of them; `false` (and nothing appended) where the text must go
     /// to `tokenizers` instead.
     pub(crate) fn encode(&self, text: &str, limit: usize, scratch: &mut Scratch, ids: &mut Vec<u32>) -> bool {
-        self.normalize(text, scratch);
+        self.normalizer.normalize(text, scratch);
         let normalized = scratch.normalized.as_str();
         let may_hold = |s: &str| s.bytes().any(|b| self.added_first[b as usize]);
         if (may_hold(text) || may_hold(normalized)) && self.added.iter().any(|a| text.contains(a.as_str()) || normalized.contains(a.as_str())) {
@@ -132,10 +100,10 @@ impl FastWordPiece {
                     continue;
                 }
                 if start < i {
-                    self.word(&normalized[start..i], ids);
+                    self.pieces.word(&normalized[start..i], ids);
                 }
                 if class == PUNCT {
-                    self.word(&normalized[i..i + 1], ids);
+                    self.pieces.word(&normalized[i..i + 1], ids);
                 }
                 start = i + 1;
                 if ids.len() >= end {
@@ -143,28 +111,78 @@ impl FastWordPiece {
                 }
             }
             if start < bytes.len() && ids.len() < end {
-                self.word(&normalized[start..], ids);
+                self.pieces.word(&normalized[start..], ids);
             }
             ids.truncate(end);
             return true;
         }
-        for word in normalized.split(char::is_whitespace) {
-            // BertPreTokenizer: each punctuation character is a word of its own.
-            let mut rest = word;
-            while !rest.is_empty() && ids.len() < end {
-                let cut = rest.char_indices().find(|&(_, c)| is_bert_punc(c)).map(|(i, c)| if i == 0 { c.len_utf8() } else { i });
-                let (piece, tail) = rest.split_at(cut.unwrap_or(rest.len()));
-                self.word(piece, ids);
-                rest = tail;
-            }
-        }
+        bert_words(normalized, |piece| {
+            self.pieces.word(piece, ids);
+            ids.len() < end
+        });
         ids.truncate(end);
         true
+    }
+}
+
+/// BertPreTokenizer: `text` split at whitespace (dropped), each punctuation character a word of
+/// its own; `word` is called on each word until it returns `false`.
+pub(crate) fn bert_words(text: &str, mut word: impl FnMut(&str) -> bool) {
+    for w in text.split(char::is_whitespace) {
+        let mut rest = w;
+        while !rest.is_empty() {
+            let cut = rest.char_indices().find(|&(_, c)| is_bert_punc(c)).map(|(i, c)| if i == 0 { c.len_utf8() } else { i });
+            let (piece, tail) = rest.split_at(cut.unwrap_or(rest.len()));
+            if !word(piece) {
+                return;
+            }
+            rest = tail;
+        }
+    }
+}
+
+/// A WordPiece model (`tokenizers`' `WordPiece`): the vocabulary's pieces as tries, the unknown
+/// token, the longest word it splits.
+#[derive(Clone, Debug)]
+pub(crate) struct Pieces {
+    /// The pieces that start a word, and those that continue one (without the prefix).
+    starts: Trie,
+    continuations: Trie,
+    unk: u32,
+    max_input_chars_per_word: usize,
+}
+
+impl Pieces {
+    /// The model of a tokenizer.json's `model` object, when it is a WordPiece one edo can run.
+    pub(crate) fn from_json(m: &serde_json::Value) -> Option<Pieces> {
+        if m["type"] != "WordPiece" {
+            return None;
+        }
+        let prefix = m["continuing_subword_prefix"].as_str().unwrap_or("##");
+        let vocab = m["vocab"].as_object()?;
+        let unk = u32::try_from(vocab.get(m["unk_token"].as_str().unwrap_or("[UNK]"))?.as_u64()?).ok()?;
+        let (mut starts, mut continuations) = (Trie::default(), Trie::default());
+        for (token, id) in vocab {
+            let id = u32::try_from(id.as_u64()?).ok()?;
+            // `tokenizers` looks a word's first piece up as it is and a later one as prefix +
+            // piece, in one map: every token can start a word; those with the prefix continue one.
+            starts.insert(token, id);
+            if let Some(rest) = token.strip_prefix(prefix) {
+                continuations.insert(rest, id);
+            }
+        }
+        starts.finish();
+        continuations.finish();
+        let max_input_chars_per_word = match &m["max_input_chars_per_word"] {
+            serde_json::Value::Null => 100,
+            v => usize::try_from(v.as_u64()?).ok()?,
+        };
+        Some(Pieces { starts, continuations, unk, max_input_chars_per_word })
     }
 
     /// WordPiece of one pre-tokenized word: the longest piece in the vocabulary, then the longest
     /// continuation, and so on; a word with a part no piece matches (or too long) is unknown.
-    fn word(&self, word: &str, ids: &mut Vec<u32>) {
+    pub(crate) fn word(&self, word: &str, ids: &mut Vec<u32>) {
         let first = ids.len();
         // Characters, counted only when the bytes could exceed the limit.
         if word.len() > self.max_input_chars_per_word && word.chars().count() > self.max_input_chars_per_word {
@@ -189,10 +207,37 @@ impl FastWordPiece {
             }
         }
     }
+}
+
+/// `tokenizers`' `BertNormalizer`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BertNormalizer {
+    clean_text: bool,
+    handle_chinese_chars: bool,
+    strip_accents: bool,
+    lowercase: bool,
+}
+
+impl BertNormalizer {
+    /// The normaliser of a tokenizer.json's `normalizer` object, when it is a `BertNormalizer`.
+    pub(crate) fn from_json(n: &serde_json::Value) -> Option<BertNormalizer> {
+        if n["type"] != "BertNormalizer" {
+            return None;
+        }
+        let flag = |v: &serde_json::Value, default: bool| if v.is_null() { Some(default) } else { v.as_bool() };
+        let lowercase = flag(&n["lowercase"], true)?;
+        Some(BertNormalizer {
+            clean_text: flag(&n["clean_text"], true)?,
+            handle_chinese_chars: flag(&n["handle_chinese_chars"], true)?,
+            strip_accents: flag(&n["strip_accents"], lowercase)?,
+            lowercase,
+        })
+    }
 
     /// `BertNormalizer`: clean (control characters dropped, whitespace to spaces), CJK ideographs
-    /// spaced, accents stripped (NFD, nonspacing marks dropped), lowercased — in that order.
-    fn normalize(&self, text: &str, scratch: &mut Scratch) {
+    /// spaced, accents stripped (NFD, nonspacing marks dropped), lowercased — in that order. The
+    /// result is `scratch.normalized`.
+    pub(crate) fn normalize(&self, text: &str, scratch: &mut Scratch) {
         let out = &mut scratch.normalized;
         out.clear();
         if text.is_ascii() {
@@ -252,7 +297,7 @@ impl FastWordPiece {
 /// each node holds the id of the piece ending there. Pieces are UTF-8, so every match ends on a
 /// character boundary. One step is a scan of a few bytes, not a hash lookup.
 #[derive(Clone, Debug, Default)]
-struct Trie {
+pub(crate) struct Trie {
     /// Per node: where its children start in `child_bytes`/`child_nodes`, and how many.
     first: Vec<u32>,
     count: Vec<u16>,
@@ -267,7 +312,7 @@ struct Trie {
 }
 
 impl Trie {
-    fn insert(&mut self, piece: &str, id: u32) {
+    pub(crate) fn insert(&mut self, piece: &str, id: u32) {
         if self.ids.is_empty() {
             self.ids.push(None);
         }
@@ -283,7 +328,7 @@ impl Trie {
     }
 
     /// Lays the edges out flat (after the last `insert`).
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let n = self.ids.len().max(1);
         self.ids.resize(n, None);
         let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new(); n];
@@ -315,7 +360,7 @@ impl Trie {
     }
 
     /// The id and byte length of the longest piece that `bytes` starts with (not the empty one).
-    fn longest_prefix(&self, bytes: &[u8]) -> Option<(u32, usize)> {
+    pub(crate) fn longest_prefix(&self, bytes: &[u8]) -> Option<(u32, usize)> {
         if self.root.is_empty() {
             return None;
         }
@@ -331,6 +376,23 @@ impl Trie {
             }
         }
         found
+    }
+
+    /// Each piece that `bytes` starts with, shortest first: `f(id, byte length)`.
+    pub(crate) fn prefixes(&self, bytes: &[u8], mut f: impl FnMut(u32, usize)) {
+        if self.root.is_empty() {
+            return;
+        }
+        let mut node = 0u32;
+        for (i, &b) in bytes.iter().enumerate() {
+            match self.child(node, b) {
+                Some(next) => node = next,
+                None => return,
+            }
+            if let Some(id) = self.ids[node as usize] {
+                f(id, i + 1);
+            }
+        }
     }
 }
 

@@ -1,0 +1,889 @@
+//! edo's own tokenizer: the parts of HF `tokenizers`' pipeline that static embedding models use,
+//! computing token ids and nothing else — the tokenizer of browser builds (which leave the
+//! `tokenizers` crate, its regex engines and their Unicode tables out of the `.wasm`), and
+//! natively the fast path of every tokenizer it can run.
+//!
+//! Read from `tokenizers` 0.22's source and tested against it (tests/model.rs): the added tokens
+//! split out of the text as written, then of each normalised piece (leftmost longest, `lstrip`
+//! and `rstrip` honoured); each remaining piece normalised, pre-tokenized and run through the
+//! model. What it runs:
+//! - normalizers: `BertNormalizer`, `Prepend`, `Replace` (a string pattern), `NFC`, `NFD`,
+//!   `NFKC`, `NFKD`, `Lowercase`, `Strip`, `StripAccents`, `Precompiled` (SentencePiece's
+//!   charsmap), and `Sequence`s of them;
+//! - pre-tokenizers: `BertPreTokenizer`, `Metaspace`, `WhitespaceSplit`, and `Sequence`s of them;
+//! - models: `WordPiece`, `BPE` (byte fallback, unknown-token fusing, subword prefix and word
+//!   suffix, `ignore_merges`; no dropout), `Unigram` (SentencePiece's Viterbi, byte fallback),
+//!   `WordLevel`.
+//!
+//! Anything else (a regex `Split`, `ByteLevel`, BPE dropout, an added token matched as a single
+//! word, …) is refused by name: natively the model then tokenizes with `tokenizers`; in a browser
+//! build loading it fails with [`Error::TokenizerPart`](crate::Error::TokenizerPart).
+
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
+use unicode_normalization_alignments::UnicodeNormalization;
+
+use super::wordpiece::{bert_words, BertNormalizer, Pieces, Scratch, Trie};
+
+/// A tokenizer.json, read into the parts edo runs (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct Pipeline {
+    normalizers: Vec<Normalizer>,
+    pre_tokenizers: Vec<PreTokenizer>,
+    model: Model,
+    /// Added tokens matched in the text as written (`normalized: false`), and in each normalised
+    /// piece (`normalized: true`, their content normalised).
+    raw: Added,
+    normalized: Added,
+}
+
+/// What a tokenizer.json holds besides its pipeline: every token with its id (the model's
+/// vocabulary and the added tokens, as `tokenizers`' `get_vocab(true)`).
+pub(crate) struct Parsed {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) vocab: FxHashMap<String, u32>,
+    /// The unknown token's id.
+    pub(crate) unk: Option<u32>,
+}
+
+/// Why a tokenizer.json is not one edo's own tokenizer runs.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A part it does not run, named.
+    Unsupported(String),
+    /// A file that is not a tokenizer.json (or one `tokenizers` would refuse).
+    Bad(String),
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::Unsupported(what.into()))
+}
+
+fn bad<T>(what: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::Bad(what.into()))
+}
+
+#[derive(Clone, Debug)]
+enum Normalizer {
+    Bert(BertNormalizer),
+    Prepend(String),
+    Replace { pattern: String, content: String },
+    Nfc,
+    Nfd,
+    Nfkc,
+    Nfkd,
+    Lowercase,
+    Strip { left: bool, right: bool },
+    StripAccents,
+    Precompiled(Box<spm_precompiled::Precompiled>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PrependScheme {
+    Always,
+    First,
+    Never,
+}
+
+#[derive(Clone, Debug)]
+enum PreTokenizer {
+    Bert,
+    Metaspace { replacement: char, prepend: PrependScheme, split: bool },
+    WhitespaceSplit,
+}
+
+#[derive(Clone, Debug)]
+enum Model {
+    WordPiece(Pieces),
+    Bpe(Bpe),
+    Unigram(Unigram),
+    WordLevel { vocab: FxHashMap<String, u32>, unk: Option<u32> },
+}
+
+#[derive(serde::Deserialize)]
+struct Json {
+    #[serde(default)]
+    added_tokens: Vec<AddedJson>,
+    normalizer: Option<serde_json::Value>,
+    pre_tokenizer: Option<serde_json::Value>,
+    model: ModelJson,
+}
+
+#[derive(serde::Deserialize)]
+struct AddedJson {
+    content: String,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+    #[serde(default = "yes")]
+    normalized: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(serde::Deserialize)]
+struct ModelJson {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    vocab: Option<VocabJson>,
+    merges: Option<Vec<MergeJson>>,
+    unk_token: Option<String>,
+    unk_id: Option<usize>,
+    continuing_subword_prefix: Option<String>,
+    end_of_word_suffix: Option<String>,
+    fuse_unk: Option<bool>,
+    byte_fallback: Option<bool>,
+    ignore_merges: Option<bool>,
+    dropout: Option<f64>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum VocabJson {
+    Map(FxHashMap<String, u32>),
+    Scored(Vec<(String, f64)>),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum MergeJson {
+    Pair(String, String),
+    Line(String),
+}
+
+impl Refusal {
+    /// What it says.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Refusal::Unsupported(part) => part.clone(),
+            Refusal::Bad(why) => format!("a file it cannot read ({why})"),
+        }
+    }
+}
+
+impl Pipeline {
+    /// The pipeline of a tokenizer.json, or why edo's own tokenizer does not run it.
+    pub(crate) fn from_json(bytes: &[u8]) -> Result<Parsed, Refusal> {
+        let json: Json = serde_json::from_slice(bytes).map_err(|e| Refusal::Bad(e.to_string()))?;
+        let mut normalizers = Vec::new();
+        if let Some(n) = &json.normalizer {
+            normalizer(n, &mut normalizers)?;
+        }
+        let mut pre_tokenizers = Vec::new();
+        if let Some(p) = &json.pre_tokenizer {
+            pre_tokenizer(p, &mut pre_tokenizers)?;
+        }
+        let (model, mut vocab, unk_token, unk_id) = model(json.model, bytes)?;
+        let model_size = vocab.len() as u32;
+
+        // `tokenizers`' AddedVocabulary::add_tokens: a token already in the vocabulary keeps its
+        // id, a new one takes the next id past the vocabulary.
+        let mut pipeline = Pipeline { normalizers, pre_tokenizers, model, raw: Added::default(), normalized: Added::default() };
+        let mut next = model_size;
+        let mut seen = FxHashMap::default();
+        for t in json.added_tokens.into_iter().filter(|t| !t.content.is_empty()) {
+            if t.single_word {
+                return unsupported(format!("an added token matched as a single word ({:?})", t.content));
+            }
+            if seen.insert(t.content.clone(), ()).is_some() {
+                return unsupported(format!("an added token listed twice ({:?})", t.content));
+            }
+            let id = match vocab.get(&t.content) {
+                Some(&id) => id,
+                None => {
+                    next += 1;
+                    next - 1
+                }
+            };
+            vocab.insert(t.content.clone(), id);
+            let token = AddedToken { id, lstrip: t.lstrip, rstrip: t.rstrip };
+            if t.normalized {
+                let mut content = String::new();
+                pipeline.normalize(&t.content, &mut content, &mut Scratch::default());
+                pipeline.normalized.push(content, token);
+            } else {
+                pipeline.raw.push(t.content, token);
+            }
+        }
+        pipeline.raw.finish();
+        pipeline.normalized.finish();
+        // The unknown token's id as `tokenizers`' `token_to_id` gives it (added tokens included).
+        let unk = unk_id.or_else(|| unk_token.and_then(|t| vocab.get(&t).copied()));
+        Ok(Parsed { pipeline, vocab, unk })
+    }
+
+    /// Appends the ids of `text` to `ids`.
+    pub(crate) fn encode(&self, text: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        // Added tokens in the text as written, then in each normalised piece between them.
+        let mut start = 0;
+        let mut result = Ok(());
+        self.raw.split(text, |piece, token| {
+            if result.is_err() {
+                return;
+            }
+            match token {
+                Some(id) => ids.push(id),
+                None => result = self.encode_piece(piece, start, buffers, ids),
+            }
+            start += piece.len();
+        });
+        result
+    }
+
+    /// One piece between added tokens (at byte `offset` of the text): normalised, its added
+    /// tokens split out, the rest pre-tokenized and run through the model.
+    fn encode_piece(&self, piece: &str, offset: usize, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        let mut normalized = std::mem::take(&mut buffers.normalized);
+        self.normalize(piece, &mut normalized, &mut buffers.scratch);
+        let mut result = Ok(());
+        self.normalized.split(&normalized, |part, token| {
+            if result.is_err() || part.is_empty() {
+                return;
+            }
+            match token {
+                Some(id) => ids.push(id),
+                // Metaspace's "first" scheme: the part that starts the text.
+                None => result = self.pre_tokenize(part, offset == 0 && starts(&normalized, part), 0, buffers, ids),
+            }
+        });
+        buffers.normalized = normalized;
+        result
+    }
+
+    /// `text` through the normalizers, into `out`.
+    fn normalize(&self, text: &str, out: &mut String, scratch: &mut Scratch) {
+        out.clear();
+        out.push_str(text);
+        let mut next = String::new();
+        for n in &self.normalizers {
+            next.clear();
+            match n {
+                Normalizer::Bert(b) => {
+                    b.normalize(out, scratch);
+                    next.push_str(&scratch.normalized);
+                }
+                Normalizer::Prepend(p) => {
+                    if !out.is_empty() {
+                        next.push_str(p);
+                        next.push_str(out);
+                    }
+                }
+                Normalizer::Replace { pattern, content } => {
+                    if pattern.is_empty() {
+                        next.push_str(out);
+                    } else {
+                        next.push_str(&out.replace(pattern.as_str(), content));
+                    }
+                }
+                Normalizer::Nfc => next.extend(out.nfc().map(|(c, _)| c)),
+                Normalizer::Nfd => next.extend(out.nfd().map(|(c, _)| c)),
+                Normalizer::Nfkc => next.extend(out.nfkc().map(|(c, _)| c)),
+                Normalizer::Nfkd => next.extend(out.nfkd().map(|(c, _)| c)),
+                Normalizer::Lowercase => next.extend(out.chars().flat_map(char::to_lowercase)),
+                Normalizer::Strip { left, right } => {
+                    let mut s = out.as_str();
+                    if *left {
+                        s = s.trim_start_matches(char::is_whitespace);
+                    }
+                    if *right {
+                        s = s.trim_end_matches(char::is_whitespace);
+                    }
+                    next.push_str(s);
+                }
+                Normalizer::StripAccents => next.extend(out.chars().filter(|&c| !unicode_normalization_alignments::char::is_combining_mark(c))),
+                Normalizer::Precompiled(p) => next.push_str(&p.normalize_string(out)),
+            }
+            std::mem::swap(out, &mut next);
+        }
+    }
+
+    /// `text` through pre-tokenizers `k..` (`first`: it starts the text), each word through the
+    /// model.
+    fn pre_tokenize(&self, text: &str, first: bool, k: usize, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        let Some(pre) = self.pre_tokenizers.get(k) else {
+            return self.model.tokenize(text, buffers, ids);
+        };
+        let mut result = Ok(());
+        match pre {
+            PreTokenizer::Bert => bert_words(text, |w| {
+                result = self.pre_tokenize(w, first && starts(text, w), k + 1, buffers, ids);
+                result.is_ok()
+            }),
+            PreTokenizer::WhitespaceSplit => {
+                for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+                    self.pre_tokenize(w, first && starts(text, w), k + 1, buffers, ids)?;
+                }
+            }
+            PreTokenizer::Metaspace { replacement, prepend, split } => {
+                let mut s = String::with_capacity(text.len() + 3);
+                let prepend = match prepend {
+                    PrependScheme::Always => true,
+                    PrependScheme::First => first,
+                    PrependScheme::Never => false,
+                };
+                // `tokenizers` prepends to a non-empty text that does not start with it.
+                if prepend && !text.is_empty() && !text.starts_with(' ') && !text.starts_with(*replacement) {
+                    s.push(*replacement);
+                }
+                s.extend(text.chars().map(|c| if c == ' ' { *replacement } else { c }));
+                if !split {
+                    return self.pre_tokenize(&s, first, k + 1, buffers, ids);
+                }
+                // Each replacement starts a word (merged with the next).
+                let mut start = 0;
+                for (i, _) in s.match_indices(*replacement) {
+                    if i > start {
+                        self.pre_tokenize(&s[start..i], first && start == 0, k + 1, buffers, ids)?;
+                    }
+                    start = i;
+                }
+                if start < s.len() {
+                    self.pre_tokenize(&s[start..], first && start == 0, k + 1, buffers, ids)?;
+                }
+            }
+        }
+        result
+    }
+}
+
+/// Whether `part`, a slice of `text`, starts it.
+fn starts(text: &str, part: &str) -> bool {
+    std::ptr::eq(text.as_ptr(), part.as_ptr())
+}
+
+/// Buffers one thread reuses from text to text.
+#[derive(Default)]
+pub(crate) struct Buffers {
+    scratch: Scratch,
+    normalized: String,
+    symbols: Vec<Symbol>,
+    heap: BinaryHeap<Merge>,
+    best: Vec<(f64, u32, u32)>,
+}
+
+fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Refusal> {
+    let kind = n["type"].as_str().unwrap_or("");
+    let flag = |name: &str, default: bool| match &n[name] {
+        serde_json::Value::Null => Ok(default),
+        v => v.as_bool().ok_or_else(|| Refusal::Bad(format!("{kind}.{name} is not true or false"))),
+    };
+    out.push(match kind {
+        "Sequence" => {
+            for n in n["normalizers"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                normalizer(n, out)?;
+            }
+            return Ok(());
+        }
+        "BertNormalizer" => match BertNormalizer::from_json(n) {
+            Some(b) => Normalizer::Bert(b),
+            None => return bad("a BertNormalizer with a switch that is not true or false"),
+        },
+        "Prepend" => match n["prepend"].as_str() {
+            Some(p) => Normalizer::Prepend(p.to_string()),
+            None => return bad("a Prepend normalizer without its text"),
+        },
+        "Replace" => match (n["pattern"]["String"].as_str(), n["content"].as_str()) {
+            (Some(pattern), Some(content)) => Normalizer::Replace { pattern: pattern.into(), content: content.into() },
+            _ if !n["pattern"]["Regex"].is_null() => return unsupported("a Replace normalizer with a regex"),
+            _ => return bad("a Replace normalizer without its pattern or content"),
+        },
+        "NFC" => Normalizer::Nfc,
+        "NFD" => Normalizer::Nfd,
+        "NFKC" => Normalizer::Nfkc,
+        "NFKD" => Normalizer::Nfkd,
+        "Lowercase" => Normalizer::Lowercase,
+        "Strip" => Normalizer::Strip { left: flag("strip_left", true)?, right: flag("strip_right", true)? },
+        "StripAccents" => Normalizer::StripAccents,
+        "Precompiled" => match <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(n) {
+            Ok(p) => Normalizer::Precompiled(Box::new(p)),
+            Err(e) => return bad(format!("a precompiled normaliser that is not one: {e}")),
+        },
+        other => return unsupported(format!("the normalizer {other:?}")),
+    });
+    Ok(())
+}
+
+fn pre_tokenizer(p: &serde_json::Value, out: &mut Vec<PreTokenizer>) -> Result<(), Refusal> {
+    let kind = p["type"].as_str().unwrap_or("");
+    out.push(match kind {
+        "Sequence" => {
+            for p in p["pretokenizers"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                pre_tokenizer(p, out)?;
+            }
+            return Ok(());
+        }
+        "BertPreTokenizer" => PreTokenizer::Bert,
+        "WhitespaceSplit" => PreTokenizer::WhitespaceSplit,
+        "Metaspace" => {
+            let mut chars = p["replacement"].as_str().unwrap_or("").chars();
+            let (Some(replacement), None) = (chars.next(), chars.next()) else {
+                return bad("a Metaspace pre-tokenizer whose replacement is not one character");
+            };
+            let prepend = match p["prepend_scheme"].as_str() {
+                None | Some("always") => PrependScheme::Always,
+                Some("first") => PrependScheme::First,
+                Some("never") => PrependScheme::Never,
+                Some(other) => return bad(format!("a Metaspace prepend_scheme {other:?}")),
+            };
+            let prepend = match (p["add_prefix_space"].as_bool(), prepend) {
+                (Some(false), PrependScheme::Never) => PrependScheme::Never,
+                (Some(false), _) if p["prepend_scheme"].is_null() => PrependScheme::Never,
+                (Some(false), _) => return bad("add_prefix_space does not match declared prepend_scheme"),
+                _ => prepend,
+            };
+            PreTokenizer::Metaspace { replacement, prepend, split: p["split"].as_bool().unwrap_or(true) }
+        }
+        other => return unsupported(format!("the pre-tokenizer {other:?}")),
+    });
+    Ok(())
+}
+
+/// The model of a tokenizer.json, its vocabulary, and its unknown token (by name, or a Unigram
+/// model's by id).
+type ModelParts = (Model, FxHashMap<String, u32>, Option<String>, Option<u32>);
+
+fn model(mut m: ModelJson, bytes: &[u8]) -> Result<ModelParts, Refusal> {
+    let kind = m.kind.clone().unwrap_or_default();
+    let unk_token = m.unk_token.clone();
+    match (kind.as_str(), m.vocab.take()) {
+        ("WordPiece", Some(VocabJson::Map(vocab))) => {
+            // The WordPiece tries are built from the model object as JSON.
+            #[derive(serde::Deserialize)]
+            struct Only {
+                model: serde_json::Value,
+            }
+            let only: Only = serde_json::from_slice(bytes).map_err(|e| Refusal::Bad(e.to_string()))?;
+            match Pieces::from_json(&only.model) {
+                Some(p) => Ok((Model::WordPiece(p), vocab, unk_token, None)),
+                None => bad("a WordPiece model without its unknown token in the vocabulary"),
+            }
+        }
+        ("WordLevel", Some(VocabJson::Map(vocab))) => {
+            // `tokenizers`' WordLevel falls back on "<unk>" when the file names no unknown token.
+            let fallback = vocab.get(m.unk_token.as_deref().unwrap_or("<unk>")).copied();
+            Ok((Model::WordLevel { vocab: vocab.clone(), unk: fallback }, vocab, unk_token, None))
+        }
+        ("BPE", Some(VocabJson::Map(vocab))) => {
+            if m.dropout.is_some_and(|d| d != 0.0) {
+                return unsupported("BPE dropout");
+            }
+            let merges = m.merges.take().unwrap_or_default();
+            let bpe = Bpe::new(&vocab, merges, &m)?;
+            Ok((Model::Bpe(bpe), vocab, unk_token, None))
+        }
+        ("Unigram", Some(VocabJson::Scored(pieces))) => {
+            let unigram = Unigram::new(pieces, m.unk_id, m.byte_fallback.unwrap_or(false))?;
+            let vocab = unigram.ids.clone();
+            Ok((Model::Unigram(unigram), vocab, None, m.unk_id.map(|u| u as u32)))
+        }
+        ("WordPiece" | "WordLevel" | "BPE" | "Unigram", _) => bad(format!("a {kind} model without a vocabulary of its kind")),
+        (other, _) => unsupported(format!("the model {other:?}")),
+    }
+}
+
+impl Model {
+    /// Appends the ids of one pre-tokenized word.
+    fn tokenize(&self, word: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        if word.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Model::WordPiece(p) => p.word(word, ids),
+            Model::WordLevel { vocab, unk } => match vocab.get(word).copied().or(*unk) {
+                Some(id) => ids.push(id),
+                None => return Err("WordLevel: a word outside the vocabulary, and no unknown token".into()),
+            },
+            Model::Bpe(b) => b.word(word, buffers, ids)?,
+            Model::Unigram(u) => u.word(word, buffers, ids)?,
+        }
+        Ok(())
+    }
+}
+
+/// Added tokens, matched leftmost longest (as `tokenizers`' Aho-Corasick automaton does).
+#[derive(Clone, Debug, Default)]
+struct Added {
+    /// Tokens by their first byte, longest first.
+    by_first: Vec<Vec<(String, AddedToken)>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct AddedToken {
+    id: u32,
+    lstrip: bool,
+    rstrip: bool,
+}
+
+impl Added {
+    fn push(&mut self, content: String, token: AddedToken) {
+        if content.is_empty() {
+            return;
+        }
+        if self.by_first.is_empty() {
+            self.by_first = vec![Vec::new(); 256];
+        }
+        self.by_first[content.as_bytes()[0] as usize].push((content, token));
+    }
+
+    fn finish(&mut self) {
+        for tokens in &mut self.by_first {
+            // Longest first; the first listed among equal lengths (equal contents are refused).
+            tokens.sort_by_key(|(c, _)| std::cmp::Reverse(c.len()));
+        }
+    }
+
+    /// Calls `f` on the pieces of `text` in order: a piece between tokens with `None` (never
+    /// empty), a token with its id (its text with the spaces it strips).
+    fn split<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str, Option<u32>)) {
+        if self.by_first.is_empty() {
+            if !text.is_empty() {
+                f(text, None);
+            }
+            return;
+        }
+        let bytes = text.as_bytes();
+        let (mut done, mut i) = (0, 0);
+        while i < bytes.len() {
+            let found = self.by_first[bytes[i] as usize].iter().find(|(c, _)| bytes[i..].starts_with(c.as_bytes()));
+            let Some((content, token)) = found else {
+                i += 1;
+                continue;
+            };
+            let (mut start, mut stop) = (i, i + content.len());
+            if token.lstrip {
+                // The spaces before it, not those a previous token took.
+                start = done.max(text[..start].trim_end_matches(char::is_whitespace).len());
+            }
+            if token.rstrip {
+                stop = text.len() - text[stop..].trim_start_matches(char::is_whitespace).len();
+            }
+            if done < start {
+                f(&text[done..start], None);
+            }
+            f(&text[start..stop], Some(token.id));
+            done = stop;
+            i = stop;
+        }
+        if done < text.len() {
+            f(&text[done..], None);
+        }
+    }
+}
+
+/// A BPE model (`tokenizers`' `BPE` without dropout or its cache).
+#[derive(Clone, Debug)]
+struct Bpe {
+    vocab: FxHashMap<String, u32>,
+    /// Pair of ids → (rank, merged id).
+    merges: FxHashMap<(u32, u32), (u32, u32)>,
+    /// The id of each byte's `<0xXX>` token, when byte fallback is on and all 256 exist.
+    bytes: Option<Vec<Option<u32>>>,
+    unk: Option<Result<u32, String>>,
+    prefix: Option<String>,
+    suffix: Option<String>,
+    fuse_unk: bool,
+    ignore_merges: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Symbol {
+    id: u32,
+    prev: isize,
+    next: isize,
+    len: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Merge {
+    pos: usize,
+    rank: u32,
+    new_id: u32,
+}
+
+impl Ord for Merge {
+    // A min-heap on rank, then position.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.rank.cmp(&self.rank).then(other.pos.cmp(&self.pos))
+    }
+}
+impl PartialOrd for Merge {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Bpe {
+    fn new(vocab: &FxHashMap<String, u32>, merges: Vec<MergeJson>, m: &ModelJson) -> Result<Bpe, Refusal> {
+        let prefix_len = m.continuing_subword_prefix.as_ref().map_or(0, String::len);
+        let mut map = FxHashMap::default();
+        let mut rank = 0u32;
+        for merge in merges {
+            let (a, b) = match merge {
+                MergeJson::Pair(a, b) => (a, b),
+                MergeJson::Line(line) => {
+                    if line.starts_with("#version") {
+                        continue;
+                    }
+                    let mut parts = line.split(' ');
+                    match (parts.next(), parts.next(), parts.next()) {
+                        (Some(a), Some(b), None) => (a.to_string(), b.to_string()),
+                        _ => return bad(format!("merge {} is not two tokens", rank + 1)),
+                    }
+                }
+            };
+            let id = |t: &str| vocab.get(t).copied().ok_or_else(|| Refusal::Bad(format!("the merge token {t:?} is not in the vocabulary")));
+            let Some(tail) = b.get(prefix_len..) else {
+                return bad(format!("the merge token {b:?} is shorter than the subword prefix"));
+            };
+            let merged = id(&format!("{a}{tail}"))?;
+            map.insert((id(&a)?, id(&b)?), (rank, merged));
+            rank += 1;
+        }
+        let bytes = m.byte_fallback.unwrap_or(false).then(|| (0..=255u8).map(|b| vocab.get(&format!("<0x{b:02X}>")).copied()).collect());
+        Ok(Bpe {
+            vocab: vocab.clone(),
+            merges: map,
+            bytes,
+            unk: m.unk_token.as_ref().map(|t| vocab.get(t).copied().ok_or_else(|| format!("BPE: the unknown token {t:?} is not in the vocabulary"))),
+            prefix: m.continuing_subword_prefix.clone(),
+            suffix: m.end_of_word_suffix.clone(),
+            fuse_unk: m.fuse_unk.unwrap_or(false),
+            ignore_merges: m.ignore_merges.unwrap_or(false),
+        })
+    }
+
+    fn word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        if self.ignore_merges {
+            if let Some(&id) = self.vocab.get(w) {
+                ids.push(id);
+                return Ok(());
+            }
+        }
+        let symbols = &mut buffers.symbols;
+        symbols.clear();
+        let add = |symbols: &mut Vec<Symbol>, id: u32, len: usize| {
+            let n = symbols.len() as isize;
+            symbols.push(Symbol { id, prev: n - 1, next: n + 1, len });
+        };
+        let mut unk: Option<(u32, usize)> = None;
+        let mut key = String::new();
+        let mut chars = w.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            let last = chars.peek().is_none();
+            let s = &w[i..i + c.len_utf8()];
+            key.clear();
+            if i > 0 {
+                key.push_str(self.prefix.as_deref().unwrap_or(""));
+            }
+            key.push_str(s);
+            if last {
+                key.push_str(self.suffix.as_deref().unwrap_or(""));
+            }
+            if let Some(&id) = self.vocab.get(key.as_str()) {
+                if let Some((u, len)) = unk.take() {
+                    add(symbols, u, len);
+                }
+                add(symbols, id, s.len());
+                continue;
+            }
+            if let Some(bytes) = &self.bytes {
+                // `tokenizers` falls back on the bytes of the piece it looked up (prefix and
+                // suffix included), each a one-byte symbol.
+                if let Some(found) = key.bytes().map(|b| bytes[b as usize]).collect::<Option<Vec<u32>>>() {
+                    for id in found {
+                        add(symbols, id, 1);
+                    }
+                    continue;
+                }
+            }
+            if let Some(u) = &self.unk {
+                let u = u.clone()?;
+                unk = match unk {
+                    Some((id, len)) if self.fuse_unk => Some((id, len + s.len())),
+                    Some((id, len)) => {
+                        add(symbols, id, len);
+                        Some((u, s.len()))
+                    }
+                    None => Some((u, s.len())),
+                };
+            }
+        }
+        if let Some((u, len)) = unk {
+            add(symbols, u, len);
+        }
+        if let Some(last) = symbols.last_mut() {
+            last.next = -1;
+        }
+        // Merge_all: the lowest-ranked pair first, the leftmost among equals.
+        let heap = &mut buffers.heap;
+        heap.clear();
+        for (pos, pair) in symbols.windows(2).enumerate() {
+            if let Some(&(rank, new_id)) = self.merges.get(&(pair[0].id, pair[1].id)) {
+                heap.push(Merge { pos, rank, new_id });
+            }
+        }
+        while let Some(top) = heap.pop() {
+            let here = symbols[top.pos];
+            if here.len == 0 || here.next == -1 {
+                continue;
+            }
+            let next_pos = here.next as usize;
+            let right = symbols[next_pos];
+            if self.merges.get(&(here.id, right.id)).is_none_or(|&(_, id)| id != top.new_id) {
+                continue;
+            }
+            symbols[top.pos].id = top.new_id;
+            symbols[top.pos].len += right.len;
+            symbols[top.pos].next = right.next;
+            symbols[next_pos].len = 0;
+            if right.next > -1 && (right.next as usize) < symbols.len() {
+                symbols[right.next as usize].prev = top.pos as isize;
+            }
+            let current = symbols[top.pos];
+            if current.prev >= 0 {
+                let prev = symbols[current.prev as usize];
+                if let Some(&(rank, new_id)) = self.merges.get(&(prev.id, current.id)) {
+                    heap.push(Merge { pos: current.prev as usize, rank, new_id });
+                }
+            }
+            if current.next >= 0 && (current.next as usize) < symbols.len() {
+                let next = symbols[current.next as usize];
+                if let Some(&(rank, new_id)) = self.merges.get(&(current.id, next.id)) {
+                    heap.push(Merge { pos: top.pos, rank, new_id });
+                }
+            }
+        }
+        ids.extend(symbols.iter().filter(|s| s.len != 0).map(|s| s.id));
+        Ok(())
+    }
+}
+
+/// A Unigram model (`tokenizers`' `Unigram`: SentencePiece's Viterbi over the pieces).
+#[derive(Clone, Debug)]
+struct Unigram {
+    scores: Vec<f64>,
+    /// Each piece's id (the last listed, for a piece listed twice).
+    ids: FxHashMap<String, u32>,
+    trie: Trie,
+    unk: Option<u32>,
+    unk_score: f64,
+    /// The id of each byte's `<0xXX>` piece, with byte fallback.
+    bytes: Option<Vec<Option<u32>>>,
+}
+
+/// SentencePiece's penalty for an unknown character, below the lowest score.
+const UNK_PENALTY: f64 = 10.0;
+
+impl Unigram {
+    fn new(pieces: Vec<(String, f64)>, unk: Option<usize>, byte_fallback: bool) -> Result<Unigram, Refusal> {
+        if let Some(u) = unk {
+            if pieces.is_empty() {
+                return bad("a Unigram model with an empty vocabulary");
+            }
+            if u >= pieces.len() {
+                return bad("a Unigram model whose unk_id is not in its vocabulary");
+            }
+        }
+        let mut ids = FxHashMap::default();
+        let mut min = f64::INFINITY;
+        for (id, (piece, score)) in pieces.iter().enumerate() {
+            ids.insert(piece.clone(), id as u32);
+            min = min.min(*score);
+        }
+        let mut trie = Trie::default();
+        for (piece, &id) in &ids {
+            trie.insert(piece, id);
+        }
+        trie.finish();
+        let bytes = byte_fallback.then(|| (0..=255u8).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect());
+        Ok(Unigram { scores: pieces.into_iter().map(|(_, s)| s).collect(), ids, trie, unk: unk.map(|u| u as u32), unk_score: min - UNK_PENALTY, bytes })
+    }
+
+    fn word(&self, s: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        // best[end] = (score of the best path ending at `end`, its id, where it starts), start
+        // u32::MAX while none.
+        let best = &mut buffers.best;
+        best.clear();
+        best.resize(s.len() + 1, (0.0, 0, u32::MAX));
+        let mut at = 0;
+        let bytes = s.as_bytes();
+        while at < s.len() {
+            let here = best[at].0;
+            let char_len = utf8_len(bytes[at]);
+            let mut single = false;
+            self.trie.prefixes(&bytes[at..], |id, len| {
+                let score = here + self.scores[id as usize];
+                let node = &mut best[at + len];
+                if node.2 == u32::MAX || score > node.0 {
+                    *node = (score, id, at as u32);
+                }
+                single |= len == char_len;
+            });
+            if !single {
+                let score = here + self.unk_score;
+                let node = &mut best[at + char_len];
+                if node.2 == u32::MAX || score > node.0 {
+                    let Some(unk) = self.unk else {
+                        return Err("Unigram: a character outside the vocabulary, and no unknown token".into());
+                    };
+                    *node = (score, unk, at as u32);
+                }
+            }
+            at += char_len;
+        }
+        // The best path, back to front; unknown pieces next to each other fuse into one.
+        let first = ids.len();
+        let mut end = s.len();
+        let mut unk_end = None;
+        let mut spans: Vec<(usize, usize, u32)> = Vec::new();
+        while end > 0 {
+            let (_, id, start) = best[end];
+            let start = start as usize;
+            if Some(id) == self.unk {
+                unk_end.get_or_insert(end);
+            } else {
+                if let Some(e) = unk_end.take() {
+                    spans.push((end, e, u32::MAX));
+                }
+                spans.push((start, end, id));
+            }
+            end = start;
+        }
+        if let Some(e) = unk_end {
+            spans.push((0, e, u32::MAX));
+        }
+        for &(start, end, id) in spans.iter().rev() {
+            if id != u32::MAX {
+                ids.push(id);
+                continue;
+            }
+            // An unknown span: its text looked up again, then its bytes, then the unknown token.
+            let text = &s[start..end];
+            if let Some(&id) = self.ids.get(text) {
+                ids.push(id);
+            } else if let Some(found) = self.bytes.as_ref().and_then(|b| text.bytes().map(|x| b[x as usize]).collect::<Option<Vec<u32>>>()) {
+                ids.extend(found);
+            } else {
+                ids.push(self.unk.expect("an unknown span has an unknown token"));
+            }
+        }
+        debug_assert!(ids.len() >= first);
+        Ok(())
+    }
+}
+
+/// The byte length of the UTF-8 character that starts with `b`.
+fn utf8_len(b: u8) -> usize {
+    match b {
+        0..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
