@@ -106,6 +106,60 @@ where
     }
 }
 
+/// [`for_each_chunk_mut`] with blocks of `block_rows` rows handed out one at a time to whichever
+/// thread is free (the caller and the pool's), rather than one equal block per thread: for work
+/// whose cost varies from row to row (a text's tokens) and on machines where a thread may be
+/// held up, no thread waits on another's last block. Returns the result of the lowest block that
+/// returned `Some` (blocks after it may not run).
+pub fn for_each_block_balanced<T, E, F>(out: &mut [T], row_len: usize, block_rows: usize, f: F) -> Option<E>
+where
+    T: Send,
+    E: Send,
+    F: Fn(usize, &mut [T]) -> Option<E> + Sync,
+{
+    let block_rows = block_rows.max(1);
+    let rows = out.len().checked_div(row_len).unwrap_or(0);
+    #[cfg(native)]
+    {
+        let n_blocks = rows.div_ceil(block_rows);
+        let threads = threads().min(n_blocks);
+        if let (Some(pool), true) = (pool(), threads > 1) {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            use std::sync::Mutex;
+            // A block's rows until a thread takes them, then what the block function returned.
+            type Slot<'a, T, E> = Mutex<(Option<&'a mut [T]>, Option<E>)>;
+            let blocks: Vec<Slot<T, E>> = out.chunks_mut(block_rows * row_len).map(|b| Mutex::new((Some(b), None))).collect();
+            // The next block to hand out, and the lowest that failed: blocks past it are skipped,
+            // every block before it runs.
+            let (next, failed) = (AtomicUsize::new(0), AtomicUsize::new(usize::MAX));
+            let work = || loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= blocks.len() || k > failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                // Each block is taken once, by the thread whose fetch_add drew it: never contended.
+                let mut slot = blocks[k].lock().unwrap_or_else(|p| p.into_inner());
+                let Some(block) = slot.0.take() else { continue };
+                let result = f(k * block_rows, block);
+                if result.is_some() {
+                    failed.fetch_min(k, Ordering::Relaxed);
+                }
+                slot.1 = result;
+            };
+            let work = &work;
+            pool.in_place_scope(|s| {
+                for _ in 1..threads {
+                    s.spawn(move |_| work());
+                }
+                work();
+            });
+            return blocks.into_iter().find_map(|b| b.into_inner().unwrap_or_else(|p| p.into_inner()).1);
+        }
+    }
+    let _ = rows;
+    out.chunks_mut(block_rows * row_len.max(1)).enumerate().find_map(|(i, block)| f(i * block_rows, block))
+}
+
 /// The CPU path's worker threads: one fewer than the cores (the caller is the other), made at the
 /// first parallel call. Its own pool, not rayon's global one, which an application may size or
 /// fill as it likes. `None` when the system would not start the threads: then the blocks run one
@@ -123,3 +177,33 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
 /// Values per call of the block function in the browser (see [`for_each_chunk_mut`]).
 #[cfg(web)]
 const WEB_BLOCK_VALUES: usize = 1 << 12;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row is visited once, by the block that holds it, whatever the split; the lowest
+    /// failing block's result wins.
+    #[test]
+    fn balanced_blocks_cover_every_row_once() {
+        for (rows, block_rows) in [(0, 8), (1, 8), (7, 8), (8, 8), (9, 8), (1000, 8), (1001, 64), (100, 1)] {
+            let mut out = vec![0u32; rows * 3];
+            let none = for_each_block_balanced(&mut out, 3, block_rows, |first, block| {
+                assert_eq!(block.len() % 3, 0);
+                assert!(block.len() <= block_rows * 3);
+                for (j, row) in block.chunks_exact_mut(3).enumerate() {
+                    row.iter_mut().for_each(|x| *x += (first + j) as u32 + 1);
+                }
+                None::<()>
+            });
+            assert!(none.is_none());
+            for (i, row) in out.chunks_exact(3).enumerate() {
+                assert_eq!(row, [i as u32 + 1; 3], "rows {rows}, blocks of {block_rows}");
+            }
+        }
+        let mut out = vec![0u8; 100];
+        let failed = for_each_block_balanced(&mut out, 1, 10, |first, _| (first >= 30).then_some(first));
+        // Blocks run in any order, but the blocks before the first failure all run.
+        assert_eq!(failed, Some(30));
+    }
+}

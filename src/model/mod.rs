@@ -667,8 +667,11 @@ impl StaticModel {
         let dim = self.dim();
         let limit = self.max_length.unwrap_or(usize::MAX);
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
-        // Split from 16 texts: a text takes a microsecond or two, waking a pool thread a few.
-        let stop = crate::par::for_each_chunk_mut(&mut out, dim.max(1), 8, |first, block| {
+        // Blocks of at least 8 texts (a text takes a microsecond or two, waking a pool thread a
+        // few), about 8 a thread, handed to whichever thread is free: texts differ in length and
+        // a thread of a busy machine may be held up.
+        let block_rows = (texts.len() / (crate::par::threads() * 8)).max(8);
+        let stop = crate::par::for_each_block_balanced(&mut out, dim.max(1), block_rows, |first, block| {
             // Each thread's buffers live on from call to call: a call of one text allocated more
             // than it computed.
             thread_local! {
