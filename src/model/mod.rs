@@ -389,12 +389,13 @@ impl StaticModel {
 
     /// `text` cut to `max_length × median token length` characters, as model2vec cuts it.
     fn cut<'t>(&self, text: &'t str) -> Result<&'t str, Error> {
-        let text = match self.max_length {
-            Some(m) => match text.char_indices().nth(m.saturating_mul(self.median_token_length)) {
+        let text = match self.max_length.map(|m| m.saturating_mul(self.median_token_length)) {
+            // No more bytes than the characters it may keep: no character to count.
+            Some(chars) if text.len() > chars => match text.char_indices().nth(chars) {
                 Some((end, _)) => &text[..end],
                 None => text,
             },
-            None => text,
+            _ => text,
         };
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::LimitExceeded { what: "bytes of one text", requested: text.len() as u64, max: MAX_TEXT_BYTES as u64 });

@@ -277,7 +277,7 @@ impl BertNormalizer {
                 stripped.push_str(&rest[..ascii]);
                 rest = &rest[ascii..];
                 let run = rest.find(|c: char| c.is_ascii()).unwrap_or(rest.len());
-                stripped.extend(rest[..run].nfd().map(|(c, _)| c).filter(|c| !c.is_mark_nonspacing()));
+                stripped.extend(rest[..run].nfd().map(|(c, _)| c).filter(|&c| !is_nonspacing_mark(c)));
                 rest = &rest[run..];
             }
             stripped.as_str()
@@ -428,7 +428,48 @@ fn is_whitespace(c: char) -> bool {
 
 fn is_control(c: char) -> bool {
     // ASCII's "other" characters are its controls (no Cf, Cn, Co, Cs there): no table lookup.
-    !matches!(c, '\t' | '\n' | '\r') && if c.is_ascii() { c.is_ascii_control() } else { c.is_other() }
+    !matches!(c, '\t' | '\n' | '\r') && if c.is_ascii() { c.is_ascii_control() } else { categories(c) & OTHER_CATEGORY != 0 }
+}
+
+// Unicode categories the BERT normaliser and pre-tokenizer ask about.
+const OTHER_CATEGORY: u8 = 1;
+const PUNCTUATION: u8 = 2;
+const NONSPACING_MARK: u8 = 4;
+
+/// `c`'s categories, as `unicode_categories` answers them (`is_other`, `is_punctuation`,
+/// `is_mark_nonspacing`) — which takes a dozen binary searches over its tables a character. The
+/// characters below U+3000 (the alphabets, Latin to Mongolian; 12 KiB, made at first use) and the
+/// CJK ideographs (letters: none of the three) are answered from a table.
+fn categories(c: char) -> u8 {
+    const TABLE: usize = 0x3000;
+    static FIRST: std::sync::OnceLock<Box<[u8]>> = std::sync::OnceLock::new();
+    let u = c as usize;
+    if u < TABLE {
+        return FIRST.get_or_init(|| (0..TABLE as u32).map(|u| char::from_u32(u).map_or(0, categories_of)).collect())[u];
+    }
+    if (0x4E00..=0x9FFF).contains(&u) {
+        return 0;
+    }
+    categories_of(c)
+}
+
+fn categories_of(c: char) -> u8 {
+    let mut k = 0;
+    if c.is_other() {
+        k |= OTHER_CATEGORY;
+    }
+    if c.is_punctuation() {
+        k |= PUNCTUATION;
+    }
+    if c.is_mark_nonspacing() {
+        k |= NONSPACING_MARK;
+    }
+    k
+}
+
+/// Whether `c` is a nonspacing mark (Mn), the accents BERT's normaliser strips.
+fn is_nonspacing_mark(c: char) -> bool {
+    !c.is_ascii() && categories(c) & NONSPACING_MARK != 0
 }
 
 fn is_chinese_char(c: char) -> bool {
@@ -443,7 +484,7 @@ fn is_bert_punc(c: char) -> bool {
     if c.is_ascii() {
         c.is_ascii_punctuation()
     } else {
-        c.is_punctuation()
+        categories(c) & PUNCTUATION != 0
     }
 }
 
@@ -466,6 +507,18 @@ mod tests {
             assert_eq!(ASCII_CLASS[b as usize], class, "{b}");
             assert_eq!(is_bert_punc(c), c.is_ascii_punctuation() || c.is_punctuation(), "{b}");
             assert_eq!(is_control(c), !matches!(c, '\t' | '\n' | '\r') && c.is_other(), "{b}");
+        }
+    }
+
+    /// The category table and the CJK shortcut answer as `unicode_categories` does, for every
+    /// character.
+    #[test]
+    fn category_table_equals_the_unicode_tables() {
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            assert_eq!(categories(c), categories_of(c), "U+{:04X}", c as u32);
+            assert_eq!(is_bert_punc(c), c.is_ascii_punctuation() || c.is_punctuation(), "U+{:04X}", c as u32);
+            assert_eq!(is_nonspacing_mark(c), c.is_mark_nonspacing(), "U+{:04X}", c as u32);
+            assert_eq!(is_control(c), !matches!(c, '\t' | '\n' | '\r') && c.is_other(), "U+{:04X}", c as u32);
         }
     }
 }
