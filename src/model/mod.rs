@@ -668,6 +668,7 @@ impl StaticModel {
         let dim = self.dim();
         let limit = self.max_length.unwrap_or(usize::MAX);
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
+        let f32_rows = self.table.format() == Format::F32;
         // Blocks of at least 8 texts (a text takes a microsecond or two, waking a pool thread a
         // few), about 8 a thread, handed to whichever thread is free: texts differ in length and
         // a thread of a busy machine may be held up.
@@ -696,8 +697,14 @@ impl StaticModel {
                             Ok((r, w)) => (r, w / n),
                             Err(e) => return Some(Stop::Failed(e)),
                         };
-                        self.table.decode_row_into(r, row);
-                        dst.iter_mut().zip(row.iter()).for_each(|(d, x)| *d += w * x);
+                        // An FP32 row is its words: summed where it lies, not copied first.
+                        let values: &[f32] = if f32_rows {
+                            bytemuck::cast_slice(self.table.row(r))
+                        } else {
+                            self.table.decode_row_into(r, row);
+                            &row[..]
+                        };
+                        dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);
                     }
                     if self.normalize {
                         normalize_rows(dst, dim);
