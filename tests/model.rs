@@ -2,9 +2,11 @@
 //! fixtures in `tests/data/models` (`scripts/make_model_fixtures.py`): four small models saved by
 //! model2vec itself — WordPiece, BPE with byte fallback (f16 table), Unigram with a vocabulary
 //! quantized to 40 rows plus per-token weights, and an int8 table — and the token ids and vectors
-//! model2vec gives for a list of hard texts.
+//! model2vec gives for a list of hard texts. sentence-transformers 6.2 made `st_*` and
+//! `st_expected.json` (`scripts/make_st_fixtures.py`): two `StaticEmbedding` models in its two
+//! folder layouts, with their tokenizers' own truncation, and the vectors its forward pass gives.
 
-use edo::model::StaticModel;
+use edo::model::{StaticModel, Truncation};
 use edo::{Error, Format};
 
 fn dir(name: &str) -> String {
@@ -23,6 +25,111 @@ fn expected() -> Expected {
 }
 
 const MODELS: [&str; 4] = ["wordpiece", "bpe_f16", "unigram_vq", "wordpiece_int8"];
+const ST_MODELS: [&str; 2] = ["st_wordpiece", "st_unigram"];
+
+fn floats(rows: &serde_json::Value) -> Vec<f32> {
+    rows.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect()
+}
+
+#[test]
+fn sentence_transformers_models_give_its_tokens_and_vectors() {
+    let e: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir("st_expected.json")).unwrap()).unwrap();
+    assert_eq!(
+        (e["sentence_transformers"].as_str(), e["torch"].as_str(), e["tokenizers"].as_str()),
+        (Some("6.2.0"), Some("2.15.0"), Some("0.23.3")),
+        "the pinned references"
+    );
+    let texts: Vec<&str> = e["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let truncations = [Truncation { max_length: 24, keep_last: false }, Truncation { max_length: 10, keep_last: true }];
+    for (name, truncation) in ST_MODELS.into_iter().zip(truncations) {
+        let m = &e["models"][name];
+        let model = StaticModel::from_dir(dir(name)).unwrap();
+        assert_eq!((model.truncation(), model.max_length(), model.normalize()), (Some(truncation), None, m["normalize"].as_bool().unwrap()), "{name}");
+        let tokens = model.tokenize(&texts).unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            let want: Vec<u32> = m["tokens"][i].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+            assert_eq!(tokens[i], want, "{name}: text {i} {text:?}");
+        }
+        let want = floats(&m["vectors"]);
+        for got in [
+            model.encode(&texts).unwrap(),
+            edo::cpu::embedding_bag(model.table(), &model.bags(&texts).unwrap().as_bags(), edo::Pooling::Sum, edo::Bounds::Error)
+                .map(|mut v| {
+                    if model.normalize() {
+                        edo::model::normalize_rows(&mut v, model.dim());
+                    }
+                    v
+                })
+                .unwrap(),
+        ] {
+            assert_eq!(got.len(), want.len(), "{name}");
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= 1e-5, "{name}: value {i}: edo {a}, sentence-transformers {b}");
+            }
+        }
+        // The same files encoded as model2vec encodes them (unknown tokens dropped, no tokenizer
+        // truncation) give other vectors: the fixtures tell the two apart.
+        let base = if name == "st_unigram" { format!("{}/0_StaticEmbedding", dir(name)) } else { dir(name) };
+        let read = |f: &str| std::fs::read(format!("{base}/{f}")).unwrap();
+        let as_model2vec = StaticModel::from_bytes(b"{}", &read("tokenizer.json"), &read("model.safetensors")).unwrap();
+        let other = as_model2vec.encode(&texts).unwrap();
+        assert!(other.iter().zip(&want).any(|(a, b)| (a - b).abs() > 1e-3), "{name}");
+    }
+}
+
+/// What a sentence-transformers folder asks that edo does not run is refused, saying what.
+#[test]
+fn sentence_transformers_folders_edo_cannot_run_are_refused() {
+    let tmp = std::env::temp_dir().join(format!("edo-st-folders-{}", std::process::id()));
+    let copy = |case: &str| {
+        let to = tmp.join(case);
+        std::fs::create_dir_all(to.join("1_Normalize")).unwrap();
+        for f in ["config_sentence_transformers.json", "modules.json", "model.safetensors", "tokenizer.json", "1_Normalize/config.json"] {
+            std::fs::copy(format!("{}/{f}", dir("st_wordpiece")), to.join(f)).unwrap();
+        }
+        to
+    };
+    let edit = |path: &std::path::Path, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(path, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    let refused = |dir: &std::path::Path, says: &str| match StaticModel::from_dir(dir) {
+        Err(Error::BadFile { reason, .. }) => assert!(reason.contains(says), "{}: {reason}", dir.display()),
+        other => panic!("{}: {other:?}", dir.display()),
+    };
+    assert!(StaticModel::from_dir(copy("as_is")).unwrap().normalize());
+
+    let d = copy("dense");
+    edit(&d.join("modules.json"), &|m| {
+        m.as_array_mut().unwrap().push(serde_json::json!({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}))
+    });
+    refused(&d, "sentence_transformers.models.Dense");
+    let d = copy("normalize_first");
+    edit(&d.join("modules.json"), &|m| m.as_array_mut().unwrap().reverse());
+    refused(&d, "Normalize");
+    let d = copy("prompt");
+    edit(&d.join("config_sentence_transformers.json"), &|c| {
+        c["prompts"]["query"] = "query: ".into();
+        c["default_prompt_name"] = "query".into();
+    });
+    refused(&d, "default prompt \"query\"");
+    // An empty default prompt is no prompt.
+    let d = copy("empty_prompt");
+    edit(&d.join("config_sentence_transformers.json"), &|c| c["default_prompt_name"] = "query".into());
+    assert!(StaticModel::from_dir(&d).is_ok());
+    let d = copy("only_second");
+    edit(&d.join("tokenizer.json"), &|t| t["truncation"]["strategy"] = "OnlySecond".into());
+    refused(&d, "OnlySecond");
+    let d = copy("sideways");
+    edit(&d.join("tokenizer.json"), &|t| t["truncation"]["direction"] = "Up".into());
+    refused(&d, "direction \"Up\"");
+    // Without modules.json: the StaticEmbedding module alone, not normalised.
+    let d = copy("no_modules");
+    std::fs::remove_file(d.join("modules.json")).unwrap();
+    assert!(!StaticModel::from_dir(&d).unwrap().normalize());
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
 
 #[test]
 fn tokens_equal_model2vecs_for_every_tokenizer_kind() {
@@ -402,7 +509,7 @@ fn model_files_give_the_folders_vectors() {
     let texts: Vec<&str> = e.texts.iter().map(String::as_str).collect();
     let tmp = std::env::temp_dir().join(format!("edo-model-files-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    for name in MODELS {
+    for name in MODELS.into_iter().chain(ST_MODELS) {
         let folder = StaticModel::from_dir(dir(name)).unwrap();
         for format in [Format::F32, Format::Int8, Format::Int4, Format::Q4K] {
             let model = folder.quantize(format).unwrap();
@@ -412,8 +519,8 @@ fn model_files_give_the_folders_vectors() {
             assert_eq!(bytes, model.to_edo().to_bytes(), "{name} {format}");
             let back = StaticModel::from_edo_bytes(bytes.clone()).unwrap();
             assert_eq!(
-                (back.table().format(), back.dim(), back.normalize(), back.max_length()),
-                (format, folder.dim(), folder.normalize(), folder.max_length())
+                (back.table().format(), back.dim(), back.normalize(), back.max_length(), back.truncation()),
+                (format, folder.dim(), folder.normalize(), folder.max_length(), folder.truncation())
             );
             assert_eq!(back.tokenize(&texts).unwrap(), folder.tokenize(&texts).unwrap(), "{name} {format}");
             assert_eq!(back.encode(&texts).unwrap(), want, "{name} {format}");

@@ -351,7 +351,10 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
             "source": source_path, "error": stats, "png": png, "picture": legend,
-            "model": model.as_ref().map(|m| json!({ "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length() })),
+            "model": model.as_ref().map(|m| json!({
+                "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(),
+                "truncation": m.truncation().map(|t| json!({ "max_length": t.max_length, "keep_last": t.keep_last })),
+            })),
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
@@ -364,7 +367,11 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             println!(
                 "  model       static embedding model: {}-token tokenizer, {}, {}",
                 m.vocab_size(),
-                m.max_length().map_or("no token limit".to_string(), |l| format!("first {l} tokens")),
+                match (m.max_length(), m.truncation()) {
+                    (Some(l), _) => format!("first {l} tokens"),
+                    (None, Some(t)) => format!("{} {} tokens (the tokenizer's truncation)", if t.keep_last { "last" } else { "first" }, t.max_length),
+                    (None, None) => "no token limit".to_string(),
+                },
                 if m.normalize() { "L2-normalised" } else { "not normalised" }
             );
         }

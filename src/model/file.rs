@@ -9,8 +9,11 @@
 //! | tensor `model.tokenizer`  | U8: the `tokenizer.json`, byte for byte                        |
 //! | tensor `model.mapping`    | U32 `[vocab]`: token id → table row (vocabulary quantisation)  |
 //! | tensor `model.weights`    | F32 `[vocab]`: per-token weights                               |
-//! | metadata `edo.model`      | JSON settings: `vocab_size`, `normalize`, `max_length`, `drop_unknown`, `clip_ids` |
+//! | metadata `edo.model`      | JSON settings: `vocab_size`, `normalize`, `max_length`, `drop_unknown`, `clip_ids`, `truncation` |
 //! | metadata `edo.model_crc32`| CRC-32 of the `model.*` tensors' bytes in name order           |
+//!
+//! `truncation` (`null`, or `{"max_length": N, "keep_last": bool}`) is the tokenizer's own
+//! truncation that a sentence-transformers model keeps; files without it have none.
 //!
 //! Everything derived from the vocabulary (the median token length of model2vec's cut, the
 //! unknown token's id) is derived again on reading, from the same tokenizer, so a file cannot hold
@@ -21,7 +24,7 @@ use std::sync::Arc;
 
 use safetensors::Dtype;
 
-use super::{bad, check_mapping, check_rows, check_weights, StaticModel, Vocabulary};
+use super::{bad, check_mapping, check_rows, check_weights, StaticModel, Truncation, Vocabulary};
 use crate::file::{ModelParts, ModelTensor, TableFile};
 use crate::Error;
 
@@ -35,6 +38,7 @@ impl StaticModel {
             "max_length": self.max_length,
             "drop_unknown": self.unk.is_some(),
             "clip_ids": self.clip_ids,
+            "truncation": self.truncation.map(|t| serde_json::json!({ "max_length": t.max_length, "keep_last": t.keep_last })),
         });
         let mut tensors = BTreeMap::new();
         tensors.insert(
@@ -62,9 +66,19 @@ impl StaticModel {
         let settings: serde_json::Value = serde_json::from_str(&parts.settings).map_err(|e| bad(format!("edo.model settings: {e}")))?;
         let flag = |key: &str| settings[key].as_bool().ok_or_else(|| bad(format!("edo.model setting {key:?} is not true or false")));
         let (normalize, drop_unknown, clip_ids) = (flag("normalize")?, flag("drop_unknown")?, flag("clip_ids")?);
+        let count = |v: &serde_json::Value, key: &str| {
+            v.as_u64().and_then(|m| usize::try_from(m).ok()).ok_or_else(|| bad(format!("edo.model setting {key:?} is not a count")))
+        };
         let max_length = match &settings["max_length"] {
             serde_json::Value::Null => None,
-            v => Some(v.as_u64().and_then(|m| usize::try_from(m).ok()).ok_or_else(|| bad("edo.model setting \"max_length\" is not a count"))?),
+            v => Some(count(v, "max_length")?),
+        };
+        let truncation = match &settings["truncation"] {
+            serde_json::Value::Null => None,
+            t => Some(Truncation {
+                max_length: count(&t["max_length"], "truncation.max_length")?,
+                keep_last: t["keep_last"].as_bool().ok_or_else(|| bad("edo.model setting \"truncation.keep_last\" is not true or false"))?,
+            }),
         };
         let tensor = |name: &str, dtype: Dtype| -> Result<Option<&ModelTensor>, Error> {
             match parts.tensors.get(name) {
@@ -108,6 +122,7 @@ impl StaticModel {
             unk: if drop_unknown { unk } else { None },
             vocab_size,
             clip_ids,
+            truncation,
         })
     }
 

@@ -23,6 +23,10 @@
 //!
 //! An INT8 model2vec table holds integer codes whose one global scale is not saved; they are
 //! used as they are, which normalisation makes right (and model2vec does the same).
+//!
+//! A sentence-transformers folder is encoded as its `StaticEmbedding` forward pass
+//! ([`StaticModel::from_sentence_transformers`]: no cut, unknown tokens kept, the tokenizer's
+//! own [`Truncation`]), a WordLlama model as WordLlama does ([`StaticModel::from_wordllama`]).
 
 #[cfg(native)]
 use std::path::Path;
@@ -64,6 +68,50 @@ pub struct StaticModel {
     vocab_size: usize,
     /// Token ids past the table read its last row (WordLlama clips them) instead of failing.
     clip_ids: bool,
+    /// The tokenizer's own truncation, applied after `max_length`'s (sentence-transformers
+    /// keeps it; model2vec and WordLlama set their own).
+    truncation: Option<Truncation>,
+}
+
+/// A `tokenizer.json`'s own truncation (its `truncation` object), which sentence-transformers'
+/// `StaticEmbedding` leaves in place: at most `max_length` tokens of a text count, the first ones
+/// or, with `keep_last`, the last ones (`"direction": "Left"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    /// The most tokens of a text that count.
+    pub max_length: usize,
+    /// Whether the last `max_length` tokens count rather than the first.
+    pub keep_last: bool,
+}
+
+impl Truncation {
+    /// The truncation a `tokenizer.json` sets (`None`: none), as `tokenizers` applies it to one
+    /// text encoded without special tokens.
+    fn of_tokenizer(tokenizer: &[u8]) -> Result<Option<Truncation>, Error> {
+        #[derive(serde::Deserialize)]
+        struct File {
+            truncation: Option<Params>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            max_length: u64,
+            direction: Option<String>,
+            strategy: Option<String>,
+        }
+        let file: File = serde_json::from_slice(tokenizer).map_err(|e| bad(format!("tokenizer.json: truncation: {e}")))?;
+        let Some(t) = file.truncation else { return Ok(None) };
+        if t.strategy.as_deref() == Some("OnlySecond") {
+            // `tokenizers` fails every text longer than max_length: there is no second text.
+            return Err(bad("tokenizer.json: truncation strategy OnlySecond truncates the second text of a pair; a sentence has none"));
+        }
+        let keep_last = match t.direction.as_deref() {
+            None | Some("Right") => false,
+            Some("Left") => true,
+            Some(other) => return Err(bad(format!("tokenizer.json: truncation direction {other:?} (Right or Left)"))),
+        };
+        let max_length = usize::try_from(t.max_length).map_err(|_| bad("tokenizer.json: truncation max_length is too large"))?;
+        Ok(Some(Truncation { max_length, keep_last }))
+    }
 }
 
 impl std::fmt::Debug for StaticModel {
@@ -84,21 +132,65 @@ fn bad(reason: impl Into<String>) -> Error {
 }
 
 impl StaticModel {
-    /// Loads a model folder: model2vec's (`config.json`, `tokenizer.json`, `model.safetensors`
-    /// with `embeddings` and the optional `weights` and `mapping`) or sentence-transformers'
-    /// static layouts (`embedding.weight`, at the top or under `0_StaticEmbedding/`).
+    /// Loads a model folder, encoded as the library that wrote it encodes it:
+    /// - model2vec's (`config.json`, `tokenizer.json`, `model.safetensors` with `embeddings` and
+    ///   the optional `weights` and `mapping`) as model2vec does ([`StaticModel::from_bytes`]);
+    /// - sentence-transformers' (`config_sentence_transformers.json` or `modules.json` without a
+    ///   `config.json`; the `StaticEmbedding` module's files at the top or under
+    ///   `0_StaticEmbedding/`) as sentence-transformers does
+    ///   ([`StaticModel::from_sentence_transformers`]; normalised when `modules.json` ends with
+    ///   `Normalize`). Other modules, or a default prompt, are refused rather than left out.
     #[cfg(native)]
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<StaticModel, Error> {
         let dir = dir.as_ref();
-        let read = |p: &Path| std::fs::read(p).map_err(|e| Error::Io { path: p.display().to_string(), message: e.to_string() });
+        if !dir.join("config.json").exists() && (dir.join("config_sentence_transformers.json").exists() || dir.join("modules.json").exists()) {
+            return StaticModel::from_sentence_transformers_dir(dir);
+        }
         let sub = dir.join("0_StaticEmbedding");
         let base = if !dir.join("model.safetensors").exists() && sub.join("model.safetensors").exists() { sub } else { dir.to_path_buf() };
-        let config = ["config.json", "config_sentence_transformers.json"].iter().map(|n| dir.join(n)).find(|p| p.exists());
-        let config = match config {
-            Some(p) => read(&p)?,
-            None => b"{}".to_vec(),
+        let config = match dir.join("config.json") {
+            p if p.exists() => read_file(&p)?,
+            _ => b"{}".to_vec(),
         };
-        StaticModel::from_bytes(&config, &read(&base.join("tokenizer.json"))?, &read(&base.join("model.safetensors"))?)
+        StaticModel::from_bytes(&config, &read_file(&base.join("tokenizer.json"))?, &read_file(&base.join("model.safetensors"))?)
+    }
+
+    /// A sentence-transformers folder: its module list (`StaticEmbedding`, then an optional
+    /// `Normalize`) and its default prompt checked, the `StaticEmbedding` module's files read.
+    #[cfg(native)]
+    fn from_sentence_transformers_dir(dir: &Path) -> Result<StaticModel, Error> {
+        #[derive(serde::Deserialize)]
+        struct Module {
+            path: String,
+            #[serde(rename = "type")]
+            kind: String,
+        }
+        let modules: Vec<Module> = match dir.join("modules.json") {
+            p if p.exists() => serde_json::from_slice(&read_file(&p)?).map_err(|e| bad(format!("modules.json: {e}")))?,
+            _ => Vec::new(),
+        };
+        let (mut base, mut normalize) = (None, false);
+        for m in &modules {
+            // `sentence_transformers.models.StaticEmbedding` (3.x) or
+            // `sentence_transformers.sentence_transformer.modules.static_embedding.StaticEmbedding` (6.x).
+            match m.kind.rsplit('.').next() {
+                Some("StaticEmbedding") if base.is_none() => base = Some(dir.join(&m.path)),
+                Some("Normalize") if base.is_some() => normalize = true,
+                _ => return Err(bad(format!("modules.json: module {:?} ({}); edo runs a StaticEmbedding module, then an optional Normalize", m.path, m.kind))),
+            }
+        }
+        let base = base.unwrap_or_else(|| if dir.join("model.safetensors").exists() { dir.to_path_buf() } else { dir.join("0_StaticEmbedding") });
+        if let Some(p) = Some(dir.join("config_sentence_transformers.json")).filter(|p| p.exists()) {
+            let config: serde_json::Value = serde_json::from_slice(&read_file(&p)?).map_err(|e| bad(format!("config_sentence_transformers.json: {e}")))?;
+            if let Some(name) = config["default_prompt_name"].as_str() {
+                if config["prompts"][name].as_str().is_some_and(|prompt| !prompt.is_empty()) {
+                    return Err(bad(format!(
+                        "config_sentence_transformers.json: default prompt {name:?}, which sentence-transformers puts before every text; edo does not"
+                    )));
+                }
+            }
+        }
+        StaticModel::from_sentence_transformers(&read_file(&base.join("tokenizer.json"))?, &read_file(&base.join("model.safetensors"))?, normalize)
     }
 
     /// A model from the bytes of its three files (what a browser fetched): `config.json` (`{}`
@@ -154,7 +246,23 @@ impl StaticModel {
             unk,
             vocab_size,
             clip_ids: false,
+            truncation: None,
         })
+    }
+
+    /// A sentence-transformers `StaticEmbedding` model from its tokenizer (`tokenizer.json`) and
+    /// its weights (safetensors with `embedding.weight`, or model2vec's `embeddings` with the
+    /// optional `mapping` and `weights`), as sentence-transformers 6.2's forward runs it: the
+    /// tokenizer without special tokens and with its own truncation when its `tokenizer.json`
+    /// sets one ([`StaticModel::truncation`]); every token counts (unknown ones too, no cut to a
+    /// number of characters); the mean of the rows (`EmbeddingBag`), a zero vector for a text with
+    /// no tokens; divided by its L2 norm when `normalize` (its `Normalize` module).
+    pub fn from_sentence_transformers(tokenizer: &[u8], safetensors: &[u8], normalize: bool) -> Result<StaticModel, Error> {
+        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, safetensors, true)?;
+        model.unk = None;
+        model.normalize = normalize;
+        model.truncation = Truncation::of_tokenizer(tokenizer)?;
+        Ok(model)
     }
 
     /// A WordLlama model from its tokenizer (a `tokenizer.json`) and its weights (safetensors with
@@ -209,9 +317,25 @@ impl StaticModel {
     pub fn normalize(&self) -> bool {
         self.normalize
     }
-    /// The most tokens of a text that count (`None`: all).
+    /// model2vec's `max_length`: the most tokens of a text that count, after its cut to
+    /// `max_length × median token length` characters (`None`: no cut, no limit).
     pub fn max_length(&self) -> Option<usize> {
         self.max_length
+    }
+    /// The tokenizer's own truncation, applied after `max_length` (sentence-transformers models).
+    pub fn truncation(&self) -> Option<Truncation> {
+        self.truncation
+    }
+
+    /// How a text's ids are truncated: at most the first `.0` while tokenizing, then only the
+    /// last `.1` kept.
+    fn token_limits(&self) -> (usize, Option<usize>) {
+        let first = self.max_length.unwrap_or(usize::MAX);
+        match self.truncation {
+            Some(t) if t.keep_last => (first, Some(t.max_length)),
+            Some(t) => (first.min(t.max_length), None),
+            None => (first, None),
+        }
     }
 
     /// Each text's token ids, as model2vec's `tokenize` gives them after the cut to
@@ -232,11 +356,12 @@ impl StaticModel {
     /// The ids of all `texts` one after another, and where each text's ids end.
     fn tokenize_flat(&self, texts: &[&str]) -> Result<(Vec<u32>, Vec<usize>), Error> {
         let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
-        let limit = self.max_length.unwrap_or(usize::MAX);
+        let (limit, last) = self.token_limits();
         let unk = self.unk;
         // model2vec: truncated to max_length, then unknown tokens dropped.
         let finish = |ids: &mut Vec<u32>, start: usize| {
             ids.truncate(start.saturating_add(limit));
+            keep_last(ids, start, last);
             if let Some(unk) = unk {
                 let mut kept = start;
                 for i in start..ids.len() {
@@ -666,7 +791,7 @@ impl StaticModel {
         }
         let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
         let dim = self.dim();
-        let limit = self.max_length.unwrap_or(usize::MAX);
+        let (limit, last) = self.token_limits();
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
         let f32_rows = self.table.format() == Format::F32;
         // Blocks of at least 8 texts (a text takes a microsecond or two, waking a pool thread a
@@ -684,7 +809,10 @@ impl StaticModel {
                 for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
                     ids.clear();
                     match self.encode_own(cut[first + j], limit, buffers, ids) {
-                        Ok(true) => ids.truncate(limit),
+                        Ok(true) => {
+                            ids.truncate(limit);
+                            keep_last(ids, 0, last);
+                        }
                         Ok(false) => return Some(Stop::Fallback),
                         Err(e) => return Some(Stop::Failed(e)),
                     }
@@ -739,6 +867,21 @@ impl TokenBags {
     pub fn as_bags(&self) -> Bags<'_> {
         Bags::new(&self.rows, &self.offsets).include_last_offset(true).weights(&self.weights)
     }
+}
+
+/// Keeps only the last `last` of the ids from `start` on (a tokenizer's truncation from the left).
+fn keep_last(ids: &mut Vec<u32>, start: usize, last: Option<usize>) {
+    if let Some(n) = last {
+        if ids.len() - start > n {
+            ids.drain(start..ids.len() - n);
+        }
+    }
+}
+
+/// A file of a model folder, read whole.
+#[cfg(native)]
+fn read_file(p: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(p).map_err(|e| Error::Io { path: p.display().to_string(), message: e.to_string() })
 }
 
 /// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.

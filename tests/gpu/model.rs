@@ -16,7 +16,7 @@ fn gpu_sentence_vectors_equal_the_cpu_paths() {
     let words = ["the", "quick", "fox", "café", "日本語", "🙂", "", "retrieval", "zzzq", "GPU"];
     let texts: Vec<String> = (0..301).map(|i| (0..i % 13).map(|k| words[(i * 7 + k * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    for name in ["wordpiece", "bpe_f16", "unigram_vq", "wordpiece_int8"] {
+    for name in ["wordpiece", "bpe_f16", "unigram_vq", "wordpiece_int8", "st_wordpiece", "st_unigram"] {
         for format in [Format::F32, Format::Int8, Format::Int4] {
             let host = model(name).quantize(format).unwrap();
             let want = host.encode(&texts).unwrap();

@@ -674,7 +674,9 @@ impl EdoModel {
     }
 
     /// A model from a folder's files: `config.json` (`undefined` for none), `tokenizer.json` and
-    /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`).
+    /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`),
+    /// encoded as model2vec encodes them. For sentence-transformers' own encoding of its folders,
+    /// make an `.edo` model file of the folder (`edo quantize-model DIR`) and use `fromBytes`.
     #[wasm_bindgen(js_name = fromFiles)]
     pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, JsError> {
         let config = config.unwrap_or_else(|| b"{}".to_vec());
