@@ -446,6 +446,10 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]});
     });
     with("wordpiece, whitespace split", &wordpiece, &|j| j["pre_tokenizer"] = json!({"type": "WhitespaceSplit"}));
+    // SentencePiece's own normaliser: the real nmt_nfkc charsmap (scripts/make_charsmap_fixture.py).
+    with("unigram, SentencePiece nmt_nfkc (Precompiled)", &unigram, &|j| {
+        j["normalizer"] = json!({"type": "Precompiled", "precompiled_charsmap": charsmap_base64()})
+    });
     with("wordlevel", &wordpiece, &|j| {
         let vocab = j["model"]["vocab"].clone();
         j["model"] = json!({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"});
@@ -469,6 +473,11 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         };
         let mut texts = hard_texts(&pieces, if name == "WordLlama" { 3000 } else { 600 });
         texts.extend(["", " ", "  ", "\u{2581}", "<s>", " <mask>", "<mask>  x", "abab", "Hello World  hello"].map(String::from));
+        // What NFKC and SentencePiece's charsmap rewrite: full width, circled, ligatures, fractions,
+        // half-width kana, squared words, superscripts, a decomposed accent.
+        texts.extend(
+            ["ｆｕｌｌｗｉｄｔｈ ＡＢＣ１２３", "①②③ ⑴ Ⅻ", "ﬁ ﬂ ﬀ", "½ ¼ x² H₂O", "ｶﾀｶﾅ ﾊﾟ", "㍿ ㌔ ㎏", "cafe\u{301} e\u{301}\u{302}"].map(String::from),
+        );
         texts.push("x".repeat(300));
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let got = model.tokenize(&texts).unwrap();
@@ -495,6 +504,69 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let mut dropout = bpe.clone();
     dropout["model"]["dropout"] = 0.5.into();
     assert!(StaticModel::own_tokenizer_refusal(&serde_json::to_vec(&dropout).unwrap()).unwrap().contains("dropout"));
+}
+
+/// The nmt_nfkc charsmap, as a tokenizer.json's `Precompiled` normaliser holds it.
+fn charsmap_base64() -> String {
+    base64::encode(std::fs::read(dir("nmt_nfkc.charsmap")).unwrap())
+}
+
+/// A `Precompiled` normaliser whose charsmap would make `spm_precompiled` index out of bounds
+/// while normalising (and panic) is refused when the tokenizer is read. Each of 300 seeded
+/// corruptions of the real nmt_nfkc charsmap — a trie unit or a byte of its strings — is either
+/// refused with a typed error, natively and by edo's own tokenizer alike, or runs every character
+/// up to U+3400 and the full-width forms without a panic.
+#[test]
+fn precompiled_charsmaps_that_would_index_out_of_bounds_are_refused() {
+    let charsmap = std::fs::read(dir("nmt_nfkc.charsmap")).unwrap();
+    let unigram: serde_json::Value = serde_json::from_slice(&std::fs::read(format!("{}/tokenizer.json", dir("unigram_vq"))).unwrap()).unwrap();
+    let table = std::fs::read(format!("{}/model.safetensors", dir("wordpiece"))).unwrap();
+    let with = |map: &[u8]| {
+        let mut j = unigram.clone();
+        j["normalizer"] = serde_json::json!({"type": "Precompiled", "precompiled_charsmap": base64::encode(map)});
+        serde_json::to_vec(&j).unwrap()
+    };
+    let chars: Vec<char> = (0x20..0x3400u32).chain(0xff00..0xfff0).filter_map(char::from_u32).collect();
+    let texts: Vec<String> = chars.chunks(97).map(|c| c.iter().collect()).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    // The real one runs.
+    assert!(StaticModel::from_wordllama(&with(&charsmap), &table, None).unwrap().tokenize(&texts).is_ok());
+    let trie_units = u32::from_le_bytes(charsmap[..4].try_into().unwrap()) as usize / 4;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut refused, mut ran) = (0, 0);
+    for case in 0..300 {
+        let mut map = charsmap.clone();
+        if case % 3 == 2 {
+            // A byte of the strings (kept UTF-8 or not: not UTF-8 is refused too).
+            let at = 4 + trie_units * 4 + (next() as usize) % (map.len() - 4 - trie_units * 4);
+            map[at] = next() as u8;
+        } else {
+            // A unit among the first 4 096 (the root's and the first bytes' nodes), made random.
+            let at = 4 + 4 * ((next() as usize) % 4096);
+            map[at..at + 4].copy_from_slice(&(next() as u32).to_le_bytes());
+        }
+        let bytes = with(&map);
+        match (StaticModel::own_tokenizer_refusal(&bytes), StaticModel::from_wordllama(&bytes, &table, None)) {
+            (Some(why), Err(Error::BadFile { reason, .. })) => {
+                assert!(why.contains("precompiled normaliser") && reason.contains("precompiled normaliser"), "case {case}: {why} / {reason}");
+                refused += 1;
+            }
+            (None, Ok(model)) => {
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.tokenize(&texts)));
+                assert!(matches!(run, Ok(Ok(_))), "case {case}: a charsmap edo accepted failed to run");
+                ran += 1;
+            }
+            (why, model) => panic!("case {case}: edo's own tokenizer says {why:?}, the model {:?}", model.map(|_| ())),
+        }
+    }
+    eprintln!("corrupted charsmaps: {refused} refused, {ran} ran");
+    assert!(refused > 30 && ran > 30, "{refused} refused, {ran} ran: the corruptions test both sides");
 }
 
 fn n_of(json: &serde_json::Value) -> String {

@@ -641,9 +641,7 @@ fn json_depth(json: &[u8]) -> usize {
 fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
     match normalizer {
         serde_json::Value::Object(o) if o.get("type").and_then(|t| t.as_str()) == Some("Precompiled") => {
-            <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(normalizer)
-                .map(drop)
-                .map_err(|e| bad(format!("tokenizer.json: a precompiled normaliser that is not one: {e}")))
+            pipeline::read_precompiled(normalizer).map(drop).map_err(|e| bad(format!("tokenizer.json: {e}")))
         }
         serde_json::Value::Object(o) => o.get("normalizers").map_or(Ok(()), check_precompiled),
         serde_json::Value::Array(a) => a.iter().try_for_each(check_precompiled),

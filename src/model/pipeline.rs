@@ -400,13 +400,84 @@ fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Re
         "Lowercase" => Normalizer::Lowercase,
         "Strip" => Normalizer::Strip { left: flag("strip_left", true)?, right: flag("strip_right", true)? },
         "StripAccents" => Normalizer::StripAccents,
-        "Precompiled" => match <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(n) {
+        "Precompiled" => match read_precompiled(n) {
             Ok(p) => Normalizer::Precompiled(Box::new(p)),
-            Err(e) => return bad(format!("a precompiled normaliser that is not one: {e}")),
+            Err(e) => return bad(e),
         },
         other => return unsupported(format!("the normalizer {other:?}")),
     });
     Ok(())
+}
+
+/// A `Precompiled` normaliser, read by `spm_precompiled` and checked so that running it cannot
+/// index out of its charsmap (see [`charsmap_fault`]).
+pub(crate) fn read_precompiled(n: &serde_json::Value) -> Result<spm_precompiled::Precompiled, String> {
+    let p = <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(n).map_err(|e| format!("a precompiled normaliser that is not one: {e}"))?;
+    // spm_precompiled decoded this string; the same decoder gives the same bytes.
+    let charsmap = n["precompiled_charsmap"].as_str().and_then(|b| base64::decode(b).ok()).unwrap_or_default();
+    match charsmap_fault(&charsmap) {
+        Some(why) => Err(format!("a precompiled normaliser whose charsmap {why}")),
+        None => Ok(p),
+    }
+}
+
+/// The most bytes `spm_precompiled` looks up in its trie at once: a grapheme of fewer than 6
+/// bytes, else one character.
+const CHARSMAP_KEY_BYTES: usize = 5;
+
+/// Why running a SentencePiece `precompiled_charsmap` through `spm_precompiled` 0.1.4 would index
+/// out of bounds and panic (`None`: no text can make it). Its layout: a u32 trie size in bytes,
+/// the trie's u32 units (a double array), then the replacement strings, each ending in a NUL.
+/// Every trie walk a text of keys of at most [`CHARSMAP_KEY_BYTES`] can make is made, byte by byte,
+/// as `DoubleArray::common_prefix_search` walks it (the same arithmetic, in `usize`): each unit it
+/// reads must exist, and each replacement it finds must start on a character of the strings.
+pub(crate) fn charsmap_fault(charsmap: &[u8]) -> Option<String> {
+    let Some(size) = charsmap.get(..4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize / 4) else {
+        return Some("is shorter than its header".into());
+    };
+    let Some(trie) = charsmap.get(4..4 + size * 4) else { return Some("is shorter than its trie size says".into()) };
+    let units: Vec<usize> = trie.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize).collect();
+    let Ok(strings) = std::str::from_utf8(&charsmap[4 + size * 4..]) else { return Some("holds strings that are not UTF-8".into()) };
+    let offset = |u: usize| (u >> 10) << ((u & (1 << 9)) >> 6);
+    let label = |u: usize| u & ((1 << 31) | 0xFF);
+    let has_leaf = |u: usize| (u >> 8) & 1 == 1;
+    let value = |u: usize| u & ((1 << 31) - 1);
+    let Some(&root) = units.first() else { return Some("has an empty trie".into()) };
+    let unit = |i: usize| units.get(i).copied().ok_or_else(|| format!("has a trie that leads to unit {i} of its {}", units.len()));
+    // Node positions reached by keys of each length; a node is walked from the first time (the
+    // shortest key) it is reached.
+    let mut level = vec![offset(root)];
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..CHARSMAP_KEY_BYTES {
+        let mut next = Vec::new();
+        for &pos in &level {
+            // A NUL byte ends the walk.
+            for c in 1..=255usize {
+                let u = match unit(pos ^ c) {
+                    Ok(u) => u,
+                    Err(why) => return Some(why),
+                };
+                if label(u) != c {
+                    continue;
+                }
+                let child = pos ^ c ^ offset(u);
+                if has_leaf(u) {
+                    let at = match unit(child) {
+                        Ok(leaf) => value(leaf),
+                        Err(why) => return Some(why),
+                    };
+                    if !strings.is_char_boundary(at) {
+                        return Some(format!("has a replacement at byte {at} of its {}-byte strings, not at a character", strings.len()));
+                    }
+                }
+                if seen.insert(child) {
+                    next.push(child);
+                }
+            }
+        }
+        level = next;
+    }
+    None
 }
 
 fn pre_tokenizer(p: &serde_json::Value, out: &mut Vec<PreTokenizer>) -> Result<(), Refusal> {
