@@ -345,13 +345,8 @@ fn hard_texts(pieces: &[String], n: usize) -> Vec<String> {
     .iter()
     .map(|a| a.to_string())
     .collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: usize| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % n as u64) as usize
-    };
+    let mut random = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut next = move |n: usize| (random() % n as u64) as usize;
     (0..n)
         .map(|_| {
             let mut t = String::new();
@@ -506,6 +501,16 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     assert!(StaticModel::own_tokenizer_refusal(&serde_json::to_vec(&dropout).unwrap()).unwrap().contains("dropout"));
 }
 
+/// A seeded xorshift64 generator: the same numbers on every run.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// The nmt_nfkc charsmap, as a tokenizer.json's `Precompiled` normaliser holds it.
 fn charsmap_base64() -> String {
     base64::encode(std::fs::read(dir("nmt_nfkc.charsmap")).unwrap())
@@ -532,13 +537,7 @@ fn precompiled_charsmaps_that_would_index_out_of_bounds_are_refused() {
     // The real one runs.
     assert!(StaticModel::from_wordllama(&with(&charsmap), &table, None).unwrap().tokenize(&texts).is_ok());
     let trie_units = u32::from_le_bytes(charsmap[..4].try_into().unwrap()) as usize / 4;
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let (mut refused, mut ran) = (0, 0);
     for case in 0..300 {
         let mut map = charsmap.clone();
