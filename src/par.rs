@@ -1,7 +1,14 @@
 //! Data parallelism over row blocks: a pool of threads natively (rayon's, edo's own), one thread in the browser.
 //!
-//! The CPU path splits work into one contiguous block of rows per core, contiguous so each
-//! thread streams its own output.
+//! The CPU path splits work into contiguous blocks of rows, so each thread streams its own
+//! output: one block per core, or smaller ones handed to whichever thread is free. The calling
+//! thread works on the blocks too and never waits for a pool thread that has not started (see
+//! [`run_blocks`]).
+
+#[cfg(native)]
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[cfg(native)]
+use std::sync::{Arc, Mutex};
 
 /// Worker threads the CPU path uses (all available cores natively, 1 on wasm).
 #[cfg_attr(web, allow(dead_code))]
@@ -31,7 +38,7 @@ thread_local! {
 
 /// Runs `f` with the CPU path limited to at most `n` threads on the calling thread (the
 /// benchmark suite's one-thread CPU backend). In the browser there is one thread anyway.
-#[cfg_attr(web, allow(dead_code))]
+#[cfg_attr(any(web, not(feature = "synth")), allow(dead_code))]
 pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
     #[cfg(native)]
     {
@@ -80,29 +87,8 @@ where
             return f(0, out);
         }
         let rows_per = rows.div_ceil(n);
-        // The blocks run on a pool whose threads live from call to call: a call wakes them
-        // rather than spawning threads (~30 µs each), so a batch of a few dozen texts is worth
-        // splitting, and a worker's thread-local buffers outlive the call. The calling thread runs
-        // the first block itself, so the pool has one thread fewer than the cores: an idle worker
-        // spinning for work beside two busy threads on two cores took a third of a core from them.
-        // The first failure in block order wins.
-        let Some(pool) = pool() else {
-            return out.chunks_mut(rows_per * row_len).enumerate().find_map(|(i, block)| f(i * rows_per, block));
-        };
-        let mut results: Vec<Option<E>> = Vec::new();
-        results.resize_with(n, || None);
-        let mut blocks = out.chunks_mut(rows_per * row_len).zip(results.iter_mut()).enumerate();
-        let f = &f;
-        pool.in_place_scope(|s| {
-            let own = blocks.next();
-            for (i, (block, result)) in blocks {
-                s.spawn(move |_| *result = f(i * rows_per, block));
-            }
-            if let Some((_, (block, result))) = own {
-                *result = f(0, block);
-            }
-        });
-        results.into_iter().flatten().next()
+        let blocks: Vec<Slot<T, E>> = out.chunks_mut(rows_per * row_len).map(|b| Mutex::new((Some(b), None))).collect();
+        run_blocks(&blocks, rows_per, n, &f)
     }
 }
 
@@ -123,41 +109,128 @@ where
     {
         let n_blocks = rows.div_ceil(block_rows);
         let threads = threads().min(n_blocks);
-        if let (Some(pool), true) = (pool(), threads > 1) {
-            use std::sync::atomic::{AtomicUsize, Ordering};
-            use std::sync::Mutex;
-            // A block's rows until a thread takes them, then what the block function returned.
-            type Slot<'a, T, E> = Mutex<(Option<&'a mut [T]>, Option<E>)>;
+        if threads > 1 {
             let blocks: Vec<Slot<T, E>> = out.chunks_mut(block_rows * row_len).map(|b| Mutex::new((Some(b), None))).collect();
-            // The next block to hand out, and the lowest that failed: blocks past it are skipped,
-            // every block before it runs.
-            let (next, failed) = (AtomicUsize::new(0), AtomicUsize::new(usize::MAX));
-            let work = || loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= blocks.len() || k > failed.load(Ordering::Relaxed) {
-                    return;
-                }
-                // Each block is taken once, by the thread whose fetch_add drew it: never contended.
-                let mut slot = blocks[k].lock().unwrap_or_else(|p| p.into_inner());
-                let Some(block) = slot.0.take() else { continue };
-                let result = f(k * block_rows, block);
-                if result.is_some() {
-                    failed.fetch_min(k, Ordering::Relaxed);
-                }
-                slot.1 = result;
-            };
-            let work = &work;
-            pool.in_place_scope(|s| {
-                for _ in 1..threads {
-                    s.spawn(move |_| work());
-                }
-                work();
-            });
-            return blocks.into_iter().find_map(|b| b.into_inner().unwrap_or_else(|p| p.into_inner()).1);
+            return run_blocks(&blocks, block_rows, threads, &f);
         }
     }
     let _ = rows;
     out.chunks_mut(block_rows * row_len.max(1)).enumerate().find_map(|(i, block)| f(i * block_rows, block))
+}
+
+/// A block's rows until a thread takes them, then what the block function returned.
+#[cfg(native)]
+type Slot<'a, T, E> = Mutex<(Option<&'a mut [T]>, Option<E>)>;
+
+/// Runs `f(first_row, block)` on every block, on the calling thread and up to `threads − 1` of the
+/// pool's, each taking the next block not yet taken; returns the result of the lowest block that
+/// returned `Some` (the blocks after it may not run; every block before it runs).
+///
+/// The caller starts on the blocks at once and never waits for a worker to wake: a worker woken
+/// from sleep can take tens of microseconds to start on a virtual machine — longer than a batch of
+/// 32 short texts takes on one thread — and a rayon scope would wait for it even when no block is
+/// left. Here the caller, once no block is left, closes the call and waits only for the workers
+/// already inside a block; a worker that starts later finds the call closed and touches nothing
+/// of it. The closing handshake: a worker counts itself in (`active`) and then reads `closed`; the
+/// caller sets `closed` and then reads `active` — both sequentially consistent, so either the
+/// caller sees the worker or the worker sees the call closed.
+#[cfg(native)]
+fn run_blocks<T, E, F>(blocks: &[Slot<'_, T, E>], block_rows: usize, threads: usize, f: &F) -> Option<E>
+where
+    T: Send,
+    E: Send,
+    F: Fn(usize, &mut [T]) -> Option<E> + Sync,
+{
+    // The next block to hand out, and the lowest that failed: blocks past it are skipped.
+    let (next, failed) = (AtomicUsize::new(0), AtomicUsize::new(usize::MAX));
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        if k >= blocks.len() || k > failed.load(Ordering::Relaxed) {
+            return;
+        }
+        // Each block is taken once, by the thread whose fetch_add drew it: never contended.
+        let mut slot = blocks[k].lock().unwrap_or_else(|p| p.into_inner());
+        let Some(block) = slot.0.take() else { continue };
+        let result = f(k * block_rows, block);
+        if result.is_some() {
+            failed.fetch_min(k, Ordering::Relaxed);
+        }
+        slot.1 = result;
+    };
+    let collect = || blocks.iter().find_map(|b| b.lock().unwrap_or_else(|p| p.into_inner()).1.take());
+    let Some(pool) = pool() else {
+        work();
+        return collect();
+    };
+    let work: &(dyn Fn() + Sync) = &work;
+    // SAFETY: only the lifetime is erased. Workers call `work` only between counting themselves
+    // into `active` and out of it, after reading `closed` as false; this function sets `closed`
+    // and then waits for `active` to be 0 before it returns, so no call outlives `work` or the
+    // blocks it borrows (see the handshake above).
+    let erased: *const (dyn Fn() + Sync + 'static) = unsafe { std::mem::transmute::<*const (dyn Fn() + Sync + '_), _>(work) };
+    let call = Arc::new(Call { work: erased, active: AtomicUsize::new(0), closed: AtomicBool::new(false), panic: Mutex::new(None) });
+    for _ in 1..threads {
+        let call = Arc::clone(&call);
+        pool.spawn(move || call.run());
+    }
+    // The caller's own share, whether or not a worker has started (a panic here still closes the
+    // call before it unwinds, below).
+    let own = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+    call.closed.store(true, Ordering::SeqCst);
+    let mut spins = 0u32;
+    while call.active.load(Ordering::SeqCst) != 0 {
+        // A worker is inside a block (at most one block's work): spin, then let others run.
+        if spins < 1 << 10 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    if let Err(panic) = own {
+        std::panic::resume_unwind(panic);
+    }
+    if let Some(panic) = call.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        std::panic::resume_unwind(panic);
+    }
+    collect()
+}
+
+/// One parallel call as its workers see it (see [`run_blocks`]).
+#[cfg(native)]
+struct Call {
+    /// The caller's work loop, its lifetime erased: called only while counted in `active`.
+    work: *const (dyn Fn() + Sync + 'static),
+    /// Workers inside the call.
+    active: AtomicUsize,
+    /// Set by the caller once no block is left to hand out: a worker that has not started yet
+    /// must not start.
+    closed: AtomicBool,
+    /// A worker's panic, for the caller to resume.
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+// SAFETY: `work` points at a `Sync` closure, called from several threads only under the handshake
+// of `run_blocks`.
+#[cfg(native)]
+unsafe impl Send for Call {}
+#[cfg(native)]
+unsafe impl Sync for Call {}
+
+#[cfg(native)]
+impl Call {
+    /// A worker's part: the blocks left when it starts, unless the call is closed.
+    fn run(&self) {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if !self.closed.load(Ordering::SeqCst) {
+            // SAFETY: counted in `active` with the call open: the caller waits for us.
+            let work = unsafe { &*self.work };
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+                *self.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(panic);
+            }
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The CPU path's worker threads: one fewer than the cores (the caller is the other), made at the
@@ -205,5 +278,114 @@ mod tests {
         let failed = for_each_block_balanced(&mut out, 1, 10, |first, _| (first >= 30).then_some(first));
         // Blocks run in any order, but the blocks before the first failure all run.
         assert_eq!(failed, Some(30));
+    }
+
+    /// Calls of a few small blocks one after another, the pool's threads waking or not in time
+    /// for each: every row once, in both splits.
+    #[test]
+    fn many_small_calls_cover_every_row_once() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for call in 0..3000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let (rows, block_rows) = ((state % 40) as usize, 1 + (state >> 8) as usize % 6);
+            let mut out = vec![0u32; rows * 2];
+            let visit = |first: usize, block: &mut [u32]| {
+                for (j, row) in block.chunks_exact_mut(2).enumerate() {
+                    row.iter_mut().for_each(|x| *x += (first + j) as u32 + 1);
+                }
+                None::<()>
+            };
+            if call % 2 == 0 {
+                assert!(for_each_block_balanced(&mut out, 2, block_rows, visit).is_none());
+            } else {
+                assert!(for_each_chunk_mut(&mut out, 2, 1, visit).is_none());
+            }
+            for (i, row) in out.chunks_exact(2).enumerate() {
+                assert_eq!(row, [i as u32 + 1; 2], "call {call}: {rows} rows, blocks of {block_rows}");
+            }
+        }
+    }
+
+    /// Blocks on the calling thread and on the pool's.
+    fn blocks_of(out: &mut [u32]) -> Vec<Slot<'_, u32, usize>> {
+        out.chunks_mut(1).map(|b| Mutex::new((Some(b), None))).collect()
+    }
+
+    /// With every pool thread held until the call has returned, the caller runs all the blocks
+    /// and returns: it does not wait for a worker that has not started. (Waiting would hold the
+    /// call until the pool threads give up after a minute, and the check below fails.)
+    #[test]
+    fn a_call_does_not_wait_for_a_worker_that_has_not_started() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let pool = pool().expect("the pool's threads start");
+        let (release, released) = mpsc::channel::<()>();
+        let released = Arc::new(Mutex::new(released));
+        let gave_up = Arc::new(AtomicBool::new(false));
+        let (started, all_started) = mpsc::channel();
+        let holders = pool.current_num_threads();
+        for _ in 0..holders {
+            let (released, gave_up, started) = (Arc::clone(&released), Arc::clone(&gave_up), started.clone());
+            pool.spawn(move || {
+                started.send(()).expect("the test waits");
+                let wait = released.lock().unwrap_or_else(|p| p.into_inner()).recv_timeout(Duration::from_secs(60));
+                if wait.is_err() {
+                    gave_up.store(true, Ordering::SeqCst);
+                }
+            });
+        }
+        for _ in 0..holders {
+            all_started.recv().expect("every pool thread is held");
+        }
+        let mut out = vec![0u32; 10];
+        let caller = std::thread::current().id();
+        let result = run_blocks(&blocks_of(&mut out), 1, 4, &|first, block: &mut [u32]| {
+            assert_eq!(std::thread::current().id(), caller, "only the caller can run a block");
+            block[0] = first as u32 + 1;
+            (first == 7).then_some(first)
+        });
+        assert!(!gave_up.load(Ordering::SeqCst), "the call waited for the held pool");
+        assert_eq!(result, Some(7));
+        assert_eq!(out[..8], [1, 2, 3, 4, 5, 6, 7, 8]);
+        for _ in 0..holders {
+            release.send(()).expect("the holders wait");
+        }
+    }
+
+    /// A block that panics on a pool thread panics the call, on the calling thread, once every
+    /// worker has left the call; one that panics on the caller does too.
+    #[test]
+    fn a_panic_in_a_block_reaches_the_caller() {
+        let caller = std::thread::current().id();
+        let on_worker = AtomicBool::new(false);
+        // A worker takes part only when it starts in time: each call's caller blocks wait long
+        // enough for it to, and the call is repeated until one did.
+        for _ in 0..50 {
+            let mut out = vec![0u32; 40];
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_blocks(&blocks_of(&mut out), 1, 2, &|_, _| {
+                    if std::thread::current().id() != caller {
+                        on_worker.store(true, Ordering::SeqCst);
+                        panic!("a worker's block");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    None::<usize>
+                })
+            }));
+            if on_worker.load(Ordering::SeqCst) {
+                let panic = run.expect_err("the worker's panic reaches the caller");
+                assert_eq!(panic.downcast_ref::<&str>(), Some(&"a worker's block"));
+                break;
+            }
+            assert!(run.is_ok());
+        }
+        assert!(on_worker.load(Ordering::SeqCst), "no pool thread took a block in 50 calls of 80 ms");
+        let mut out = vec![0u32; 4];
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_blocks(&blocks_of(&mut out), 1, 2, &|_, _| -> Option<usize> { panic!("every block") })
+        }));
+        assert!(run.is_err());
     }
 }

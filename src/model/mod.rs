@@ -787,15 +787,14 @@ impl StaticModel {
             Fallback,
             Failed(Error),
         }
-        let cut = texts.iter().map(|t| self.cut(t)).collect::<Result<Vec<&str>, Error>>()?;
         let dim = self.dim();
         let (limit, last) = self.token_limits();
         let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
         let f32_rows = self.table.format() == Format::F32;
-        // Blocks of at least 8 texts (a text takes a microsecond or two, waking a pool thread a
-        // few), about 8 a thread, handed to whichever thread is free: texts differ in length and
-        // a thread of a busy machine may be held up.
-        let block_rows = (texts.len() / (crate::par::threads() * 8)).max(8);
+        // About 8 blocks a thread, of at least 4 texts, handed to whichever thread is free: texts
+        // differ in length and a thread of a busy machine may be held up. Fewer than 16 texts
+        // (a text takes a microsecond or two) are one block: not worth waking a pool thread for.
+        let block_rows = if texts.len() < 16 { texts.len() } else { (texts.len() / (crate::par::threads() * 8)).max(4) };
         let stop = crate::par::for_each_block_balanced(&mut out, dim.max(1), block_rows, |first, block| {
             // Each thread's buffers live on from call to call: a call of one text allocated more
             // than it computed.
@@ -806,7 +805,11 @@ impl StaticModel {
                 row.resize(dim, 0.0);
                 for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
                     ids.clear();
-                    match self.encode_own(cut[first + j], limit, buffers, ids) {
+                    let text = match self.cut(texts[first + j]) {
+                        Ok(text) => text,
+                        Err(e) => return Some(Stop::Failed(e)),
+                    };
+                    match self.encode_own(text, limit, buffers, ids) {
                         Ok(true) => {
                             ids.truncate(limit);
                             keep_last(ids, 0, last);
