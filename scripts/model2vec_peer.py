@@ -10,13 +10,15 @@ Runs `edo bench embed --cpu --json` (which also writes its 1024 texts), then tim
 `StaticModel.encode` on the same batches (1, 32 and 1024 texts, as edo chunks them; one thread,
 as model2vec encodes batches under 10 000 texts), and with `--model2vec-rs` builds and runs
 scripts/model2vec-rs-peer (model2vec-rs 0.4.0, its rayon pool on all cores, as edo uses all
-cores), which runs model2vec-rs and edo in one process, alternating run by run: the
-edo / model2vec-rs column is the median of those runs' ratios, the least exposed to the machine's
-noise. The machine is shared and noisy, so edo and its peers run in alternation for `--rounds`
-rounds, and each ratio is the median of the rounds' ratios (each round's edo figure against the
-peer figures of the same round).
+cores): `--pairs` pairs of processes a round, one timing model2vec-rs and one edo through the same
+harness, the order alternating; the edo / model2vec-rs column is the ratio of the medians of all
+those processes (a process's threads can land well or badly for its whole life, so each library
+gets many). The machine is shared and noisy, so edo and its peers run in alternation for
+`--rounds` rounds, and the Python ratio is the median of the rounds' ratios (each round's edo
+figure against the peer figure of the same round).
 """
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -34,6 +36,7 @@ def main():
     p.add_argument("--iters", type=int, default=7)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--model2vec-rs", action="store_true", help="build and run scripts/model2vec-rs-peer too")
+    p.add_argument("--pairs", type=int, default=3, help="model2vec-rs-peer process pairs a round")
     a = p.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     peer_rs = None
@@ -44,6 +47,7 @@ def main():
         peer_rs = os.path.join(target, "release", "model2vec-rs-peer")
     model = StaticModel.from_pretrained(a.model)
     rounds = []
+    peer = collections.defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         texts_path = os.path.join(tmp, "texts.txt")
         for _ in range(a.rounds):
@@ -54,12 +58,14 @@ def main():
             figures = {run["batch"]: {"edo": run["cpu_texts_per_second"], "python": python_texts_per_second(model, texts, run["batch"], a.iters)}
                        for run in edo["runs"]}
             if peer_rs:
-                out = subprocess.run([peer_rs, a.model, texts_path, str(a.iters)], check=True, capture_output=True, text=True)
-                for line in out.stdout.split("\n"):
-                    if line.strip():
-                        batch, tps, _edo_tps, ratio = line.split()
-                        figures[int(batch)]["rs"] = float(tps)
-                        figures[int(batch)]["rs_ratio"] = float(ratio)
+                for pair in range(a.pairs):
+                    order = ["model2vec-rs", "edo"] if (len(rounds) * a.pairs + pair) % 2 == 0 else ["edo", "model2vec-rs"]
+                    for which in order:
+                        out = subprocess.run([peer_rs, a.model, texts_path, str(a.iters), which], check=True, capture_output=True, text=True)
+                        for line in out.stdout.split("\n"):
+                            if line.strip():
+                                batch, tps = line.split()
+                                peer[(which, int(batch))].append(float(tps))
             rounds.append(figures)
     print(f"model2vec {model.dim} dims, 1024 texts; edo on {edo['threads']} threads; median of {a.rounds} alternating rounds")
     head = f"{'batch':>6} {'edo texts/s':>12} {'model2vec (Python)':>19} {'edo / Python':>13}"
@@ -71,7 +77,8 @@ def main():
         r = [f[batch] for f in rounds]
         line = f"{batch:>6} {med([x['edo'] for x in r]):>12.0f} {med([x['python'] for x in r]):>19.0f} {med([x['edo'] / x['python'] for x in r]):>12.1f}×"
         if peer_rs:
-            line += f" {med([x['rs'] for x in r]):>13.0f} {med([x['rs_ratio'] for x in r]):>18.2f}×"
+            rs, edo_in_peer = med(peer[("model2vec-rs", batch)]), med(peer[("edo", batch)])
+            line += f" {rs:>13.0f} {edo_in_peer / rs:>18.2f}×"
         print(line)
 
 
