@@ -387,6 +387,13 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     });
     with("bpe, no byte fallback, unknowns fused", &bpe, &|j| j["model"]["byte_fallback"] = false.into());
     with("bpe, ignore_merges", &bpe, &|j| j["model"]["ignore_merges"] = true.into());
+    // No merge joins a token to a `▁` after it (as in Llama's): edo splits the text before each
+    // `▁` that follows another character and merges the pieces on their own.
+    with("bpe, no merge across a \u{2581}", &bpe, &|j| {
+        let merges = j["model"]["merges"].as_array_mut().unwrap();
+        let joins_across = |m: &serde_json::Value| m[1].as_str().unwrap().starts_with('\u{2581}') && !m[0].as_str().unwrap().ends_with('\u{2581}');
+        merges.retain(|m| !joins_across(m));
+    });
     with("bpe, merges as lines", &bpe, &|j| {
         let lines: Vec<serde_json::Value> =
             j["model"]["merges"].as_array().unwrap().iter().map(|m| format!("{} {}", m[0].as_str().unwrap(), m[1].as_str().unwrap()).into()).collect();

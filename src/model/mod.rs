@@ -400,20 +400,21 @@ impl StaticModel {
         let per = cut.len().div_ceil(n_blocks).max(1);
         let mut blocks: Vec<Block> = (0..n_blocks).map(|_| Block::default()).collect();
         let failed = crate::par::for_each_chunk_mut(&mut blocks, 1, 1, |first, blocks| {
-            let mut buffers = Buffers::default();
-            for (k, block) in blocks.iter_mut().enumerate() {
-                let texts = ((first + k) * per).min(cut.len())..((first + k + 1) * per).min(cut.len());
-                for i in texts {
-                    let start = block.ids.len();
-                    match self.encode_own(cut[i], limit, &mut buffers, &mut block.ids) {
-                        Ok(true) => finish(&mut block.ids, start),
-                        Ok(false) => block.rest.push(i),
-                        Err(e) => return Some(e),
+            BUFFERS.with_borrow_mut(|(buffers, ..)| {
+                for (k, block) in blocks.iter_mut().enumerate() {
+                    let texts = ((first + k) * per).min(cut.len())..((first + k + 1) * per).min(cut.len());
+                    for i in texts {
+                        let start = block.ids.len();
+                        match self.encode_own(cut[i], limit, buffers, &mut block.ids) {
+                            Ok(true) => finish(&mut block.ids, start),
+                            Ok(false) => block.rest.push(i),
+                            Err(e) => return Some(e),
+                        }
+                        block.ends.push(block.ids.len());
                     }
-                    block.ends.push(block.ids.len());
                 }
-            }
-            None
+                None
+            })
         });
         if let Some(e) = failed {
             return Err(e);
@@ -584,6 +585,12 @@ enum Tokenizer {
     Own(Arc<Pipeline>),
     #[cfg(native)]
     Hf(Box<tokenizers::Tokenizer>),
+}
+
+thread_local! {
+    /// Each thread's buffers, which live on from call to call (a call of one text allocated more
+    /// than it computed, and a BPE model's words are cached there), and its ids and row buffers.
+    static BUFFERS: std::cell::RefCell<(Buffers, Vec<u32>, Vec<f32>)> = Default::default();
 }
 
 /// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
@@ -796,11 +803,6 @@ impl StaticModel {
         // (a text takes a microsecond or two) are one block: not worth waking a pool thread for.
         let block_rows = if texts.len() < 16 { texts.len() } else { (texts.len() / (crate::par::threads() * 8)).max(4) };
         let stop = crate::par::for_each_block_balanced(&mut out, dim.max(1), block_rows, |first, block| {
-            // Each thread's buffers live on from call to call: a call of one text allocated more
-            // than it computed.
-            thread_local! {
-                static BUFFERS: std::cell::RefCell<(Buffers, Vec<u32>, Vec<f32>)> = Default::default();
-            }
             BUFFERS.with_borrow_mut(|(buffers, ids, row)| {
                 row.resize(dim, 0.0);
                 for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {

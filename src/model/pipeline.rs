@@ -205,7 +205,7 @@ impl Pipeline {
             let token = AddedToken { id, lstrip: t.lstrip, rstrip: t.rstrip };
             if t.normalized {
                 let mut content = String::new();
-                pipeline.normalize(&t.content, &mut content, &mut Scratch::default());
+                pipeline.normalize(&t.content, &mut content, &mut Scratch::default(), &mut String::new());
                 pipeline.normalized.push(content, token);
             } else {
                 pipeline.raw.push(t.content, token);
@@ -240,7 +240,7 @@ impl Pipeline {
     /// tokens split out, the rest pre-tokenized and run through the model.
     fn encode_piece(&self, piece: &str, offset: usize, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
         let mut normalized = std::mem::take(&mut buffers.normalized);
-        self.normalize(piece, &mut normalized, &mut buffers.scratch);
+        self.normalize(piece, &mut normalized, &mut buffers.scratch, &mut buffers.next);
         let mut result = Ok(());
         self.normalized.split(&normalized, |part, token| {
             if result.is_err() || part.is_empty() {
@@ -256,11 +256,10 @@ impl Pipeline {
         result
     }
 
-    /// `text` through the normalizers, into `out`.
-    fn normalize(&self, text: &str, out: &mut String, scratch: &mut Scratch) {
+    /// `text` through the normalizers, into `out` (`next`: a buffer between two of them).
+    fn normalize(&self, text: &str, out: &mut String, scratch: &mut Scratch, next: &mut String) {
         out.clear();
         out.push_str(text);
-        let mut next = String::new();
         for n in &self.normalizers {
             next.clear();
             match n {
@@ -278,7 +277,14 @@ impl Pipeline {
                     if pattern.is_empty() {
                         next.push_str(out);
                     } else {
-                        next.push_str(&out.replace(pattern.as_str(), content));
+                        // `str::replace`, into the buffer.
+                        let mut last = 0;
+                        for (i, _) in out.match_indices(pattern.as_str()) {
+                            next.push_str(&out[last..i]);
+                            next.push_str(content);
+                            last = i + pattern.len();
+                        }
+                        next.push_str(&out[last..]);
                     }
                 }
                 Normalizer::Nfc => next.extend(out.nfc().map(|(c, _)| c)),
@@ -299,7 +305,7 @@ impl Pipeline {
                 Normalizer::StripAccents => next.extend(out.chars().filter(|&c| !unicode_normalization_alignments::char::is_combining_mark(c))),
                 Normalizer::Precompiled(p) => next.push_str(&p.normalize_string(out)),
             }
-            std::mem::swap(out, &mut next);
+            std::mem::swap(out, next);
         }
     }
 
@@ -362,10 +368,26 @@ fn starts(text: &str, part: &str) -> bool {
 pub(crate) struct Buffers {
     scratch: Scratch,
     normalized: String,
+    /// The normalizers' second buffer.
+    next: String,
     symbols: Vec<Symbol>,
     heap: BinaryHeap<Merge>,
     best: Vec<(f64, u32, u32)>,
+    bpe_words: BpeWords,
 }
+
+/// The words one thread has run through one BPE model, and their ids: texts repeat their words,
+/// and a word's merges cost more than a lookup (`tokenizers` keeps such a cache too).
+#[derive(Default)]
+struct BpeWords {
+    /// The model the words are of ([`Bpe::cache_id`]); another model's empties the cache.
+    model: u64,
+    ids: FxHashMap<Box<str>, Box<[u32]>>,
+}
+
+/// The longest word [`BpeWords`] keeps, in bytes, and how many it keeps before it starts over.
+const BPE_CACHED_BYTES: usize = 64;
+const BPE_CACHED_WORDS: usize = 1 << 14;
 
 fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Refusal> {
     let kind = n["type"].as_str().unwrap_or("");
@@ -660,6 +682,12 @@ struct Bpe {
     suffix: Option<String>,
     fuse_unk: bool,
     ignore_merges: bool,
+    /// A character before which no merge joins across — every occurrence that follows another
+    /// character starts a new word — when the model has one: `▁` in SentencePiece-style models
+    /// (Llama's), which BPE over the whole text otherwise (they have no pre-tokenizer).
+    split_before: Option<char>,
+    /// Which model a thread's [`BpeWords`] belong to (unique per model read).
+    cache_id: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -694,6 +722,10 @@ impl Bpe {
         let prefix_len = m.continuing_subword_prefix.as_ref().map_or(0, String::len);
         let mut map = FxHashMap::default();
         let mut rank = 0u32;
+        // A merge whose right token starts with `▁` and whose left one ends with another
+        // character would join across a `▁`.
+        const METASPACE: char = '\u{2581}';
+        let mut joins_across = false;
         for merge in merges {
             let (a, b) = match merge {
                 MergeJson::Pair(a, b) => (a, b),
@@ -713,6 +745,7 @@ impl Bpe {
                 return bad(format!("the merge token {b:?} is shorter than the subword prefix"));
             };
             let merged = id(&format!("{a}{tail}"))?;
+            joins_across |= b.starts_with(METASPACE) && !a.ends_with(METASPACE);
             map.insert((id(&a)?, id(&b)?), (rank, merged));
             rank += 1;
         }
@@ -726,10 +759,61 @@ impl Bpe {
             suffix: m.end_of_word_suffix.clone(),
             fuse_unk: m.fuse_unk.unwrap_or(false),
             ignore_merges: m.ignore_merges.unwrap_or(false),
+            // Split words are the same words only without a subword prefix or suffix (a split
+            // word's first character would lose the prefix), merges ignored for whole-word
+            // matches (the whole word would no longer be looked up), and `▁` a token of its own
+            // (a `▁` by its bytes or in an unknown run could join its neighbours).
+            split_before: (!joins_across
+                && m.continuing_subword_prefix.is_none()
+                && m.end_of_word_suffix.is_none()
+                && !m.ignore_merges.unwrap_or(false)
+                && vocab.contains_key(METASPACE.encode_utf8(&mut [0; 4]) as &str))
+            .then_some(METASPACE),
+            cache_id: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
+    /// Appends the ids of one pre-tokenized word: its pieces between `split_before`s, each from
+    /// the thread's cache or merged.
     fn word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        if buffers.bpe_words.model != self.cache_id {
+            buffers.bpe_words.ids.clear();
+            buffers.bpe_words.model = self.cache_id;
+        }
+        let mut start = 0;
+        if let Some(c) = self.split_before {
+            for (i, _) in w.match_indices(c) {
+                if i > start && !w[..i].ends_with(c) {
+                    self.cached_word(&w[start..i], buffers, ids)?;
+                    start = i;
+                }
+            }
+        }
+        self.cached_word(&w[start..], buffers, ids)
+    }
+
+    fn cached_word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+        if let Some(found) = buffers.bpe_words.ids.get(w) {
+            ids.extend_from_slice(found);
+            return Ok(());
+        }
+        let first = ids.len();
+        self.merge_word(w, buffers, ids)?;
+        if w.len() <= BPE_CACHED_BYTES {
+            let words = &mut buffers.bpe_words.ids;
+            if words.len() >= BPE_CACHED_WORDS {
+                words.clear();
+            }
+            words.insert(w.into(), ids[first..].into());
+        }
+        Ok(())
+    }
+
+    /// `tokenizers`' BPE of one word: its characters (or their bytes) as symbols, merged by rank.
+    fn merge_word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
         if self.ignore_merges {
             if let Some(&id) = self.vocab.get(w) {
                 ids.push(id);
@@ -956,5 +1040,44 @@ fn utf8_len(b: u8) -> usize {
         0xc0..=0xdf => 2,
         0xe0..=0xef => 3,
         _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_before(json: &serde_json::Value) -> Option<char> {
+        match Pipeline::from_json(&serde_json::to_vec(json).unwrap()).map(|p| p.pipeline.model) {
+            Ok(Model::Bpe(b)) => b.split_before,
+            _ => panic!("a BPE model edo reads"),
+        }
+    }
+
+    /// A BPE model splits its words before `▁` only when no merge joins across one, and only
+    /// without a subword prefix, suffix or ignored merges (tests/model.rs checks the ids of both
+    /// against `tokenizers`).
+    #[test]
+    fn bpe_splits_before_metaspace_only_where_no_merge_joins_across() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/bpe_f16/tokenizer.json");
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        // The fixture's merges join across: "e" + "▁" is its second.
+        assert_eq!(split_before(&json), None);
+        let mut apart = json.clone();
+        let joins_across = |m: &serde_json::Value| m[1].as_str().unwrap().starts_with('▁') && !m[0].as_str().unwrap().ends_with('▁');
+        apart["model"]["merges"].as_array_mut().unwrap().retain(|m| !joins_across(m));
+        assert_eq!(split_before(&apart), Some('▁'));
+        for (field, value) in [("end_of_word_suffix", "</w>".into()), ("ignore_merges", true.into())] {
+            let mut j = apart.clone();
+            j["model"][field] = value;
+            assert_eq!(split_before(&j), None, "{field}");
+        }
+        // With a prefix the merges name other tokens: the fixture's are then not all in its
+        // vocabulary. A one-token model shows it.
+        let prefixed = serde_json::json!({"model": {"type": "BPE", "continuing_subword_prefix": "##", "vocab": {"▁": 0, "a": 1, "##a": 2}, "merges": []}});
+        assert_eq!(split_before(&prefixed), None);
+        let mut plain = prefixed.clone();
+        plain["model"]["continuing_subword_prefix"] = serde_json::Value::Null;
+        assert_eq!(split_before(&plain), Some('▁'));
     }
 }
