@@ -448,6 +448,15 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]});
     });
     with("wordpiece, whitespace split", &wordpiece, &|j| j["pre_tokenizer"] = json!({"type": "WhitespaceSplit"}));
+    // Another Unigram model over the same pieces (their scores in reverse order): other paths
+    // for the same words, run after the first on the same threads.
+    with("unigram, scores reversed", &unigram, &|j| {
+        let pieces = j["model"]["vocab"].as_array_mut().unwrap();
+        let scores: Vec<serde_json::Value> = pieces.iter().map(|p| p[1].clone()).rev().collect();
+        for (p, score) in pieces.iter_mut().zip(scores) {
+            p[1] = score;
+        }
+    });
     // SentencePiece's own normaliser: the real nmt_nfkc charsmap (scripts/make_charsmap_fixture.py).
     with("unigram, SentencePiece nmt_nfkc (Precompiled)", &unigram, &|j| {
         j["normalizer"] = json!({"type": "Precompiled", "precompiled_charsmap": charsmap_base64()})
@@ -486,6 +495,26 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         let want = model.tokenize_reference(&texts).unwrap();
         for (i, text) in texts.iter().enumerate() {
             assert_eq!(got[i], want[i], "{name}: text {i} {text:?}");
+        }
+    }
+
+    // Two models of one kind in turn on the same threads, the same words in both: each thread's
+    // word cache must give each model its own ids.
+    for pair in [["unigram", "unigram, scores reversed"], ["bpe, no merge across a \u{2581}", "bpe, no byte fallback, unknowns fused"]] {
+        let json = |name: &str| &variants.iter().find(|(n, _)| n == name).unwrap().1;
+        let [a, b] = pair.map(|name| StaticModel::from_wordllama(&serde_json::to_vec(json(name)).unwrap(), &table, None).unwrap());
+        let pieces: Vec<String> = match &json(pair[0])["model"]["vocab"] {
+            serde_json::Value::Object(o) => o.keys().cloned().collect(),
+            serde_json::Value::Array(a) => a.iter().map(|p| p[0].as_str().unwrap().to_string()).collect(),
+            _ => unreachable!(),
+        };
+        let texts: Vec<String> = hard_texts(&pieces, 300).into_iter().flat_map(|t| [t.clone(), format!("{t} {t}")]).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let (want_a, want_b) = (a.tokenize_reference(&texts).unwrap(), b.tokenize_reference(&texts).unwrap());
+        assert_ne!(want_a, want_b, "{pair:?} give the same ids: the check below could not fail");
+        for _ in 0..2 {
+            assert_eq!(a.tokenize(&texts).unwrap(), want_a, "{}", pair[0]);
+            assert_eq!(b.tokenize(&texts).unwrap(), want_b, "{}", pair[1]);
         }
     }
 

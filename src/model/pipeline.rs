@@ -327,7 +327,10 @@ impl Pipeline {
                 }
             }
             PreTokenizer::Metaspace { replacement, prepend, split } => {
-                let mut s = String::with_capacity(text.len() + 3);
+                // The buffer is taken while the words below run (a second Metaspace under this
+                // one starts its own).
+                let mut s = std::mem::take(&mut buffers.metaspace);
+                s.clear();
                 let prepend = match prepend {
                     PrependScheme::Always => true,
                     PrependScheme::First => first,
@@ -338,20 +341,19 @@ impl Pipeline {
                     s.push(*replacement);
                 }
                 s.extend(text.chars().map(|c| if c == ' ' { *replacement } else { c }));
-                if !split {
-                    return self.pre_tokenize(&s, first, k + 1, buffers, ids);
-                }
-                // Each replacement starts a word (merged with the next).
-                let mut start = 0;
-                for (i, _) in s.match_indices(*replacement) {
-                    if i > start {
-                        self.pre_tokenize(&s[start..i], first && start == 0, k + 1, buffers, ids)?;
-                    }
-                    start = i;
-                }
-                if start < s.len() {
-                    self.pre_tokenize(&s[start..], first && start == 0, k + 1, buffers, ids)?;
-                }
+                result = if *split {
+                    // Each replacement starts a word (merged with the next).
+                    let mut start = 0;
+                    let mut words = s.match_indices(*replacement).map(|(i, _)| i).chain([s.len()]).filter_map(|i| {
+                        let word = (i > start).then_some((start, i));
+                        start = i;
+                        word
+                    });
+                    words.try_for_each(|(a, b)| self.pre_tokenize(&s[a..b], first && a == 0, k + 1, buffers, ids))
+                } else {
+                    self.pre_tokenize(&s, first, k + 1, buffers, ids)
+                };
+                buffers.metaspace = s;
             }
         }
         result
@@ -373,21 +375,61 @@ pub(crate) struct Buffers {
     symbols: Vec<Symbol>,
     heap: BinaryHeap<Merge>,
     best: Vec<(f64, u32, u32)>,
-    bpe_words: BpeWords,
+    /// Metaspace's text with its replacements.
+    metaspace: String,
+    /// A Unigram word's best path, as spans.
+    spans: Vec<(usize, usize, u32)>,
+    words: Words,
 }
 
-/// The words one thread has run through one BPE model, and their ids: texts repeat their words,
-/// and a word's merges cost more than a lookup (`tokenizers` keeps such a cache too).
+/// The words one thread has run through one BPE or Unigram model, and their ids: texts repeat
+/// their words, and a word's merges or best path cost more than a lookup (`tokenizers` keeps
+/// such a cache for BPE too).
 #[derive(Default)]
-struct BpeWords {
-    /// The model the words are of ([`Bpe::cache_id`]); another model's empties the cache.
+struct Words {
+    /// The model the words are of ([`new_cache_id`]); another model's empties the cache.
     model: u64,
     ids: FxHashMap<Box<str>, Box<[u32]>>,
 }
 
-/// The longest word [`BpeWords`] keeps, in bytes, and how many it keeps before it starts over.
-const BPE_CACHED_BYTES: usize = 64;
-const BPE_CACHED_WORDS: usize = 1 << 14;
+/// The longest word [`Words`] keeps, in bytes, and how many it keeps before it starts over
+/// (at most about 2 MB a thread).
+const CACHED_BYTES: usize = 64;
+const CACHED_WORDS: usize = 1 << 14;
+
+/// A number no other model read in this process has, for [`Words::model`].
+fn new_cache_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The ids of word `w` of model `cache_id`: from the thread's cache, or `run` and cached.
+fn cached_word(
+    cache_id: u64,
+    w: &str,
+    buffers: &mut Buffers,
+    ids: &mut Vec<u32>,
+    run: impl FnOnce(&str, &mut Buffers, &mut Vec<u32>) -> Result<(), String>,
+) -> Result<(), String> {
+    if buffers.words.model != cache_id {
+        buffers.words.ids.clear();
+        buffers.words.model = cache_id;
+    }
+    if let Some(found) = buffers.words.ids.get(w) {
+        ids.extend_from_slice(found);
+        return Ok(());
+    }
+    let first = ids.len();
+    run(w, buffers, ids)?;
+    if w.len() <= CACHED_BYTES {
+        let words = &mut buffers.words.ids;
+        if words.len() >= CACHED_WORDS {
+            words.clear();
+        }
+        words.insert(w.into(), ids[first..].into());
+    }
+    Ok(())
+}
 
 fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Refusal> {
     let kind = n["type"].as_str().unwrap_or("");
@@ -593,7 +635,7 @@ impl Model {
                 None => return Err("WordLevel: a word outside the vocabulary, and no unknown token".into()),
             },
             Model::Bpe(b) => b.word(word, buffers, ids)?,
-            Model::Unigram(u) => u.word(word, buffers, ids)?,
+            Model::Unigram(u) => cached_word(u.cache_id, word, buffers, ids, |w, buffers, ids| u.word(w, buffers, ids))?,
         }
         Ok(())
     }
@@ -686,7 +728,7 @@ struct Bpe {
     /// character starts a new word — when the model has one: `▁` in SentencePiece-style models
     /// (Llama's), which BPE over the whole text otherwise (they have no pre-tokenizer).
     split_before: Option<char>,
-    /// Which model a thread's [`BpeWords`] belong to (unique per model read).
+    /// Which model a thread's [`Words`] belong to.
     cache_id: u64,
 }
 
@@ -769,47 +811,24 @@ impl Bpe {
                 && !m.ignore_merges.unwrap_or(false)
                 && vocab.contains_key(METASPACE.encode_utf8(&mut [0; 4]) as &str))
             .then_some(METASPACE),
-            cache_id: {
-                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            },
+            cache_id: new_cache_id(),
         })
     }
 
     /// Appends the ids of one pre-tokenized word: its pieces between `split_before`s, each from
     /// the thread's cache or merged.
     fn word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
-        if buffers.bpe_words.model != self.cache_id {
-            buffers.bpe_words.ids.clear();
-            buffers.bpe_words.model = self.cache_id;
-        }
+        let merge = |w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>| self.merge_word(w, buffers, ids);
         let mut start = 0;
         if let Some(c) = self.split_before {
             for (i, _) in w.match_indices(c) {
                 if i > start && !w[..i].ends_with(c) {
-                    self.cached_word(&w[start..i], buffers, ids)?;
+                    cached_word(self.cache_id, &w[start..i], buffers, ids, merge)?;
                     start = i;
                 }
             }
         }
-        self.cached_word(&w[start..], buffers, ids)
-    }
-
-    fn cached_word(&self, w: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
-        if let Some(found) = buffers.bpe_words.ids.get(w) {
-            ids.extend_from_slice(found);
-            return Ok(());
-        }
-        let first = ids.len();
-        self.merge_word(w, buffers, ids)?;
-        if w.len() <= BPE_CACHED_BYTES {
-            let words = &mut buffers.bpe_words.ids;
-            if words.len() >= BPE_CACHED_WORDS {
-                words.clear();
-            }
-            words.insert(w.into(), ids[first..].into());
-        }
-        Ok(())
+        cached_word(self.cache_id, &w[start..], buffers, ids, merge)
     }
 
     /// `tokenizers`' BPE of one word: its characters (or their bytes) as symbols, merged by rank.
@@ -930,6 +949,8 @@ struct Unigram {
     unk_score: f64,
     /// The id of each byte's `<0xXX>` piece, with byte fallback.
     bytes: Option<Vec<Option<u32>>>,
+    /// Which model a thread's [`Words`] belong to.
+    cache_id: u64,
 }
 
 /// SentencePiece's penalty for an unknown character, below the lowest score.
@@ -957,7 +978,15 @@ impl Unigram {
         }
         trie.finish();
         let bytes = byte_fallback.then(|| (0..=255u8).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect());
-        Ok(Unigram { scores: pieces.into_iter().map(|(_, s)| s).collect(), ids, trie, unk: unk.map(|u| u as u32), unk_score: min - UNK_PENALTY, bytes })
+        Ok(Unigram {
+            scores: pieces.into_iter().map(|(_, s)| s).collect(),
+            ids,
+            trie,
+            unk: unk.map(|u| u as u32),
+            unk_score: min - UNK_PENALTY,
+            bytes,
+            cache_id: new_cache_id(),
+        })
     }
 
     fn word(&self, s: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
@@ -996,7 +1025,8 @@ impl Unigram {
         let first = ids.len();
         let mut end = s.len();
         let mut unk_end = None;
-        let mut spans: Vec<(usize, usize, u32)> = Vec::new();
+        let spans = &mut buffers.spans;
+        spans.clear();
         while end > 0 {
             let (_, id, start) = best[end];
             let start = start as usize;
