@@ -711,7 +711,7 @@ impl Added {
     }
 }
 
-/// A BPE model (`tokenizers`' `BPE` without dropout or its cache).
+/// A BPE model (`tokenizers`' `BPE` without dropout; words are cached per thread, in [`Words`]).
 #[derive(Clone, Debug)]
 struct Bpe {
     vocab: FxHashMap<String, u32>,
