@@ -448,6 +448,14 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]});
     });
     with("wordpiece, whitespace split", &wordpiece, &|j| j["pre_tokenizer"] = json!({"type": "WhitespaceSplit"}));
+    // Another WordPiece model over the same pieces (their ids in reverse order).
+    with("wordpiece, ids reversed", &wordpiece, &|j| {
+        let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+        let n = vocab.len() as u64;
+        for id in vocab.values_mut() {
+            *id = (n - 1 - id.as_u64().unwrap()).into();
+        }
+    });
     // Another Unigram model over the same pieces (their scores in reverse order): other paths
     // for the same words, run after the first on the same threads.
     with("unigram, scores reversed", &unigram, &|j| {
@@ -500,7 +508,11 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
 
     // Two models of one kind in turn on the same threads, the same words in both: each thread's
     // word cache must give each model its own ids.
-    for pair in [["unigram", "unigram, scores reversed"], ["bpe, no merge across a \u{2581}", "bpe, no byte fallback, unknowns fused"]] {
+    for pair in [
+        ["unigram", "unigram, scores reversed"],
+        ["bpe, no merge across a \u{2581}", "bpe, no byte fallback, unknowns fused"],
+        ["wordpiece", "wordpiece, ids reversed"],
+    ] {
         let json = |name: &str| &variants.iter().find(|(n, _)| n == name).unwrap().1;
         let [a, b] = pair.map(|name| StaticModel::from_wordllama(&serde_json::to_vec(json(name)).unwrap(), &table, None).unwrap());
         let pieces: Vec<String> = match &json(pair[0])["model"]["vocab"] {

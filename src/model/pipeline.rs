@@ -379,56 +379,66 @@ pub(crate) struct Buffers {
     metaspace: String,
     /// A Unigram word's best path, as spans.
     spans: Vec<(usize, usize, u32)>,
-    words: Words,
+    words: WordCache,
 }
 
-/// The words one thread has run through one BPE or Unigram model, and their ids: texts repeat
-/// their words, and a word's merges or best path cost more than a lookup (`tokenizers` keeps
-/// such a cache for BPE too).
+/// The words one thread has run through one model, and their ids: texts repeat their words, and
+/// a word's merges, best path or pieces cost more than a lookup (`tokenizers` keeps such a cache
+/// for BPE too). Used for BPE, Unigram and the fast WordPiece.
 #[derive(Default)]
-struct Words {
+pub(crate) struct WordCache {
     /// The model the words are of ([`new_cache_id`]); another model's empties the cache.
     model: u64,
     ids: FxHashMap<Box<str>, Box<[u32]>>,
 }
 
-/// The longest word [`Words`] keeps, in bytes, and how many it keeps before it starts over
+/// The longest word a [`WordCache`] keeps, in bytes, and how many it keeps before it starts over
 /// (at most about 2 MB a thread).
 const CACHED_BYTES: usize = 64;
 const CACHED_WORDS: usize = 1 << 14;
 
-/// A number no other model read in this process has, for [`Words::model`].
-fn new_cache_id() -> u64 {
+/// A number no other model read in this process has, for [`WordCache`].
+pub(crate) fn new_cache_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The ids of word `w` of model `cache_id`: from the thread's cache, or `run` and cached.
+impl WordCache {
+    /// Appends the ids of word `w` of model `model`: from the cache, or `run` (and cached when
+    /// it succeeds).
+    pub(crate) fn ids<E>(&mut self, model: u64, w: &str, ids: &mut Vec<u32>, run: impl FnOnce(&str, &mut Vec<u32>) -> Result<(), E>) -> Result<(), E> {
+        if self.model != model {
+            self.ids.clear();
+            self.model = model;
+        }
+        if let Some(found) = self.ids.get(w) {
+            ids.extend_from_slice(found);
+            return Ok(());
+        }
+        let first = ids.len();
+        run(w, ids)?;
+        if w.len() <= CACHED_BYTES {
+            if self.ids.len() >= CACHED_WORDS {
+                self.ids.clear();
+            }
+            self.ids.insert(w.into(), ids[first..].into());
+        }
+        Ok(())
+    }
+}
+
+/// [`WordCache::ids`] with the thread's buffers, which `run` uses too.
 fn cached_word(
-    cache_id: u64,
+    model: u64,
     w: &str,
     buffers: &mut Buffers,
     ids: &mut Vec<u32>,
     run: impl FnOnce(&str, &mut Buffers, &mut Vec<u32>) -> Result<(), String>,
 ) -> Result<(), String> {
-    if buffers.words.model != cache_id {
-        buffers.words.ids.clear();
-        buffers.words.model = cache_id;
-    }
-    if let Some(found) = buffers.words.ids.get(w) {
-        ids.extend_from_slice(found);
-        return Ok(());
-    }
-    let first = ids.len();
-    run(w, buffers, ids)?;
-    if w.len() <= CACHED_BYTES {
-        let words = &mut buffers.words.ids;
-        if words.len() >= CACHED_WORDS {
-            words.clear();
-        }
-        words.insert(w.into(), ids[first..].into());
-    }
-    Ok(())
+    let mut words = std::mem::take(&mut buffers.words);
+    let result = words.ids(model, w, ids, |w, ids| run(w, buffers, ids));
+    buffers.words = words;
+    result
 }
 
 fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Refusal> {
@@ -711,7 +721,7 @@ impl Added {
     }
 }
 
-/// A BPE model (`tokenizers`' `BPE` without dropout; words are cached per thread, in [`Words`]).
+/// A BPE model (`tokenizers`' `BPE` without dropout; words are cached per thread, in a [`WordCache`]).
 #[derive(Clone, Debug)]
 struct Bpe {
     vocab: FxHashMap<String, u32>,
@@ -728,7 +738,7 @@ struct Bpe {
     /// character starts a new word — when the model has one: `▁` in SentencePiece-style models
     /// (Llama's), which BPE over the whole text otherwise (they have no pre-tokenizer).
     split_before: Option<char>,
-    /// Which model a thread's [`Words`] belong to.
+    /// Which model a thread's [`WordCache`] holds.
     cache_id: u64,
 }
 
@@ -949,7 +959,7 @@ struct Unigram {
     unk_score: f64,
     /// The id of each byte's `<0xXX>` piece, with byte fallback.
     bytes: Option<Vec<Option<u32>>>,
-    /// Which model a thread's [`Words`] belong to.
+    /// Which model a thread's [`WordCache`] holds.
     cache_id: u64,
 }
 

@@ -25,12 +25,15 @@ pub(crate) struct FastWordPiece {
     /// The first bytes of `added`: a text without any of them holds none (one scan, not one per
     /// added token).
     added_first: [bool; 256],
+    /// Which model a thread's [`super::pipeline::WordCache`] holds.
+    cache_id: u64,
 }
 
 /// Buffers one thread reuses from text to text.
 #[derive(Default)]
 pub(crate) struct Scratch {
     pub(crate) normalized: String,
+    words: super::pipeline::WordCache,
     cleaned: String,
     stripped: String,
 }
@@ -62,6 +65,7 @@ impl FastWordPiece {
             pieces: Pieces::from_json(&json.model)?,
             added: Vec::new(),
             added_first: [false; 256],
+            cache_id: super::pipeline::new_cache_id(),
         };
         let mut added = Vec::new();
         let mut scratch = Scratch::default();
@@ -90,6 +94,15 @@ impl FastWordPiece {
             return false;
         }
         let end = ids.len().saturating_add(limit);
+        // Each word's pieces from the thread's cache, or found and cached.
+        let mut words = std::mem::take(&mut scratch.words);
+        let mut word = |w: &str, ids: &mut Vec<u32>| {
+            let found: Result<(), std::convert::Infallible> = words.ids(self.cache_id, w, ids, |w, ids| {
+                self.pieces.word(w, ids);
+                Ok(())
+            });
+            let Ok(()) = found;
+        };
         if normalized.is_ascii() {
             // The same split, a byte at a time: ASCII's whitespace and punctuation by table.
             let bytes = normalized.as_bytes();
@@ -100,7 +113,7 @@ impl FastWordPiece {
                     continue;
                 }
                 if start < i {
-                    self.pieces.word(&normalized[start..i], ids);
+                    word(&normalized[start..i], ids);
                 }
                 if class == PUNCT {
                     self.pieces.word(&normalized[i..i + 1], ids);
@@ -111,16 +124,18 @@ impl FastWordPiece {
                 }
             }
             if start < bytes.len() && ids.len() < end {
-                self.pieces.word(&normalized[start..], ids);
+                word(&normalized[start..], ids);
             }
             ids.truncate(end);
+            scratch.words = words;
             return true;
         }
         bert_words(normalized, |piece| {
-            self.pieces.word(piece, ids);
+            word(piece, ids);
             ids.len() < end
         });
         ids.truncate(end);
+        scratch.words = words;
         true
     }
 }
