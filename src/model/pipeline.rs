@@ -150,11 +150,41 @@ enum VocabJson {
     Scored(Vec<(String, f64)>),
 }
 
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
+/// A BPE merge as a tokenizer.json writes it: `["a", "b"]` or the older `"a b"`.
 enum MergeJson {
     Pair(String, String),
     Line(String),
+}
+
+// Read by hand rather than as an untagged enum, which tries the pair first and builds an error
+// for every merge written as a line (tens of thousands in a Llama tokenizer: a fifth of the
+// time reading WordLlama's model).
+impl<'de> serde::Deserialize<'de> for MergeJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MergeJson, D::Error> {
+        struct Merge;
+        impl<'de> serde::de::Visitor<'de> for Merge {
+            type Value = MergeJson;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a merge: two tokens, or one string of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, line: &str) -> Result<MergeJson, E> {
+                Ok(MergeJson::Line(line.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, line: String) -> Result<MergeJson, E> {
+                Ok(MergeJson::Line(line))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<MergeJson, A::Error> {
+                use serde::de::Error;
+                let a: String = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let b: String = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(3, &self));
+                }
+                Ok(MergeJson::Pair(a, b))
+            }
+        }
+        d.deserialize_any(Merge)
+    }
 }
 
 impl Refusal {
@@ -778,6 +808,7 @@ impl Bpe {
         // character would join across a `▁`.
         const METASPACE: char = '\u{2581}';
         let mut joins_across = false;
+        let mut merged_token = String::new();
         for merge in merges {
             let (a, b) = match merge {
                 MergeJson::Pair(a, b) => (a, b),
@@ -796,7 +827,10 @@ impl Bpe {
             let Some(tail) = b.get(prefix_len..) else {
                 return bad(format!("the merge token {b:?} is shorter than the subword prefix"));
             };
-            let merged = id(&format!("{a}{tail}"))?;
+            merged_token.clear();
+            merged_token.push_str(&a);
+            merged_token.push_str(tail);
+            let merged = id(&merged_token)?;
             joins_across |= b.starts_with(METASPACE) && !a.ends_with(METASPACE);
             map.insert((id(&a)?, id(&b)?), (rank, merged));
             rank += 1;
@@ -1091,6 +1125,30 @@ mod tests {
         match Pipeline::from_json(&serde_json::to_vec(json).unwrap()).map(|p| p.pipeline.model) {
             Ok(Model::Bpe(b)) => b.split_before,
             _ => panic!("a BPE model edo reads"),
+        }
+    }
+
+    /// Merges read as pairs or lines, and refused in any other shape.
+    #[test]
+    fn bpe_merges_are_pairs_or_lines() {
+        let bpe = |merges: serde_json::Value| {
+            let json = serde_json::json!({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": merges}});
+            Pipeline::from_json(&serde_json::to_vec(&json).unwrap()).map(|p| match p.pipeline.model {
+                Model::Bpe(b) => b.merges,
+                _ => panic!("a BPE model"),
+            })
+        };
+        let want: FxHashMap<(u32, u32), (u32, u32)> = [((0, 1), (0, 2))].into_iter().collect();
+        assert_eq!(bpe(serde_json::json!([["a", "b"]])).ok(), Some(want.clone()));
+        assert_eq!(bpe(serde_json::json!(["a b"])).ok(), Some(want));
+        for bad in [
+            serde_json::json!([["a"]]),
+            serde_json::json!([["a", "b", "c"]]),
+            serde_json::json!([5]),
+            serde_json::json!(["a b c"]),
+            serde_json::json!([["a", 1]]),
+        ] {
+            assert!(matches!(bpe(bad.clone()), Err(Refusal::Bad(_))), "{bad}");
         }
     }
 
