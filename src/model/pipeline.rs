@@ -409,7 +409,6 @@ pub(crate) struct Buffers {
     metaspace: String,
     /// A Unigram word's best path, as spans.
     spans: Vec<(usize, usize, u32)>,
-    words: WordCache,
 }
 
 /// The words one thread has run through one model, and their ids: texts repeat their words, and
@@ -465,9 +464,9 @@ fn cached_word(
     ids: &mut Vec<u32>,
     run: impl FnOnce(&str, &mut Buffers, &mut Vec<u32>) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut words = std::mem::take(&mut buffers.words);
+    let mut words = std::mem::take(&mut buffers.scratch.words);
     let result = words.ids(model, w, ids, |w, ids| run(w, buffers, ids));
-    buffers.words = words;
+    buffers.scratch.words = words;
     result
 }
 

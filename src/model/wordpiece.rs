@@ -33,7 +33,9 @@ pub(crate) struct FastWordPiece {
 #[derive(Default)]
 pub(crate) struct Scratch {
     pub(crate) normalized: String,
-    words: super::pipeline::WordCache,
+    /// The words of the model this thread ran last (the fast WordPiece's, or the pipeline's
+    /// BPE or Unigram model's).
+    pub(crate) words: super::pipeline::WordCache,
     cleaned: String,
     stripped: String,
 }
