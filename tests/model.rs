@@ -485,11 +485,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
         // WordLlama's loader: no cut, no truncation, no unknown tokens dropped — the raw ids.
         let model = StaticModel::from_wordllama(&bytes, &table, None).unwrap();
         assert!(model.has_own_tokenizer(), "{name}");
-        let pieces: Vec<String> = match &json["model"]["vocab"] {
-            serde_json::Value::Object(o) => o.keys().cloned().collect(),
-            serde_json::Value::Array(a) => a.iter().map(|p| p[0].as_str().unwrap().to_string()).collect(),
-            _ => unreachable!(),
-        };
+        let pieces = pieces_of(json);
         let mut texts = hard_texts(&pieces, if name == "WordLlama" { 3000 } else { 600 });
         texts.extend(["", " ", "  ", "\u{2581}", "<s>", " <mask>", "<mask>  x", "abab", "Hello World  hello"].map(String::from));
         // What NFKC and SentencePiece's charsmap rewrite: full width, circled, ligatures, fractions,
@@ -515,11 +511,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     ] {
         let json = |name: &str| &variants.iter().find(|(n, _)| n == name).unwrap().1;
         let [a, b] = pair.map(|name| StaticModel::from_wordllama(&serde_json::to_vec(json(name)).unwrap(), &table, None).unwrap());
-        let pieces: Vec<String> = match &json(pair[0])["model"]["vocab"] {
-            serde_json::Value::Object(o) => o.keys().cloned().collect(),
-            serde_json::Value::Array(a) => a.iter().map(|p| p[0].as_str().unwrap().to_string()).collect(),
-            _ => unreachable!(),
-        };
+        let pieces = pieces_of(json(pair[0]));
         let texts: Vec<String> = hard_texts(&pieces, 300).into_iter().flat_map(|t| [t.clone(), format!("{t} {t}")]).collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let (want_a, want_b) = (a.tokenize_reference(&texts).unwrap(), b.tokenize_reference(&texts).unwrap());
@@ -547,6 +539,15 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let mut dropout = bpe.clone();
     dropout["model"]["dropout"] = 0.5.into();
     assert!(StaticModel::own_tokenizer_refusal(&serde_json::to_vec(&dropout).unwrap()).unwrap().contains("dropout"));
+}
+
+/// The pieces of a tokenizer.json's vocabulary (a map, or Unigram's list of pieces and scores).
+fn pieces_of(json: &serde_json::Value) -> Vec<String> {
+    match &json["model"]["vocab"] {
+        serde_json::Value::Object(o) => o.keys().cloned().collect(),
+        serde_json::Value::Array(a) => a.iter().map(|p| p[0].as_str().unwrap().to_string()).collect(),
+        _ => unreachable!(),
+    }
 }
 
 /// A seeded xorshift64 generator: the same numbers on every run.
