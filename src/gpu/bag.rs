@@ -94,7 +94,7 @@ impl GpuTableBatch {
     /// same values table after table for [`Layout::PerTable`].
     pub async fn bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<GpuRows, Error> {
         let job = self.prepare_bags(batch, bags, pooling, bounds, layout).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.output)
     }
 

@@ -294,7 +294,8 @@ impl<S: RowSource> GpuCache<S> {
         let mut job = self.prepare_locked(&mut st, ids, bounds).await?;
         // This call holds the lock until the work is queued: the claim is not needed.
         let loaded = job.claim.take().map(Claim::forget).unwrap_or_default();
-        if let Err(e) = job.submit() {
+        let ctx = job.ctx.clone();
+        if let Err(e) = super::checked_submit(&ctx, "cache lookup submission", || job.submit()).await {
             st.map.invalidate(loaded);
             return Err(e);
         }
@@ -348,7 +349,7 @@ impl<S: RowSource> GpuCache<S> {
             parts.push(self.gather(&bags.indices[part], bounds).await?);
         }
         let job = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 

@@ -101,7 +101,7 @@ impl GpuHashedTables {
     /// and submits the work.
     pub async fn bags(&self, batch: usize, bags: &HashedBags<'_>, pooling: Pooling, layout: Layout) -> Result<GpuRows, Error> {
         let job = self.prepare_bags(batch, bags, pooling, layout).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.output)
     }
 

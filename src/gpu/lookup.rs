@@ -53,14 +53,14 @@ pub trait GpuLookup {
     /// Gathers `ids` and submits the work.
     async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_gather(ids, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 
     /// Pools `bags` and submits the work.
     async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_bag(bags, pooling, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 
@@ -88,14 +88,14 @@ pub trait GpuLookup {
     /// Gathers `ids` into f16 rows and submits the work.
     async fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_gather_f16(ids, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 
     /// Pools `bags` into f16 rows and submits the work.
     async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_bag_f16(bags, pooling, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 }

@@ -34,7 +34,7 @@ impl Registry {
         if let Ok(mut e) = self.entries.lock() {
             e.insert(id, Entry { what, bytes, owner: None });
         }
-        (Counted { bytes, id, registry: self.clone() }, held)
+        (Counted { bytes, id, registry: self.clone(), buffer: None }, held)
     }
 
     /// A fresh owner name: `kind` and a number unique in this engine ("table 3").
@@ -75,15 +75,25 @@ impl Registry {
 /// The owner of buffers no table or cache holds: lookup outputs, ids, parameters, staging.
 const UNOWNED: &str = "outputs and scratch";
 
-/// Bytes of one live buffer, given back to the [`Registry`] when dropped.
+/// Bytes of one live buffer, given back to the [`Registry`] when dropped, and the buffer itself,
+/// destroyed then.
 pub(crate) struct Counted {
     bytes: u64,
     id: u64,
     registry: Arc<Registry>,
+    /// Set once the buffer exists. Destroyed when the last clone of the [`Buffer`] goes: wgpu's
+    /// WebGPU buffers do nothing on drop (the browser would hold their memory until its garbage
+    /// collector ran), and natively it frees the memory without waiting for wgpu's next poll.
+    /// Work already submitted that reads the buffer still completes (WebGPU and wgpu-core keep
+    /// the memory until it has); every edo job keeps its buffers until it is submitted.
+    pub(crate) buffer: Option<wgpu::Buffer>,
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            buffer.destroy();
+        }
         self.registry.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
         if let Ok(mut e) = self.registry.entries.lock() {
             e.remove(&self.id);

@@ -328,12 +328,15 @@ impl Engine {
         if !matches!(origin, Origin::Device) {
             // edo catches its errors with error scopes; what reaches this handler is a call that
             // met a lost device half-way (unmapping a destroyed buffer): the call itself returns
-            // `DeviceLost`. Anything else is a bug, and panics as wgpu's default handler does.
+            // `DeviceLost`. Natively anything else is a bug, and panics as wgpu's default handler
+            // does. In a browser the page may use edo's `GPUDevice` for its own work (the
+            // package hands it out), so an error here may be the page's: it is left to the
+            // page's own `uncapturederror` listeners, never a panic that would end the module.
             // (A caller's own device keeps the caller's handler.)
             let lost = lost.clone();
             device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
                 let text = e.to_string();
-                if lost.is_marked() || text.contains("destroyed") || text.contains("lost") {
+                if cfg!(web) || lost.is_marked() || text.contains("destroyed") || text.contains("lost") {
                     return;
                 }
                 panic!("wgpu error: {text}");
@@ -659,7 +662,28 @@ impl Context {
         if let Some(e) = validation {
             return Err(Error::Gpu { what, message: e.to_string() });
         }
+        let mut counted = counted;
+        counted.buffer = Some(buffer.clone());
         Ok(Buffer { inner: buffer, counted: Arc::new(counted) })
+    }
+}
+
+/// Runs `submit` (which queues work on `ctx`'s queue) inside a validation error scope, so that a
+/// submission wgpu refuses — a bug in edo, or a buffer destroyed under it — is [`Error::Gpu`]
+/// rather than an output that was never written. (Natively such an error would otherwise reach
+/// the device's handler; in a browser it would be lost among the page's own.)
+pub(crate) async fn checked_submit(ctx: &Context, what: &'static str, submit: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let submitted = submit();
+    // Popped at once (the scope covers the submission only); its answer is awaited below.
+    let refused = scope.pop();
+    submitted?;
+    match refused.await {
+        Some(e) => {
+            ctx.check_lost()?;
+            Err(Error::Gpu { what, message: e.to_string() })
+        }
+        None => Ok(()),
     }
 }
 

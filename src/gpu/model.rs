@@ -49,7 +49,7 @@ impl GpuStaticModel {
     /// pooled and normalised on the GPU, and submitted.
     pub async fn encode(&self, texts: &[&str]) -> Result<GpuRows, Error> {
         let job = self.prepare_encode(texts).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 

@@ -70,7 +70,7 @@ impl GpuQrTables {
     /// CPU path's twin is [`crate::qr::bag`].
     pub async fn bag(&self, bags: &Bags<'_, u64>, combine: QrCombine, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_bag(bags, combine, pooling, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.into_output())
     }
 
@@ -93,7 +93,7 @@ impl GpuQrTables {
     /// whose quotient is past the table follow `bounds`, as [`crate::qr::gather`].
     pub async fn gather(&self, ids: &[u64], combine: QrCombine, bounds: Bounds) -> Result<GpuRows, Error> {
         let job = self.prepare_gather(ids, combine, bounds).await?;
-        job.submit()?;
+        job.submit_checked().await?;
         Ok(job.output)
     }
 

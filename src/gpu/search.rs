@@ -211,10 +211,12 @@ impl GpuCodes {
         };
         // One bind group per corpus shard.
         let mut shard_groups = Vec::new();
+        let mut uniforms = Vec::new();
         let mut chunk_base = 0u64;
         for (shard, rows) in self.res.shards.iter().zip(self.shard_rows()) {
             let params = SearchParams { shard_first: shard.word_start / placement.row_words, shard_rows: rows as u32, chunk_base: chunk_base as u32, ..base };
-            let group = bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
+            let (group, uniform) = bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
+            uniforms.push(uniform);
             let grid = ctx.grid("chunks of one search shard", rows.div_ceil(CHUNK), 1)?;
             shard_groups.push((group, grid));
             chunk_base += rows.div_ceil(CHUNK);
@@ -242,7 +244,9 @@ impl GpuCodes {
                     table_code_words: tp.code_words,
                     ..base
                 };
-                rescore_groups.push(bind_group(ctx, params, &fbuf, &shard.buffer, &ws).await?);
+                let (group, uniform) = bind_group(ctx, params, &fbuf, &shard.buffer, &ws).await?;
+                rescore_groups.push(group);
+                uniforms.push(uniform);
             }
             rescore_pipeline = Some(ctx.pipeline(ShaderId::Rescore { format: table.format() }, (64, 1)).await?);
             _fqueries = Some(fbuf);
@@ -292,7 +296,12 @@ impl GpuCodes {
             pass.set_bind_group(0, first, &[]);
             pass.dispatch_workgroups(nq as u32, 1, 1);
         }
-        ctx.queue.submit([encoder.finish()]);
+        super::checked_submit(ctx, "hamming search submission", || {
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })
+        .await?;
+        drop(uniforms); // submitted: the work keeps what it reads
         let words: Vec<u32> = super::read_buffer(ctx, &ws, 4 * off_out, (nq64 * seg * 2) as usize).await?;
         let pairs: Vec<(u32, u32)> = words.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         for q in 0..nq {
@@ -304,13 +313,22 @@ impl GpuCodes {
     }
 }
 
-async fn bind_group(ctx: &Context, params: SearchParams, input: &wgpu::Buffer, shard: &wgpu::Buffer, ws: &wgpu::Buffer) -> Result<wgpu::BindGroup, Error> {
+/// A search bind group and its parameters' buffer, which must outlive the submission (a buffer
+/// is destroyed when its last handle goes, and a bind group is not one).
+async fn bind_group(
+    ctx: &Context,
+    params: SearchParams,
+    input: &wgpu::Buffer,
+    shard: &wgpu::Buffer,
+    ws: &wgpu::Buffer,
+) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
     let uniform = ctx.create_buffer("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-    Ok(ctx.bind_group(
+    let group = ctx.bind_group(
         "edo search",
         &ctx.gather_layout,
         &[uniform.as_entire_binding(), buffer_range(input, 0, input.size()), shard.as_entire_binding(), ws.as_entire_binding()],
-    ))
+    );
+    Ok((group, uniform))
 }
 
 /// The score a `rescore.wgsl` key stands for (the inverse of `descending_key`).

@@ -385,6 +385,9 @@ impl GpuTable {
             start += n;
         }
         let mut dispatches = Vec::with_capacity(plan.len());
+        // Every buffer a bind group binds stays with the job until it is submitted: a buffer is
+        // destroyed when its last handle goes, and a bind group is not one.
+        let mut inputs = Vec::with_capacity(plan.len() + 1);
         for (n, (word, words), shard, start) in plan {
             let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
             let params = params(n, shard, lists.is_some());
@@ -400,8 +403,10 @@ impl GpuTable {
                 ],
             );
             dispatches.push((bind_group, gx, gy));
+            inputs.push(uniform);
         }
-        Ok((pipeline, dispatches, vec![ids_buffer], GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim, half }))
+        inputs.push(ids_buffer);
+        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim, half }))
     }
 }
 
@@ -546,6 +551,12 @@ impl LookupJob {
             claim.release();
         }
         Ok(())
+    }
+
+    /// [`LookupJob::submit`], checked: a submission wgpu refuses is [`Error::Gpu`] (what the
+    /// submitting verbs — gather, bag, encode — use).
+    pub async fn submit_checked(&self) -> Result<(), Error> {
+        super::checked_submit(&self.ctx, "lookup submission", || self.submit()).await
     }
 
     /// The buffer the lookup writes.

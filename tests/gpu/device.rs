@@ -136,3 +136,33 @@ fn work_that_meets_the_loss_half_way_is_an_error_not_a_panic() {
     buffer.unmap();
     assert!(engine.is_lost());
 }
+
+#[test]
+fn dropped_outputs_free_their_memory_and_a_refused_submission_is_a_typed_error() {
+    let Some(engine) = crate::engine_with(edo::EngineOptions::default()) else { return };
+    let (rows, dim) = (300, 40);
+    let table = edo::PackedTable::quantize(edo::Format::Int8, &crate::embedding_table(rows, dim, 5), rows, dim).unwrap();
+    let gpu = edo::block_on(edo::GpuTable::upload(&engine, &table)).unwrap();
+    let held = engine.allocated_bytes();
+    let ids = crate::uniform_ids(777, rows, 3);
+    // Many gathers whose outputs are dropped at once: edo destroys each buffer as its last
+    // handle goes (a browser's buffers would otherwise wait for its garbage collector), and the
+    // rows of every one are right — no buffer is destroyed before the work that reads it ran.
+    let want = edo::Lookup::gather(&table, &ids, edo::Bounds::Error).unwrap();
+    for _ in 0..50 {
+        let out = edo::block_on(edo::GpuLookup::gather(&gpu, &ids, edo::Bounds::Error)).unwrap();
+        crate::assert_bits_eq(&out.read_blocking().unwrap(), &want, "a gather among many");
+    }
+    assert_eq!(engine.allocated_bytes(), held, "every output and scratch buffer was given back");
+    // A job whose output was destroyed under it is refused by wgpu: a typed error, never rows
+    // that were not written.
+    let job = edo::block_on(gpu.prepare_gather(&ids, edo::Bounds::Error)).unwrap();
+    job.output().buffer().destroy();
+    match edo::block_on(job.submit_checked()) {
+        Err(edo::Error::Gpu { what, message }) => assert!(message.contains("destroyed"), "{what}: {message}"),
+        other => panic!("expected a GPU error, got {other:?}"),
+    }
+    // The engine serves on.
+    let out = edo::block_on(edo::GpuLookup::gather(&gpu, &ids, edo::Bounds::Error)).unwrap();
+    crate::assert_bits_eq(&out.read_blocking().unwrap(), &want, "after the refusal");
+}
