@@ -260,6 +260,9 @@ impl Resident {
                 inputs.push(uniform);
             }
         }
+        // Every buffer a bind group binds stays with the job (a bind group does not keep a buffer
+        // from being destroyed), the tables' shards too: a job may outlive its tables.
+        inputs.extend(self.shards.iter().map(|s| s.buffer.clone()));
         let rows = if pooling == Pooling::None { n_indices } else { batch };
         Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim, half: false }))
     }

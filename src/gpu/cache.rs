@@ -638,7 +638,7 @@ impl CacheState {
             &[uniform.as_entire_binding(), moves_buffer.as_entire_binding(), rows.as_entire_binding(), shard.buffer.as_entire_binding()],
         );
         let (gx, gy) = ctx.grid("workgroups of one scatter dispatch", (moves.len() * self.row_words) as u64, ctx.workgroup_size as u64)?;
-        inputs.extend([uniform, moves_buffer]);
+        inputs.extend([uniform, moves_buffer, shard.buffer.clone()]);
         Ok((bind_group, gx, gy))
     }
 }

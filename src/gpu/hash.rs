@@ -148,7 +148,7 @@ impl GpuHashedTables {
         let plan = BagPlan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };
         let (bag_pipeline, bag_dispatches, mut inputs, output) =
             self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
-        inputs.extend([uniform, metas, ids]);
+        inputs.extend([uniform, metas, ids, self.hot.clone()]);
         Ok(LookupJob::new(ctx.clone(), vec![hash_pass, (bag_pipeline, bag_dispatches)], inputs, output))
     }
 }

@@ -109,7 +109,7 @@ impl GpuPrunedTable {
         );
         let (gx, gy) = ctx.grid("workgroups of one remap dispatch", ids.len() as u64, ctx.workgroup_size as u64)?;
         let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx, gy)] };
-        Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped]))
+        Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped, self.remap.clone()]))
     }
 }
 

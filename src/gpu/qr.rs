@@ -152,6 +152,7 @@ impl GpuQrTables {
                 );
                 dispatches.push((bind_group, gx, gy));
                 inputs.push(uniform);
+                inputs.push(shard.buffer.clone());
             }
         }
         let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize, half: false };

@@ -385,8 +385,8 @@ impl GpuTable {
             start += n;
         }
         let mut dispatches = Vec::with_capacity(plan.len());
-        // Every buffer a bind group binds stays with the job until it is submitted: a buffer is
-        // destroyed when its last handle goes, and a bind group is not one.
+        // Every buffer a bind group binds stays with the job: a buffer is destroyed when its last
+        // handle goes, and a bind group is not one.
         let mut inputs = Vec::with_capacity(plan.len() + 1);
         for (n, (word, words), shard, start) in plan {
             let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
@@ -406,6 +406,8 @@ impl GpuTable {
             inputs.push(uniform);
         }
         inputs.push(ids_buffer);
+        // The table's shards too: a job may outlive the table it was prepared on.
+        inputs.extend(shards.iter().map(|s| s.buffer.clone()));
         Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim, half }))
     }
 }
