@@ -664,7 +664,10 @@ impl Context {
         }
         let mut counted = counted;
         counted.buffer = Some(buffer.clone());
-        Ok(Buffer { inner: buffer, counted: Arc::new(counted) })
+        // In a browser nothing runs on another thread (wgpu's web buffers are not Send).
+        #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+        let counted = Arc::new(counted);
+        Ok(Buffer { inner: buffer, counted })
     }
 }
 
