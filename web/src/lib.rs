@@ -5,7 +5,12 @@
 //! format or read from the bytes of a file (`.edo`, `.npy`, `.safetensors`, word2vec text);
 //! `engine.upload(table)` makes them resident for lookups, bags and Hamming search. Every call that
 //! touches the GPU returns a Promise; nothing blocks. Errors are exceptions carrying edo's typed
-//! message. wasm-bindgen writes the TypeScript definitions (`pkg/edo_web.d.ts`).
+//! message and a stable `code` (an `Error` named `EdoError`).
+//!
+//! Apps use these exports through the npm package `edo-embeddings` (`web/npm`): a hand-written
+//! JavaScript layer with options objects, typed results, `dispose()`, downloads with a cache, a
+//! worker and TypeScript typings. The positional arguments and JSON strings here are its
+//! internals.
 
 use edo::file::import::{self, FileKind, FileLayout};
 use edo::file::{TableFile, Vocab};
@@ -15,17 +20,80 @@ use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, RemoteTable};
 use edo::gpu::{CacheSpec, RecoveryEvent};
 use edo::model::StaticModel;
-use edo::{Backend, Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuStaticModel, GpuTable, PackedTable, Placed, Pooling, RecoveringEngine};
+use edo::{
+    Backend, Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, PackedTable, Placed, Pooling,
+    RecoveringEngine,
+};
 use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
-fn err(e: edo::Error) -> JsError {
-    JsError::new(&e.to_string())
+/// An error as JavaScript gets it: an `Error` named `EdoError` with a stable `code` (the
+/// package's wrapper turns it into its `EdoError` class) and edo's typed message.
+#[derive(Debug)]
+pub struct Failure {
+    /// One of the codes of [`code_of`], or `INVALID_ARGUMENT`.
+    pub code: &'static str,
+    /// What went wrong, naming the argument or the value.
+    pub message: String,
 }
 
-fn format_of(name: &str) -> Result<Format, JsError> {
-    Format::from_name(name).ok_or_else(|| JsError::new(&format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
+impl Failure {
+    /// A bad argument from JavaScript (an unknown name, a wrong kind of value).
+    fn arg(message: impl Into<String>) -> Failure {
+        Failure { code: "INVALID_ARGUMENT", message: message.into() }
+    }
+}
+
+impl From<Failure> for JsValue {
+    fn from(f: Failure) -> JsValue {
+        let e = js_sys::Error::new(&f.message);
+        e.set_name("EdoError");
+        let _ = js_sys::Reflect::set(&e, &"code".into(), &f.code.into());
+        e.into()
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// The stable code JavaScript sees for each kind of [`edo::Error`].
+pub fn code_of(e: &edo::Error) -> &'static str {
+    use edo::Error as E;
+    match e {
+        E::NonFinite { .. } | E::NonFiniteWeight { .. } => "NON_FINITE",
+        E::OutOfRange { .. } | E::BeyondF32 { .. } => "VALUE_OUT_OF_RANGE",
+        E::ZeroDim | E::ShapeMismatch { .. } => "SHAPE_MISMATCH",
+        E::BadOffsets { .. } => "BAD_OFFSETS",
+        E::IdOutOfRange { .. } | E::IdOutOfRange64 { .. } => "ID_OUT_OF_RANGE",
+        E::LimitExceeded { .. } | E::DeviceLimits { .. } => "LIMIT_EXCEEDED",
+        E::NoAdapter | E::RequestDevice(_) => "NO_GPU",
+        E::OutOfMemory { .. } => "GPU_OUT_OF_MEMORY",
+        E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
+        E::Gpu { .. } | E::Readback(_) => "GPU_ERROR",
+        E::DeviceLost(_) => "DEVICE_LOST",
+        E::DuplicateHotId { .. } => "INVALID_ARGUMENT",
+        E::Busy { .. } => "BUSY",
+        E::Unsupported { .. } | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
+        E::Io { .. } => "IO",
+        E::BadFile { .. } | E::MissingTensor { .. } | E::Parse { .. } => "BAD_FILE",
+        E::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
+        E::Checksum { .. } => "CHECKSUM",
+        E::Remote { .. } => "NETWORK",
+        E::Tokenizer { .. } => "TOKENIZER",
+        E::UnknownToken { .. } => "UNKNOWN_TOKEN",
+    }
+}
+
+fn err(e: edo::Error) -> Failure {
+    Failure { code: code_of(&e), message: e.to_string() }
+}
+
+fn format_of(name: &str) -> Result<Format, Failure> {
+    Format::from_name(name).ok_or_else(|| Failure::arg(format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
 }
 
 /// The lookup engine: WebGPU, or the CPU path.
@@ -38,6 +106,42 @@ fn format_of(name: &str) -> Result<Format, JsError> {
 pub struct EdoEngine {
     backend: Backend,
     listeners: Rc<RefCell<Vec<js_sys::Function>>>,
+}
+
+/// Why this JavaScript context cannot have a WebGPU adapter, if it cannot: no `navigator.gpu`,
+/// or neither a window nor a worker (where wgpu's WebGPU backend would panic).
+fn no_webgpu_here() -> Option<&'static str> {
+    let global = js_sys::global();
+    let has = |object: &JsValue, key: &str| js_sys::Reflect::get(object, &key.into()).is_ok_and(|v| !v.is_undefined() && !v.is_null());
+    if !has(&global, "Window") && !has(&global, "WorkerGlobalScope") {
+        return Some("no window or worker here (Node?), so no WebGPU");
+    }
+    let navigator = js_sys::Reflect::get(&global, &"navigator".into()).unwrap_or(JsValue::UNDEFINED);
+    if !has(&navigator, "gpu") {
+        return Some("this browser has no WebGPU (navigator.gpu)");
+    }
+    None
+}
+
+/// Prints every panic's message to the console before the module aborts (the browser build
+/// aborts on panic, which JavaScript sees only as `RuntimeError: unreachable`). The package's
+/// wrapper calls it once, right after loading the module.
+#[wasm_bindgen(js_name = installPanicHook)]
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        web_sys::console::error_1(&format!("edo panicked: {info}").into());
+    }));
+}
+
+/// The names of every format edo stores, in `Format::ALL`'s order.
+#[wasm_bindgen(js_name = formatNames)]
+pub fn format_names() -> Vec<String> {
+    Format::ALL.iter().map(|f| f.name().to_string()).collect()
+}
+
+/// The `GPUDevice` behind an engine, for the page's own WebGPU work.
+fn device_object(engine: &Engine) -> JsValue {
+    engine.device().as_webgpu().map_or(JsValue::NULL, |d| d.clone().into())
 }
 
 /// A device event as the object `onDeviceEvent` listeners get.
@@ -74,6 +178,10 @@ impl EdoEngine {
         let (weak, heard) = (rec.downgrade(), listeners.clone());
         rec.on_event(move |event| {
             let value = event_object(event);
+            // After a rebuild the page's own work must move to the new device: it comes along.
+            if let (RecoveryEvent::Recovered { .. }, Some(rec)) = (event, weak.upgrade()) {
+                let _ = js_sys::Reflect::set(&value, &"device".into(), &device_object(&rec.engine()));
+            }
             // Listeners are copied out first: one may add another.
             let fs: Vec<js_sys::Function> = heard.borrow().clone();
             for f in fs {
@@ -115,6 +223,11 @@ impl EdoEngine {
         if prefer_gpu == Some(false) {
             return EdoEngine::on_cpu("CPU path requested".into());
         }
+        // wgpu's WebGPU backend looks for a window or a worker's global scope and panics in
+        // anything else (Node, Deno without a window): ask for no adapter where there is none.
+        if let Some(why) = no_webgpu_here() {
+            return EdoEngine::on_cpu(format!("{why}; using the CPU path"));
+        }
         let options = EngineOptions { max_binding_bytes: max_shard_bytes.map(|b| b as u64), ..Default::default() };
         match Engine::new(options).await {
             Ok(e) => EdoEngine::on_gpu(e),
@@ -141,7 +254,7 @@ impl EdoEngine {
 
     /// Rebuilds now if the device is lost (the engine also does by itself): resolves to whether
     /// it rebuilt.
-    pub async fn recover(&self) -> Result<bool, JsError> {
+    pub async fn recover(&self) -> Result<bool, Failure> {
         match self.recovering() {
             Some(r) => r.recover().await.map_err(err),
             None => Ok(false),
@@ -163,6 +276,13 @@ impl EdoEngine {
         web_name(self.backend.name()).into()
     }
 
+    /// The `GPUDevice` the engine uses now (a new one after each recovery), for the page's own
+    /// WebGPU work on edo's outputs; `null` on the CPU path.
+    #[wasm_bindgen(getter, js_name = gpuDevice)]
+    pub fn gpu_device(&self) -> JsValue {
+        self.recovering().map_or(JsValue::NULL, |r| device_object(&r.engine()))
+    }
+
     /// The adapter, or why there is none.
     #[wasm_bindgen(getter)]
     pub fn note(&self) -> String {
@@ -172,7 +292,7 @@ impl EdoEngine {
     /// Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup.
     /// WebGPU compiles in the GPU process: start this, build the table meanwhile, then await it.
     /// Resolves at once on the CPU path.
-    pub async fn prepare(&self, format: String, dim: usize) -> Result<(), JsError> {
+    pub async fn prepare(&self, format: String, dim: usize) -> Result<(), Failure> {
         let format = format_of(&format)?;
         match self.engine() {
             Some(e) => e.prepare_gather(format, dim).await.map_err(err),
@@ -188,14 +308,14 @@ impl EdoEngine {
 
     /// Makes a table resident for lookups: uploaded in shards on WebGPU, kept as is on the CPU
     /// path.
-    pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, JsError> {
+    pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, Failure> {
         Ok(EdoResident { inner: self.backend.place(table.inner.clone()).await.map_err(err)? })
     }
 
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
     /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default) or `"arc"`. Lookups return the
     /// rows the resident table would. On the CPU path lookups read the table directly.
-    pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
+    pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
         let spec = CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy };
         Ok(EdoCache::new(CacheInner::Local(self.backend.place(spec).await.map_err(err)?)))
@@ -205,7 +325,7 @@ impl EdoEngine {
     /// and `Range` requests: only the header, the checksums and the chunks holding rows that are
     /// looked up are ever downloaded. On the CPU path lookups fetch their rows directly.
     #[wasm_bindgen(js_name = cacheRemote)]
-    pub async fn cache_remote(&self, url: String, capacity: usize, policy: Option<String>) -> Result<EdoCache, JsError> {
+    pub async fn cache_remote(&self, url: String, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
         let remote = RemoteTable::open(FetchReader::new(url)).await.map_err(err)?;
         let spec = CacheSpec { source: Arc::new(remote), capacity, policy };
@@ -221,7 +341,7 @@ impl EdoEngine {
 
     /// Makes binary codes resident for Hamming search.
     #[wasm_bindgen(js_name = uploadCodes)]
-    pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, JsError> {
+    pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, Failure> {
         Ok(EdoCodes { inner: self.backend.place(codes.inner.clone()).await.map_err(err)? })
     }
 }
@@ -237,12 +357,12 @@ pub struct EdoTable {
 impl EdoTable {
     /// Quantises a row-major `rows × dim` table to `format`.
     #[wasm_bindgen(js_name = fromFloat32)]
-    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str) -> Result<EdoTable, JsError> {
+    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str) -> Result<EdoTable, Failure> {
         Ok(EdoTable { inner: PackedTable::quantize(format_of(format)?, data, rows, dim).map_err(err)?, vocab: None })
     }
 
     /// edo's built-in synthetic table (the demo's default), as f32.
-    pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, JsError> {
+    pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, Failure> {
         Ok(EdoTable { inner: edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?, vocab: None })
     }
 
@@ -252,12 +372,12 @@ impl EdoTable {
     /// quantised to `format` (default: kept as f32, or as packed for FBGEMM / packbits arrays,
     /// whose `layout` must be named: fbgemm8, fbgemm4, packbits, packbits-lsb).
     #[wasm_bindgen(js_name = fromBytes)]
-    pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, JsError> {
+    pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, Failure> {
         let kind = FileKind::from_path(std::path::Path::new(name))
-            .ok_or_else(|| JsError::new(&format!("{name}: edo reads .edo, .npy, .safetensors, .gguf and .txt/.vec files")))?;
+            .ok_or_else(|| Failure::arg(format!("{name}: edo reads .edo, .npy, .safetensors, .gguf and .txt/.vec files")))?;
         let layout = match layout.as_deref() {
             None | Some("") => FileLayout::Dense,
-            Some(l) => FileLayout::from_name(l, None).ok_or_else(|| JsError::new(&format!("unknown layout {l:?}")))?,
+            Some(l) => FileLayout::from_name(l, None).ok_or_else(|| Failure::arg(format!("unknown layout {l:?}")))?,
         };
         let imported = match kind {
             FileKind::Edo => {
@@ -282,7 +402,7 @@ impl EdoTable {
     }
 
     /// The same table in another format (decoded and requantised).
-    pub fn quantize(&self, format: &str) -> Result<EdoTable, JsError> {
+    pub fn quantize(&self, format: &str) -> Result<EdoTable, Failure> {
         let inner = self.inner.requantize(format_of(format)?).map_err(err)?;
         Ok(EdoTable { inner, vocab: self.vocab.clone() })
     }
@@ -311,7 +431,7 @@ impl EdoTable {
     }
 
     /// Decoded rows of `ids` on the CPU path (an id out of range is an error).
-    pub fn gather(&self, ids: &[u32]) -> Result<Vec<f32>, JsError> {
+    pub fn gather(&self, ids: &[u32]) -> Result<Vec<f32>, Failure> {
         edo::cpu::gather(&self.inner, ids, Bounds::Error).map_err(err)
     }
 
@@ -324,7 +444,7 @@ impl EdoTable {
     /// The table as `.edo` file bytes; `chunkBytes` sets the bytes of rows per checksum (default
     /// 1 MiB; small chunks, such as 4096, suit files read remotely row by row).
     #[wasm_bindgen(js_name = toBytes)]
-    pub fn to_bytes(&self, chunk_bytes: Option<usize>) -> Result<Vec<u8>, JsError> {
+    pub fn to_bytes(&self, chunk_bytes: Option<usize>) -> Result<Vec<u8>, Failure> {
         let mut file = TableFile::new(self.inner.clone());
         if let Some(bytes) = chunk_bytes {
             file = file.with_chunk_bytes(bytes).map_err(err)?;
@@ -351,13 +471,13 @@ pub struct EdoResident {
     inner: Placed<GpuTable>,
 }
 
-fn pooling_of(name: &str) -> Result<Pooling, JsError> {
+fn pooling_of(name: &str) -> Result<Pooling, Failure> {
     Ok(match name {
         "sum" => Pooling::Sum,
         "mean" => Pooling::Mean,
         "max" => Pooling::Max,
         "none" => Pooling::None,
-        _ => return Err(JsError::new(&format!("unknown pooling {name:?} (sum, mean, max, none)"))),
+        _ => return Err(Failure::arg(format!("unknown pooling {name:?} (sum, mean, max, none)"))),
     })
 }
 
@@ -378,27 +498,121 @@ impl EdoResident {
     }
 
     /// Decoded rows of `ids` (`ids.length × dim` values). An id out of range is an error.
-    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
+    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, Failure> {
         self.inner.gather(&ids, Bounds::Error).await.map_err(err)
     }
 
     /// [`EdoResident::gather`] rounded to f16 (nearest even), as the bits of each value
     /// (`ids.length × dim` of them): on WebGPU the gather writes f16 itself, half the bytes.
     #[wasm_bindgen(js_name = gatherF16)]
-    pub async fn gather_f16(&self, ids: Vec<u32>) -> Result<Vec<u16>, JsError> {
+    pub async fn gather_f16(&self, ids: Vec<u32>) -> Result<Vec<u16>, Failure> {
         let values = self.inner.gather_f16(&ids, Bounds::Error).await.map_err(err)?;
         Ok(values.into_iter().map(|v| v.to_bits()).collect())
     }
 
+    /// [`EdoResident::gather`] left on the GPU: the rows in a storage buffer of edo's device
+    /// (`EdoEngine.gpuDevice`). Fails with `UNSUPPORTED` on the CPU path.
+    #[wasm_bindgen(js_name = gatherGpu)]
+    pub async fn gather_gpu(&self, ids: Vec<u32>) -> Result<EdoGpuRows, Failure> {
+        let rec = self.on_gpu()?;
+        EdoGpuRows::new(rec.run(async |t| t.gather(&ids, Bounds::Error).await).await)
+    }
+
+    /// [`EdoResident::bag`] left on the GPU (see `gatherGpu`).
+    #[wasm_bindgen(js_name = bagGpu)]
+    pub async fn bag_gpu(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<EdoGpuRows, Failure> {
+        let pooling = pooling_of(pooling)?;
+        let rec = self.on_gpu()?;
+        let mut bags = Bags::new(&indices, &offsets);
+        if let Some(w) = &weights {
+            bags = bags.weights(w);
+        }
+        EdoGpuRows::new(rec.run(async |t| t.bag(&bags, pooling, Bounds::Error).await).await)
+    }
+
     /// EmbeddingBag with PyTorch's `indices` + `offsets` (one offset per bag), pooling `sum`,
     /// `mean`, `max` or `none`, optional per-sample weights.
-    pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, JsError> {
+    pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, Failure> {
         let pooling = pooling_of(pooling)?;
         let mut bags = Bags::new(&indices, &offsets);
         if let Some(w) = &weights {
             bags = bags.weights(w);
         }
         self.inner.bag(&bags, pooling, Bounds::Error).await.map_err(err)
+    }
+}
+
+impl EdoResident {
+    fn on_gpu(&self) -> Result<&edo::gpu::Recoverable<GpuTable>, Failure> {
+        match &self.inner {
+            Placed::Gpu(g) => Ok(g),
+            Placed::Cpu(_) => Err(not_on_gpu()),
+        }
+    }
+}
+
+fn not_on_gpu() -> Failure {
+    Failure { code: "UNSUPPORTED", message: "rows stay on the GPU only on a WebGPU engine; this one runs on the CPU path".into() }
+}
+
+/// Rows left on the GPU by a lookup or a model: a storage buffer of the engine's `GPUDevice`
+/// holding `rows × dim` values, f32 (`dtype` `"float32"`) or f16 two a word (`"float16"`), row
+/// after row. `read()` copies them back; `destroy()` frees the buffer at once (it is freed too
+/// when this object is).
+#[wasm_bindgen]
+pub struct EdoGpuRows {
+    inner: Option<edo::GpuRows>,
+}
+
+impl EdoGpuRows {
+    fn new(rows: Result<edo::GpuRows, edo::Error>) -> Result<EdoGpuRows, Failure> {
+        Ok(EdoGpuRows { inner: Some(rows.map_err(err)?) })
+    }
+
+    fn live(&self) -> Result<&edo::GpuRows, Failure> {
+        self.inner.as_ref().ok_or_else(|| Failure { code: "DISPOSED", message: "these GPU rows were destroyed".into() })
+    }
+}
+
+#[wasm_bindgen]
+impl EdoGpuRows {
+    /// The `GPUBuffer` (usages STORAGE, COPY_SRC, COPY_DST); `null` once destroyed.
+    #[wasm_bindgen(getter)]
+    pub fn buffer(&self) -> JsValue {
+        self.inner.as_ref().and_then(|r| r.buffer().as_webgpu()).map_or(JsValue::NULL, |b| b.clone().into())
+    }
+    /// Rows of the output.
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.inner.as_ref().map_or(0, |r| r.rows())
+    }
+    /// Values per row.
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.inner.as_ref().map_or(0, |r| r.dim())
+    }
+    /// `"float32"`, or `"float16"` for f16 rows (two values a 32-bit word).
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> String {
+        if self.inner.as_ref().is_some_and(|r| r.is_f16()) { "float16" } else { "float32" }.into()
+    }
+    /// Bytes of the buffer that hold rows.
+    #[wasm_bindgen(getter)]
+    pub fn bytes(&self) -> f64 {
+        self.inner.as_ref().map_or(0.0, |r| (r.rows() * r.row_words() * 4) as f64)
+    }
+    /// The rows read back, as f32 values (f16 rows widened).
+    pub async fn read(&self) -> Result<Vec<f32>, Failure> {
+        let rows = self.live()?;
+        if rows.is_f16() {
+            Ok(rows.read_f16().await.map_err(err)?.into_iter().map(f32::from).collect())
+        } else {
+            rows.read().await.map_err(err)
+        }
+    }
+    /// Frees the buffer now (`GPUBuffer.destroy()`); reading it afterwards is a `DISPOSED` error.
+    pub fn destroy(&mut self) {
+        self.inner = None;
     }
 }
 
@@ -541,15 +755,15 @@ impl EdoCache {
     }
 }
 
-fn policy_of(name: Option<&str>) -> Result<PolicyKind, JsError> {
+fn policy_of(name: Option<&str>) -> Result<PolicyKind, Failure> {
     match name {
         None => Ok(PolicyKind::Lfu),
-        Some(name) => PolicyKind::from_name(name).ok_or_else(|| JsError::new(&format!("unknown policy {name:?} (lru, lfu, arc)"))),
+        Some(name) => PolicyKind::from_name(name).ok_or_else(|| Failure::arg(format!("unknown policy {name:?} (lru, lfu, arc)"))),
     }
 }
 
-fn busy() -> JsError {
-    JsError::new("this cache is serving another call; await it first")
+fn busy() -> Failure {
+    Failure { code: "BUSY", message: "this cache is serving another call; await it first".into() }
 }
 
 #[wasm_bindgen]
@@ -564,7 +778,7 @@ impl EdoCache {
     // The cache stays borrowed while the lookup awaits the GPU: that is the "one lookup at a
     // time" rule, and a call meanwhile gets `busy()` from `try_borrow_mut`, never a panic.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, JsError> {
+    pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, Failure> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
             CacheInner::Local(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
@@ -575,7 +789,7 @@ impl EdoCache {
     /// Stages the rows of the next batch on the GPU (call it while the current one runs); the
     /// next `gather` copies them into the cache instead of uploading them. Returns how many.
     #[allow(clippy::await_holding_refcell_ref)] // as in `gather`
-    pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, JsError> {
+    pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, Failure> {
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
             CacheInner::Local(c) => c.prefetch(&ids).await.map_err(err),
@@ -585,7 +799,7 @@ impl EdoCache {
 
     /// Hits, misses, evictions, bytes uploaded, hit rate, capacity and rows cached, as JSON.
     #[wasm_bindgen(getter)]
-    pub fn stats(&self) -> Result<String, JsError> {
+    pub fn stats(&self) -> Result<String, Failure> {
         let inner = self.inner.try_borrow().map_err(|_| busy())?;
         fn json(s: edo::cache::CacheStats, capacity: usize, cached: usize, traffic: Option<(u64, u64)>) -> String {
             let traffic = traffic.map_or(String::new(), |(r, b)| format!(r#","requests":{r},"bytesFetched":{b}"#));
@@ -600,10 +814,10 @@ impl EdoCache {
         }
         /// The cache's figures (on the CPU path only the remote traffic); a cache being rebuilt after a
         /// device loss has none yet.
-        fn figures<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, JsError> {
+        fn figures<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, Failure> {
             match c {
                 Placed::Gpu(c) => {
-                    let c = c.latest().ok_or_else(|| JsError::new("the cache is being rebuilt after a device loss"))?;
+                    let c = c.latest().ok_or_else(|| Failure { code: "DEVICE_LOST", message: "the cache is being rebuilt after a device loss".into() })?;
                     Ok(json(c.stats(), c.capacity(), c.cached_rows(), traffic))
                 }
                 Placed::Cpu(_) => Ok(traffic.map_or_else(|| "{}".into(), |(r, b)| format!(r#"{{"requests":{r},"bytesFetched":{b}}}"#))),
@@ -650,7 +864,7 @@ impl EdoNeighbors {
 #[wasm_bindgen]
 impl EdoCodes {
     /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`), ties to the lower row.
-    pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, JsError> {
+    pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, Failure> {
         let queries = edo::search::binarize(&queries, self.inner.host().dim()).map_err(err)?;
         let n = self.inner.hamming_topk(&queries, k).await.map_err(err)?;
         Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
@@ -669,7 +883,7 @@ pub struct EdoModel {
 impl EdoModel {
     /// A model from the bytes of an `.edo` model file (`edo quantize-model`).
     #[wasm_bindgen(js_name = fromBytes)]
-    pub fn from_bytes(bytes: Vec<u8>) -> Result<EdoModel, JsError> {
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<EdoModel, Failure> {
         Ok(EdoModel { inner: StaticModel::from_edo_bytes(bytes).map_err(err)? })
     }
 
@@ -678,20 +892,20 @@ impl EdoModel {
     /// encoded as model2vec encodes them. For sentence-transformers' own encoding of its folders,
     /// make an `.edo` model file of the folder (`edo quantize-model DIR`) and use `fromBytes`.
     #[wasm_bindgen(js_name = fromFiles)]
-    pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, JsError> {
+    pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, Failure> {
         let config = config.unwrap_or_else(|| b"{}".to_vec());
         Ok(EdoModel { inner: StaticModel::from_bytes(&config, tokenizer, safetensors).map_err(err)? })
     }
 
     /// A model from an `.edo` model file at `url`, fetched whole.
     #[wasm_bindgen(js_name = fromUrl)]
-    pub async fn from_url(url: String) -> Result<EdoModel, JsError> {
+    pub async fn from_url(url: String) -> Result<EdoModel, Failure> {
         let bytes = fetch_all(&url).await.map_err(err)?;
         EdoModel::from_bytes(bytes)
     }
 
     /// The same model with its table in another format.
-    pub fn quantize(&self, format: &str) -> Result<EdoModel, JsError> {
+    pub fn quantize(&self, format: &str) -> Result<EdoModel, Failure> {
         Ok(EdoModel { inner: self.inner.quantize(format_of(format)?).map_err(err)? })
     }
 
@@ -734,12 +948,12 @@ impl EdoModel {
 
     /// The token ids of `text` that count (after the model's cut, truncation and unknown-token
     /// removal).
-    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsError> {
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, Failure> {
         Ok(self.inner.tokenize(&[text]).map_err(err)?.remove(0))
     }
 
     /// Sentence vectors of `texts` on the CPU path: `texts.length × dim` values.
-    pub fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, JsError> {
+    pub fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, Failure> {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.inner.encode(&texts).map_err(err)
     }
@@ -750,7 +964,7 @@ impl EdoEngine {
     /// Makes a model's table resident: on WebGPU the tokens' rows are pooled (and normalised)
     /// on the GPU; on the CPU path the model runs as `EdoModel.embed` does.
     #[wasm_bindgen(js_name = uploadModel)]
-    pub async fn upload_model(&self, model: &EdoModel) -> Result<EdoResidentModel, JsError> {
+    pub async fn upload_model(&self, model: &EdoModel) -> Result<EdoResidentModel, Failure> {
         let placed = self.backend.place(model.inner.clone()).await.map_err(err)?;
         Ok(EdoResidentModel { inner: ModelOn { placed, backend: self.backend.clone() } })
     }
@@ -762,7 +976,7 @@ impl EdoEngine {
     /// its first embedding: start it, read the model file meanwhile (`tableShape` gives the format
     /// and dim from the file's first bytes), then await it. Resolves at once on the CPU path.
     #[wasm_bindgen(js_name = prepareModel)]
-    pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), JsError> {
+    pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), Failure> {
         let format = format_of(&format)?;
         match self.engine() {
             Some(e) => e.prepare_model(format, dim).await.map_err(err),
@@ -798,7 +1012,7 @@ impl EdoShape {
 /// The format, rows and dim of an `.edo` file, read from its header alone (only the header's
 /// bytes are copied into WASM memory).
 #[wasm_bindgen(js_name = tableShape)]
-pub fn table_shape(bytes: &js_sys::Uint8Array) -> Result<EdoShape, JsError> {
+pub fn table_shape(bytes: &js_sys::Uint8Array) -> Result<EdoShape, Failure> {
     let len = bytes.length();
     let first8 = bytes.subarray(0, len.min(8)).to_vec();
     let header = edo::file::header_bytes(&first8).map_err(err)?;
@@ -845,14 +1059,25 @@ impl EdoResidentModel {
 
     /// Sentence vectors of `texts`, `texts.length × dim` values: tokenized here, pooled on the
     /// GPU (or the CPU path).
-    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, JsError> {
+    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<f32>, Failure> {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.embed_strs(&texts).await.map_err(err)
     }
 
+    /// Sentence vectors of `texts` left on the GPU (see `EdoGpuRows`); `UNSUPPORTED` on the CPU
+    /// path.
+    #[wasm_bindgen(js_name = embedGpu)]
+    pub async fn embed_gpu(&self, texts: Vec<String>) -> Result<EdoGpuRows, Failure> {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        match &self.inner.placed {
+            Placed::Gpu(g) => EdoGpuRows::new(g.run(async |m| m.encode(&texts).await).await),
+            Placed::Cpu(_) => Err(not_on_gpu()),
+        }
+    }
+
     /// A semantic-search index of `lines`: their sentence vectors, kept as binary codes for the
     /// Hamming search and as INT8 rows for rescoring, resident on the engine.
-    pub async fn index(&self, lines: Vec<String>) -> Result<EdoSearchIndex, JsError> {
+    pub async fn index(&self, lines: Vec<String>) -> Result<EdoSearchIndex, Failure> {
         let strs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let dim = self.inner.model().dim();
         let mut vectors = Vec::with_capacity(lines.len() * dim);
@@ -928,7 +1153,7 @@ impl EdoSearchIndex {
 
     /// The `k` lines nearest `query`: its sentence vector's Hamming top `k × multiplier` (default
     /// 4) among the binary codes, rescored by the dot product with their INT8 rows.
-    pub async fn search(&self, query: String, k: usize, multiplier: Option<usize>) -> Result<EdoScored, JsError> {
+    pub async fn search(&self, query: String, k: usize, multiplier: Option<usize>) -> Result<EdoScored, Failure> {
         let multiplier = multiplier.unwrap_or(4);
         let q = self.model.embed_strs(&[query.as_str()]).await.map_err(err)?;
         let k = k.min(self.rows());
@@ -965,7 +1190,7 @@ impl EdoEngine {
     /// reads beside native runs. `progress(done, total, label)` is called before each case; if it
     /// returns a promise the suite waits for it, so a page can repaint between cases.
     #[wasm_bindgen(js_name = benchSuite)]
-    pub async fn bench_suite(&self, scale: Option<String>, user_agent: Option<String>, progress: Option<js_sys::Function>) -> Result<String, JsError> {
+    pub async fn bench_suite(&self, scale: Option<String>, user_agent: Option<String>, progress: Option<js_sys::Function>) -> Result<String, Failure> {
         self.suite(None, scale, user_agent, progress).await
     }
 
@@ -977,7 +1202,7 @@ impl EdoEngine {
         scale: Option<String>,
         user_agent: Option<String>,
         progress: Option<js_sys::Function>,
-    ) -> Result<String, JsError> {
+    ) -> Result<String, Failure> {
         self.suite(Some(model.inner.clone()), scale, user_agent, progress).await
     }
 }
@@ -989,12 +1214,12 @@ impl EdoEngine {
         scale: Option<String>,
         user_agent: Option<String>,
         progress: Option<js_sys::Function>,
-    ) -> Result<String, JsError> {
+    ) -> Result<String, Failure> {
         use edo::suite::{self, Scale, SuiteOptions};
         let scale = match scale.as_deref().unwrap_or("quick") {
             "quick" => Scale::Quick,
             "tiny" => Scale::Tiny,
-            other => return Err(JsError::new(&format!("unknown benchmark scale {other:?} (quick or tiny in a browser)"))),
+            other => return Err(Failure::arg(format!("unknown benchmark scale {other:?} (quick or tiny in a browser)"))),
         };
         let mut options = SuiteOptions::new(scale);
         options.user_agent = user_agent;
@@ -1019,14 +1244,14 @@ impl EdoEngine {
 /// The charts and the table of one or more benchmark results files (their JSON text), as an
 /// HTML fragment: the same charts `edo bench suite` and `edo bench compare` write.
 #[wasm_bindgen(js_name = benchReport)]
-pub fn bench_report(results: Vec<String>) -> Result<String, JsError> {
+pub fn bench_report(results: Vec<String>) -> Result<String, Failure> {
     let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     Ok(edo::suite::report::fragment(&files))
 }
 
 /// The plain-text summary of one or more benchmark results files, as `edo bench compare` prints.
 #[wasm_bindgen(js_name = benchSummary)]
-pub fn bench_summary(results: Vec<String>) -> Result<String, JsError> {
+pub fn bench_summary(results: Vec<String>) -> Result<String, Failure> {
     let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     Ok(edo::suite::report::text(&files))
 }

@@ -139,7 +139,12 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4").unwrap();
     let resident = engine.upload(&table).await.unwrap();
     let e = resident.gather(vec![3, 10]).await.expect_err("id 10 of 10 rows");
-    let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
+    assert_eq!(e.code, "ID_OUT_OF_RANGE");
+    // JavaScript gets an Error named EdoError with the code and the typed message.
+    let js = JsValue::from(e).dyn_into::<js_sys::Error>().expect("an Error");
+    assert_eq!(String::from(js.name()), "EdoError");
+    assert_eq!(js_sys::Reflect::get(&js, &"code".into()).unwrap().as_string().as_deref(), Some("ID_OUT_OF_RANGE"));
+    let message = String::from(js.message());
     assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
     assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
     // An output larger than WASM memory can hold (600 000 rows of 4096 values, 9.8 GB) is an
@@ -243,7 +248,7 @@ macro_rules! fixture {
 const MODELS: [(&str, &[u8], &[u8], &[u8]); 4] = [fixture!("wordpiece"), fixture!("bpe_f16"), fixture!("unigram_vq"), fixture!("wordpiece_int8")];
 const EXPECTED: &str = include_str!("../../tests/data/models/expected.json");
 
-fn message(e: wasm_bindgen::JsError) -> String {
+fn message(e: edo_web::Failure) -> String {
     JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default()
 }
 
