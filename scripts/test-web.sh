@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The browser tests: wasm-bindgen-test in headless Chromium with WebGPU (SwiftShader) and without
-# it (the CPU fallback), then the demo page end to end (scripts/web_e2e.py), semantic search included.
-# Needs: chromium, chromium-driver (apt), wasm-bindgen-cli of the pinned version, python3.
+# it (the CPU fallback), then the demo page end to end (scripts/web_e2e.py), semantic search included,
+# then the npm package in Node (node --test) and in a fresh Vite app in headless Chromium (scripts/test-npm.sh).
+# Needs: chromium, chromium-driver (apt), wasm-bindgen-cli of the pinned version, python3, node and npm
+# (Vite and TypeScript come from the npm registry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chromium_bin="${CHROMIUM:-/usr/bin/chromium}"
@@ -29,11 +31,16 @@ echo "== browser tests without WebGPU (the CPU fallback)"
 webdriver ', "--disable-features=WebGPU"'
 EDO_EXPECT_BACKEND=cpu cargo test -p edo-web --target wasm32-unknown-unknown
 
-echo "== the demo page, end to end"
-./scripts/build-web.sh
+echo "== the npm package (its .wasm, wrapper and typings; staged in web/pkg for the demo page too)"
+./scripts/build-npm.sh
+
+echo "== the demo page, end to end (it imports the package)"
 # The semantic-search section's model: WordLlama's (PyPI) as web/model.edo. Without it the page
 # asks for a dropped model and the end-to-end script says SKIPPED for that section.
 if [ ! -f web/model.edo ]; then
     ./scripts/make_web_model.sh || echo "no web/model.edo (WordLlama unavailable): semantic search will say SKIPPED"
 fi
 python3 scripts/web_e2e.py
+
+echo "== the npm package in Node and in a fresh Vite app"
+EDO_NPM_NO_WASM=1 ./scripts/test-npm.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end test of the demo page: serves web/ (after scripts/build-web.sh), drives it in
+"""End-to-end test of the demo page: serves web/ (after scripts/build-npm.sh, which stages the package in web/pkg), drives it in
 headless Chromium through chromedriver's WebDriver HTTP API (no Python packages needed), checks
 the numbers the page shows, and saves screenshots. Twice: with WebGPU (SwiftShader) and without
 it (the CPU fallback).
@@ -193,8 +193,8 @@ QUERIES = {"compress data with gzip": "compress", "current time in seconds": "ti
 
 
 def main():
-    if not os.path.exists(os.path.join(WEB, "pkg", "edo_web_bg.wasm")):
-        sys.exit("web/pkg is missing: run scripts/build-web.sh first")
+    if not os.path.exists(os.path.join(WEB, "pkg", "index.js")):
+        sys.exit("web/pkg is missing the package: run scripts/build-npm.sh first")
     os.makedirs(OUT, exist_ok=True)
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):

@@ -1,12 +1,14 @@
 // The demo page: a synthetic (or dropped) table, its size in every format, lookups on the
 // engine (WebGPU or the CPU path), and rows before and after quantisation; then semantic search
-// with a static text-embedding model over a built-in corpus.
-import init, { EdoEngine, EdoModel, EdoTable, benchReport, tableShape } from './pkg/edo_web.js';
+// with a static text-embedding model over a built-in corpus. It uses the npm package's API, as an
+// app would: web/pkg holds the package (scripts/build-npm.sh stages it there).
+import { createEngine, fileShape, init, modelFromBytes, readTable, report, syntheticTable } from './pkg/index.js';
 
 const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'fp8_e4m3', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'int4_zp32', 'binary', 'binary+scale'];
 const $ = (id) => document.getElementById(id);
 let engine;
-let source; // the table as f32 (EdoTable, format fp32)
+let source; // the table as f32 (a Table in format fp32)
+let resident; // the table on the engine (a ResidentTable), replaced by each run
 
 function status(text, state) {
   $('status').textContent = text;
@@ -66,11 +68,12 @@ async function run(marks) {
     // timer lets the request leave this task first. (Compiled once: later runs find it ready.)
     const prepared = engine.prepare(format, source.dim);
     await tick();
-    const table = source.quantize(format);
+    const table = await source.quantize(format);
     const quantised = performance.now();
     await prepared;
     const compiled = performance.now();
-    const resident = await engine.upload(table);
+    resident?.dispose(); // the last run's table: its GPU buffers are destroyed now
+    resident = await engine.uploadTable(table);
     const uploaded = performance.now();
     const ids = randomIds(nIds, table.rows);
     const out = await resident.gather(ids);
@@ -97,17 +100,18 @@ async function run(marks) {
     $('rows-per-s').textContent = Math.round(nIds / (ms / 1000)).toLocaleString('en');
     $('shards').textContent = engine.backend === 'webgpu' ? resident.shards : 'none (CPU path)';
     // The engine's rows against the CPU path's, bit for bit.
-    const cpu = table.gather(ids);
+    const cpu = await table.gather(ids);
     let same = cpu.length === out.length;
     for (let i = 0; same && i < cpu.length; i++) same = Object.is(cpu[i], out[i]);
     $('check').innerHTML = same ? '<span class="ok">equal, bit for bit</span>' : '<span class="bad">differ</span>';
     $('check').dataset.equal = same;
     // Sizes of every format, and a few rows before and after.
-    const tables = Object.fromEntries(FORMATS.map((f) => [f, f === format ? table : source.quantize(f)]));
+    const tables = Object.fromEntries(await Promise.all(FORMATS.map(async (f) => [f, f === format ? table : await source.quantize(f)])));
     drawBars(tables);
     $('shape').textContent = `(${source.rows.toLocaleString('en')} × ${source.dim})`;
     const few = Uint32Array.from({ length: Math.min(5, source.rows) }, (_, i) => i);
-    drawRows(format, few, source.gather(few), await resident.gather(few), source.dim);
+    drawRows(format, few, await source.gather(few), await resident.gather(few), source.dim);
+    for (const t of Object.values(tables)) t.dispose();
     status('Ready.', 'ready');
   } catch (e) {
     status(`Error: ${e.message ?? e}`, 'error');
@@ -121,9 +125,9 @@ const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 // ---- Semantic search: a static model (model.edo beside the page, or a dropped file) embeds the
 // corpus (corpus.txt) on the engine; a query is embedded, searched by Hamming distance among the
 // corpus's binary codes and rescored with its INT8 vectors.
-let index; // EdoSearchIndex
+let index; // SearchIndex
 let corpus; // the lines
-let loadedModel; // the semantic-search model (EdoModel), once loaded
+let loadedModel; // the semantic-search model (Model), once loaded
 
 function searchStatus(text, state) {
   $('search-status').textContent = text;
@@ -138,10 +142,10 @@ async function loadModel(fetchBytes, name) {
     const bytes = await fetchBytes();
     const inMemory = performance.now();
     // The GPU process compiles the model's kernels while this thread reads the file.
-    const shape = tableShape(bytes);
+    const shape = await fileShape(bytes);
     const prepared = engine.prepareModel(shape.format, shape.dim);
     await tick();
-    const model = EdoModel.fromBytes(bytes);
+    const model = await modelFromBytes(bytes);
     loadedModel = model;
     await prepared;
     const parsed = performance.now();
@@ -237,11 +241,9 @@ async function benchmark() {
   };
   try {
     const t0 = performance.now();
-    const json = loadedModel
-      ? await engine.benchSuiteWithModel(loadedModel, scale, navigator.userAgent, progress)
-      : await engine.benchSuite(scale, navigator.userAgent, progress);
-    const results = JSON.parse(json);
-    $('bench-charts').innerHTML = benchReport([json]);
+    const results = await engine.benchmark({ scale, model: loadedModel, onProgress: ({ done, total, label }) => progress(done, total, label) });
+    const json = JSON.stringify(results);
+    $('bench-charts').innerHTML = await report(results);
     const link = $('bench-download');
     if (link.href) URL.revokeObjectURL(link.href);
     link.href = URL.createObjectURL(new Blob([json], { type: 'application/json' }));
@@ -272,12 +274,12 @@ function deviceEvent(e) {
 }
 
 async function main() {
-  await init();
+  await init(); // the package's .wasm (every factory would load it first)
   const marks = { init: performance.now() };
   // The browser finds the adapter and the device while this thread builds the table.
-  const creating = EdoEngine.create();
+  const creating = createEngine();
   await tick();
-  source = EdoTable.synthetic(Number($('rows').value), Number($('dim').value), 7);
+  source = await syntheticTable(Number($('rows').value), Number($('dim').value), { seed: 7 });
   marks.table = performance.now();
   engine = await creating;
   marks.engine = performance.now();
@@ -293,8 +295,9 @@ async function main() {
   $('bench').disabled = false;
   benchStatus('Ready.', 'idle');
   semantic().catch((e) => searchStatus(`Error: ${e.message ?? e}`, 'error'));
-  $('run').onclick = () => {
-    source = EdoTable.synthetic(Number($('rows').value), Number($('dim').value), 7);
+  $('run').onclick = async () => {
+    source?.dispose();
+    source = await syntheticTable(Number($('rows').value), Number($('dim').value), { seed: 7 });
     run(null);
   };
   const drop = $('drop');
@@ -307,7 +310,9 @@ async function main() {
     if (!file) return;
     try {
       const bytes = new Uint8Array(await file.arrayBuffer());
-      source = EdoTable.fromBytes(bytes, file.name, 'fp32');
+      const read = await readTable(bytes, { name: file.name, format: 'fp32' });
+      source?.dispose();
+      source = read;
       $('rows').value = source.rows;
       $('dim').value = source.dim;
       drop.textContent = `${file.name}: ${source.rows} × ${source.dim}`;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The npm package as its users get it: builds the tarball (scripts/build-npm.sh), installs it into
+# a fresh Node project and runs `node --test` there (web/npm/test/node.test.mjs: the CPU path,
+# downloads with progress, abort and a cache, typed errors), then into a fresh Vite app
+# (web/npm/test-app, Vite and TypeScript from npm): `tsc --noEmit --strict` over the app and the
+# README's example, `vite build`, and the built app in headless Chromium with WebGPU and without it
+# (scripts/npm_e2e.py).
+# Prints the package's sizes and the app's figures.
+#   EDO_NPM_NO_WASM=1 reuses web/pkg from an earlier build (scripts/build-web.sh or build-npm.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+./scripts/build-npm.sh ${EDO_NPM_NO_WASM:+--no-wasm}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+tarball=$root/target/npm/edo-embeddings-$version.tgz
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+quiet="--no-audit --no-fund --loglevel=error"
+
+echo "== npm: the package in Node (node --test)"
+mkdir "$work/node"
+cp web/npm/test/node.test.mjs "$work/node/"
+(cd "$work/node" && echo '{"name":"edo-node-check","private":true,"type":"module"}' > package.json && npm install $quiet "$tarball" >/dev/null)
+(cd "$work/node" && EDO_MODELS="$root/tests/data/models" EDO_NODE_VECTORS="$work/node-vectors.json" node --test --test-reporter=spec node.test.mjs)
+
+echo "== npm: the package in a fresh Vite app (tsc --strict, vite build, headless Chromium)"
+cp -r web/npm/test-app "$work/app"
+(cd "$work/app" && npm install $quiet >/dev/null && npm install $quiet "$tarball" >/dev/null)
+# The README's example is type-checked with the app (not run: its model's URL is an example).
+python3 - README.md "$work/app/src/readme-example.ts" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+section = text[text.index("## In a web app"):]
+block = re.search(r"```js\n(.*?)```", section, re.S).group(1)
+open(sys.argv[2], "w").write("// The README's \"In a web app\" example (scripts/test-npm.sh copies it here).\n" + block + "export {};\n")
+PY
+(cd "$work/app" && npx tsc --noEmit && npx vite build --logLevel warn)
+wrapper=$(cd "$work/app" && npx esbuild --bundle --minify --format=esm --log-level=error --external:./edo_web.js node_modules/edo-embeddings/index.js | wc -c)
+wasm=$(gzip -9 -c "$work/app/node_modules/edo-embeddings/edo_web_bg.wasm" | wc -c)
+printf 'package sizes: .wasm %d bytes gzipped; wrapper (index, core, client) %d bytes minified; the worker entry is a separate chunk\n' "$wasm" "$wrapper"
+python3 scripts/npm_e2e.py "$work/app/dist" "$work/node-vectors.json"

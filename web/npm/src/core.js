@@ -1,0 +1,881 @@
+// The package's API: a thin layer over the wasm-bindgen exports (edo_web.js) that a web developer
+// would write by hand — options objects, typed results, promises, dispose(), typed errors, models
+// downloaded with progress and kept in Cache Storage. Entry points: index.js (browsers and
+// bundlers), node.js (Node), worker.js (the worker's side of createWorkerEngine).
+import * as wasm from './edo_web.js';
+import { VERSION } from './version.js';
+
+export { VERSION };
+
+// ---- Loading the module ----------------------------------------------------------------------
+
+let loader = null;
+let loading = null;
+
+/** Set by the entry point: how this environment loads the .wasm. */
+export function _useLoader(load) {
+  loader = load;
+}
+
+/**
+ * Loads and starts edo's WebAssembly module; every factory calls it first, so calling it yourself
+ * is needed only to load the `.wasm` from somewhere else (`{ wasm: url | Response | bytes |
+ * WebAssembly.Module }`) or to load it early.
+ */
+export function init(options = {}) {
+  if (!loading) {
+    plainObject(options, 'init(options)');
+    loading = Promise.resolve()
+      .then(() => loader(options.wasm))
+      .then(() => wasm.installPanicHook())
+      .catch((e) => {
+        loading = null;
+        throw new EdoError('WASM_LOAD', `edo's WebAssembly module could not be loaded: ${e?.message ?? e}`, { cause: e });
+      });
+  }
+  return loading;
+}
+
+// ---- Errors ----------------------------------------------------------------------------------
+
+/** Every error edo throws: `code` is stable (see the `ErrorCode` type), `message` names the argument. */
+export class EdoError extends Error {
+  constructor(code, message, options) {
+    super(message, options);
+    this.name = 'EdoError';
+    this.code = code;
+  }
+}
+
+function wrapError(e) {
+  if (e instanceof EdoError) return e;
+  if (e && e.name === 'EdoError' && typeof e.code === 'string') return new EdoError(e.code, e.message);
+  if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+    return new EdoError('INTERNAL', `edo's module stopped (${e.message}); its panic message is on the console`, { cause: e });
+  }
+  if (e && e.name === 'AbortError') return new EdoError('ABORTED', e.message || 'aborted', { cause: e });
+  return new EdoError('INTERNAL', String(e?.message ?? e), { cause: e });
+}
+
+async function guarded(f) {
+  try {
+    return await f();
+  } catch (e) {
+    throw wrapError(e);
+  }
+}
+
+function guardedSync(f) {
+  try {
+    return f();
+  } catch (e) {
+    throw wrapError(e);
+  }
+}
+
+const invalid = (message) => new EdoError('INVALID_ARGUMENT', message);
+
+function describe(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an Array';
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
+  if (typeof v === 'object') return `a ${v.constructor?.name ?? 'object'}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+function plainObject(v, name) {
+  if (v === undefined) return {};
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid(`${name} must be an options object (got ${describe(v)})`);
+  return v;
+}
+
+function integer(v, name, { min = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw invalid(`${name} must be an integer from ${min} to ${max} (got ${describe(v)})`);
+  }
+  return v;
+}
+
+function boolean(v, name, fallback) {
+  if (v === undefined) return fallback;
+  if (typeof v !== 'boolean') throw invalid(`${name} must be true or false (got ${describe(v)})`);
+  return v;
+}
+
+function text(v, name) {
+  if (typeof v !== 'string') throw invalid(`${name} must be a string (got ${describe(v)})`);
+  return v;
+}
+
+function optionalText(v, name) {
+  return v === undefined || v === null ? undefined : text(v, name);
+}
+
+function texts(v, name) {
+  if (!Array.isArray(v)) {
+    throw invalid(`${name} must be an array of strings (got ${describe(v)}${typeof v === 'string' ? ': wrap one text in [ ]' : ''})`);
+  }
+  for (let i = 0; i < v.length; i++) {
+    if (typeof v[i] !== 'string') throw invalid(`${name}[${i}] must be a string (got ${describe(v[i])})`);
+  }
+  return v;
+}
+
+/** Row ids: a Uint32Array as it is; an Array or another typed array of integers 0…2³²−1, copied. */
+function ids(v, name) {
+  if (v instanceof Uint32Array) return v;
+  if (!Array.isArray(v) && !(ArrayBuffer.isView(v) && !(v instanceof DataView))) {
+    throw invalid(`${name} must be a Uint32Array or an array of integers (got ${describe(v)})`);
+  }
+  const out = new Uint32Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = typeof v[i] === 'bigint' ? Number(v[i]) : v[i];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) {
+      throw invalid(`${name}[${i}] = ${describe(v[i])}: ids are integers from 0 to 4294967295`);
+    }
+    out[i] = x;
+  }
+  return out;
+}
+
+/** f32 values: a Float32Array as it is; an Array or a Float64Array of numbers, converted. */
+function floats(v, name, length) {
+  let out;
+  if (v instanceof Float32Array) {
+    out = v;
+  } else if (Array.isArray(v) || v instanceof Float64Array) {
+    out = new Float32Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      if (typeof v[i] !== 'number') throw invalid(`${name}[${i}] must be a number (got ${describe(v[i])})`);
+      out[i] = v[i];
+    }
+  } else {
+    throw invalid(`${name} must be a Float32Array or an array of numbers (got ${describe(v)})`);
+  }
+  if (length !== undefined && out.length !== length) throw invalid(`${name} has ${out.length} values; ${length} were expected`);
+  return out;
+}
+
+function bytesOf(v, name) {
+  if (v instanceof Uint8Array) return v;
+  if (v instanceof ArrayBuffer) return new Uint8Array(v);
+  if (ArrayBuffer.isView(v)) return new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+  throw invalid(`${name} must be a Uint8Array or an ArrayBuffer (got ${describe(v)})`);
+}
+
+function listener(v, name) {
+  if (typeof v !== 'function') throw invalid(`${name} must be a function (got ${describe(v)})`);
+  return v;
+}
+
+// ---- Resources -------------------------------------------------------------------------------
+
+const DISPOSE = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+
+/** What holds memory in WASM or on the GPU: `dispose()` (or `using`) frees it at once. */
+class Resource {
+  #raw;
+  #what;
+  constructor(raw, what) {
+    this.#raw = raw;
+    this.#what = what;
+  }
+  /** The wasm-bindgen object, or a DISPOSED error. */
+  _raw() {
+    if (!this.#raw) throw new EdoError('DISPOSED', `this ${this.#what} was disposed`);
+    return this.#raw;
+  }
+  /** Whether `dispose()` was called. */
+  get disposed() {
+    return this.#raw === null;
+  }
+  /** Frees the object's memory now (its GPU buffers are destroyed); later calls are DISPOSED errors. */
+  dispose() {
+    const raw = this.#raw;
+    this.#raw = null;
+    raw?.free();
+  }
+  [DISPOSE]() {
+    this.dispose();
+  }
+}
+
+/** Getters that read the same-named getter of the wasm-bindgen object (see index.d.ts for each). */
+function getters(Class, names) {
+  for (const name of names) {
+    Object.defineProperty(Class.prototype, name, {
+      get() {
+        return this._raw()[name];
+      },
+      configurable: true,
+    });
+  }
+}
+
+// ---- The engine ------------------------------------------------------------------------------
+
+/**
+ * An engine on WebGPU when there is an adapter (and `preferGpu` is not false), else on the CPU
+ * path (plain WebAssembly, also in Node): `backend` and `note` say which and why.
+ */
+export async function createEngine(options = {}) {
+  plainObject(options, 'createEngine(options)');
+  const preferGpu = boolean(options.preferGpu, 'options.preferGpu', true);
+  const maxShardBytes = options.maxShardBytes === undefined ? undefined : integer(options.maxShardBytes, 'options.maxShardBytes', { min: 4 });
+  await init({ wasm: options.wasm });
+  return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes)));
+}
+
+const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, pressure: null, entries: [], buffers: [] });
+
+export class Engine extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'Engine';
+  #listeners = new Set();
+  constructor(raw) {
+    super(raw, 'engine');
+    raw.onDeviceEvent((event) => {
+      for (const f of [...this.#listeners]) {
+        try {
+          f(event);
+        } catch (e) {
+          console.error('edo: a device-event listener threw', e);
+        }
+      }
+    });
+  }
+  /** The `GPUDevice` edo uses now (a new one after each recovery); `null` on the CPU path. */
+  get gpuDevice() {
+    return this._raw().gpuDevice ?? null;
+  }
+  /** Calls `listener({ type: 'lost' | 'recovered' | 'failed', … })`; returns a function that stops it. */
+  onDeviceEvent(f) {
+    listener(f, 'onDeviceEvent(listener)');
+    this.#listeners.add(f);
+    return () => this.#listeners.delete(f);
+  }
+  /** Every GPU buffer the engine holds, by owner and purpose, with the total and the budget. */
+  memoryReport() {
+    const json = this._raw().memoryReport();
+    const report = JSON.parse(json);
+    return 'total' in report ? report : { ...EMPTY_REPORT };
+  }
+  /** Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup. */
+  async prepare(format, dim) {
+    return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
+  }
+  /** Compiles the kernels a model whose table is in `format` with `dim` values runs. */
+  async prepareModel(format, dim) {
+    return guarded(() => this._raw().prepareModel(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
+  }
+  /** Makes a table resident for lookups: on the GPU in shards, or kept as is on the CPU path. */
+  async uploadTable(table) {
+    const t = need(table, Table, 'uploadTable(table)');
+    return guarded(async () => new ResidentTable(await this._raw().upload(t._raw()), t.rows, t.dim));
+  }
+  /** Makes a model's table resident; its embeddings are pooled on the GPU (or the CPU path). */
+  async uploadModel(model) {
+    const m = need(model, Model, 'uploadModel(model)');
+    return guarded(async () => new ResidentModel(await this._raw().uploadModel(m._raw())));
+  }
+  /** `loadModel(source, options)`, then `uploadModel`: a model ready to embed on this engine. */
+  async loadModel(source, options = {}) {
+    const model = await loadModel(source, options);
+    try {
+      if (this.backend === 'webgpu') await this.prepareModel(model.format, model.dim);
+      return await this.uploadModel(model);
+    } finally {
+      model.dispose(); // the resident model keeps its own copy
+    }
+  }
+  /** A hot-row cache of `capacity` rows of `table` on the GPU (`policy` 'lru', 'lfu' or 'arc'). */
+  async cache(table, options = {}) {
+    const t = need(table, Table, 'cache(table)');
+    const { capacity, policy } = plainObject(options, 'cache(table, options)');
+    return guarded(async () => new RowCache(await this._raw().cache(t._raw(), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
+  }
+  /** A hot-row cache over an `.edo` table file at `url`, read with Range requests. */
+  async cacheRemote(url, options = {}) {
+    const { capacity, policy } = plainObject(options, 'cacheRemote(url, options)');
+    return guarded(async () => new RowCache(await this._raw().cacheRemote(text(url, 'url'), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
+  }
+  /** Makes binary codes (a table in format 'binary') resident for Hamming search. */
+  async uploadCodes(codes) {
+    const t = need(codes, Table, 'uploadCodes(codes)');
+    return guarded(async () => new BinaryCodes(await this._raw().uploadCodes(t._raw()), t.dim));
+  }
+  /**
+   * edo's benchmark suite in this tab on this engine and the CPU path: `{ scale: 'quick' | 'tiny',
+   * model, onProgress({ done, total, label }) }`. Resolves to the results (the schema `edo bench
+   * compare` reads); `report(results)` draws them.
+   */
+  async benchmark(options = {}) {
+    const { scale, model, onProgress } = plainObject(options, 'benchmark(options)');
+    if (onProgress !== undefined) listener(onProgress, 'options.onProgress');
+    const progress = onProgress && ((done, total, label) => onProgress({ done, total, label }));
+    const ua = typeof navigator !== 'undefined' ? navigator.userAgent : `node ${globalThis.process?.version ?? ''}`;
+    const json = await guarded(() =>
+      model === undefined
+        ? this._raw().benchSuite(optionalText(scale, 'options.scale'), ua, progress)
+        : this._raw().benchSuiteWithModel(need(model, Model, 'options.model')._raw(), optionalText(scale, 'options.scale'), ua, progress),
+    );
+    return JSON.parse(json);
+  }
+  /** Destroys the WebGPU device as a GPU-process crash would (for testing recovery). */
+  loseDevice() {
+    this._raw().loseDevice();
+  }
+  /** Rebuilds now if the device is lost; resolves to whether it rebuilt. */
+  async recover() {
+    return guarded(() => this._raw().recover());
+  }
+}
+
+function need(v, Class, name) {
+  if (!(v instanceof Class)) throw invalid(`${name} must be a ${Class.name} (got ${describe(v)})`);
+  return v;
+}
+
+// ---- Tables ----------------------------------------------------------------------------------
+
+/** Quantises a row-major `rows × dim` table of f32 values to `format` (default 'fp32'). */
+export async function createTable(data, options) {
+  const { rows, dim, format = 'fp32' } = plainObject(options, 'createTable(data, options)');
+  integer(rows, 'options.rows', { min: 1 });
+  integer(dim, 'options.dim', { min: 1 });
+  const values = floats(data, 'data', rows * dim);
+  await init();
+  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'))));
+}
+
+/**
+ * Reads a table file's bytes, its kind from `options.name`'s extension: `.edo`, `.npy`,
+ * `.safetensors`, `.gguf`, word2vec `.txt`; `format` requantises, `layout` names packed arrays
+ * (fbgemm8, fbgemm4, packbits, packbits-lsb), `tensor` picks one of a file's tensors.
+ */
+export async function readTable(bytes, options) {
+  const { name, format, layout, tensor } = plainObject(options, 'readTable(bytes, options)');
+  const b = bytesOf(bytes, 'bytes');
+  await init();
+  return guardedSync(() => new Table(wasm.EdoTable.fromBytes(b, text(name, 'options.name'), optionalText(format, 'options.format'), optionalText(layout, 'options.layout'), optionalText(tensor, 'options.tensor'))));
+}
+
+/** edo's built-in synthetic `rows × dim` table (the demo's default), as f32. */
+export async function syntheticTable(rows, dim, options = {}) {
+  const { seed = 7 } = plainObject(options, 'syntheticTable(rows, dim, options)');
+  integer(rows, 'rows', { min: 1 });
+  integer(dim, 'dim', { min: 1 });
+  await init();
+  return guardedSync(() => new Table(wasm.EdoTable.synthetic(rows, dim, integer(seed, 'options.seed', { max: 0xffffffff }))));
+}
+
+/** A packed table in WebAssembly memory. */
+getters(Engine, ['backend', 'note', 'generation', 'maxBindingBytes']);
+
+export class Table extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'Table';
+  constructor(raw) {
+    super(raw, 'table');
+  }
+  /** The same table in another format. */
+  async quantize(format) {
+    return guardedSync(() => new Table(this._raw().quantize(text(format, 'format'))));
+  }
+  /** Decoded rows of `ids` on the CPU path: `ids.length × dim` values. */
+  async gather(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guardedSync(() => this._raw().gather(i));
+  }
+  /** The row of `token`, if the table has a vocabulary holding it. */
+  idOf(token) {
+    return this._raw().idOf(text(token, 'token')) ?? null;
+  }
+  /** The table as `.edo` file bytes (`chunkBytes`: bytes of rows per checksum, default 1 MiB). */
+  async toBytes(options = {}) {
+    const { chunkBytes } = plainObject(options, 'toBytes(options)');
+    return guardedSync(() => this._raw().toBytes(chunkBytes === undefined ? undefined : integer(chunkBytes, 'options.chunkBytes', { min: 1 })));
+  }
+}
+
+const POOLINGS = ['sum', 'mean', 'max', 'none'];
+
+/** A table ready for lookups on an engine. */
+getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes']);
+
+export class ResidentTable extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'ResidentTable';
+  #rows;
+  #dim;
+  constructor(raw, rows, dim) {
+    super(raw, 'resident table');
+    this.#rows = rows;
+    this.#dim = dim;
+  }
+  get rows() {
+    this._raw();
+    return this.#rows;
+  }
+  get dim() {
+    this._raw();
+    return this.#dim;
+  }
+  /** Decoded rows of `ids`: `ids.length × dim` values. An id out of range is an ID_OUT_OF_RANGE error. */
+  async gather(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guarded(() => this._raw().gather(i));
+  }
+  /** `gather` rounded to f16 (nearest even), as the bits of each value. */
+  async gatherF16(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guarded(() => this._raw().gatherF16(i));
+  }
+  /** EmbeddingBag: PyTorch's `indices` and `offsets`, `pooling` 'sum' (default), 'mean', 'max' or 'none', optional `weights`. */
+  async bag(indices, offsets, options = {}) {
+    const [i, o, pooling, w] = bagArgs(indices, offsets, options);
+    return guarded(() => this._raw().bag(i, o, pooling, w));
+  }
+  /** `gather` with the rows left on the GPU (WebGPU engines only). */
+  async gatherToGpu(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guarded(async () => new GpuRows(await this._raw().gatherGpu(i)));
+  }
+  /** `bag` with the rows left on the GPU (WebGPU engines only). */
+  async bagToGpu(indices, offsets, options = {}) {
+    const [i, o, pooling, w] = bagArgs(indices, offsets, options);
+    return guarded(async () => new GpuRows(await this._raw().bagGpu(i, o, pooling, w)));
+  }
+}
+
+function bagArgs(indices, offsets, options) {
+  const { pooling = 'sum', weights } = plainObject(options, 'bag(indices, offsets, options)');
+  if (!POOLINGS.includes(pooling)) throw invalid(`options.pooling must be one of ${POOLINGS.join(', ')} (got ${describe(pooling)})`);
+  const i = ids(indices, 'indices');
+  const w = weights === undefined ? undefined : floats(weights, 'options.weights', i.length);
+  return [i, ids(offsets, 'offsets'), pooling, w];
+}
+
+/**
+ * Rows left on the GPU: `buffer` is a `GPUBuffer` of the engine's `gpuDevice` (usages STORAGE,
+ * COPY_SRC, COPY_DST) holding `rows × dim` values of `dtype`, row after row. `read()` copies them
+ * back; `destroy()` (or `dispose()`) frees the buffer at once.
+ */
+getters(ResidentTable, ['backend', 'shards']);
+
+export class GpuRows extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'GpuRows';
+  constructor(raw) {
+    super(raw, 'GPU rows');
+  }
+  /** The rows as f32 values. */
+  async read() {
+    return guarded(() => this._raw().read());
+  }
+  /** Frees the GPU buffer now. */
+  destroy() {
+    this.dispose();
+  }
+}
+
+/** A hot-row cache on an engine (see `Engine.cache`). One lookup at a time. */
+getters(GpuRows, ['buffer', 'rows', 'dim', 'dtype', 'bytes']);
+
+export class RowCache extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'RowCache';
+  constructor(raw) {
+    super(raw, 'cache');
+  }
+  /** Decoded rows of `ids`, missing rows loaded into the cache. */
+  async gather(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guarded(() => this._raw().gather(i));
+  }
+  /** Stages the rows of the next batch; resolves to how many. */
+  async prefetch(rowIds) {
+    const i = ids(rowIds, 'ids');
+    return guarded(() => this._raw().prefetch(i));
+  }
+  /** Hits, misses, evictions, bytes uploaded, hit rate, capacity, rows cached (and remote traffic). */
+  stats() {
+    return JSON.parse(guardedSync(() => this._raw().stats));
+  }
+}
+
+/** Binary codes resident for Hamming search (see `Engine.uploadCodes`). */
+getters(RowCache, ['backend']);
+
+export class BinaryCodes extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'BinaryCodes';
+  #dim;
+  constructor(raw, dim) {
+    super(raw, 'binary codes');
+    this.#dim = dim;
+  }
+  /** Exact Hamming top-`k` of float `queries` (`n × dim`, binarised `x > 0`), ties to the lower row. */
+  async search(queries, k) {
+    const q = floats(queries, 'queries');
+    if (q.length % this.#dim !== 0) throw invalid(`queries has ${q.length} values, not a multiple of the codes' dim ${this.#dim}`);
+    integer(k, 'k', { min: 1 });
+    return guarded(async () => {
+      const n = await this._raw().search(q, k);
+      try {
+        return { k: n.k, ids: n.ids, distances: n.distances };
+      } finally {
+        n.free();
+      }
+    });
+  }
+}
+
+// ---- Models ----------------------------------------------------------------------------------
+
+/** A model from the bytes of an `.edo` model file (`edo quantize-model`). */
+export async function modelFromBytes(bytes) {
+  const b = bytesOf(bytes, 'bytes');
+  await init();
+  return guardedSync(() => new Model(wasm.EdoModel.fromBytes(b)));
+}
+
+/** A model from a model2vec folder's files (`config` may be omitted). */
+export async function modelFromFiles(files) {
+  const { config, tokenizer, model } = plainObject(files, 'modelFromFiles(files)');
+  const c = config === undefined || config === null ? undefined : bytesOf(config, 'files.config');
+  const t = bytesOf(tokenizer, 'files.tokenizer');
+  const m = bytesOf(model, 'files.model');
+  await init();
+  return guardedSync(() => new Model(wasm.EdoModel.fromFiles(c, t, m)));
+}
+
+/** A static embedding model in WebAssembly memory; `embed` runs it on the CPU path. */
+export class Model extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'Model';
+  constructor(raw) {
+    super(raw, 'model');
+  }
+  /** Sentence vectors of `texts` on the CPU path: `texts.length × dim` values. */
+  async embed(list) {
+    const t = texts(list, 'texts');
+    return guardedSync(() => this._raw().embed(t));
+  }
+  /** The token ids of `text` that count. */
+  async tokenize(s) {
+    const t = text(s, 'text');
+    return guardedSync(() => this._raw().tokenize(t));
+  }
+  /** The same model with its table in another format. */
+  async quantize(format) {
+    return guardedSync(() => new Model(this._raw().quantize(text(format, 'format'))));
+  }
+  /** The model as `.edo` model file bytes. */
+  async toBytes() {
+    return guardedSync(() => this._raw().toBytes());
+  }
+}
+
+/** A model ready to embed on an engine (see `Engine.uploadModel`, `Engine.loadModel`). */
+getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'bytes', 'normalize']);
+
+export class ResidentModel extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'ResidentModel';
+  constructor(raw) {
+    super(raw, 'resident model');
+  }
+  /** Sentence vectors of `texts`: `texts.length × dim` values (tokenized here, pooled on the engine). */
+  async embed(list) {
+    const t = texts(list, 'texts');
+    return guarded(() => this._raw().embed(t));
+  }
+  /** `embed` with the vectors left on the GPU (WebGPU engines only). */
+  async embedToGpu(list) {
+    const t = texts(list, 'texts');
+    return guarded(async () => new GpuRows(await this._raw().embedGpu(t)));
+  }
+  /** A semantic-search index of `lines` (binary codes and INT8 vectors, on the engine). */
+  async index(lines) {
+    const t = texts(lines, 'lines');
+    return guarded(async () => new SearchIndex(await this._raw().index(t)));
+  }
+}
+
+/** Sentence vectors of a corpus, searchable by meaning (see `ResidentModel.index`). */
+getters(ResidentModel, ['backend', 'dim']);
+
+export class SearchIndex extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'SearchIndex';
+  constructor(raw) {
+    super(raw, 'search index');
+  }
+  /** The `k` lines nearest `query`: `{ ids, scores }`, best first (`multiplier`: candidates per result, default 4). */
+  async search(query, k = 10, options = {}) {
+    const q = text(query, 'query');
+    integer(k, 'k', { min: 1 });
+    const { multiplier } = plainObject(options, 'search(query, k, options)');
+    const m = multiplier === undefined ? undefined : integer(multiplier, 'options.multiplier', { min: 1 });
+    return guarded(async () => {
+      const found = await this._raw().search(q, k, m);
+      try {
+        return { ids: found.ids, scores: found.scores };
+      } finally {
+        found.free();
+      }
+    });
+  }
+}
+getters(SearchIndex, ['rows', 'bytes']);
+
+// ---- Downloads and the model cache -----------------------------------------------------------
+
+const CACHE_NAME = 'edo-models';
+const FOLDER_FILES = [
+  { name: 'config.json', key: 'config', optional: true },
+  { name: 'tokenizer.json', key: 'tokenizer' },
+  { name: 'model.safetensors', key: 'model' },
+];
+
+function defaultStore() {
+  return typeof caches !== 'undefined' ? caches.open(CACHE_NAME) : null;
+}
+
+async function storeOf(cache) {
+  if (cache === false) return null;
+  if (cache === undefined || cache === true) return guarded(() => defaultStore());
+  if (cache && typeof cache.match === 'function' && typeof cache.put === 'function' && typeof cache.delete === 'function') return cache;
+  throw invalid(`options.cache must be true, false or a Cache (got ${describe(cache)})`);
+}
+
+function abortError(url, signal) {
+  return new EdoError('ABORTED', `the download of ${url} was aborted`, { cause: signal?.reason });
+}
+
+/** Fetches `url` whole, reporting progress; an HTML page instead of a file is a BAD_FILE error. */
+async function download(url, { signal, report, optional }) {
+  if (signal?.aborted) throw abortError(url, signal);
+  let response;
+  try {
+    response = await fetch(url, { signal });
+  } catch (e) {
+    if (signal?.aborted) throw abortError(url, signal);
+    throw new EdoError('NETWORK', `${url}: ${e?.message ?? e}`, { cause: e });
+  }
+  if (!response.ok) {
+    if (optional && response.status === 404) return null;
+    throw new EdoError('HTTP', `${url}: HTTP ${response.status} ${response.statusText}`.trim());
+  }
+  const type = response.headers.get('content-type') ?? '';
+  const lengthHeader = response.headers.get('content-length');
+  const encoded = response.headers.get('content-encoding');
+  // A compressed body's length is not what the reader sees: no total then.
+  const total = lengthHeader !== null && !encoded ? Number(lengthHeader) : null;
+  const chunks = [];
+  let loaded = 0;
+  report(loaded, total);
+  try {
+    if (response.body) {
+      const reader = response.body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+        loaded += value.length;
+        report(loaded, total);
+      }
+    } else {
+      const all = new Uint8Array(await response.arrayBuffer());
+      chunks.push(all);
+      loaded = all.length;
+      report(loaded, total);
+    }
+  } catch (e) {
+    if (signal?.aborted) throw abortError(url, signal);
+    throw new EdoError('NETWORK', `${url}: the body was cut short after ${loaded} bytes (${e?.message ?? e})`, { cause: e });
+  }
+  const bytes = new Uint8Array(loaded);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.length;
+  }
+  if (total !== null && loaded !== total) throw new EdoError('NETWORK', `${url}: ${loaded} of ${total} bytes arrived`);
+  if (type.includes('text/html') || looksLikeHtml(bytes)) {
+    throw new EdoError('BAD_FILE', `${url} answered with an HTML page, not a model file (is the address right?)`);
+  }
+  return bytes;
+}
+
+function looksLikeHtml(bytes) {
+  const head = new TextDecoder().decode(bytes.subarray(0, 64)).trimStart().toLowerCase();
+  return head.startsWith('<!doctype html') || head.startsWith('<html');
+}
+
+/** The files a source names: one `.edo` file, or a model2vec folder's three. */
+function filesOf(source) {
+  if (typeof source === 'object' && source !== null && !Array.isArray(source)) {
+    const files = [];
+    for (const f of FOLDER_FILES) {
+      if (source[f.key] === undefined) {
+        if (!f.optional) throw invalid(`source.${f.key} (the URL of ${f.name}) is missing`);
+      } else {
+        files.push({ ...f, url: text(source[f.key], `source.${f.key}`) });
+      }
+    }
+    return { id: files.map((f) => f.url).join(' '), files, edo: false };
+  }
+  const url = text(source, 'source');
+  const path = url.split(/[?#]/)[0];
+  if (/\.edo$/i.test(path)) return { id: url, files: [{ name: 'model.edo', key: 'edo', url }], edo: true };
+  const base = path.endsWith('/') ? url : `${url}/`;
+  return { id: base, files: FOLDER_FILES.map((f) => ({ ...f, url: new URL(f.name, absolute(base)).href })), edo: false };
+}
+
+function absolute(url) {
+  try {
+    return new URL(url).href;
+  } catch {
+    return new URL(url, globalThis.location?.href ?? 'http://localhost/').href;
+  }
+}
+
+async function cachedBytes(store, url) {
+  if (!store) return null;
+  const hit = await store.match(url);
+  if (!hit) return null;
+  if (hit.headers.get('x-edo-package') !== VERSION) return null; // written by another version of the package
+  return new Uint8Array(await hit.arrayBuffer());
+}
+
+/**
+ * A model from a URL: an `.edo` model file, or a model2vec folder (its `config.json`,
+ * `tokenizer.json` and `model.safetensors`; or an object of their URLs). Streams each file,
+ * calling `onProgress({ url, file, files, loaded, total, fromCache })`; `signal` aborts; kept in
+ * Cache Storage (`cache: true`, the default where there is one; `false`; or your own `Cache`) so
+ * the next load makes no request. A cached copy that no longer reads is dropped and downloaded
+ * again.
+ */
+export async function loadModel(source, options = {}) {
+  const { onProgress, signal, cache } = plainObject(options, 'loadModel(source, options)');
+  if (onProgress !== undefined) listener(onProgress, 'options.onProgress');
+  if (signal !== undefined && !(typeof signal === 'object' && signal !== null && 'aborted' in signal)) throw invalid(`options.signal must be an AbortSignal (got ${describe(signal)})`);
+  const plan = filesOf(source);
+  const [store] = await Promise.all([storeOf(cache), init()]);
+  const fetchAll = async (useCache) => {
+    const got = {};
+    let fromCache = true;
+    for (let i = 0; i < plan.files.length; i++) {
+      const f = plan.files[i];
+      const report = (loaded, total, hit = false) => onProgress?.({ url: f.url, file: i + 1, files: plan.files.length, loaded, total, fromCache: hit });
+      let bytes = useCache ? await guarded(() => cachedBytes(store, f.url)) : null;
+      if (bytes) {
+        report(bytes.length, bytes.length, true);
+      } else {
+        fromCache = false;
+        bytes = await download(f.url, { signal, report, optional: f.optional });
+      }
+      if (bytes) got[f.key] = bytes;
+    }
+    if (signal?.aborted) throw abortError(plan.id, signal);
+    return { got, fromCache };
+  };
+  const read = ({ got }) =>
+    guardedSync(() => new Model(plan.edo ? wasm.EdoModel.fromBytes(got.edo) : wasm.EdoModel.fromFiles(got.config, got.tokenizer, got.model)));
+  let fetched = await fetchAll(true);
+  let model;
+  try {
+    model = read(fetched);
+  } catch (e) {
+    if (!fetched.fromCache || !store) throw e;
+    // The cached copy is damaged: drop it and download the files again.
+    await Promise.all(plan.files.map((f) => store.delete(f.url)));
+    fetched = await fetchAll(false);
+    model = read(fetched);
+  }
+  if (store && !fetched.fromCache) {
+    const at = new Date().toISOString();
+    await guarded(() =>
+      Promise.all(
+        plan.files
+          .filter((f) => fetched.got[f.key])
+          .map((f) => {
+            const bytes = fetched.got[f.key];
+            const headers = { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length), 'x-edo-package': VERSION, 'x-edo-model': plan.id, 'x-edo-cached-at': at };
+            return store.put(f.url, new Response(bytes, { headers }));
+          }),
+      ),
+    );
+  }
+  return model;
+}
+
+/** The models kept in Cache Storage by `loadModel`, and a way to drop them. */
+export const modelCache = {
+  /** `[{ model, files, bytes, cachedAt }]`, one entry per model loaded. */
+  async list(options = {}) {
+    const store = await storeOf(plainObject(options, 'modelCache.list(options)').cache);
+    if (!store) return [];
+    const models = new Map();
+    for (const request of await store.keys()) {
+      const hit = await store.match(request);
+      if (!hit) continue;
+      const model = hit.headers.get('x-edo-model') ?? request.url;
+      const entry = models.get(model) ?? { model, files: [], bytes: 0, cachedAt: hit.headers.get('x-edo-cached-at'), version: hit.headers.get('x-edo-package') };
+      entry.files.push(request.url);
+      entry.bytes += Number(hit.headers.get('content-length') ?? 0);
+      models.set(model, entry);
+    }
+    return [...models.values()];
+  },
+  /** Drops the cached files of `source` (as given to `loadModel`); resolves to how many. */
+  async delete(source, options = {}) {
+    const store = await storeOf(plainObject(options, 'modelCache.delete(source, options)').cache);
+    if (!store) return 0;
+    const plan = filesOf(source);
+    const gone = await Promise.all(plan.files.map((f) => store.delete(f.url)));
+    return gone.filter(Boolean).length;
+  },
+  /** Drops every cached model. */
+  async clear(options = {}) {
+    const { cache } = plainObject(options, 'modelCache.clear(options)');
+    if (cache === undefined || cache === true) {
+      if (typeof caches !== 'undefined') await caches.delete(CACHE_NAME);
+      return;
+    }
+    const store = await storeOf(cache);
+    if (store) for (const request of await store.keys()) await store.delete(request);
+  },
+};
+
+// ---- Benchmark reports -----------------------------------------------------------------------
+
+/** The charts and table of benchmark results (`engine.benchmark()`), as an HTML fragment. */
+export async function report(results) {
+  await init();
+  const list = Array.isArray(results) ? results : [results];
+  return guardedSync(() => wasm.benchReport(list.map((r) => (typeof r === 'string' ? r : JSON.stringify(r)))));
+}
+
+/** The format, rows and dim an `.edo` file declares in its header. */
+export async function fileShape(bytes) {
+  const b = bytesOf(bytes, 'bytes');
+  await init();
+  return guardedSync(() => {
+    const s = wasm.tableShape(b);
+    try {
+      return { format: s.format, rows: s.rows, dim: s.dim };
+    } finally {
+      s.free();
+    }
+  });
+}
+
+/** The names of every format edo stores, in `Format::ALL`'s order (for pickers). */
+export async function formats() {
+  await init();
+  return wasm.formatNames();
+}

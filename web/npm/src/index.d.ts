@@ -1,0 +1,388 @@
+// Types of the edo-embeddings package (hand-written; `tsc --noEmit --strict` checks them against
+// the examples in the package tests). GPUDevice and GPUBuffer come from @webgpu/types.
+/// <reference types="@webgpu/types" />
+/// <reference lib="esnext.disposable" />
+
+/** This package's version (the crate's). */
+export const VERSION: string;
+
+/** Stable codes of `EdoError`. */
+export type ErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'DISPOSED'
+  | 'ABORTED'
+  | 'HTTP'
+  | 'NETWORK'
+  | 'BAD_FILE'
+  | 'UNSUPPORTED_VERSION'
+  | 'CHECKSUM'
+  | 'NON_FINITE'
+  | 'VALUE_OUT_OF_RANGE'
+  | 'SHAPE_MISMATCH'
+  | 'BAD_OFFSETS'
+  | 'ID_OUT_OF_RANGE'
+  | 'LIMIT_EXCEEDED'
+  | 'NO_GPU'
+  | 'GPU_OUT_OF_MEMORY'
+  | 'OUT_OF_MEMORY'
+  | 'GPU_ERROR'
+  | 'DEVICE_LOST'
+  | 'BUSY'
+  | 'UNSUPPORTED'
+  | 'IO'
+  | 'TOKENIZER'
+  | 'UNKNOWN_TOKEN'
+  | 'WASM_LOAD'
+  | 'WORKER'
+  | 'INTERNAL';
+
+/** Every error edo throws or rejects with. */
+export class EdoError extends Error {
+  readonly name: 'EdoError';
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown });
+}
+
+/** Where the `.wasm` comes from, when not from beside the package's own files. */
+export type WasmSource = string | URL | Response | BufferSource | WebAssembly.Module;
+
+/** Loads edo's WebAssembly module (every factory does it first). */
+export function init(options?: { wasm?: WasmSource }): Promise<void>;
+
+/** Row ids: a Uint32Array, or an array of integers 0 … 2³² − 1 (copied after checking). */
+export type Ids = Uint32Array | ArrayLike<number>;
+/** f32 values: a Float32Array, or an array of numbers (converted). */
+export type Floats = Float32Array | ArrayLike<number>;
+
+export interface EngineOptions {
+  /** Use WebGPU when the browser has it (default true). */
+  preferGpu?: boolean;
+  /** Largest bytes of one table shard, below the device's binding limit (tests use it). */
+  maxShardBytes?: number;
+  /** Where the `.wasm` comes from. */
+  wasm?: WasmSource;
+}
+
+export type DeviceEvent =
+  | { type: 'lost'; reason: string }
+  | { type: 'recovered'; generation: number; residents: number; failed: string[]; bytes: number; millis: number; device: GPUDevice }
+  | { type: 'failed'; reason: string };
+
+export interface MemoryReport {
+  budget: number | null;
+  total: number;
+  pressure: number | null;
+  entries: { owner: string; what: string; buffers: number; bytes: number }[];
+  buffers: { owner: string; what: string; bytes: number }[];
+}
+
+export interface BenchmarkOptions {
+  scale?: 'quick' | 'tiny';
+  model?: Model;
+  onProgress?: (progress: { done: number; total: number; label: string }) => void | Promise<void>;
+}
+
+/** Benchmark results in the schema `edo bench compare` reads. */
+export interface BenchmarkResults {
+  cases: { [key: string]: unknown }[];
+  backends: { name: string; [key: string]: unknown }[];
+  skipped: unknown[];
+  [key: string]: unknown;
+}
+
+/** What holds memory in WebAssembly or on the GPU. */
+export interface Disposable {
+  /** Whether `dispose()` was called. */
+  readonly disposed: boolean;
+  /** Frees the memory now (GPU buffers destroyed); later calls reject with DISPOSED. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export type Pooling = 'sum' | 'mean' | 'max' | 'none';
+export type CachePolicy = 'lru' | 'lfu' | 'arc';
+
+export function createEngine(options?: EngineOptions): Promise<Engine>;
+
+export class Engine implements Disposable {
+  private constructor();
+  readonly backend: 'webgpu' | 'cpu';
+  /** The adapter, or why there is none. */
+  readonly note: string;
+  /** The GPUDevice edo uses now (a new one after each recovery); null on the CPU path. */
+  readonly gpuDevice: GPUDevice | null;
+  readonly generation: number;
+  readonly maxBindingBytes: number;
+  readonly disposed: boolean;
+  /** Hears of device losses and recoveries; returns a function that stops listening. */
+  onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
+  memoryReport(): MemoryReport;
+  prepare(format: string, dim: number): Promise<void>;
+  prepareModel(format: string, dim: number): Promise<void>;
+  uploadTable(table: Table): Promise<ResidentTable>;
+  uploadModel(model: Model): Promise<ResidentModel>;
+  loadModel(source: ModelSource, options?: LoadModelOptions): Promise<ResidentModel>;
+  cache(table: Table, options: { capacity: number; policy?: CachePolicy }): Promise<RowCache>;
+  cacheRemote(url: string, options: { capacity: number; policy?: CachePolicy }): Promise<RowCache>;
+  uploadCodes(codes: Table): Promise<BinaryCodes>;
+  benchmark(options?: BenchmarkOptions): Promise<BenchmarkResults>;
+  loseDevice(): void;
+  recover(): Promise<boolean>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export function createTable(data: Floats, options: { rows: number; dim: number; format?: string }): Promise<Table>;
+export function readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<Table>;
+export function syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<Table>;
+
+export class Table implements Disposable {
+  private constructor();
+  readonly format: string;
+  readonly rows: number;
+  readonly dim: number;
+  readonly bytes: number;
+  readonly f32Bytes: number;
+  readonly disposed: boolean;
+  quantize(format: string): Promise<Table>;
+  gather(ids: Ids): Promise<Float32Array>;
+  idOf(token: string): number | null;
+  toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface BagOptions {
+  pooling?: Pooling;
+  weights?: Floats;
+}
+
+export class ResidentTable implements Disposable {
+  private constructor();
+  readonly backend: 'webgpu' | 'cpu';
+  readonly shards: number;
+  readonly rows: number;
+  readonly dim: number;
+  readonly disposed: boolean;
+  gather(ids: Ids): Promise<Float32Array>;
+  gatherF16(ids: Ids): Promise<Uint16Array>;
+  bag(indices: Ids, offsets: Ids, options?: BagOptions): Promise<Float32Array>;
+  gatherToGpu(ids: Ids): Promise<GpuRows>;
+  bagToGpu(indices: Ids, offsets: Ids, options?: BagOptions): Promise<GpuRows>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/** Rows left on the GPU, in a storage buffer of the engine's `gpuDevice`. */
+export class GpuRows implements Disposable {
+  private constructor();
+  readonly buffer: GPUBuffer;
+  readonly rows: number;
+  readonly dim: number;
+  readonly dtype: 'float32' | 'float16';
+  readonly bytes: number;
+  readonly disposed: boolean;
+  read(): Promise<Float32Array>;
+  destroy(): void;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface CacheStats {
+  hits?: number;
+  misses?: number;
+  evictions?: number;
+  bytesUploaded?: number;
+  hitRate?: number;
+  capacity?: number;
+  cachedRows?: number;
+  requests?: number;
+  bytesFetched?: number;
+}
+
+export class RowCache implements Disposable {
+  private constructor();
+  readonly backend: 'webgpu' | 'cpu';
+  readonly disposed: boolean;
+  gather(ids: Ids): Promise<Float32Array>;
+  prefetch(ids: Ids): Promise<number>;
+  stats(): CacheStats;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export class BinaryCodes implements Disposable {
+  private constructor();
+  readonly disposed: boolean;
+  search(queries: Floats, k: number): Promise<{ k: number; ids: Uint32Array; distances: Uint32Array }>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+/** An `.edo` model file's URL, a model2vec folder's URL, or the URLs of a folder's files. */
+export type ModelSource = string | { config?: string; tokenizer: string; model: string };
+
+export interface DownloadProgress {
+  /** The file being read. */
+  url: string;
+  /** Which file (1-based) of how many. */
+  file: number;
+  files: number;
+  /** Bytes of this file so far, and in all (null when the server does not say). */
+  loaded: number;
+  total: number | null;
+  /** Whether it came from the cache (no request). */
+  fromCache: boolean;
+}
+
+/** Where cached models are kept: Cache Storage's `Cache` fits. */
+export interface ModelStore {
+  match(url: string | Request): Promise<Response | undefined>;
+  put(url: string | Request, response: Response): Promise<void>;
+  delete(url: string | Request): Promise<boolean>;
+  keys(): Promise<ReadonlyArray<Request>>;
+}
+
+export interface LoadModelOptions {
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+  /** true (the default: Cache Storage where there is one), false, or a store of your own. */
+  cache?: boolean | ModelStore;
+}
+
+export function loadModel(source: ModelSource, options?: LoadModelOptions): Promise<Model>;
+export function modelFromBytes(bytes: Uint8Array | ArrayBuffer): Promise<Model>;
+export function modelFromFiles(files: { config?: Uint8Array; tokenizer: Uint8Array; model: Uint8Array }): Promise<Model>;
+
+export class Model implements Disposable {
+  private constructor();
+  readonly dim: number;
+  readonly vocabSize: number;
+  readonly rows: number;
+  readonly format: string;
+  readonly bytes: number;
+  readonly normalize: boolean;
+  readonly disposed: boolean;
+  embed(texts: string[]): Promise<Float32Array>;
+  tokenize(text: string): Promise<Uint32Array>;
+  quantize(format: string): Promise<Model>;
+  toBytes(): Promise<Uint8Array>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export class ResidentModel implements Disposable {
+  private constructor();
+  readonly backend: 'webgpu' | 'cpu';
+  readonly dim: number;
+  readonly disposed: boolean;
+  embed(texts: string[]): Promise<Float32Array>;
+  embedToGpu(texts: string[]): Promise<GpuRows>;
+  index(lines: string[]): Promise<SearchIndex>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export class SearchIndex implements Disposable {
+  private constructor();
+  readonly rows: number;
+  readonly bytes: number;
+  readonly disposed: boolean;
+  search(query: string, k?: number, options?: { multiplier?: number }): Promise<{ ids: Uint32Array; scores: Float32Array }>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
+export interface CachedModel {
+  /** The source it was loaded from. */
+  model: string;
+  files: string[];
+  bytes: number;
+  cachedAt: string | null;
+  version: string | null;
+}
+
+export const modelCache: {
+  list(options?: { cache?: boolean | ModelStore }): Promise<CachedModel[]>;
+  delete(source: ModelSource, options?: { cache?: boolean | ModelStore }): Promise<number>;
+  clear(options?: { cache?: boolean | ModelStore }): Promise<void>;
+};
+
+/** The charts and table of benchmark results, as an HTML fragment. */
+export function report(results: BenchmarkResults | BenchmarkResults[]): Promise<string>;
+/** The format, rows and dim an `.edo` file declares in its header. */
+export function fileShape(bytes: Uint8Array | ArrayBuffer): Promise<{ format: string; rows: number; dim: number }>;
+/** The names of every format edo stores. */
+export function formats(): Promise<string[]>;
+
+// ---- The worker ----
+
+/** A handle to an object in the worker: the same getters (their values when it was made) and methods, each a promise. */
+interface WorkerHandle {
+  readonly disposed: boolean;
+  dispose(): Promise<void>;
+  [Symbol.dispose](): void;
+}
+
+export interface WorkerTable extends WorkerHandle {
+  readonly kind: 'Table';
+  readonly format: string;
+  readonly rows: number;
+  readonly dim: number;
+  readonly bytes: number;
+  readonly f32Bytes: number;
+  quantize(format: string): Promise<WorkerTable>;
+  gather(ids: Ids): Promise<Float32Array>;
+  toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;
+}
+
+export interface WorkerResidentTable extends WorkerHandle {
+  readonly kind: 'ResidentTable';
+  readonly backend: 'webgpu' | 'cpu';
+  readonly shards: number;
+  readonly rows: number;
+  readonly dim: number;
+  gather(ids: Ids): Promise<Float32Array>;
+  gatherF16(ids: Ids): Promise<Uint16Array>;
+  bag(indices: Ids, offsets: Ids, options?: BagOptions): Promise<Float32Array>;
+}
+
+export interface WorkerResidentModel extends WorkerHandle {
+  readonly kind: 'ResidentModel';
+  readonly backend: 'webgpu' | 'cpu';
+  readonly dim: number;
+  embed(texts: string[]): Promise<Float32Array>;
+  index(lines: string[]): Promise<WorkerSearchIndex>;
+}
+
+export interface WorkerSearchIndex extends WorkerHandle {
+  readonly kind: 'SearchIndex';
+  readonly rows: number;
+  readonly bytes: number;
+  search(query: string, k?: number, options?: { multiplier?: number }): Promise<{ ids: Uint32Array; scores: Float32Array }>;
+}
+
+/** An engine in a dedicated worker: the engine's API, every call a promise, results transferred, not copied. */
+export interface WorkerEngine extends WorkerHandle {
+  readonly kind: 'Engine';
+  readonly backend: 'webgpu' | 'cpu';
+  readonly note: string;
+  readonly generation: number;
+  readonly maxBindingBytes: number;
+  /** The worker itself. */
+  readonly worker: Worker;
+  onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
+  memoryReport(): Promise<MemoryReport>;
+  createTable(data: Floats, options: { rows: number; dim: number; format?: string }): Promise<WorkerTable>;
+  readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<WorkerTable>;
+  syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<WorkerTable>;
+  uploadTable(table: WorkerTable): Promise<WorkerResidentTable>;
+  loadModel(source: ModelSource, options?: LoadModelOptions): Promise<WorkerResidentModel>;
+  /** Calls made, and bytes of answers transferred or copied. */
+  workerStats(): { calls: number; transferredBytes: number; copiedBytes: number };
+  /** Disposes the engine and ends the worker. */
+  dispose(): Promise<void>;
+}
+
+/** The same engine in a dedicated worker (browsers; in Node it rejects with UNSUPPORTED). */
+export function createWorkerEngine(options?: EngineOptions): Promise<WorkerEngine>;

@@ -1,0 +1,20 @@
+// The browser (and bundler) entry: the .wasm is fetched beside this file (`new URL(…,
+// import.meta.url)`, which Vite, webpack and Rollup follow), and createWorkerEngine runs the same
+// API in a dedicated worker.
+import wasmInit from './edo_web.js';
+import { _useLoader } from './core.js';
+import { connectWorker } from './client.js';
+
+_useLoader((source) => wasmInit(source === undefined ? undefined : { module_or_path: source }));
+
+export * from './core.js';
+
+/**
+ * The same engine in a dedicated worker, so that long embeddings never block the page: every
+ * method of the engine and of what it returns is there, answering promises; results
+ * (Float32Array, Uint32Array) are transferred, not copied. `dispose()` ends the worker.
+ */
+export function createWorkerEngine(options = {}) {
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'edo' });
+  return connectWorker(worker, options);
+}

@@ -1,0 +1,14 @@
+// The Node entry: the .wasm is read from this package's own file and compiled synchronously.
+// Node has no WebGPU, so engines run on the CPU path (createEngine says so in `note`).
+import { readFileSync } from 'node:fs';
+import { initSync } from './edo_web.js';
+import { _useLoader, EdoError } from './core.js';
+
+_useLoader((source) => initSync({ module: source ?? readFileSync(new URL('./edo_web_bg.wasm', import.meta.url)) }));
+
+export * from './core.js';
+
+/** Browsers only: in Node, run the package in a worker_threads Worker of your own. */
+export async function createWorkerEngine() {
+  throw new EdoError('UNSUPPORTED', 'createWorkerEngine needs a browser (a dedicated Worker); in Node, use the package inside a worker_threads Worker');
+}

@@ -1,0 +1,249 @@
+// The package in Node, installed from its tarball (scripts/test-npm.sh copies this file next to
+// the installed node_modules and runs `node --test`). Models are served by a local HTTP server
+// that counts requests; their vectors are checked against model2vec's own
+// (tests/data/models/expected.json, made by scripts/make_model_fixtures.py).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import * as edo from 'edo-embeddings';
+
+const MODELS = process.env.EDO_MODELS; // tests/data/models
+const expected = JSON.parse(readFileSync(path.join(MODELS, 'expected.json'), 'utf8'));
+const TEXTS = expected.texts;
+
+// ---- A server that counts requests ----
+
+let server;
+let base;
+const requests = new Map(); // path -> count
+const routes = new Map(); // path -> handler(req, res)
+
+function serveBytes(bytes, type = 'application/octet-stream') {
+  return (req, res) => {
+    res.writeHead(200, { 'content-type': type, 'content-length': bytes.length });
+    res.end(bytes);
+  };
+}
+
+before(async () => {
+  const wordpiece = path.join(MODELS, 'wordpiece');
+  for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) routes.set(`/wordpiece/${f}`, serveBytes(readFileSync(path.join(wordpiece, f))));
+  routes.set('/html/model.edo', serveBytes(Buffer.from('<!DOCTYPE html><html><body>Not here</body></html>'), 'text/html'));
+  routes.set('/junk/model.edo', serveBytes(Buffer.from('definitely not an edo file, but long enough to be read')));
+  // Sends half the body, then waits (for aborting a download half-way).
+  routes.set('/slow/model.edo', (req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 1 << 20 });
+    res.write(Buffer.alloc(1 << 19));
+    const t = setTimeout(() => res.end(Buffer.alloc(1 << 19)), 20_000);
+    res.on('close', () => clearTimeout(t));
+  });
+  server = http.createServer((req, res) => {
+    const p = new URL(req.url, 'http://x').pathname;
+    requests.set(p, (requests.get(p) ?? 0) + 1);
+    const route = routes.get(p);
+    if (route) route(req, res);
+    else {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not found');
+    }
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${server.address().port}`;
+});
+
+after(() => server.close());
+
+const count = (p) => requests.get(p) ?? 0;
+
+async function rejects(promise, code, pattern) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof edo.EdoError, `an EdoError, not ${e?.constructor?.name}: ${e?.message}`);
+    assert.equal(e.code, code, e.message);
+    if (pattern) assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+function close(a, b, tol, what) {
+  assert.equal(a.length, b.length, `${what}: lengths`);
+  for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol, `${what}[${i}]: ${a[i]} vs ${b[i]}`);
+}
+
+/** A Cache Storage stand-in (Node has none): the same four methods, over a Map. */
+function memoryStore() {
+  const m = new Map();
+  const key = (r) => (typeof r === 'string' ? r : r.url);
+  return {
+    map: m,
+    async match(r) {
+      const hit = m.get(key(r));
+      return hit && new Response(hit.bytes, { headers: hit.headers });
+    },
+    async put(r, response) {
+      m.set(key(r), { bytes: new Uint8Array(await response.arrayBuffer()), headers: Object.fromEntries(response.headers) });
+    },
+    async delete(r) {
+      return m.delete(key(r));
+    },
+    async keys() {
+      return [...m.keys()].map((url) => ({ url }));
+    },
+  };
+}
+
+// ---- The tests ----
+
+test('in Node an engine runs on the CPU path and says why', async () => {
+  const engine = await edo.createEngine();
+  assert.equal(engine.backend, 'cpu');
+  assert.match(engine.note, /no window or worker/);
+  assert.equal(engine.gpuDevice, null);
+  assert.deepEqual(engine.memoryReport().entries, []);
+  assert.equal(edo.VERSION, JSON.parse(readFileSync(new URL('./node_modules/edo-embeddings/package.json', import.meta.url), 'utf8')).version);
+  assert.ok((await edo.formats()).includes('q8_0'));
+  engine.dispose();
+  assert.throws(() => engine.backend, (e) => e.code === 'DISPOSED');
+  await rejects(edo.createWorkerEngine(), 'UNSUPPORTED');
+});
+
+test('tables: lookups equal the CPU path, bad arguments are typed errors naming them', async () => {
+  const engine = await edo.createEngine();
+  const rows = 300;
+  const dim = 37;
+  const data = Float32Array.from({ length: rows * dim }, (_, i) => Math.sin(i * 0.37) * 3);
+  const fp32 = await edo.createTable(data, { rows, dim });
+  assert.deepEqual([fp32.format, fp32.rows, fp32.dim, fp32.bytes], ['fp32', rows, dim, rows * dim * 4]);
+  const ids = Uint32Array.from({ length: 101 }, (_, i) => (i * 7919) % rows);
+  const got = await fp32.gather(ids);
+  for (let i = 0; i < ids.length; i++) assert.deepEqual(got.subarray(i * dim, (i + 1) * dim), data.subarray(ids[i] * dim, (ids[i] + 1) * dim));
+  const int8 = await fp32.quantize('int8');
+  const resident = await engine.uploadTable(int8);
+  assert.equal(resident.backend, 'cpu');
+  assert.deepEqual(await resident.gather(ids), await int8.gather(ids));
+  // A plain Array of integers is checked and copied; one that is not ids is refused.
+  assert.deepEqual(await resident.gather([...ids]), await int8.gather(ids));
+  await rejects(resident.gather([1, -1]), 'INVALID_ARGUMENT', /ids\[1\] = number -1/);
+  await rejects(resident.gather([0.5]), 'INVALID_ARGUMENT', /ids\[0\]/);
+  await rejects(resident.gather('1,2'), 'INVALID_ARGUMENT', /ids must be a Uint32Array/);
+  await rejects(resident.gather(Int32Array.of(3, -2)), 'INVALID_ARGUMENT', /ids\[1\]/);
+  await rejects(resident.gather([rows]), 'ID_OUT_OF_RANGE', /ids\[0\] = 300 is out of range for a table of 300 rows/);
+  await rejects(edo.createTable(data, { rows, dim: 36 }), 'INVALID_ARGUMENT', /data has 11100 values; 10800 were expected/);
+  await rejects(edo.createTable(data, { rows, dim: '37' }), 'INVALID_ARGUMENT', /options.dim must be an integer/);
+  await rejects(edo.createTable(data, { rows, dim, format: 'int9' }), 'INVALID_ARGUMENT', /unknown format "int9"/);
+  await rejects(edo.createTable(Float32Array.of(NaN, 1), { rows: 1, dim: 2, format: 'int8' }), 'NON_FINITE');
+  // Bags: sum of rows, with a weight each.
+  const bag = await resident.bag([1, 2, 3], [0, 2], { pooling: 'sum' });
+  assert.equal(bag.length, 2 * dim);
+  await rejects(resident.bag([1, 2], [0], { pooling: 'avg' }), 'INVALID_ARGUMENT', /options.pooling/);
+  await rejects(resident.bag([1, 2], [0], { weights: [1] }), 'INVALID_ARGUMENT', /options.weights has 1 values; 2/);
+  // Rows that stay on the GPU need a GPU.
+  await rejects(resident.gatherToGpu(ids), 'UNSUPPORTED', /CPU path/);
+  // .edo files round-trip.
+  const back = await edo.readTable(await int8.toBytes(), { name: 't.edo' });
+  assert.deepEqual(await back.gather(ids), await int8.gather(ids));
+  await rejects(edo.readTable(new Uint8Array(16), { name: 't.edo' }), 'BAD_FILE');
+  // Disposed objects say so.
+  resident.dispose();
+  assert.equal(resident.disposed, true);
+  await rejects(resident.gather(ids), 'DISPOSED', /resident table was disposed/);
+  resident.dispose(); // twice is fine
+  await rejects(engine.uploadTable(data), 'INVALID_ARGUMENT', /uploadTable\(table\) must be a Table/);
+  for (const t of [fp32, int8, back]) t.dispose();
+  engine.dispose();
+});
+
+test('a model2vec folder from a URL: progress, model2vec vectors, a cache that makes the next load request nothing', async () => {
+  const store = memoryStore();
+  const progress = [];
+  const url = `${base}/wordpiece/`;
+  const model = await edo.loadModel(url, { cache: store, onProgress: (p) => progress.push(p) });
+  assert.equal(model.dim, expected.models.wordpiece.dim);
+  const vectors = await model.embed(TEXTS);
+  close(vectors, expected.models.wordpiece.vectors.flat(), 1e-5, 'model2vec vectors');
+  // Each file's progress reaches its length; three files, in order.
+  const last = (file) => progress.filter((p) => p.file === file).at(-1);
+  for (const [i, f] of ['config.json', 'tokenizer.json', 'model.safetensors'].entries()) {
+    const size = readFileSync(path.join(MODELS, 'wordpiece', f)).length;
+    assert.deepEqual(last(i + 1), { url: `${url}${f}`, file: i + 1, files: 3, loaded: size, total: size, fromCache: false });
+  }
+  assert.equal(count('/wordpiece/model.safetensors'), 1);
+  // The second load is answered by the cache.
+  const before = [...requests.values()].reduce((a, b) => a + b, 0);
+  const again = await edo.loadModel(url, { cache: store });
+  assert.equal([...requests.values()].reduce((a, b) => a + b, 0), before, 'no request on the second load');
+  assert.deepEqual(await again.embed(TEXTS), vectors);
+  const listed = await edo.modelCache.list({ cache: store });
+  assert.equal(listed.length, 1);
+  assert.equal(listed[0].model, url);
+  assert.equal(listed[0].files.length, 3);
+  assert.equal(listed[0].version, edo.VERSION);
+  // A damaged cached copy is dropped and downloaded again.
+  const key = `${url}model.safetensors`;
+  store.map.get(key).bytes = store.map.get(key).bytes.slice(0, 100);
+  const repaired = await edo.loadModel(url, { cache: store });
+  assert.equal(count('/wordpiece/model.safetensors'), 2);
+  assert.deepEqual(await repaired.embed(TEXTS), vectors);
+  // So is one written by another version of the package.
+  store.map.get(key).headers['x-edo-package'] = '0.0.0-other';
+  await edo.loadModel(url, { cache: store });
+  assert.equal(count('/wordpiece/model.safetensors'), 3);
+  assert.equal(await edo.modelCache.delete(url, { cache: store }), 3);
+  assert.deepEqual(await edo.modelCache.list({ cache: store }), []);
+  // Without a cache every load downloads.
+  await edo.loadModel(url, { cache: false });
+  assert.equal(count('/wordpiece/model.safetensors'), 4);
+  // The vectors, for the browser's check that Node and the page agree.
+  if (process.env.EDO_NODE_VECTORS) writeFileSync(process.env.EDO_NODE_VECTORS, JSON.stringify({ texts: TEXTS, vectors: Array.from(vectors) }));
+  for (const m of [model, again, repaired]) m.dispose();
+});
+
+test('an .edo model file from a URL, on an engine, with a search index', async () => {
+  const folder = await edo.loadModel(`${base}/wordpiece/`, { cache: false });
+  const bytes = await (await folder.quantize('int8')).toBytes();
+  routes.set('/int8/model.edo', serveBytes(bytes));
+  const engine = await edo.createEngine();
+  const model = await engine.loadModel(`${base}/int8/model.edo`, { cache: false });
+  assert.equal(model.backend, 'cpu');
+  const v = await model.embed(TEXTS);
+  const want = expected.models.wordpiece.vectors;
+  for (let t = 0; t < TEXTS.length; t++) {
+    const a = v.subarray(t * model.dim, (t + 1) * model.dim);
+    const b = want[t];
+    const dot = a.reduce((s, x, i) => s + x * b[i], 0);
+    const norm = Math.hypot(...b);
+    if (norm > 0) assert.ok(dot / norm > 0.99, `text ${t}: INT8 cosine ${dot / norm}`);
+  }
+  const index = await model.index(TEXTS.filter(Boolean));
+  const found = await index.search(TEXTS[1], 3);
+  assert.equal(found.ids.length, 3);
+  assert.ok(found.ids instanceof Uint32Array && found.scores instanceof Float32Array);
+  await rejects(model.embed('one text'), 'INVALID_ARGUMENT', /texts must be an array of strings \(got the string "one text": wrap one text in \[ \]\)/);
+  await rejects(model.embed(['a', 3]), 'INVALID_ARGUMENT', /texts\[1\] must be a string/);
+  for (const o of [index, model, folder, engine]) o.dispose();
+});
+
+test('bad downloads: 404, an HTML page, junk, an abort half-way', async () => {
+  await rejects(edo.loadModel(`${base}/nothing/model.edo`, { cache: false }), 'HTTP', /HTTP 404/);
+  await rejects(edo.loadModel(`${base}/nothing/`, { cache: false }), 'HTTP', /tokenizer\.json: HTTP 404/);
+  await rejects(edo.loadModel(`${base}/html/model.edo`, { cache: false }), 'BAD_FILE', /answered with an HTML page/);
+  await rejects(edo.loadModel(`${base}/junk/model.edo`, { cache: false }), 'BAD_FILE');
+  const controller = new AbortController();
+  const seen = [];
+  const loading = edo.loadModel(`${base}/slow/model.edo`, {
+    cache: false,
+    signal: controller.signal,
+    onProgress: (p) => {
+      seen.push(p.loaded);
+      if (p.loaded >= 1 << 19) controller.abort();
+    },
+  });
+  await rejects(loading, 'ABORTED', /was aborted/);
+  assert.ok(seen.at(-1) >= 1 << 19 && seen.at(-1) < 1 << 20, `aborted half-way (${seen.at(-1)} bytes)`);
+  const aborted = AbortSignal.abort();
+  await rejects(edo.loadModel(`${base}/wordpiece/`, { cache: false, signal: aborted }), 'ABORTED');
+  await rejects(edo.loadModel(42), 'INVALID_ARGUMENT', /source must be a string/);
+  await rejects(edo.loadModel(`${base}/wordpiece/`, { cache: 'yes' }), 'INVALID_ARGUMENT', /options.cache/);
+  await rejects(edo.loadModel(`${base}/wordpiece/`, { signal: 'stop' }), 'INVALID_ARGUMENT', /options.signal/);
+});
