@@ -6,7 +6,7 @@ use edo::cache::PolicyKind;
 use edo::{Engine, Format};
 
 use crate::bench::human_bytes;
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct CacheBenchArgs {
@@ -17,7 +17,7 @@ pub struct CacheBenchArgs {
     #[arg(long, default_value_t = 64)]
     dim: usize,
     /// Format of the host table and the cache.
-    #[arg(long, default_value = "int8", value_parser = parse_format)]
+    #[arg(long, default_value = "int8", value_parser = FormatParser)]
     format: Format,
     /// Zipf exponent of the id stream.
     #[arg(long, default_value_t = 1.05)]

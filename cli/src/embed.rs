@@ -8,7 +8,7 @@ use edo::model::StaticModel;
 use edo::{Engine, EngineOptions, Format, GpuStaticModel};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct EmbedArgs {
@@ -22,10 +22,8 @@ pub struct EmbedArgs {
     /// A file of texts, one per line.
     #[arg(long, conflicts_with = "texts")]
     input: Option<PathBuf>,
-    /// Hold the table in this format (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
-    /// q4_1, q5_0, q5_1, q4_k, q6_k, fp8_e4m3, fp8_e5m2, int4_g64, int4_zp32 and the other
-    /// group-wise formats).
-    #[arg(long, value_parser = parse_format)]
+    /// Hold the table in this format.
+    #[arg(long, value_parser = FormatParser)]
     format: Option<Format>,
     /// Pool on the GPU (the tokenizer runs on the CPU either way).
     #[arg(long)]
@@ -102,9 +100,8 @@ pub struct QuantizeModelArgs {
     /// The model: a folder (model2vec's, sentence-transformers' StaticEmbedding), an .edo model
     /// file, or with --wordllama WordLlama's weights (.safetensors with embedding.weight).
     source: PathBuf,
-    /// The table's format in the file (fp32, fp16, int8, int4, q4_k, fp8_e4m3, int4_zp32, …:
-    /// every edo format).
-    #[arg(long, default_value = "int8", value_parser = parse_format)]
+    /// The table's format in the file.
+    #[arg(long, default_value = "int8", value_parser = FormatParser)]
     format: Format,
     /// The .edo model file to write: table, tokenizer, mapping, weights and settings in one file.
     #[arg(short, long)]

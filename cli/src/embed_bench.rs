@@ -9,14 +9,14 @@ use edo::model::StaticModel;
 use edo::{Engine, EngineOptions, Format, GpuStaticModel};
 use serde_json::json;
 
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct EmbedBenchArgs {
     /// A static embedding model folder (model2vec, sentence-transformers StaticEmbedding).
     model: PathBuf,
     /// Table formats to time, comma separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_format, default_value = "fp32,int8")]
+    #[arg(long, value_delimiter = ',', value_parser = FormatParser, default_value = "fp32,int8")]
     formats: Vec<Format>,
     /// Timed repetitions per batch (the median is reported).
     #[arg(long, default_value_t = 7)]

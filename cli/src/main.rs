@@ -126,10 +126,8 @@ struct Common {
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 10)]
     iters: usize,
-    /// Formats to run, comma separated (fp32, fp16, int8, int4, binary, binary+scale, q8_0, q4_0,
-    /// q4_1, q5_0, q5_1, int4_g32, int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, q4_k, q6_k,
-    /// fp8_e4m3, fp8_e5m2, int4_zp32, int4_zp64, int4_zp128, int8_zp32, int8_zp64, int8_zp128).
-    #[arg(long, value_delimiter = ',', value_parser = parse_format)]
+    /// Formats to run, comma separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = FormatParser)]
     formats: Option<Vec<Format>>,
     /// Largest table shard in MiB (default: the device's storage-binding limit).
     #[arg(long)]
@@ -144,6 +142,24 @@ struct Common {
 
 pub(crate) fn parse_format(s: &str) -> Result<Format, String> {
     Format::from_name(s).ok_or_else(|| format!("unknown format {s:?} ({})", Format::ALL.map(Format::name).join(", ")))
+}
+
+/// `--format`'s parser: [`parse_format`], and the possible values clap's help lists, both from
+/// `Format::ALL` (no hand-kept list of formats in the command line's help).
+#[derive(Clone, Copy)]
+pub(crate) struct FormatParser;
+
+impl clap::builder::TypedValueParser for FormatParser {
+    type Value = Format;
+
+    fn parse_ref(&self, cmd: &clap::Command, _arg: Option<&clap::Arg>, value: &std::ffi::OsStr) -> Result<Format, clap::Error> {
+        let text = value.to_string_lossy();
+        parse_format(&text).map_err(|message| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n")).with_cmd(cmd))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(Format::ALL.iter().map(|f| clap::builder::PossibleValue::new(f.name()))))
+    }
 }
 
 /// A failed command: the message for stderr and the exit status.

@@ -9,7 +9,7 @@ use edo::{AnyTable, Format};
 
 use crate::bench::human_bytes;
 use crate::tables::SourceArgs;
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct PlanArgs {
@@ -24,7 +24,7 @@ pub struct PlanArgs {
     #[arg(long = "table", value_parser = parse_table)]
     tables: Vec<TableArg>,
     /// Candidate formats, comma separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_format, default_value = "fp16,int8,int4,binary+scale")]
+    #[arg(long, value_delimiter = ',', value_parser = FormatParser, default_value = "fp16,int8,int4,binary+scale")]
     formats: Vec<Format>,
     /// Least expected hit rate of a cached table (above 1: no caches).
     #[arg(long, default_value_t = 0.9)]

@@ -8,7 +8,7 @@ use edo::suite::{self, report, Op, Results, Scale, SuiteOptions};
 use edo::Format;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct SuiteArgs {
@@ -30,7 +30,7 @@ pub struct SuiteArgs {
     #[arg(long, conflicts_with = "cpu")]
     no_cpu: bool,
     /// Formats instead of the matrix's, comma separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_format)]
+    #[arg(long, value_delimiter = ',', value_parser = FormatParser)]
     formats: Option<Vec<Format>>,
     /// Operations to run, comma separated: gather, bag_sum, bag_mean, hashed_bag, search, cache,
     /// latency, embed (embed needs --model). Default: all.

@@ -13,7 +13,7 @@ use edo::{Bounds, Error, Format, PackedTable};
 use serde_json::json;
 
 use crate::bench::human_bytes as mib;
-use crate::{exit, parse_format, Failure};
+use crate::{exit, Failure, FormatParser};
 
 /// Where a table comes from: a file, and how to read it.
 #[derive(Args, Clone, Default)]
@@ -114,11 +114,9 @@ pub struct QuantizeArgs {
     input: PathBuf,
     #[command(flatten)]
     source: SourceArgs,
-    /// Format to store: fp32, fp16, int8, int4, binary, binary+scale, group-wise int4_g32,
-    /// int4_g64, int4_g128, int8_g32, int8_g64, int8_g128, or ggml's q8_0, q4_0, q4_1, q5_0, q5_1,
-    /// q4_k, q6_k, FP8 fp8_e4m3, fp8_e5m2 (an f32 scale per row), or ONNX Runtime's zero-point
-    /// blocks int4_zp32, int4_zp64, int4_zp128, int8_zp32, int8_zp64, int8_zp128.
-    #[arg(long, short, value_parser = parse_format)]
+    /// Format to store (docs/formats.md describes each: row-wise, group-wise, ggml's blocks, FP8,
+    /// ONNX Runtime's zero-point blocks).
+    #[arg(long, short, value_parser = FormatParser)]
     format: Format,
     /// Output .edo file.
     #[arg(long, short)]

@@ -222,100 +222,101 @@ pub(crate) fn pool_values(acc: &mut [f32], values: impl Iterator<Item = f32>, w:
     }
 }
 
-/// The packed formats edo stores tables in. More will come: match with a `_` arm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Format {
+/// Declares the formats from one list — a line per format: `Variant => CodecType`, its doc above
+/// it, in the order tables and reports list them — and generates from it the enum [`Format`],
+/// [`Format::ALL`] and `dispatch!` (a runtime format to its [`Codec`] type), so a new format is
+/// one line here plus its codec's file and its WGSL decoder. (`$d` is a `$`, passed in so that
+/// the generated `dispatch!` can have metavariables of its own.)
+macro_rules! formats {
+    ($d:tt $($(#[$doc:meta])* $variant:ident => $codec:ident,)*) => {
+        /// The packed formats edo stores tables in. More will come: match with a `_` arm.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Format {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Format {
+            /// Every format, in the order tables and reports list them.
+            pub const ALL: [Format; [$(Format::$variant),*].len()] = [$(Format::$variant),*];
+        }
+
+        /// Calls a generic expression with the [`Codec`] type of a runtime [`Format`].
+        macro_rules! dispatch {
+            ($d format:expr, $d c:ident => $d body:expr) => {
+                match $d format {
+                    $($crate::format::Format::$variant => {
+                        type $d c = $crate::format::$codec;
+                        $d body
+                    })*
+                }
+            };
+        }
+    };
+}
+
+formats! { $
     /// Plain `f32`, 4 bytes per value: the reference the others are measured against.
-    F32,
+    F32 => F32,
     /// IEEE half precision, two values per word, round to nearest even.
-    F16,
+    F16 => F16,
     /// 8-bit codes with an `f32` scale and bias per row (FBGEMM fused 8-bit row-wise).
-    Int8,
+    Int8 => Int8,
     /// 4-bit codes with an `f16` scale and bias per row (FBGEMM fused 4-bit row-wise).
-    Int4,
+    Int4 => Int4,
     /// One sign bit per value, `numpy.packbits` order; decodes to ±1.
-    Binary,
+    Binary => Binary,
     /// One sign bit per value plus an `f32` per-row scale (mean |x|); decodes to ±scale.
-    BinaryScaled,
+    BinaryScaled => BinaryScaled,
     /// ggml `Q8_0`: 8-bit codes with an fp16 scale per block of 32 values (llama.cpp, GGUF).
-    Q8_0,
+    Q8_0 => Q8_0,
     /// ggml `Q4_0`: 4-bit codes with an fp16 scale per block of 32 values.
-    Q4_0,
+    Q4_0 => Q4_0,
     /// ggml `Q4_1`: 4-bit codes with an fp16 scale and minimum per block of 32 values.
-    Q4_1,
+    Q4_1 => Q4_1,
     /// ggml `Q5_0`: 5-bit codes with an fp16 scale per block of 32 values.
-    Q5_0,
+    Q5_0 => Q5_0,
     /// ggml `Q5_1`: 5-bit codes with an fp16 scale and minimum per block of 32 values.
-    Q5_1,
+    Q5_1 => Q5_1,
     /// 4-bit codes with an fp16 scale and bias per 32 values.
-    Int4G32,
+    Int4G32 => Int4G32,
     /// 4-bit codes with an fp16 scale and bias per 64 values (0.5625 bytes per value).
-    Int4G64,
+    Int4G64 => Int4G64,
     /// 4-bit codes with an fp16 scale and bias per 128 values.
-    Int4G128,
+    Int4G128 => Int4G128,
     /// 8-bit codes with an fp16 scale and bias per 32 values.
-    Int8G32,
+    Int8G32 => Int8G32,
     /// 8-bit codes with an fp16 scale and bias per 64 values.
-    Int8G64,
+    Int8G64 => Int8G64,
     /// 8-bit codes with an fp16 scale and bias per 128 values.
-    Int8G128,
+    Int8G128 => Int8G128,
     /// ggml `Q4_K`: 4-bit codes in super-blocks of 256 values, an fp16 scale and minimum per
     /// super-block and a 6-bit scale and minimum per 32 values (4.5 bits per value).
-    Q4K,
+    Q4K => Q4K,
     /// ggml `Q6_K`: 6-bit codes in super-blocks of 256 values, an fp16 scale per super-block and
     /// a signed 8-bit scale per 16 values (6.5625 bits per value).
-    Q6K,
+    Q6K => Q6K,
     /// OCP FP8 E4M3 (ml_dtypes `float8_e4m3fn`, largest 448) with an f32 scale per row.
-    Fp8E4M3,
+    Fp8E4M3 => Fp8E4M3,
     /// OCP FP8 E5M2 (ml_dtypes `float8_e5m2`, largest 57344) with an f32 scale per row.
-    Fp8E5M2,
+    Fp8E5M2 => Fp8E5M2,
     /// 4-bit codes with an fp16 scale and an integer zero point per 32 values (ONNX Runtime's
     /// `GatherBlockQuantized`).
-    Int4Zp32,
+    Int4Zp32 => Int4Zp32,
     /// 4-bit codes with an fp16 scale and an integer zero point per 64 values.
-    Int4Zp64,
+    Int4Zp64 => Int4Zp64,
     /// 4-bit codes with an fp16 scale and an integer zero point per 128 values.
-    Int4Zp128,
+    Int4Zp128 => Int4Zp128,
     /// 8-bit codes with an fp16 scale and an integer zero point per 32 values.
-    Int8Zp32,
+    Int8Zp32 => Int8Zp32,
     /// 8-bit codes with an fp16 scale and an integer zero point per 64 values.
-    Int8Zp64,
+    Int8Zp64 => Int8Zp64,
     /// 8-bit codes with an fp16 scale and an integer zero point per 128 values.
-    Int8Zp128,
+    Int8Zp128 => Int8Zp128,
 }
 
 impl Format {
     /// Every format, in the order tables and reports list them.
-    pub const ALL: [Format; 27] = [
-        Format::F32,
-        Format::F16,
-        Format::Int8,
-        Format::Int4,
-        Format::Binary,
-        Format::BinaryScaled,
-        Format::Q8_0,
-        Format::Q4_0,
-        Format::Q4_1,
-        Format::Q5_0,
-        Format::Q5_1,
-        Format::Int4G32,
-        Format::Int4G64,
-        Format::Int4G128,
-        Format::Int8G32,
-        Format::Int8G64,
-        Format::Int8G128,
-        Format::Q4K,
-        Format::Q6K,
-        Format::Fp8E4M3,
-        Format::Fp8E5M2,
-        Format::Int4Zp32,
-        Format::Int4Zp64,
-        Format::Int4Zp128,
-        Format::Int8Zp32,
-        Format::Int8Zp64,
-        Format::Int8Zp128,
-    ];
 
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
@@ -423,121 +424,6 @@ impl std::fmt::Display for Format {
     }
 }
 
-/// Calls a generic expression with the [`Codec`] type of a runtime [`Format`].
-macro_rules! dispatch {
-    ($format:expr, $c:ident => $body:expr) => {
-        match $format {
-            $crate::format::Format::F32 => {
-                type $c = $crate::format::F32;
-                $body
-            }
-            $crate::format::Format::F16 => {
-                type $c = $crate::format::F16;
-                $body
-            }
-            $crate::format::Format::Int8 => {
-                type $c = $crate::format::Int8;
-                $body
-            }
-            $crate::format::Format::Int4 => {
-                type $c = $crate::format::Int4;
-                $body
-            }
-            $crate::format::Format::Binary => {
-                type $c = $crate::format::Binary;
-                $body
-            }
-            $crate::format::Format::BinaryScaled => {
-                type $c = $crate::format::BinaryScaled;
-                $body
-            }
-            $crate::format::Format::Q8_0 => {
-                type $c = $crate::format::Q8_0;
-                $body
-            }
-            $crate::format::Format::Q4_0 => {
-                type $c = $crate::format::Q4_0;
-                $body
-            }
-            $crate::format::Format::Q4_1 => {
-                type $c = $crate::format::Q4_1;
-                $body
-            }
-            $crate::format::Format::Q5_0 => {
-                type $c = $crate::format::Q5_0;
-                $body
-            }
-            $crate::format::Format::Q5_1 => {
-                type $c = $crate::format::Q5_1;
-                $body
-            }
-            $crate::format::Format::Int4G32 => {
-                type $c = $crate::format::Int4G32;
-                $body
-            }
-            $crate::format::Format::Int4G64 => {
-                type $c = $crate::format::Int4G64;
-                $body
-            }
-            $crate::format::Format::Int4G128 => {
-                type $c = $crate::format::Int4G128;
-                $body
-            }
-            $crate::format::Format::Int8G32 => {
-                type $c = $crate::format::Int8G32;
-                $body
-            }
-            $crate::format::Format::Int8G64 => {
-                type $c = $crate::format::Int8G64;
-                $body
-            }
-            $crate::format::Format::Int8G128 => {
-                type $c = $crate::format::Int8G128;
-                $body
-            }
-            $crate::format::Format::Q4K => {
-                type $c = $crate::format::Q4K;
-                $body
-            }
-            $crate::format::Format::Q6K => {
-                type $c = $crate::format::Q6K;
-                $body
-            }
-            $crate::format::Format::Fp8E4M3 => {
-                type $c = $crate::format::Fp8E4M3;
-                $body
-            }
-            $crate::format::Format::Fp8E5M2 => {
-                type $c = $crate::format::Fp8E5M2;
-                $body
-            }
-            $crate::format::Format::Int4Zp32 => {
-                type $c = $crate::format::Int4Zp32;
-                $body
-            }
-            $crate::format::Format::Int4Zp64 => {
-                type $c = $crate::format::Int4Zp64;
-                $body
-            }
-            $crate::format::Format::Int4Zp128 => {
-                type $c = $crate::format::Int4Zp128;
-                $body
-            }
-            $crate::format::Format::Int8Zp32 => {
-                type $c = $crate::format::Int8Zp32;
-                $body
-            }
-            $crate::format::Format::Int8Zp64 => {
-                type $c = $crate::format::Int8Zp64;
-                $body
-            }
-            $crate::format::Format::Int8Zp128 => {
-                type $c = $crate::format::Int8Zp128;
-                $body
-            }
-        }
-    };
-}
 pub(crate) use dispatch;
 
 /// A whole table packed in one format: `rows` rows of `dim` values, each
@@ -903,6 +789,26 @@ pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `formats!` makes the enum, `ALL` and `dispatch!` from one list, so no variant can be missing
+    /// from `ALL` (nor from `dispatch!`'s match); this checks that each is listed once, with a name
+    /// of its own, and that every name and alias finds its format.
+    #[test]
+    fn every_format_is_in_all_once_and_found_by_its_names() {
+        let position = |f: Format| -> usize { Format::ALL.iter().position(|&g| g == f).expect("in ALL") };
+        for f in Format::ALL {
+            assert_eq!(Format::from_name(f.name()), Some(f), "{f}");
+            assert_eq!(Format::from_name(&f.name().to_uppercase()), Some(f), "{f}, upper case");
+            for alias in dispatch!(f, C => C::ALIASES) {
+                assert_eq!(Format::from_name(alias), Some(f), "{f}: alias {alias}");
+            }
+            assert_eq!(position(f), Format::ALL.iter().position(|&g| g.name() == f.name()).unwrap(), "{f}: one name each");
+        }
+        let mut names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Format::ALL.len(), "every format once, each with a name of its own");
+    }
 
     /// Tables edo quantises or generates start on a cache line and hold exactly their words.
     #[test]
