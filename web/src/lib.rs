@@ -133,6 +133,13 @@ pub fn install_panic_hook() {
     }));
 }
 
+/// Panics, for the package's test of the panic hook (the module is unusable afterwards).
+#[doc(hidden)]
+#[wasm_bindgen(js_name = __panicForTests)]
+pub fn panic_for_tests() {
+    panic!("the panic hook's test");
+}
+
 /// The names of every format edo stores, in `Format::ALL`'s order.
 #[wasm_bindgen(js_name = formatNames)]
 pub fn format_names() -> Vec<String> {

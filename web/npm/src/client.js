@@ -71,7 +71,14 @@ export function connectWorker(worker, options) {
       if (Object.getPrototypeOf(value) === Object.prototype) {
         return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, encode(v, cleanup)]));
       }
-      if (Array.isArray(value)) return value.map((v) => encode(v, cleanup));
+      if (Array.isArray(value)) {
+        // Many texts cross as one string and their lengths: cloning one string is a copy,
+        // cloning thousands of small ones costs more than embedding them.
+        if (value.length >= 64 && value.every((v) => typeof v === 'string')) {
+          return { __strings: value.join(''), lengths: Uint32Array.from(value, (v) => v.length) };
+        }
+        return value.map((v) => encode(v, cleanup));
+      }
     }
     return value;
   };

@@ -232,18 +232,9 @@ const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, pressure: null, ent
 export class Engine extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Engine';
-  #listeners = new Set();
+  #listeners = null;
   constructor(raw) {
     super(raw, 'engine');
-    raw.onDeviceEvent((event) => {
-      for (const f of [...this.#listeners]) {
-        try {
-          f(event);
-        } catch (e) {
-          console.error('edo: a device-event listener threw', e);
-        }
-      }
-    });
   }
   /** The `GPUDevice` edo uses now (a new one after each recovery); `null` on the CPU path. */
   get gpuDevice() {
@@ -252,6 +243,20 @@ export class Engine extends Resource {
   /** Calls `listener({ type: 'lost' | 'recovered' | 'failed', … })`; returns a function that stops it. */
   onDeviceEvent(f) {
     listener(f, 'onDeviceEvent(listener)');
+    if (!this.#listeners) {
+      // Registered with the module on first use only: the module then holds this engine's
+      // listeners until the engine is disposed.
+      const listeners = (this.#listeners = new Set());
+      this._raw().onDeviceEvent((event) => {
+        for (const g of [...listeners]) {
+          try {
+            g(event);
+          } catch (e) {
+            console.error('edo: a device-event listener threw', e);
+          }
+        }
+      });
+    }
     this.#listeners.add(f);
     return () => this.#listeners.delete(f);
   }

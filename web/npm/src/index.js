@@ -1,6 +1,7 @@
 // The browser (and bundler) entry: the .wasm is fetched beside this file (`new URL(…,
-// import.meta.url)`, which Vite, webpack and Rollup follow), and createWorkerEngine runs the same
-// API in a dedicated worker.
+// import.meta.url)`, which Vite and webpack 5 follow), and createWorkerEngine runs the same
+// API in a dedicated worker. The loader is set here, at import: package.json lists this file (and
+// node.js, worker.js) as having side effects, so no bundler drops it while keeping core.js.
 import wasmInit from './edo_web.js';
 import { _useLoader } from './core.js';
 import { connectWorker } from './client.js';

@@ -21,6 +21,15 @@ const PROPS = {
 
 const decode = (value, used) => {
   if (value && typeof value === 'object' && !ArrayBuffer.isView(value) && !(value instanceof ArrayBuffer)) {
+    if (value.__strings !== undefined) {
+      const out = new Array(value.lengths.length);
+      let at = 0;
+      for (let i = 0; i < out.length; i++) {
+        out[i] = value.__strings.slice(at, at + value.lengths[i]);
+        at += value.lengths[i];
+      }
+      return out;
+    }
     if (value.__callback !== undefined) return (...args) => self.postMessage({ callback: value.__callback, args });
     if (value.__handle !== undefined) {
       const o = objects.get(value.__handle);

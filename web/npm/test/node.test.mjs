@@ -247,3 +247,18 @@ test('bad downloads: 404, an HTML page, junk, an abort half-way', async () => {
   await rejects(edo.loadModel(`${base}/wordpiece/`, { cache: 'yes' }), 'INVALID_ARGUMENT', /options.cache/);
   await rejects(edo.loadModel(`${base}/wordpiece/`, { signal: 'stop' }), 'INVALID_ARGUMENT', /options.signal/);
 });
+
+// Last: a panic leaves the module unusable.
+test('a panic prints its message before the module stops', async () => {
+  await edo.init();
+  const glue = await import(new URL('./node_modules/edo-embeddings/edo_web.js', import.meta.url));
+  const seen = [];
+  const original = console.error;
+  console.error = (...args) => seen.push(args.join(' '));
+  try {
+    assert.throws(() => glue.__panicForTests(), WebAssembly.RuntimeError);
+  } finally {
+    console.error = original;
+  }
+  assert.match(seen.join('\n'), /edo panicked: .*the panic hook's test/s);
+});
