@@ -13,7 +13,6 @@ import http.server
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,7 +20,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_e2e import CHROMEDRIVER, CHROMIUM, FLAGS, ROOT, call, free_port  # noqa: E402
+from web_e2e import CHROMIUM, FLAGS, ROOT, call, start_chromedriver  # noqa: E402
 
 OUT = os.path.join(ROOT, "target", "npm-e2e")
 MODELS = os.path.join(ROOT, "tests", "data", "models")
@@ -116,19 +115,11 @@ def main():
     httpd, counts, lock = server(dist, node_vectors)
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     scratch = tempfile.mkdtemp(prefix="edo-npm-e2e-")
-    dport = free_port()
-    driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, TMPDIR=scratch))
-    driver = f"http://127.0.0.1:{dport}"
+    driver_proc, driver = start_chromedriver(scratch)
     failures = []
     figures = {}
     model_files = ["/models/wordpiece/config.json", "/models/wordpiece/tokenizer.json", "/models/wordpiece/model.safetensors", "/models/model.edo"]
     try:
-        for _ in range(100):
-            try:
-                call(driver, "GET", "/status")
-                break
-            except OSError:
-                time.sleep(0.1)
         for webgpu, want in ((True, "webgpu"), (False, "cpu")):
             args = FLAGS + [f"--user-data-dir={tempfile.mkdtemp(dir=scratch)}"] + (["--enable-unsafe-webgpu"] if webgpu else ["--disable-features=WebGPU"])
             caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": args}}}}

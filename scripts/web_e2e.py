@@ -36,6 +36,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def start_chromedriver(scratch):
+    """Chromedriver on a free port, everything it and its browsers write in `scratch`: the process
+    and its address, once it answers."""
+    port = free_port()
+    proc = subprocess.Popen([CHROMEDRIVER, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, TMPDIR=scratch))
+    driver = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            call(driver, "GET", "/status")
+            break
+        except OSError:
+            time.sleep(0.1)
+    return proc, driver
+
+
 def call(base, method, path, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
@@ -210,21 +225,12 @@ def main():
     scale = os.environ.get("EDO_BENCH_SCALE", "tiny")
     urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html?bench={scale}" for server in servers]
     bench_files = []
-    dport = free_port()
     # Chromedriver and Chromium leave a profile and a socket directory in the temporary directory
     # of every browser they start: give them one of their own, removed at the end.
     scratch = tempfile.mkdtemp(prefix="edo-e2e-")
-    env = dict(os.environ, TMPDIR=scratch)
-    driver_proc = subprocess.Popen([CHROMEDRIVER, f"--port={dport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    driver = f"http://127.0.0.1:{dport}"
+    driver_proc, driver = start_chromedriver(scratch)
     failures = []
     try:
-        for _ in range(100):
-            try:
-                call(driver, "GET", "/status")
-                break
-            except OSError:
-                time.sleep(0.1)
         for webgpu, want in ((True, "webgpu"), (False, "cpu")):
             shot = os.path.join(OUT, f"demo-{want}.png")
             for visit, (state, page) in zip(("fresh browser", "browser already running"), run_page(driver, urls, webgpu, shot)):

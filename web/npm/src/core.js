@@ -336,6 +336,7 @@ export class Engine extends Resource {
     return guarded(() => this._raw().recover());
   }
 }
+getters(Engine, ['backend', 'note', 'generation', 'maxBindingBytes']);
 
 function need(v, Class, name) {
   if (!(v instanceof Class)) throw invalid(`${name} must be a ${Class.name} (got ${describe(v)})`);
@@ -376,7 +377,6 @@ export async function syntheticTable(rows, dim, options = {}) {
 }
 
 /** A packed table in WebAssembly memory. */
-getters(Engine, ['backend', 'note', 'generation', 'maxBindingBytes']);
 
 export class Table extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -403,11 +403,11 @@ export class Table extends Resource {
     return guardedSync(() => this._raw().toBytes(chunkBytes === undefined ? undefined : integer(chunkBytes, 'options.chunkBytes', { min: 1 })));
   }
 }
+getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes']);
 
 const POOLINGS = ['sum', 'mean', 'max', 'none'];
 
 /** A table ready for lookups on an engine. */
-getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes']);
 
 export class ResidentTable extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -453,6 +453,7 @@ export class ResidentTable extends Resource {
     return guarded(async () => new GpuRows(await this._raw().bagGpu(i, o, pooling, w)));
   }
 }
+getters(ResidentTable, ['backend', 'shards']);
 
 function bagArgs(indices, offsets, options) {
   const { pooling = 'sum', weights } = plainObject(options, 'bag(indices, offsets, options)');
@@ -467,7 +468,6 @@ function bagArgs(indices, offsets, options) {
  * COPY_SRC, COPY_DST) holding `rows × dim` values of `dtype`, row after row. `read()` copies them
  * back; `destroy()` (or `dispose()`) frees the buffer at once.
  */
-getters(ResidentTable, ['backend', 'shards']);
 
 export class GpuRows extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -484,9 +484,9 @@ export class GpuRows extends Resource {
     this.dispose();
   }
 }
+getters(GpuRows, ['buffer', 'rows', 'dim', 'dtype', 'bytes']);
 
 /** A hot-row cache on an engine (see `Engine.cache`). One lookup at a time. */
-getters(GpuRows, ['buffer', 'rows', 'dim', 'dtype', 'bytes']);
 
 export class RowCache extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -509,9 +509,9 @@ export class RowCache extends Resource {
     return JSON.parse(guardedSync(() => this._raw().stats));
   }
 }
+getters(RowCache, ['backend']);
 
 /** Binary codes resident for Hamming search (see `Engine.uploadCodes`). */
-getters(RowCache, ['backend']);
 
 export class BinaryCodes extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -582,9 +582,9 @@ export class Model extends Resource {
     return guardedSync(() => this._raw().toBytes());
   }
 }
+getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'bytes', 'normalize']);
 
 /** A model ready to embed on an engine (see `Engine.uploadModel`, `Engine.loadModel`). */
-getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'bytes', 'normalize']);
 
 export class ResidentModel extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -608,9 +608,9 @@ export class ResidentModel extends Resource {
     return guarded(async () => new SearchIndex(await this._raw().index(t)));
   }
 }
+getters(ResidentModel, ['backend', 'dim']);
 
 /** Sentence vectors of a corpus, searchable by meaning (see `ResidentModel.index`). */
-getters(ResidentModel, ['backend', 'dim']);
 
 export class SearchIndex extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
