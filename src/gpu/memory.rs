@@ -85,7 +85,7 @@ pub(crate) struct Counted {
     /// WebGPU buffers do nothing on drop (the browser would hold their memory until its garbage
     /// collector ran), and natively it frees the memory without waiting for wgpu's next poll.
     /// Work already submitted that reads the buffer still completes (WebGPU and wgpu-core keep
-    /// the memory until it has); every edo job keeps its buffers until it is submitted.
+    /// the memory until it has); every edo job holds each buffer it binds, its tables' shards too.
     pub(crate) buffer: Option<wgpu::Buffer>,
 }
 

@@ -604,7 +604,8 @@ impl GpuRows {
         }
     }
     /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
-    /// the caller's own pipelines.
+    /// the caller's own pipelines. It is destroyed when the last handle to it goes (this
+    /// `GpuRows`, or the job that wrote it): keep the `GpuRows` while the caller's work uses it.
     pub fn buffer(&self) -> &wgpu::Buffer {
         &self.buffer
     }
