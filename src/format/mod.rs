@@ -316,8 +316,6 @@ formats! { $
 }
 
 impl Format {
-    /// Every format, in the order tables and reports list them.
-
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
         dispatch!(self, C => C::NAME)
