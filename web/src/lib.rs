@@ -478,6 +478,15 @@ pub struct EdoResident {
     inner: Placed<GpuTable>,
 }
 
+/// PyTorch's `indices` and `offsets`, with per-sample weights if there are any.
+fn bags_of<'a>(indices: &'a [u32], offsets: &'a [u32], weights: Option<&'a [f32]>) -> Bags<'a> {
+    let bags = Bags::new(indices, offsets);
+    match weights {
+        Some(w) => bags.weights(w),
+        None => bags,
+    }
+}
+
 fn pooling_of(name: &str) -> Result<Pooling, Failure> {
     Ok(match name {
         "sum" => Pooling::Sum,
@@ -530,10 +539,7 @@ impl EdoResident {
     pub async fn bag_gpu(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<EdoGpuRows, Failure> {
         let pooling = pooling_of(pooling)?;
         let rec = self.on_gpu()?;
-        let mut bags = Bags::new(&indices, &offsets);
-        if let Some(w) = &weights {
-            bags = bags.weights(w);
-        }
+        let bags = bags_of(&indices, &offsets, weights.as_deref());
         EdoGpuRows::new(rec.run(async |t| t.bag(&bags, pooling, Bounds::Error).await).await)
     }
 
@@ -541,10 +547,7 @@ impl EdoResident {
     /// `mean`, `max` or `none`, optional per-sample weights.
     pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, Failure> {
         let pooling = pooling_of(pooling)?;
-        let mut bags = Bags::new(&indices, &offsets);
-        if let Some(w) = &weights {
-            bags = bags.weights(w);
-        }
+        let bags = bags_of(&indices, &offsets, weights.as_deref());
         self.inner.bag(&bags, pooling, Bounds::Error).await.map_err(err)
     }
 }
@@ -610,12 +613,8 @@ impl EdoGpuRows {
     }
     /// The rows read back, as f32 values (f16 rows widened).
     pub async fn read(&self) -> Result<Vec<f32>, Failure> {
-        let rows = self.live()?;
-        if rows.is_f16() {
-            Ok(rows.read_f16().await.map_err(err)?.into_iter().map(f32::from).collect())
-        } else {
-            rows.read().await.map_err(err)
-        }
+        // `GpuRows::read` widens f16 rows itself.
+        self.live()?.read().await.map_err(err)
     }
     /// Frees the buffer now (`GPUBuffer.destroy()`); reading it afterwards is a `DISPOSED` error.
     pub fn destroy(&mut self) {
