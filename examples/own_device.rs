@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo run --release --example own_device`
 
-use edo::{Bounds, Engine, EngineOptions, Format, PackedTable};
+use edo::{Bounds, Engine, EngineOptions, Format, GpuLookup, PackedTable};
 
 /// The application's kernel: `scores[r] = dot(rows[r], query)`, one invocation per row.
 const SCORE: &str = r#"

@@ -24,8 +24,8 @@ use edo::gpu::CacheSpec;
 use edo::hash::{HashSpec, HashedBags};
 use edo::synth::{embedding_table, zipf_ids, Rng};
 use edo::{
-    block_on, Bags, Bounds, Engine, Format, GpuCache, GpuCodes, GpuHashedTables, GpuTable, Layout, PackedTable, Pooling, Recoverable, RecoveringEngine,
-    RecoveryEvent,
+    block_on, AsyncLookup, Bags, Bounds, Engine, Format, GpuCache, GpuCodes, GpuHashedTables, GpuTable, Layout, PackedTable, Pooling, Recoverable,
+    RecoveringEngine, RecoveryEvent,
 };
 
 const ROWS: usize = 20_000;

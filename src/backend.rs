@@ -6,10 +6,10 @@ use std::sync::Arc;
 use crate::cache::RowSource;
 use crate::gpu::Reupload;
 use crate::model::StaticModel;
+use crate::request::{AsyncLookup, HostRows, Request};
 use crate::search::{Neighbors, Scored};
 use crate::{
-    Bags, Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Pooling, Recoverable,
-    RecoveringEngine,
+    Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Recoverable, RecoveringEngine,
 };
 use wgpu::WasmNotSendSync;
 
@@ -22,7 +22,7 @@ use wgpu::WasmNotSendSync;
 /// survives a device loss.
 ///
 /// ```
-/// use edo::{Backend, Bounds, Format, GpuTable, PackedTable};
+/// use edo::{AsyncLookup, Backend, Bounds, Format, GpuTable, PackedTable};
 /// # edo::block_on(async {
 /// let data: Vec<f32> = (0..1000 * 16).map(|i| (i as f32 * 0.37).sin()).collect();
 /// let table = PackedTable::quantize(Format::Int8, &data, 1000, 16)?;
@@ -170,50 +170,22 @@ where
     }
 }
 
-impl<T: Reupload + GpuLookup + WasmNotSendSync> Placed<T>
+impl<T: Reupload + GpuLookup + WasmNotSendSync> AsyncLookup for Placed<T>
 where
     T::Host: Lookup + WasmNotSendSync,
 {
-    /// Decoded rows of `ids` ([`GpuLookup::gather`] read back, or [`Lookup::gather`]).
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-        match self {
-            Placed::Gpu(g) => g.gather(ids, bounds).await,
-            Placed::Cpu(h) => h.gather(ids, bounds),
-        }
-    }
-
-    /// Pooled bags ([`GpuLookup::bag`] read back, or [`Lookup::bag`]).
-    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
-        match self {
-            Placed::Gpu(g) => g.bag(bags, pooling, bounds).await,
-            Placed::Cpu(h) => h.bag(bags, pooling, bounds),
-        }
-    }
-
-    /// [`Placed::gather`] rounded to f16 (on a GPU the kernel writes f16 itself).
-    pub async fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<half::f16>, Error> {
-        match self {
-            Placed::Gpu(g) => g.gather_f16(ids, bounds).await,
-            Placed::Cpu(h) => h.gather_f16(ids, bounds),
-        }
-    }
-
-    /// [`Placed::bag`] rounded to f16.
-    pub async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<half::f16>, Error> {
-        match self {
-            Placed::Gpu(g) => g.bag_f16(bags, pooling, bounds).await,
-            Placed::Cpu(h) => h.bag_f16(bags, pooling, bounds),
-        }
-    }
-
-    /// Rows the ids address.
-    pub fn rows(&self) -> usize {
+    fn rows(&self) -> usize {
         self.host().rows()
     }
-
-    /// Values per row.
-    pub fn dim(&self) -> usize {
+    fn dim(&self) -> usize {
         self.host().dim()
+    }
+    /// [`GpuLookup::lookup`] read back (recovering from a device loss), or [`Lookup::lookup`].
+    async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        match self {
+            Placed::Gpu(g) => g.lookup(request).await,
+            Placed::Cpu(h) => Lookup::lookup(&**h, request),
+        }
     }
 }
 

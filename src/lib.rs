@@ -58,6 +58,7 @@ pub(crate) mod par;
 pub mod plan;
 pub mod prune;
 pub mod qr;
+mod request;
 pub mod search;
 
 pub mod measure;
@@ -82,6 +83,7 @@ pub use gpu::{
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;
 pub use prune::PrunedTable;
+pub use request::{AsyncLookup, Element, HostRows, Request, Select};
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

@@ -108,7 +108,7 @@ impl std::fmt::Display for Choice {
 
 impl Choice {
     /// Builds the table this choice describes from the table's row-major `rows × dim` f32 values,
-    /// ready to look rows up from ([`crate::Lookup`] on the CPU path, [`AnyTable::upload`] for the
+    /// ready to look rows up from ([`crate::Lookup`] on the CPU path, [`crate::AnyGpuTable::upload`] for the
     /// GPU). The hot rows of a mixed table are the most looked up under `access`: by count for
     /// [`Access::Counts`], else in row order (row 0 the most frequent, as in a vocabulary sorted by
     /// frequency — the order [`Access::Zipf`] ranks assume). A cached choice builds the host table
@@ -134,7 +134,7 @@ impl Choice {
             (Choice::Cached { capacity, .. }, AnyTable::Dense(t)) => {
                 Ok(crate::GpuCache::new(engine, t, *capacity, crate::cache::PolicyKind::Lfu.build()).await?.into())
             }
-            (_, table) => table.upload(engine).await,
+            (_, table) => crate::AnyGpuTable::upload(engine, &table).await,
         }
     }
 

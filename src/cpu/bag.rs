@@ -18,6 +18,20 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
     embedding_bags(&[table], bags.len(), bags, pooling, bounds, Layout::Concat)
 }
 
+/// Pools rows already gathered, one per index of `bags` in order, as [`embedding_bag`] pools a
+/// table (the bags of kinds without a fused bag, and of quotient-remainder tables).
+pub(crate) fn pool_rows<I>(rows: Vec<f32>, dim: usize, bags: &Bags<'_, I>, pooling: Pooling) -> Result<Vec<f32>, Error> {
+    let n = bags.indices.len();
+    if n > u32::MAX as usize {
+        return Err(Error::LimitExceeded { what: "indices of one bag call", requested: n as u64, max: u32::MAX as u64 });
+    }
+    // An FP32 table's words are its values' bits: the Vec is reused, not copied.
+    let words: Vec<u32> = rows.into_iter().map(f32::to_bits).collect();
+    let dense = PackedTable::from_words(crate::Format::F32, n, dim, words)?;
+    let iota: Vec<u32> = (0..n as u32).collect();
+    embedding_bag(&dense, &bags.with_indices(&iota), pooling, Bounds::Error)
+}
+
 /// Table-batched EmbeddingBag: `tables.len() = T` tables, `batch = B` samples, bags
 /// feature-major (`offsets` describe `B·T` bags). Output `[B, Σ dims]` ([`Layout::Concat`]) or
 /// table after table ([`Layout::PerTable`]). [`Pooling::None`] needs a single table.

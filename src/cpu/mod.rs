@@ -8,9 +8,15 @@
 pub(crate) mod bag;
 mod gather;
 
-pub use crate::lookup::to_f16;
+pub(crate) use bag::pool_rows;
 pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
+
+/// f32 values rounded to f16, to nearest even (`half`'s conversion; beyond f16's range ±inf):
+/// how edo's f16 outputs round, on the CPU path and in `f16_common.wgsl` alike.
+pub fn to_f16(values: &[f32]) -> Vec<half::f16> {
+    values.iter().map(|&v| half::f16::from_f32(v)).collect()
+}
 
 /// `rows × dim` zeros for a lookup's output, allocated fallibly: an output beyond memory (a
 /// page's ids times a large dim, say) is [`crate::Error::HostOutOfMemory`] naming `what`.

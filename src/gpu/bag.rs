@@ -1,8 +1,11 @@
 //! EmbeddingBag on the GPU, over one table or a batch of tables of one format in one dispatch
 //! per shard.
 
-use super::table::{buffer_range, LookupJob, Placement, Resident};
-use super::{Engine, GpuRows, GpuTable, ShaderId};
+use std::sync::Arc;
+
+use super::job::{buffer_range, dense_parts, Encoded, Indices, LookupJob, Pass};
+use super::table::{Placement, Resident, Shard};
+use super::{Context, Engine, GpuRows, ShaderId};
 use crate::bags::{BagPlan, TableShape};
 use crate::bags::{Bags, Layout, Pooling};
 use crate::format::{Format, PackedTable};
@@ -93,7 +96,7 @@ impl GpuTableBatch {
     /// The output is `[B, Σ dims]` for [`Layout::Concat`] (`rows = B`, `dim = Σ dims`), or the
     /// same values table after table for [`Layout::PerTable`].
     pub async fn bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<GpuRows, Error> {
-        let job = self.prepare_bags(batch, bags, pooling, bounds, layout).await?;
+        let job = GpuTableBatch::prepare_bags(self, batch, bags, pooling, bounds, layout).await?;
         job.submit_checked().await?;
         Ok(job.output)
     }
@@ -104,42 +107,11 @@ impl GpuTableBatch {
     }
 }
 
-impl GpuTable {
-    /// EmbeddingBag, fused with the format's decoder: pools `bags` of rows of this table into
-    /// `bags.len() × dim` values (`indices.len() × dim` for [`Pooling::None`]) without
-    /// submitting; [`GpuLookup::bag`](super::GpuLookup::bag) submits it.
-    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        self.res.prepare_bags(bags.len(), bags, pooling, bounds, Layout::Concat).await
-    }
-}
-
-/// One kernel's part of a job: pipeline, dispatches, the buffers they bind, the output.
-pub(crate) type Pass = (wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>, Vec<super::Buffer>, GpuRows);
-
-/// Where a kernel reads its indices from.
-pub(crate) enum Indices<'a> {
-    /// Uploaded from the host (checked there against the bounds policy).
-    Host(&'a [u32]),
-    /// Written by an earlier kernel of the same job (hashing): `len` indices.
-    Device(super::Buffer, usize),
-}
-
-impl Indices<'_> {
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Indices::Host(i) => i.len(),
-            Indices::Device(_, n) => *n,
-        }
-    }
-}
-
 impl Resident {
-    async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
+    pub(crate) async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
         self.ctx.check_lost()?;
         let plan = BagPlan::new(&self.tables, batch, bags, pooling, bounds)?;
-        let (pipeline, dispatches, inputs, output) =
-            self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?;
-        Ok(LookupJob::new(self.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
+        Ok(self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?.into_job())
     }
 
     /// The bag kernel's pass over validated offsets: its pipeline, dispatches, the buffers they
@@ -154,7 +126,7 @@ impl Resident {
         pooling: Pooling,
         bounds: Bounds,
         layout: Layout,
-    ) -> Result<Pass, Error> {
+    ) -> Result<Encoded, Error> {
         let ctx = &self.ctx;
         let n_indices = indices.len();
         // Bags are not split over dispatches: their output and indices must fit one binding of the
@@ -264,7 +236,7 @@ impl Resident {
         // from being destroyed), the tables' shards too: a job may outlive its tables.
         inputs.extend(self.shards.iter().map(|s| s.buffer.clone()));
         let rows = if pooling == Pooling::None { n_indices } else { batch };
-        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows, dim: plan.total_dim, half: false }))
+        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, rows, plan.total_dim, false) })
     }
 }
 
@@ -328,6 +300,56 @@ impl BagLists {
         out.offsets.extend_from_slice(offsets);
         out
     }
+}
+
+/// A bag built by gathering: `gather(range)` builds the gather of the indices in `range` (rows
+/// of `dim` values; the ranges of [`dense_parts`], each within one binding), and the FP32 bag
+/// kernel pools the gathered rows, all in one job.
+pub(crate) async fn gather_and_pool<I>(
+    ctx: &Arc<Context>,
+    dim: usize,
+    bags: &Bags<'_, I>,
+    pooling: Pooling,
+    mut gather: impl AsyncFnMut(std::ops::Range<usize>) -> Result<LookupJob, Error>,
+) -> Result<LookupJob, Error> {
+    let mut job: Option<LookupJob> = None;
+    let mut parts = Vec::new();
+    for part in dense_parts(ctx, bags.indices.len(), dim)? {
+        let g = gather(part).await?;
+        parts.push(g.output.clone_handle());
+        job = Some(match job {
+            None => g,
+            Some(j) => j.then(g),
+        });
+    }
+    let pool = pool_gathered(ctx, parts, bags, pooling).await?;
+    Ok(job.expect("dense_parts gives at least one part").then(pool))
+}
+
+/// The bag pass over rows already gathered, one per index of `bags` in order (`parts`, each
+/// within one binding, from [`dense_parts`]): the FP32 bag kernel over those rows as a table,
+/// with index `i` reading row `i`. The parts stay alive with the job.
+pub(crate) async fn pool_gathered<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags: &Bags<'_, I>, pooling: Pooling) -> Result<LookupJob, Error> {
+    let dim = parts.first().map_or(1, |p| p.dim);
+    let n = bags.indices.len();
+    if n as u64 * dim as u64 > u32::MAX as u64 {
+        return Err(Error::LimitExceeded { what: "values of the rows gathered for a bag (u32 words)", requested: n as u64 * dim as u64, max: u32::MAX as u64 });
+    }
+    let iota: Vec<u32> = (0..n as u32).collect();
+    let dense = bags.with_indices(&iota);
+    let plan = BagPlan::new(&[(n, dim)], dense.len(), &dense, pooling, Bounds::Error)?;
+    let mut shards = Vec::with_capacity(parts.len());
+    let mut word = 0u32;
+    for part in &parts {
+        let words = (part.rows * dim) as u32;
+        shards.push(Shard { buffer: part.buffer.clone(), word_start: word, word_end: word + words });
+        word += words;
+    }
+    let placement = Placement { word_base: 0, rows: n as u32, dim: dim as u32, row_words: dim as u32, code_words: dim as u32 };
+    let res = Resident { ctx: ctx.clone(), format: Format::F32, tables: vec![placement], shards };
+    let mut pass = res.encode_bags(dense.len(), &plan, Indices::Host(&iota), bags.per_sample_weights, pooling, Bounds::Error, Layout::Concat).await?;
+    pass.inputs.extend(parts.into_iter().map(|p| p.buffer));
+    Ok(pass.into_job())
 }
 
 #[cfg(test)]

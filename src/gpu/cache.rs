@@ -19,14 +19,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::bag::Indices;
-use super::table::{LookupJob, Resident, Stage};
-use super::{Engine, GpuLookup, GpuRows, GpuTable, ShaderId};
+use super::job::{dense_parts, Dispatch, Indices, LookupJob, Pass, Stage, SubmitHook};
+use super::lookup::GpuLookup;
+use super::table::Resident;
+use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::BagPlan;
-use crate::bags::{Bags, Pooling};
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
 use crate::format::{Format, PackedTable};
-use crate::{Bounds, Error};
+use crate::request::{Request, Select};
+use crate::{Bounds, Element, Error};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -50,7 +51,7 @@ struct ScatterParams {
 /// `cached_rows`, `stats`, …) read as an empty cache.
 ///
 /// ```no_run
-/// # use edo::{Bounds, Engine, EngineOptions, Format, GpuCache, PackedTable};
+/// # use edo::{Bounds, Engine, EngineOptions, Format, GpuCache, GpuLookup, PackedTable};
 /// # use edo::cache::PolicyKind;
 /// # fn main() -> Result<(), edo::Error> {
 /// let engine = Engine::new_blocking(EngineOptions::default())?;
@@ -96,22 +97,20 @@ pub(crate) struct Claim {
     released: AtomicBool,
 }
 
-impl Claim {
-    pub(crate) fn release(&self) {
+impl SubmitHook for Claim {
+    fn check(&self) -> Result<(), Error> {
+        if self.released.load(Ordering::Acquire) {
+            return Err(Error::Unsupported { what: "submitting a cache lookup again (its slots may hold other rows now): prepare it again" });
+        }
+        Ok(())
+    }
+    /// Releases the cache: the slots the job loads are its rows now.
+    fn submitted(&self) {
         if !self.released.swap(true, Ordering::AcqRel) {
             if let Ok(mut st) = self.state.lock() {
                 st.pending = false;
             }
         }
-    }
-    pub(crate) fn released(&self) -> bool {
-        self.released.load(Ordering::Acquire)
-    }
-    /// Gives up the claim without touching the state (its holder has the lock): the slots it
-    /// loads, for the holder to keep or invalidate. Its drop then does nothing.
-    fn forget(mut self) -> Vec<u32> {
-        self.released.store(true, Ordering::Release);
-        std::mem::take(&mut self.loaded)
     }
 }
 
@@ -282,18 +281,19 @@ impl<S: RowSource> GpuCache<S> {
         Ok(Engine { ctx: self.state()?.slots.res.ctx.clone() })
     }
 
-    /// Looks up `ids` — loading the rows that are not cached, evicting others by policy — and
-    /// submits the work; the output is what the fully resident table's gather gives.
-    ///
-    /// Bounds are those of [`GpuTable::prepare_gather`]: with [`Bounds::Error`] a bad id fails the
-    /// call before anything changes; `Zero` reads zeros and `Clamp` the last row. The slots are
-    /// assigned and the work queued under the cache's lock, so lookups from several threads queue
-    /// in the order they assign slots.
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
+    /// A gather of `ids` (checked) into `element` rows, submitted under the cache's lock: slots
+    /// assigned, the work queued, before the next lookup assigns any.
+    async fn gather_locked(&self, ids: &[u32], bounds: Bounds, element: Element) -> Result<GpuRows, Error> {
         let mut st = self.state()?;
-        let mut job = self.prepare_locked(&mut st, ids, bounds).await?;
-        // This call holds the lock until the work is queued: the claim is not needed.
-        let loaded = job.claim.take().map(Claim::forget).unwrap_or_default();
+        let (job, loaded) = self.prepare_locked(&mut st, ids, bounds).await?;
+        // This call holds the lock until the work is queued: no claim is needed.
+        let job = match job.into_element(element).await {
+            Ok(job) => job,
+            Err(e) => {
+                st.map.invalidate(loaded);
+                return Err(e);
+            }
+        };
         let ctx = job.ctx.clone();
         if let Err(e) = super::checked_submit(&ctx, "cache lookup submission", || job.submit()).await {
             st.map.invalidate(loaded);
@@ -302,19 +302,26 @@ impl<S: RowSource> GpuCache<S> {
         Ok(job.into_output())
     }
 
-    /// [`GpuCache::gather`] without submitting, so the output can be inspected (or pre-filled)
-    /// first. The slots are assigned already and the job holds them: until it is submitted (or
-    /// dropped, which empties the slots it would have loaded, so the cache never claims a row it
-    /// does not hold), other lookups of the cache are refused with [`Error::Busy`].
-    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+    /// A gather of `ids` (checked) into `element` rows, not submitted: the slots are assigned and
+    /// the job holds them with a claim.
+    async fn prepare_claimed(&self, ids: &[u32], bounds: Bounds, element: Element) -> Result<LookupJob, Error> {
         let mut st = self.state()?;
-        let job = self.prepare_locked(&mut st, ids, bounds).await?;
+        let (job, loaded) = self.prepare_locked(&mut st, ids, bounds).await?;
+        let mut job = match job.into_element(element).await {
+            Ok(job) => job,
+            Err(e) => {
+                st.map.invalidate(loaded);
+                return Err(e);
+            }
+        };
+        job.hook = Some(Box::new(Claim { state: self.state.clone(), loaded, released: AtomicBool::new(false) }));
         st.pending = true;
         Ok(job)
     }
 
-    /// A lookup's job, its slots assigned, with a claim on them; the caller holds the lock.
-    async fn prepare_locked(&self, st: &mut CacheState, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
+    /// A lookup's job, its slots assigned, and the slots it loads (which the caller must
+    /// invalidate if the job does not run); the caller holds the lock.
+    async fn prepare_locked(&self, st: &mut CacheState, ids: &[u32], bounds: Bounds) -> Result<(LookupJob, Vec<u32>), Error> {
         st.slots.res.ctx.check_lost()?;
         st.check_idle()?;
         let rows = st.rows;
@@ -325,46 +332,12 @@ impl<S: RowSource> GpuCache<S> {
         let parts = st.map.lookup(&resolved, &mut slots);
         let loaded: Vec<u32> = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, slot)| slot)).collect();
         match st.encode(&self.source, &parts, &slots).await {
-            Ok(mut job) => {
-                job.claim = Some(Claim { state: self.state.clone(), loaded, released: AtomicBool::new(false) });
-                Ok(job)
-            }
+            Ok(job) => Ok((job, loaded)),
             Err(e) => {
                 st.map.invalidate(loaded);
                 Err(e)
             }
         }
-    }
-
-    /// EmbeddingBag over rows of the host table: the indices are looked up through the cache
-    /// (as [`GpuCache::gather`], loading what is missing), then pooled on the GPU; the values of
-    /// the fully resident table's bag, at the cost of `indices × dim × 4` bytes of GPU scratch.
-    /// Submitted part by part when the gathered rows exceed one storage binding.
-    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
-        // Offsets, weights and bounds are checked before any row is loaded.
-        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
-        let ctx = self.engine()?.ctx;
-        let mut parts = Vec::new();
-        for part in super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())? {
-            parts.push(self.gather(&bags.indices[part], bounds).await?);
-        }
-        let job = super::lookup::pool_dense(&ctx, parts, bags, pooling).await?;
-        job.submit_checked().await?;
-        Ok(job.into_output())
-    }
-
-    /// [`GpuCache::bag`] without submitting, when the gathered rows fit one storage binding
-    /// (else [`Error::Unsupported`]: [`GpuCache::bag`] submits part by part). The job holds the
-    /// cache as [`GpuCache::prepare_gather`]'s does.
-    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        BagPlan::new(&[(self.rows(), self.dim())], bags.len(), bags, pooling, bounds)?;
-        let ctx = self.engine()?.ctx;
-        if super::lookup::dense_parts(&ctx, bags.indices.len(), self.dim())?.len() > 1 {
-            return Err(Error::Unsupported {
-                what: "a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)",
-            });
-        }
-        super::lookup::gather_and_pool(&ctx, self.dim(), bags, pooling, async |part| self.prepare_gather(&bags.indices[part], bounds).await).await
     }
 
     /// Stages the rows of `ids` that are not cached (the next batch) on the GPU, beside the
@@ -521,7 +494,7 @@ impl CacheState {
             return Err(e);
         }
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo cache refresh") });
-        super::table::encode_passes(&mut encoder, "edo cache refresh", &passes);
+        super::job::encode_passes(&mut encoder, "edo cache refresh", &passes);
         ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
@@ -541,10 +514,10 @@ impl CacheState {
         let mut inputs = Vec::new();
         if let [part] = parts {
             self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
-            let (pipeline, dispatches, more, output) = self.slots.encode_gather(Indices::Host(slots), Bounds::Zero).await?;
-            passes.push((pipeline, dispatches));
-            inputs.extend(more);
-            return Ok(LookupJob::new(ctx, passes, inputs, output));
+            let gather = self.slots.encode_gather(Indices::Host(slots), Bounds::Zero).await?;
+            passes.push(gather.pass);
+            inputs.extend(gather.inputs);
+            return Ok(LookupJob::new(ctx, passes, inputs, gather.output));
         }
         // Several parts: each gathers into its own buffer, copied into place after the pass
         // (binding offsets must be aligned, part boundaries are not).
@@ -554,25 +527,19 @@ impl CacheState {
         let mut copies = Vec::new();
         for part in parts {
             self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
-            let (pipeline, dispatches, more, part_out) = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), Bounds::Zero).await?;
-            passes.push((pipeline, dispatches));
-            inputs.extend(more);
-            copies.push((part_out.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
+            let gather = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), Bounds::Zero).await?;
+            passes.push(gather.pass);
+            inputs.extend(gather.inputs);
+            copies.push((gather.output.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
         }
-        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: slots.len(), dim: dim as usize, half: false };
-        Ok(LookupJob { ctx, stages: vec![Stage { passes, copies }], _inputs: inputs, output, claim: None })
+        let output = GpuRows::new(ctx.clone(), out, slots.len(), dim as usize, false);
+        Ok(LookupJob { ctx, stages: vec![Stage { passes, copies }], _inputs: inputs, output, hook: None })
     }
 
     /// Adds the pass that writes the rows of `loads` (row, slot) into their slots: rows the
     /// staging buffer holds are copied from it on the GPU, the others are read from the host and
     /// uploaded. One dispatch per shard and source.
-    async fn scatter(
-        &mut self,
-        source: &impl RowSource,
-        loads: &[(u32, u32)],
-        passes: &mut Vec<(wgpu::ComputePipeline, Vec<super::table::Dispatch>)>,
-        inputs: &mut Vec<super::Buffer>,
-    ) -> Result<(), Error> {
+    async fn scatter(&mut self, source: &impl RowSource, loads: &[(u32, u32)], passes: &mut Vec<Pass>, inputs: &mut Vec<super::Buffer>) -> Result<(), Error> {
         if loads.is_empty() {
             return Ok(());
         }
@@ -609,7 +576,7 @@ impl CacheState {
                 inputs.push(buffer);
             }
         }
-        passes.push((pipeline, dispatches));
+        passes.push(Pass { pipeline, dispatches });
         Ok(())
     }
 
@@ -620,7 +587,7 @@ impl CacheState {
         moves: &[(u32, u32)],
         rows: &super::Buffer,
         inputs: &mut Vec<super::Buffer>,
-    ) -> Result<super::table::Dispatch, Error> {
+    ) -> Result<Dispatch, Error> {
         let ctx = &self.slots.res.ctx;
         let shard = &self.slots.res.shards[shard_index];
         let params = ScatterParams {
@@ -669,17 +636,57 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
     fn engine(&self) -> Engine {
         Engine { ctx: self.state.lock().map(|st| st.slots.res.ctx.clone()).unwrap_or_else(|p| p.into_inner().slots.res.ctx.clone()) }
     }
-    async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_gather(ids, bounds).await
+
+    /// The lookup without submitting, so the output can be inspected (or pre-filled) first. The
+    /// slots are assigned already and the job holds them: until it is submitted (or dropped,
+    /// which empties the slots it would have loaded, so the cache never claims a row it does not
+    /// hold), other lookups of the cache are refused with [`Error::Busy`]. A bag is prepared
+    /// only when its gathered rows fit one storage binding (else [`Error::Unsupported`]:
+    /// [`GpuLookup::bag`] submits part by part).
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        let bounds = request.bounds;
+        match request.select {
+            Select::Ids(ids) => self.prepare_claimed(ids, bounds, request.element).await,
+            Select::Bags(bags, pooling) => {
+                BagPlan::new(&[(self.rows(), self.dim())], bags.len(), &bags, pooling, bounds)?;
+                let ctx = GpuLookup::engine(self).ctx;
+                if dense_parts(&ctx, bags.indices.len(), self.dim())?.len() > 1 {
+                    return Err(Error::Unsupported {
+                        what: "a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)",
+                    });
+                }
+                let job = super::bag::gather_and_pool(&ctx, self.dim(), &bags, pooling, async |part| {
+                    self.prepare_claimed(&bags.indices[part], bounds, Element::F32).await
+                })
+                .await?;
+                job.into_element(request.element).await
+            }
+        }
     }
-    async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        self.prepare_bag(bags, pooling, bounds).await
-    }
-    async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<GpuRows, Error> {
-        self.gather(ids, bounds).await
-    }
-    async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
-        self.bag(bags, pooling, bounds).await
+
+    /// Looks the rows up — loading the rows that are not cached, evicting others by policy —
+    /// and submits the work; the output is what the fully resident table's lookup gives. The
+    /// slots are assigned and the work queued under the cache's lock, so lookups from several
+    /// threads queue in the order they assign slots. A bag's indices are looked up through the
+    /// cache, then pooled on the GPU (at the cost of `indices × dim × 4` bytes of GPU scratch),
+    /// part by part when the gathered rows exceed one storage binding.
+    async fn lookup(&self, request: &Request<'_>) -> Result<GpuRows, Error> {
+        let bounds = request.bounds;
+        match request.select {
+            Select::Ids(ids) => self.gather_locked(ids, bounds, request.element).await,
+            Select::Bags(bags, pooling) => {
+                // Offsets, weights and bounds are checked before any row is loaded.
+                BagPlan::new(&[(self.rows(), self.dim())], bags.len(), &bags, pooling, bounds)?;
+                let ctx = GpuLookup::engine(self).ctx;
+                let mut parts = Vec::new();
+                for part in dense_parts(&ctx, bags.indices.len(), self.dim())? {
+                    parts.push(self.gather_locked(&bags.indices[part], bounds, Element::F32).await?);
+                }
+                let job = super::bag::pool_gathered(&ctx, parts, &bags, pooling).await?.into_element(request.element).await?;
+                job.submit_checked().await?;
+                Ok(job.into_output())
+            }
+        }
     }
 }
 

@@ -1,8 +1,8 @@
 //! Hashed embedding tables on the GPU: raw 64-bit ids are hashed by one kernel (hot ids looked
 //! up first), and the resulting rows pooled by the bag kernel, in one job.
 
-use super::bag::Indices;
-use super::table::{LookupJob, Resident};
+use super::job::{Indices, LookupJob, Pass};
+use super::table::Resident;
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::BagPlan;
 use crate::format::PackedTable;
@@ -142,14 +142,13 @@ impl GpuHashedTables {
             &[uniform.as_entire_binding(), metas.as_entire_binding(), ids.as_entire_binding(), self.hot.as_entire_binding(), slots.as_entire_binding()],
         );
         let (gx, gy) = ctx.grid("workgroups of one hash dispatch", n_ids as u64, ctx.workgroup_size as u64)?;
-        let hash_pass = (pipeline, if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] });
-
+        let hash_pass = Pass { pipeline, dispatches: if n_ids > 0 { vec![(bind_group, gx, gy)] } else { vec![] } };
         let total_dim = self.res.tables.iter().map(|t| t.dim as usize).sum::<usize>();
         let plan = BagPlan { offsets: ex.offsets, total_dim, out_len: batch * total_dim };
-        let (bag_pipeline, bag_dispatches, mut inputs, output) =
-            self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
+        let bag = self.res.encode_bags(batch, &plan, Indices::Device(slots, ex.n_slots), ex.weights.as_deref(), pooling, Bounds::Zero, layout).await?;
+        let mut inputs = bag.inputs;
         inputs.extend([uniform, metas, ids, self.hot.clone()]);
-        Ok(LookupJob::new(ctx.clone(), vec![hash_pass, (bag_pipeline, bag_dispatches)], inputs, output))
+        Ok(LookupJob::new(ctx.clone(), vec![hash_pass, bag.pass], inputs, bag.output))
     }
 }
 

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use super::bag::Indices;
-use super::table::{LookupJob, POLICY_SKIP};
+use super::job::{Indices, LookupJob};
+use super::lookup::GpuLookup;
+use super::table::POLICY_SKIP;
 use super::{Engine, GpuTable};
 use crate::mixed::MixedTable;
+use crate::request::{Request, Select};
 use crate::{Bounds, Error};
 
 /// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are. Cloning gives
@@ -52,17 +54,49 @@ impl GpuMixedTable {
     pub fn engine(&self) -> Engine {
         Engine { ctx: self.hot.res.ctx.clone() }
     }
+}
 
-    /// A gather of rows of the original table — hot ones decoded from the hot part, the others
-    /// from the cold part — not submitted. (Bags: [`GpuLookup::bag`](super::GpuLookup::bag) pools
-    /// the gathered rows.)
-    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.hot.res.ctx.check_lost()?;
-        bounds.check(ids, self.rows())?;
+impl GpuMixedTable {
+    /// A gather of rows of the original table (ids checked) — hot ones decoded from the hot
+    /// part, the others from the cold part — not submitted.
+    async fn prepare_rows(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         let (hot_ids, cold_ids) = self.host.split_ids(ids, bounds);
-        let (p1, d1, mut inputs, output) = self.hot.encode_gather_with(Indices::Host(&hot_ids), POLICY_SKIP, None).await?;
-        let (p2, d2, more, _) = self.cold.encode_gather_with(Indices::Host(&cold_ids), POLICY_SKIP, Some(output.buffer.clone())).await?;
-        inputs.extend(more);
-        Ok(LookupJob::new(self.hot.res.ctx.clone(), vec![(p1, d1), (p2, d2)], inputs, output))
+        let hot = self.hot.encode_gather_with(Indices::Host(&hot_ids), POLICY_SKIP, None).await?;
+        let cold = self.cold.encode_gather_with(Indices::Host(&cold_ids), POLICY_SKIP, Some(hot.output.buffer.clone())).await?;
+        let mut inputs = hot.inputs;
+        inputs.extend(cold.inputs);
+        Ok(LookupJob::new(self.hot.res.ctx.clone(), vec![hot.pass, cold.pass], inputs, hot.output))
+    }
+}
+
+impl GpuLookup for GpuMixedTable {
+    fn rows(&self) -> usize {
+        GpuMixedTable::rows(self)
+    }
+    fn dim(&self) -> usize {
+        GpuMixedTable::dim(self)
+    }
+    fn bytes(&self) -> u64 {
+        GpuMixedTable::bytes(self)
+    }
+    fn set_name(&self, name: &str) {
+        GpuMixedTable::set_name(self, name)
+    }
+    fn engine(&self) -> Engine {
+        GpuMixedTable::engine(self)
+    }
+
+    /// Gathers both parts into one output; bags pool the gathered rows in the same job.
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        self.hot.res.ctx.check_lost()?;
+        request.check(self.rows(), self.dim())?;
+        let job = match request.select {
+            Select::Ids(ids) => self.prepare_rows(ids, request.bounds).await?,
+            Select::Bags(bags, pooling) => {
+                let ctx = &self.hot.res.ctx;
+                super::bag::gather_and_pool(ctx, self.dim(), &bags, pooling, async |part| self.prepare_rows(&bags.indices[part], request.bounds).await).await?
+            }
+        };
+        job.into_element(request.element).await
     }
 }

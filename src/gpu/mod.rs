@@ -6,9 +6,11 @@
 //! waiting: a gather returns as soon as its dispatches are queued, and its output stays in a GPU
 //! buffer the caller can bind in its own pipelines, or read back with [`GpuRows::read`].
 
+mod any;
 mod bag;
 mod cache;
 mod hash;
+mod job;
 mod lookup;
 mod memory;
 mod mixed;
@@ -20,10 +22,12 @@ mod search;
 mod shaders;
 mod table;
 
+pub use any::AnyGpuTable;
 pub use bag::GpuTableBatch;
 pub use cache::GpuCache;
 pub use hash::GpuHashedTables;
-pub use lookup::{AnyGpuTable, GpuLookup};
+pub use job::{GpuRows, LookupJob};
+pub use lookup::GpuLookup;
 pub(crate) use memory::Buffer;
 pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};
 pub use mixed::GpuMixedTable;
@@ -34,7 +38,7 @@ pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, Reupl
 pub use search::{GpuCodes, MAX_CANDIDATES};
 #[doc(hidden)] // for tests/shaders.rs, which validates every kernel
 pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape, Src};
-pub use table::{GpuRows, GpuTable, LookupJob};
+pub use table::GpuTable;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

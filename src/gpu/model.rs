@@ -3,7 +3,8 @@
 //! weight over its text's token count, so the sum is the mean — and, when the model normalises,
 //! divides each vector by its L2 norm in place.
 
-use super::table::LookupJob;
+use super::job::LookupJob;
+use super::lookup::GpuLookup;
 use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::Pooling;
 use crate::model::StaticModel;
@@ -56,7 +57,7 @@ impl GpuStaticModel {
     /// [`GpuStaticModel::encode`] without submitting.
     pub async fn prepare_encode(&self, texts: &[&str]) -> Result<LookupJob, Error> {
         let bags = self.model.bags(texts)?;
-        let pooled = self.table.prepare_bag(&bags.as_bags(), Pooling::Sum, Bounds::Error).await?;
+        let pooled = GpuLookup::prepare_bag(&self.table, &bags.as_bags(), Pooling::Sum, Bounds::Error).await?;
         if !self.model.normalize() || texts.is_empty() {
             return Ok(pooled);
         }
@@ -73,7 +74,7 @@ impl GpuStaticModel {
             &[uniform.as_entire_binding(), unused.as_entire_binding(), unused.as_entire_binding(), pooled.output.buffer.as_entire_binding()],
         );
         let output = pooled.output.clone_handle();
-        let normalize = LookupJob::new(ctx.clone(), vec![(pipeline, vec![(bind_group, gx, gy)])], vec![uniform, unused], output);
+        let normalize = LookupJob::new(ctx.clone(), vec![super::job::Pass { pipeline, dispatches: vec![(bind_group, gx, gy)] }], vec![uniform, unused], output);
         Ok(pooled.then(normalize))
     }
 }

@@ -1,12 +1,12 @@
 //! Pruned tables on the GPU: the compact table and the remap, which a kernel applies to the ids
 //! before the gather or bag kernel of the same job reads them.
 
-use super::bag::Indices;
-use super::table::LookupJob;
+use super::job::{Indices, LookupJob, Pass};
+use super::lookup::GpuLookup;
 use super::{Engine, GpuTable, ShaderId};
 use crate::bags::BagPlan;
-use crate::bags::{Bags, Pooling};
 use crate::prune::PrunedTable;
+use crate::request::{Request, Select};
 use crate::{Bounds, Error};
 
 #[repr(C)]
@@ -63,37 +63,8 @@ impl GpuPrunedTable {
         Engine { ctx: self.table.res.ctx.clone() }
     }
 
-    /// A gather of rows of the original table (pruned rows are zeros), not submitted: the remap
-    /// pass, then the gather pass.
-    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        bounds.check(ids, self.original_rows)?;
-        let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, bounds).await?;
-        let (pipeline, dispatches, more, output) = self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?;
-        inputs.extend(more);
-        Ok(LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, (pipeline, dispatches)], inputs, output))
-    }
-
-    /// EmbeddingBag over the original table's ids (pruned rows are zero rows), not submitted.
-    pub async fn prepare_bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<LookupJob, Error> {
-        // Offsets, weights and bounds checked against the original table's ids.
-        let plan = BagPlan::new(&[(self.original_rows, self.table.dim())], bags.len(), bags, pooling, bounds)?;
-        let (remap_pass, mapped, mut inputs) = self.remap_pass(bags.indices, bounds).await?;
-        let (pipeline, dispatches, more, output) = self
-            .table
-            .res
-            .encode_bags(bags.len(), &plan, Indices::Device(mapped, bags.indices.len()), bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat)
-            .await?;
-        inputs.extend(more);
-        Ok(LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, (pipeline, dispatches)], inputs, output))
-    }
-
     /// The remap pass over ids already checked against the bounds policy.
-    #[allow(clippy::type_complexity)]
-    async fn remap_pass(
-        &self,
-        ids: &[u32],
-        bounds: Bounds,
-    ) -> Result<((wgpu::ComputePipeline, Vec<(wgpu::BindGroup, u32, u32)>), super::Buffer, Vec<super::Buffer>), Error> {
+    async fn remap_pass(&self, ids: &[u32], bounds: Bounds) -> Result<(Pass, super::Buffer, Vec<super::Buffer>), Error> {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
         let storage = wgpu::BufferUsages::STORAGE;
@@ -109,7 +80,50 @@ impl GpuPrunedTable {
         );
         let (gx, gy) = ctx.grid("workgroups of one remap dispatch", ids.len() as u64, ctx.workgroup_size as u64)?;
         let dispatches = if ids.is_empty() { vec![] } else { vec![(bind_group, gx, gy)] };
-        Ok(((pipeline, dispatches), mapped.clone(), vec![uniform, ids_buffer, mapped, self.remap.clone()]))
+        Ok((Pass { pipeline, dispatches }, mapped.clone(), vec![uniform, ids_buffer, mapped, self.remap.clone()]))
+    }
+}
+
+impl GpuLookup for GpuPrunedTable {
+    fn rows(&self) -> usize {
+        GpuPrunedTable::rows(self)
+    }
+    fn dim(&self) -> usize {
+        GpuPrunedTable::dim(self)
+    }
+    fn bytes(&self) -> u64 {
+        GpuPrunedTable::bytes(self)
+    }
+    fn set_name(&self, name: &str) {
+        GpuPrunedTable::set_name(self, name)
+    }
+    fn engine(&self) -> Engine {
+        GpuPrunedTable::engine(self)
+    }
+
+    /// Rows of the original table (pruned rows are zeros; in bags zero rows, counted by mean and
+    /// taking part in max): the remap pass, then the gather or the fused bag pass, in one job.
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        let ids = request.indices();
+        // Ids (and a bag's offsets, weights) checked against the original table's ids.
+        let plan = match request.select {
+            Select::Ids(_) => {
+                request.bounds.check(ids, self.original_rows)?;
+                None
+            }
+            Select::Bags(bags, pooling) => Some(BagPlan::new(&[(self.original_rows, self.table.dim())], bags.len(), &bags, pooling, request.bounds)?),
+        };
+        let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, request.bounds).await?;
+        let pass = match (request.select, plan) {
+            (Select::Bags(bags, pooling), Some(plan)) => {
+                let mapped = Indices::Device(mapped, ids.len());
+                self.table.res.encode_bags(bags.len(), &plan, mapped, bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat).await?
+            }
+            _ => self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?,
+        };
+        inputs.extend(pass.inputs);
+        let job = LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, pass.pass], inputs, pass.output);
+        job.into_element(request.element).await
     }
 }
 

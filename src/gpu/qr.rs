@@ -1,6 +1,7 @@
 //! Quotient-remainder embeddings on the GPU (DLRM's `QREmbeddingBag` lookup).
 
-use super::table::{LookupJob, Resident};
+use super::job::LookupJob;
+use super::table::Resident;
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
@@ -79,7 +80,7 @@ impl GpuQrTables {
         bags.validate(pooling, None)?;
         let ctx = self.quotient.ctx.clone();
         let out_dim = if combine == QrCombine::Concat { 2 * self.dim() } else { self.dim() };
-        super::lookup::gather_and_pool(&ctx, out_dim, bags, pooling, async |part| {
+        super::bag::gather_and_pool(&ctx, out_dim, bags, pooling, async |part| {
             // A bad id's index in the call, not in its part.
             self.prepare_gather(&bags.indices[part.clone()], combine, bounds).await.map_err(|e| match e {
                 Error::IdOutOfRange64 { index, id, max } => Error::IdOutOfRange64 { index: part.start + index, id, max },
@@ -155,8 +156,8 @@ impl GpuQrTables {
                 inputs.push(shard.buffer.clone());
             }
         }
-        let output = GpuRows { ctx: ctx.clone(), buffer: out, rows: ids.len(), dim: out_stride as usize, half: false };
-        Ok(LookupJob::new(ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
+        let output = GpuRows::new(ctx.clone(), out, ids.len(), out_stride as usize, false);
+        Ok(LookupJob::new(ctx.clone(), vec![super::job::Pass { pipeline, dispatches }], inputs, output))
     }
 }
 

@@ -9,13 +9,13 @@ use std::task::{Poll, Waker};
 use wgpu::WasmNotSendSync;
 
 use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable};
-use crate::bags::{Bags, Pooling};
 use crate::cache::{PolicyKind, RowSource};
 use crate::format::PackedTable;
 use crate::hash::HashSpec;
 use crate::lookup::AnyTable;
 use crate::model::StaticModel;
-use crate::{Bounds, Error};
+use crate::request::{AsyncLookup, HostRows, Request};
+use crate::Error;
 
 /// What a [`RecoveringEngine`] tells its listeners ([`RecoveringEngine::on_event`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -66,7 +66,7 @@ impl Reupload for GpuTable {
 impl Reupload for AnyGpuTable {
     type Host = AnyTable;
     async fn reupload(engine: &Engine, host: &AnyTable, _: Option<&Self>) -> Result<Self, Error> {
-        host.upload(engine).await
+        AnyGpuTable::upload(engine, host).await
     }
 }
 
@@ -115,7 +115,7 @@ impl<S: RowSource + Clone> Reupload for GpuCache<S> {
         let cache = GpuCache::new(engine, host.source.clone(), host.capacity, host.policy.build()).await?;
         let warm = lost.map(GpuCache::cached_ids).unwrap_or_default();
         for ids in warm.chunks(WARM_BATCH) {
-            drop(cache.gather(ids, Bounds::Error).await?);
+            drop(GpuLookup::gather(&cache, ids, crate::Bounds::Error).await?);
         }
         cache.reset_stats();
         Ok(cache)
@@ -479,38 +479,19 @@ where
     }
 }
 
-impl<T: Reupload + GpuLookup + WasmNotSendSync> Recoverable<T>
+impl<T: Reupload + GpuLookup + WasmNotSendSync> AsyncLookup for Recoverable<T>
 where
     T::Host: WasmNotSendSync,
 {
-    /// [`GpuLookup::gather`] read back to the host, recovered from a device loss.
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-        self.run(async |t| t.gather(ids, bounds).await?.read().await).await
-    }
-
-    /// [`GpuLookup::bag`] read back to the host, recovered from a device loss.
-    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
-        self.run(async |t| t.bag(bags, pooling, bounds).await?.read().await).await
-    }
-
-    /// [`GpuLookup::gather_f16`] read back to the host, recovered from a device loss.
-    pub async fn gather_f16(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<half::f16>, Error> {
-        self.run(async |t| t.gather_f16(ids, bounds).await?.read_f16().await).await
-    }
-
-    /// [`GpuLookup::bag_f16`] read back to the host, recovered from a device loss.
-    pub async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<half::f16>, Error> {
-        self.run(async |t| t.bag_f16(bags, pooling, bounds).await?.read_f16().await).await
-    }
-
-    /// Rows the ids address.
-    pub fn rows(&self) -> usize {
+    fn rows(&self) -> usize {
         lock(&self.slot.current).as_ref().map_or(0, |(_, t)| t.rows())
     }
-
-    /// Values per row.
-    pub fn dim(&self) -> usize {
+    fn dim(&self) -> usize {
         lock(&self.slot.current).as_ref().map_or(0, |(_, t)| t.dim())
+    }
+    /// [`GpuLookup::lookup`] read back to the host, recovered from a device loss.
+    async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        self.run(async |t| GpuLookup::lookup(t, request).await?.read_host().await).await
     }
 }
 

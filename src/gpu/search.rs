@@ -15,8 +15,9 @@
 //! Distances are recomputed in passes 1, 3 and 4 rather than stored, so the workspace is small
 //! (histograms, per-chunk counts and the results) and the corpus can be any number of shards.
 
+use super::job::buffer_range;
 use super::shaders::{SearchKernel, ShaderId};
-use super::table::{buffer_range, Resident};
+use super::table::Resident;
 use super::{Context, Engine, GpuTable};
 use crate::format::PackedTable;
 use crate::search::{self, Neighbors, Scored, MAX_K};

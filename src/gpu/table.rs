@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
-use super::bag::Indices;
-use super::{Context, Engine};
+use super::job::{buffer_range, Encoded, Indices, LookupJob, Pass};
+use super::lookup::GpuLookup;
+use super::{Context, Engine, GpuRows};
 use crate::format::{Format, PackedTable};
+use crate::request::{Request, Select};
 use crate::{Bounds, Error};
 
 /// The uniform block of the gather kernels (`GatherParams` in `shaders/gather_common.wgsl`).
@@ -261,44 +263,19 @@ impl GpuTable {
         Ok(())
     }
 
-    /// Builds everything a gather of `ids` into `ids.len() × dim` f32 needs (ids buffer, output
-    /// buffer, bind groups) without submitting it, so the same lookup can be encoded into a
-    /// caller's command encoder, or repeated by a benchmark; [`GpuLookup::gather`] submits it.
-    ///
-    /// With [`Bounds::Error`] the ids are checked first and nothing is built if one is out of
-    /// range; [`Bounds::Zero`] and [`Bounds::Clamp`] are applied by the kernel.
-    ///
-    /// [`GpuLookup::gather`]: super::GpuLookup::gather
-    pub async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.res.ctx.check_lost()?;
-        let rows = self.rows();
-        bounds.check(ids, rows)?;
-        let (pipeline, dispatches, inputs, output) = self.encode_gather(Indices::Host(ids), bounds).await?;
-        Ok(LookupJob::new(self.res.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
-    }
-
-    /// [`GpuTable::prepare_gather`] writing f16 rows: the decoded values rounded to nearest even,
-    /// two a word — half the bytes of the f32 gather, written by the gather itself.
-    pub(crate) async fn prepare_gather_f16_fused(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
-        self.res.ctx.check_lost()?;
-        bounds.check(ids, self.rows())?;
-        let (pipeline, dispatches, inputs, output) = self.encode_gather_as(Indices::Host(ids), bounds.shader_code(), None, true).await?;
-        Ok(LookupJob::new(self.res.ctx.clone(), vec![(pipeline, dispatches)], inputs, output))
-    }
-
     /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
-    pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<super::bag::Pass, Error> {
+    pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<Encoded, Error> {
         self.encode_gather_with(ids, bounds.shader_code(), None).await
     }
 
     /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
     /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
-    pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<super::bag::Pass, Error> {
+    pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<Encoded, Error> {
         self.encode_gather_as(ids, policy, output, false).await
     }
 
     /// [`GpuTable::encode_gather_with`], writing f16 rows when `half`.
-    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, half: bool) -> Result<super::bag::Pass, Error> {
+    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, half: bool) -> Result<Encoded, Error> {
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
@@ -408,7 +385,44 @@ impl GpuTable {
         inputs.push(ids_buffer);
         // The table's shards too: a job may outlive the table it was prepared on.
         inputs.extend(shards.iter().map(|s| s.buffer.clone()));
-        Ok((pipeline, dispatches, inputs, GpuRows { ctx: ctx.clone(), buffer: out, rows: n_ids, dim, half }))
+        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, n_ids, dim, half) })
+    }
+}
+
+impl GpuLookup for GpuTable {
+    fn rows(&self) -> usize {
+        GpuTable::rows(self)
+    }
+    fn dim(&self) -> usize {
+        GpuTable::dim(self)
+    }
+    fn bytes(&self) -> u64 {
+        GpuTable::bytes(self)
+    }
+    fn set_name(&self, name: &str) {
+        GpuTable::set_name(self, name)
+    }
+    fn engine(&self) -> Engine {
+        GpuTable::engine(self)
+    }
+
+    /// A gather writes f32 or f16 rows itself (f16: half the bytes); a bag pools as it decodes
+    /// (the fused bag kernel), and an f16 bag is rounded by one more pass. With
+    /// [`Bounds::Error`] the ids are checked first; [`Bounds::Zero`] and [`Bounds::Clamp`] are
+    /// applied by the kernels.
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        self.res.ctx.check_lost()?;
+        match request.select {
+            Select::Ids(ids) => {
+                request.bounds.check(ids, self.rows())?;
+                let half = request.element == crate::Element::F16;
+                Ok(self.encode_gather_as(Indices::Host(ids), request.bounds.shader_code(), None, half).await?.into_job())
+            }
+            Select::Bags(bags, pooling) => {
+                let job = self.res.prepare_bags(bags.len(), &bags, pooling, request.bounds, crate::Layout::Concat).await?;
+                job.into_element(request.element).await
+            }
+        }
     }
 }
 
@@ -457,225 +471,6 @@ impl ShardLists {
 /// The kernel's bounds policies (`gather_common.wgsl`).
 const POLICY_CLAMP: u32 = 1;
 pub(crate) const POLICY_SKIP: u32 = 2;
-
-pub(crate) fn buffer_range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
-    wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) })
-}
-
-/// One dispatch of a kernel: its bind group and workgroups in x and y.
-pub(crate) type Dispatch = (wgpu::BindGroup, u32, u32);
-
-/// Records kernels, each with its dispatches, in order into one compute pass. Each dispatch sees
-/// the writes of the ones before it (WebGPU orders the dispatches of a pass).
-pub(crate) fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, passes: &[(wgpu::ComputePipeline, Vec<Dispatch>)]) {
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
-    for (pipeline, dispatches) in passes {
-        pass.set_pipeline(pipeline);
-        for (bind_group, gx, gy) in dispatches {
-            pass.set_bind_group(0, bind_group, &[]);
-            pass.dispatch_workgroups(*gx, *gy, 1);
-        }
-    }
-}
-
-/// A lookup (gather, bags) ready to run: its kernels and their dispatches, the buffers they
-/// bind, and its output buffer.
-pub struct LookupJob {
-    pub(crate) ctx: Arc<Context>,
-    /// Compute passes in order, each followed by its copies.
-    pub(crate) stages: Vec<Stage>,
-    /// Input buffers the bind groups use, kept alive with the job.
-    pub(crate) _inputs: Vec<super::Buffer>,
-    pub(crate) output: GpuRows,
-    /// A cache's slots this job loads, held until it is submitted (see `gpu::cache`).
-    pub(crate) claim: Option<super::cache::Claim>,
-}
-
-/// One compute pass (kernels in order, each with its dispatches), then buffer copies: `(from,
-/// to, byte offset in to, bytes)`, each copying from the start of `from`.
-pub(crate) struct Stage {
-    pub passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>,
-    pub copies: Vec<(super::Buffer, super::Buffer, u64, u64)>,
-}
-
-impl LookupJob {
-    /// A job of one compute pass.
-    pub(crate) fn new(ctx: Arc<Context>, passes: Vec<(wgpu::ComputePipeline, Vec<Dispatch>)>, inputs: Vec<super::Buffer>, output: GpuRows) -> LookupJob {
-        LookupJob { ctx, stages: vec![Stage { passes, copies: Vec::new() }], _inputs: inputs, output, claim: None }
-    }
-
-    /// This job, then `next` (which reads what this one wrote): their stages in order, `next`'s
-    /// output. This job's output stays alive with the job.
-    pub(crate) fn then(mut self, next: LookupJob) -> LookupJob {
-        self.stages.extend(next.stages);
-        self._inputs.extend(next._inputs);
-        self._inputs.push(self.output.buffer.clone());
-        debug_assert!(self.claim.is_none() || next.claim.is_none(), "one cache claim per job");
-        LookupJob { ctx: self.ctx, stages: self.stages, _inputs: self._inputs, output: next.output, claim: self.claim.or(next.claim) }
-    }
-
-    fn encode_stages(&self, encoder: &mut wgpu::CommandEncoder) {
-        for stage in &self.stages {
-            if !stage.passes.is_empty() {
-                encode_passes(encoder, "edo lookup", &stage.passes);
-            }
-            for (from, to, offset, bytes) in &stage.copies {
-                if *bytes > 0 {
-                    encoder.copy_buffer_to_buffer(from, 0, to, *offset, *bytes);
-                }
-            }
-        }
-    }
-
-    /// Records the lookup into `encoder` (compute passes with one dispatch per shard, and per
-    /// output chunk for gathers). A job of a [`super::GpuCache`] holds the cache's slots until it
-    /// is recorded: submit the encoder before the cache's next lookup, whose loads may reuse them.
-    pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
-        self.encode_stages(encoder);
-        if let Some(claim) = &self.claim {
-            claim.release();
-        }
-    }
-
-    /// Submits the lookup on the engine's queue (does not wait). A job may be submitted again
-    /// (a benchmark repeats one), except a cache's: its slots may hold other rows by then, so a
-    /// second submission is refused with [`Error::Unsupported`].
-    pub fn submit(&self) -> Result<(), Error> {
-        self.ctx.check_lost()?;
-        if self.claim.as_ref().is_some_and(|c| c.released()) {
-            return Err(Error::Unsupported { what: "submitting a cache lookup again (its slots may hold other rows now): prepare it again" });
-        }
-        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo lookup") });
-        self.encode_stages(&mut encoder);
-        self.ctx.queue.submit([encoder.finish()]);
-        // Released after the submission, so no lookup of the cache is queued before this one.
-        if let Some(claim) = &self.claim {
-            claim.release();
-        }
-        Ok(())
-    }
-
-    /// [`LookupJob::submit`], checked: a submission wgpu refuses is [`Error::Gpu`] (what the
-    /// submitting verbs — gather, bag, encode — use).
-    pub async fn submit_checked(&self) -> Result<(), Error> {
-        super::checked_submit(&self.ctx, "lookup submission", || self.submit()).await
-    }
-
-    /// The buffer the lookup writes.
-    pub fn output(&self) -> &GpuRows {
-        &self.output
-    }
-
-    /// Gives up the job, keeping its output.
-    pub fn into_output(self) -> GpuRows {
-        self.output
-    }
-}
-
-/// Dense rows in a GPU buffer, row-major: the output of a lookup. f32 (`rows × dim` values), or,
-/// from the `*_f16` lookups, f16: `rows × ⌈dim / 2⌉` u32 words, each holding two values (the
-/// first in the low 16 bits; an odd dim's last word has 0 in its high half).
-pub struct GpuRows {
-    pub(crate) ctx: Arc<Context>,
-    pub(crate) buffer: super::Buffer,
-    pub(crate) rows: usize,
-    pub(crate) dim: usize,
-    /// f16 rows (two values a word) rather than f32.
-    pub(crate) half: bool,
-}
-
-impl GpuRows {
-    /// Another handle to the same buffer (the job that writes it keeps its own).
-    pub(crate) fn clone_handle(&self) -> GpuRows {
-        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, half: self.half }
-    }
-
-    /// Whether the rows are f16 (two values a word) rather than f32.
-    pub fn is_f16(&self) -> bool {
-        self.half
-    }
-
-    /// u32 words of the buffer a row takes: `dim`, or `⌈dim / 2⌉` for f16 rows.
-    pub fn row_words(&self) -> usize {
-        if self.half {
-            self.dim.div_ceil(2)
-        } else {
-            self.dim
-        }
-    }
-    /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
-    /// the caller's own pipelines. It is destroyed when the last handle to it goes (this
-    /// `GpuRows`, or the job that wrote it): keep the `GpuRows` while the caller's work uses it.
-    pub fn buffer(&self) -> &wgpu::Buffer {
-        &self.buffer
-    }
-    /// Rows of the output (ids, bags, or indices for pooling None).
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Values per output row.
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
-    /// Overwrites every value with `value` (queued before any later submission). Tests fill
-    /// outputs with a sentinel so a kernel that never ran cannot pass for one that wrote zeros.
-    #[doc(hidden)] // a test hook
-    pub fn fill(&self, value: f32) -> Result<(), Error> {
-        self.ctx.check_lost()?;
-        // At most 4 MiB on the host at a time, whatever the output's size.
-        let total = self.rows * self.row_words();
-        let word = if self.half {
-            let h = half::f16::from_f32(value).to_bits() as u32;
-            f32::from_bits(h | (h << 16))
-        } else {
-            value
-        };
-        let block = vec![word; total.min(1 << 20)];
-        for at in (0..total).step_by(block.len().max(1)) {
-            let n = block.len().min(total - at);
-            self.ctx.queue.write_buffer(&self.buffer, 4 * at as u64, bytemuck::cast_slice(&block[..n]));
-        }
-        Ok(())
-    }
-
-    /// Copies the rows back to the host once all work submitted before has finished, as
-    /// `rows × dim` f32 (f16 rows widened, which is exact).
-    pub async fn read(&self) -> Result<Vec<f32>, Error> {
-        if self.half {
-            return Ok(self.read_f16().await?.into_iter().map(half::f16::to_f32).collect());
-        }
-        super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.dim).await
-    }
-
-    /// [`GpuRows::read`] for native code without an executor.
-    #[cfg(native)]
-    pub fn read_blocking(&self) -> Result<Vec<f32>, Error> {
-        pollster::block_on(self.read())
-    }
-
-    /// Copies f16 rows back to the host, as `rows × dim` values (an odd dim's padding dropped).
-    /// f32 rows are [`Error::Unsupported`]: read them with [`GpuRows::read`].
-    pub async fn read_f16(&self) -> Result<Vec<half::f16>, Error> {
-        if !self.half {
-            return Err(Error::Unsupported { what: "read_f16 of f32 rows (gather_f16 and bag_f16 write f16 rows)" });
-        }
-        let words: Vec<u32> = super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.row_words()).await?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(self.rows * self.dim).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: 2 * (self.rows * self.dim) as u64 })?;
-        for row in words.chunks_exact(self.row_words().max(1)).take(self.rows) {
-            let values = row.iter().flat_map(|&w| [w as u16, (w >> 16) as u16]).take(self.dim);
-            out.extend(values.map(half::f16::from_bits));
-        }
-        Ok(out)
-    }
-
-    /// [`GpuRows::read_f16`] for native code without an executor.
-    #[cfg(native)]
-    pub fn read_f16_blocking(&self) -> Result<Vec<half::f16>, Error> {
-        pollster::block_on(self.read_f16())
-    }
-}
 
 #[cfg(test)]
 mod layout_tests {

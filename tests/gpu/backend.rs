@@ -4,7 +4,7 @@ use super::*;
 use edo::cache::PolicyKind;
 use edo::gpu::CacheSpec;
 use edo::model::StaticModel;
-use edo::{Backend, GpuCache, GpuCodes, GpuStaticModel, Placed, RecoveringEngine};
+use edo::{AsyncLookup, Backend, GpuCache, GpuCodes, GpuStaticModel, Placed, RecoveringEngine};
 use std::sync::Arc;
 
 /// A GPU backend on its own engine with small shards (every table spans several), and the CPU one.

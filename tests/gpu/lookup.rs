@@ -27,7 +27,7 @@ fn every_kind_gathers_and_bags_through_one_interface() {
     let weights: Vec<f32> = (0..indices.len()).map(|i| 0.25 + (i % 7) as f32 * 0.5).collect();
     let max_abs = data.iter().fold(0f32, |m, x| m.max(x.abs())) * 1.1;
     for host in &kinds {
-        let gpu: AnyGpuTable = block_on(host.upload(&engine)).unwrap();
+        let gpu: AnyGpuTable = block_on(AnyGpuTable::upload(&engine, host)).unwrap();
         assert_eq!((gpu.rows(), gpu.dim()), (host.rows(), host.dim()));
         let name = match host {
             AnyTable::Dense(_) => "dense",

@@ -4,7 +4,7 @@
 use super::*;
 use edo::cache::PolicyKind;
 use edo::gpu::CacheSpec;
-use edo::{GpuCache, GpuCodes, Recoverable, RecoveringEngine, RecoveryEvent};
+use edo::{AsyncLookup, GpuCache, GpuCodes, Recoverable, RecoveringEngine, RecoveryEvent};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -21,8 +21,8 @@ use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, Rem
 use edo::gpu::{CacheSpec, RecoveryEvent};
 use edo::model::StaticModel;
 use edo::{
-    Backend, Bags, Bounds, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, PackedTable, Placed, Pooling,
-    RecoveringEngine,
+    AsyncLookup, Backend, Bags, Bounds, Element, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, HostRows, PackedTable,
+    Placed, Pooling, RecoveringEngine, Request,
 };
 use std::rc::Rc;
 use std::sync::Arc;
@@ -515,14 +515,14 @@ impl EdoResident {
 
     /// Decoded rows of `ids` (`ids.length × dim` values). An id out of range is an error.
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, Failure> {
-        self.inner.gather(&ids, Bounds::Error).await.map_err(err)
+        Ok(self.answer(&Request::gather(&ids, Bounds::Error)).await?.into_f32())
     }
 
     /// [`EdoResident::gather`] rounded to f16 (nearest even), as the bits of each value
     /// (`ids.length × dim` of them): on WebGPU the gather writes f16 itself, half the bytes.
     #[wasm_bindgen(js_name = gatherF16)]
     pub async fn gather_f16(&self, ids: Vec<u32>) -> Result<Vec<u16>, Failure> {
-        let values = self.inner.gather_f16(&ids, Bounds::Error).await.map_err(err)?;
+        let values = self.answer(&Request::gather(&ids, Bounds::Error).element(Element::F16)).await?.into_f16();
         Ok(values.into_iter().map(|v| v.to_bits()).collect())
     }
 
@@ -530,17 +530,15 @@ impl EdoResident {
     /// (`EdoEngine.gpuDevice`). Fails with `UNSUPPORTED` on the CPU path.
     #[wasm_bindgen(js_name = gatherGpu)]
     pub async fn gather_gpu(&self, ids: Vec<u32>) -> Result<EdoGpuRows, Failure> {
-        let rec = self.on_gpu()?;
-        EdoGpuRows::new(rec.run(async |t| t.gather(&ids, Bounds::Error).await).await)
+        self.answer_on_gpu(&Request::gather(&ids, Bounds::Error)).await
     }
 
     /// [`EdoResident::bag`] left on the GPU (see `gatherGpu`).
     #[wasm_bindgen(js_name = bagGpu)]
     pub async fn bag_gpu(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<EdoGpuRows, Failure> {
         let pooling = pooling_of(pooling)?;
-        let rec = self.on_gpu()?;
         let bags = bags_of(&indices, &offsets, weights.as_deref());
-        EdoGpuRows::new(rec.run(async |t| t.bag(&bags, pooling, Bounds::Error).await).await)
+        self.answer_on_gpu(&Request::bag(&bags, pooling, Bounds::Error)).await
     }
 
     /// EmbeddingBag with PyTorch's `indices` + `offsets` (one offset per bag), pooling `sum`,
@@ -548,11 +546,23 @@ impl EdoResident {
     pub async fn bag(&self, indices: Vec<u32>, offsets: Vec<u32>, pooling: &str, weights: Option<Vec<f32>>) -> Result<Vec<f32>, Failure> {
         let pooling = pooling_of(pooling)?;
         let bags = bags_of(&indices, &offsets, weights.as_deref());
-        self.inner.bag(&bags, pooling, Bounds::Error).await.map_err(err)
+        Ok(self.answer(&Request::bag(&bags, pooling, Bounds::Error)).await?.into_f32())
     }
 }
 
 impl EdoResident {
+    /// Every lookup of the table that comes back to the page: one [`Request`], on either path
+    /// (the exports above only build it).
+    async fn answer(&self, request: &Request<'_>) -> Result<HostRows, Failure> {
+        self.inner.lookup(request).await.map_err(err)
+    }
+
+    /// Every lookup of the table left on the GPU.
+    async fn answer_on_gpu(&self, request: &Request<'_>) -> Result<EdoGpuRows, Failure> {
+        let rec = self.on_gpu()?;
+        EdoGpuRows::new(rec.run(async |t| GpuLookup::lookup(t, request).await).await)
+    }
+
     fn on_gpu(&self) -> Result<&edo::gpu::Recoverable<GpuTable>, Failure> {
         match &self.inner {
             Placed::Gpu(g) => Ok(g),
