@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use half::f16;
 use safetensors::Dtype;
 
-use super::import::Table;
+use super::tensor::Table;
 use super::{write_safetensors, Tensor};
 use crate::format::{Format, PackedTable};
 use crate::Error;

@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use super::import::{self, FileLayout, Imported};
+use super::tensor::{self, FileLayout, Imported};
 use crate::format::{Format, PackedTable};
 use crate::Error;
 
@@ -131,7 +131,7 @@ pub struct Gguf {
 /// How a tensor type becomes a table.
 pub(crate) enum TensorFormat {
     /// Floats, to quantise to any format.
-    Floats(import::Elem),
+    Floats(tensor::Elem),
     /// Blocks kept as they are.
     Packed(Format),
 }
@@ -398,10 +398,10 @@ impl Gguf {
     /// How edo reads a tensor of this type: as floats, as a packed [`Format`], or not at all.
     pub(crate) fn table_format(&self, t: &TensorInfo) -> Option<TensorFormat> {
         Some(match t.ggml_type {
-            0 => TensorFormat::Floats(import::Elem::F32),
-            1 => TensorFormat::Floats(import::Elem::F16),
-            28 => TensorFormat::Floats(import::Elem::F64),
-            30 => TensorFormat::Floats(import::Elem::Bf16),
+            0 => TensorFormat::Floats(tensor::Elem::F32),
+            1 => TensorFormat::Floats(tensor::Elem::F16),
+            28 => TensorFormat::Floats(tensor::Elem::F64),
+            30 => TensorFormat::Floats(tensor::Elem::Bf16),
             ty => TensorFormat::Packed(Format::ALL.into_iter().find(|f| f.group() > 0 && f.ggml_type() == Some(ty))?),
         })
     }
@@ -467,8 +467,8 @@ impl Gguf {
             return Err(Error::ZeroDim);
         }
         let table = match self.table_format(t) {
-            Some(TensorFormat::Floats(elem)) => import::Array { elem, rows, cols: dim, data }.into_table(FileLayout::Dense, WHAT)?,
-            Some(TensorFormat::Packed(format)) => import::Table::Packed(import::from_unpadded(format, rows, dim, data, 0, false, WHAT)?),
+            Some(TensorFormat::Floats(elem)) => tensor::Array { elem, rows, cols: dim, data }.into_table(FileLayout::Dense, WHAT)?,
+            Some(TensorFormat::Packed(format)) => tensor::Table::Packed(tensor::from_unpadded(format, rows, dim, data, 0, false, WHAT)?),
             None => return Err(Error::Unsupported { what: "this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors" }),
         };
         Ok(Imported { table, vocab: None, lossy_tokens: 0 })
