@@ -24,7 +24,7 @@ use std::collections::BinaryHeap;
 use rustc_hash::FxHashMap;
 use unicode_normalization_alignments::UnicodeNormalization;
 
-use super::wordpiece::{bert_words, BertNormalizer, Pieces, Scratch, Trie};
+use super::wordpiece::{bert_words, new_cache_id, BertNormalizer, Pieces, Scratch, Trie};
 
 /// A tokenizer.json, read into the parts edo runs (see the module docs).
 #[derive(Clone, Debug)]
@@ -409,51 +409,6 @@ pub(crate) struct Buffers {
     metaspace: String,
     /// A Unigram word's best path, as spans.
     spans: Vec<(usize, usize, u32)>,
-}
-
-/// The words one thread has run through one model, and their ids: texts repeat their words, and
-/// a word's merges, best path or pieces cost more than a lookup (`tokenizers` keeps such a cache
-/// for BPE too). Used for BPE, Unigram and the fast WordPiece.
-#[derive(Default)]
-pub(crate) struct WordCache {
-    /// The model the words are of ([`new_cache_id`]); another model's empties the cache.
-    model: u64,
-    ids: FxHashMap<Box<str>, Box<[u32]>>,
-}
-
-/// The longest word a [`WordCache`] keeps, in bytes, and how many it keeps before it starts over
-/// (at most about 2 MB a thread).
-const CACHED_BYTES: usize = 64;
-const CACHED_WORDS: usize = 1 << 14;
-
-/// A number no other model read in this process has, for [`WordCache`].
-pub(crate) fn new_cache_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-impl WordCache {
-    /// Appends the ids of word `w` of model `model`: from the cache, or `run` (and cached when
-    /// it succeeds).
-    pub(crate) fn ids<E>(&mut self, model: u64, w: &str, ids: &mut Vec<u32>, run: impl FnOnce(&str, &mut Vec<u32>) -> Result<(), E>) -> Result<(), E> {
-        if self.model != model {
-            self.ids.clear();
-            self.model = model;
-        }
-        if let Some(found) = self.ids.get(w) {
-            ids.extend_from_slice(found);
-            return Ok(());
-        }
-        let first = ids.len();
-        run(w, ids)?;
-        if w.len() <= CACHED_BYTES {
-            if self.ids.len() >= CACHED_WORDS {
-                self.ids.clear();
-            }
-            self.ids.insert(w.into(), ids[first..].into());
-        }
-        Ok(())
-    }
 }
 
 /// [`WordCache::ids`] with the thread's buffers, which `run` uses too.
