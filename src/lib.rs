@@ -60,6 +60,7 @@ pub mod prune;
 pub mod qr;
 mod request;
 pub mod search;
+mod source;
 
 pub mod measure;
 #[cfg(feature = "synth")]

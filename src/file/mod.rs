@@ -46,6 +46,7 @@ pub mod gguf;
 pub mod import;
 pub mod npy;
 pub mod remote;
+mod tensor;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -300,7 +301,7 @@ impl TableFile {
     fn from_shared(bytes: SharedBytes) -> Result<TableFile, Error> {
         let buf: &[u8] = (*bytes).as_ref();
         let h = Header::parse(buf, buf.len() as u64)?;
-        let crcs = words_le(&buf[h.crc.clone()]);
+        let crcs = crate::format::words_le(&buf[h.crc.clone()]);
         let vocab = match &h.vocab {
             None => None,
             Some((offsets, text, expected)) => {
@@ -547,11 +548,6 @@ impl Header {
     }
 }
 
-/// Little-endian u32 words of `bytes` (a multiple of 4 long).
-pub(crate) fn words_le(bytes: &[u8]) -> Vec<u32> {
-    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-}
-
 /// A tensor to serialise.
 pub(crate) struct Tensor<'a> {
     pub dtype: Dtype,
@@ -648,4 +644,19 @@ pub(crate) fn in_file(path: &std::path::Path, e: Error) -> Error {
 #[cfg(native)]
 pub(crate) fn io_error(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
     Error::Io { path: path.display().to_string(), message: e.to_string() }
+}
+impl crate::source::RowSource for TableFile {
+    fn format(&self) -> crate::Format {
+        self.table().format()
+    }
+    fn rows(&self) -> usize {
+        self.table().rows()
+    }
+    fn dim(&self) -> usize {
+        self.table().dim()
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), crate::Error> {
+        self.verify_ids(rows)?;
+        self.table().read_rows(rows, out).await
+    }
 }

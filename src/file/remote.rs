@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use web_time::Instant;
 
-use super::{words_le, Header};
+use super::Header;
+use crate::format::words_le;
 use crate::format::Format;
 use crate::Error;
 
@@ -356,11 +357,11 @@ impl<R: RangeReader> RemoteTable<R> {
 
     /// Decoded rows of `ids` on the host (the CPU path over a remote table).
     pub async fn gather(&self, ids: &[u32], bounds: crate::Bounds) -> Result<Vec<f32>, Error> {
-        crate::cache::gather_rows(self, ids, bounds).await
+        crate::source::gather_rows(self, ids, bounds).await
     }
 }
 
-impl<R: RangeReader> crate::cache::RowSource for RemoteTable<R> {
+impl<R: RangeReader> crate::source::RowSource for RemoteTable<R> {
     fn format(&self) -> Format {
         self.format
     }

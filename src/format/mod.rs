@@ -619,7 +619,7 @@ impl PackedTable {
         if bytemuck::try_cast_slice::<u8, u32>(body).is_ok() {
             return Ok(PackedTable { format, rows, dim, words: Words::Shared { bytes: bytes.clone(), start, len } });
         }
-        let words = crate::file::words_le(body);
+        let words = words_le(body);
         Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
     }
 
@@ -782,6 +782,11 @@ pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
         Some(col) => Err(EncodeError::NonFinite { col, value: row[col] }),
         None => Ok(()),
     }
+}
+
+/// Little-endian u32 words of `bytes` (a multiple of 4 long): packed rows as files store them.
+pub(crate) fn words_le(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 #[cfg(test)]
