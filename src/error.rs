@@ -1,9 +1,16 @@
-//! The crate's one error type.
+//! The crate's one error type, and what it names: [`Unsupported`] and [`Cause`].
+
+use std::sync::Arc;
 
 use crate::format::{EncodeError, Format};
 
-/// Everything that can go wrong in edo, with the fields a caller needs to act on it.
+/// Everything that can go wrong in edo, with the fields a caller needs to act on it. New kinds of
+/// error may be added (`#[non_exhaustive]`): a `match` needs a `_` arm.
+///
+/// An error that came from the operating system or from wgpu keeps it as its
+/// [`std::error::Error::source`] (a [`Cause`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A table value is NaN or infinite. `row` and `col` locate the first one.
     #[error("row {row}, column {col}: value {value} is not finite (NaN and ±inf cannot be quantised)")]
@@ -85,9 +92,9 @@ pub enum Error {
         /// The device's value.
         actual: u64,
     },
-    /// The adapter refused to create a device.
+    /// The adapter refused to create a device (wgpu's `RequestDeviceError` is the source).
     #[error("requesting a GPU device failed: {0}")]
-    RequestDevice(String),
+    RequestDevice(#[source] Cause),
     /// The GPU ran out of memory for an allocation.
     #[error("GPU out of memory while allocating {what}")]
     OutOfMemory {
@@ -103,21 +110,31 @@ pub enum Error {
         /// Its bytes.
         bytes: u64,
     },
-    /// wgpu reported a validation or internal error (a bug in edo, or a driver problem).
+    /// wgpu reported a validation or internal error (a bug in edo, or a driver problem), or a
+    /// GPU result failed edo's own check.
     #[error("GPU error in {what}: {message}")]
     Gpu {
         /// What edo was doing.
         what: &'static str,
-        /// wgpu's message.
+        /// wgpu's message, or edo's.
         message: String,
+        /// wgpu's error, where wgpu reported one.
+        #[source]
+        source: Option<Cause>,
     },
     /// The device was lost (driver reset, GPU removed, browser tab in the background too long).
     /// The engine cannot be used any more; create a new one.
     #[error("GPU device lost: {0}")]
     DeviceLost(String),
-    /// Mapping a buffer for readback failed.
-    #[error("reading back GPU results failed: {0}")]
-    Readback(String),
+    /// Mapping a buffer for readback failed (wgpu's error is the source, where it gave one).
+    #[error("reading back GPU results failed: {message}")]
+    Readback {
+        /// What failed.
+        message: String,
+        /// wgpu's error.
+        #[source]
+        source: Option<Cause>,
+    },
     /// A per-sample weight is NaN or infinite.
     #[error("per_sample_weights[{index}] = {value} is not finite")]
     NonFiniteWeight {
@@ -160,12 +177,9 @@ pub enum Error {
         /// What is busy, and why.
         what: &'static str,
     },
-    /// A combination of arguments edo does not support.
-    #[error("unsupported: {what}")]
-    Unsupported {
-        /// What is not supported.
-        what: &'static str,
-    },
+    /// A combination of arguments, an input or an operation edo does not support, named.
+    #[error("unsupported: {0}")]
+    Unsupported(Unsupported),
     /// Tables given together must share a format.
     #[error("tables batched together must share a format: table {index} is {found}, table 0 is {expected}")]
     MixedFormats {
@@ -177,12 +191,12 @@ pub enum Error {
         found: Format,
     },
     /// Reading or writing a file failed.
-    #[error("{path}: {message}")]
+    #[error("{path}: {source}")]
     Io {
         /// The file.
         path: String,
-        /// The operating system's message.
-        message: String,
+        /// The operating system's error (a [`std::io::Error`]; [`Cause::downcast_ref`] gets it).
+        source: Cause,
     },
     /// A file is not what it claims to be: truncated, not the expected kind of file, a header that
     /// contradicts itself or the file's size. Nothing was allocated from its claims.
@@ -267,5 +281,220 @@ impl Error {
             EncodeError::NonFinite { col, value } => Error::NonFinite { row, col, value },
             EncodeError::OutOfRange { col, value } => Error::OutOfRange { row, col, value, format },
         }
+    }
+}
+
+/// What edo does not support, named: the field of [`Error::Unsupported`]. Its message says what
+/// to do instead where there is something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unsupported {
+    /// A benchmark run without any backend (no GPU and no CPU threads).
+    #[error("a benchmark run without any backend (no GPU and no CPU threads)")]
+    BenchmarkWithoutBackend,
+    /// A cache benchmark needs rows, dim, batch and batches ≥ 1.
+    #[error("a cache benchmark needs rows, dim, batch and batches ≥ 1")]
+    CacheBenchmarkShape,
+    /// Checksum chunks must be a positive multiple of 4 bytes.
+    #[error("checksum chunks must be a positive multiple of 4 bytes")]
+    ChecksumChunkBytes,
+    /// Quotient-remainder tables need at least one row each.
+    #[error("quotient-remainder tables need at least one row each")]
+    EmptyQuotientRemainderTable,
+    /// GatherBlockQuantized export of this format: quantise to int4_zp32/64/128 or int8_zp32/64/128.
+    #[error("GatherBlockQuantized export of this format: quantise to int4_zp32/64/128 or int8_zp32/64/128")]
+    GbqExportFormat,
+    /// GatherBlockQuantized export of 4-bit rows of an odd width.
+    #[error("GatherBlockQuantized export of 4-bit rows of an odd width")]
+    GbqExportOddWidth,
+    /// A GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k.
+    #[error("a GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k")]
+    GgufExportFormat,
+    /// A GGUF tensor of rows that are not whole ggml blocks (32 values).
+    #[error("a GGUF tensor of rows that are not whole ggml blocks (32 values)")]
+    GgufPartialBlocks,
+    /// This GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors.
+    #[error("this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors")]
+    GgufTensorType,
+    /// Hamming search needs binary codes (Format::Binary or BinaryScaled).
+    #[error("Hamming search needs binary codes (Format::Binary or BinaryScaled)")]
+    HammingOfNonBinaryCodes,
+    /// Hashed bags on the CPU path of the browser build (its API has none).
+    #[error("hashed bags on the CPU path of the browser build (its API has none)")]
+    HashedBagsInBrowserCpuPath,
+    /// A hashed table needs at least one bucket.
+    #[error("a hashed table needs at least one bucket")]
+    HashedTableWithoutBuckets,
+    /// Lookup on several hashed tables: use bags with one id per bag.
+    #[error("lookup on several hashed tables: use bags with one id per bag")]
+    LookupOnSeveralHashedTables,
+    /// Mean or max pooling over ids hashed k > 1 times (the k rows of an id are summed).
+    #[error("mean or max pooling over ids hashed k > 1 times (the k rows of an id are summed)")]
+    MeanOrMaxOverMultiHashedIds,
+    /// A plan needs at least one candidate format.
+    #[error("a plan needs at least one candidate format")]
+    PlanWithoutFormats,
+    /// A remote table whose checksum store a panicking thread left poisoned.
+    #[error("a remote table whose checksum store a panicking thread left poisoned")]
+    PoisonedChecksums,
+    /// Pooling None over hashed ids (each id already sums its k rows: use lookup).
+    #[error("pooling None over hashed ids (each id already sums its k rows: use lookup)")]
+    PoolingNoneOverHashedIds,
+    /// Pooling None over several tables (one output row per index needs one dim).
+    #[error("pooling None over several tables (one output row per index needs one dim)")]
+    PoolingNoneOverSeveralTables,
+    /// A prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part).
+    #[error("a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)")]
+    PreparedCacheBagOverBindings,
+    /// Read_f16 of f32 rows (gather_f16 and bag_f16 write f16 rows).
+    #[error("read_f16 of f32 rows (gather_f16 and bag_f16 write f16 rows)")]
+    ReadF16OfF32Rows,
+    /// Rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again.
+    #[error("rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again")]
+    RebuildCallersDevice,
+    /// Rescoring with a table placed on another backend than the codes.
+    #[error("rescoring with a table placed on another backend than the codes")]
+    RescoringAcrossBackends,
+    /// Metadata keys starting with "edo." are reserved.
+    #[error("metadata keys starting with \"edo.\" are reserved")]
+    ReservedMetadataKey,
+    /// Submitting a cache lookup again (its slots may hold other rows now): prepare it again.
+    #[error("submitting a cache lookup again (its slots may hold other rows now): prepare it again")]
+    ResubmittedCacheLookup,
+    /// Per-sample weights with mean or max pooling (PyTorch allows them with sum only).
+    #[error("per-sample weights with mean or max pooling (PyTorch allows them with sum only)")]
+    WeightsWithMeanOrMax,
+    /// Word2vec text with an empty token or one holding whitespace.
+    #[error("word2vec text with an empty token or one holding whitespace")]
+    Word2vecToken,
+    /// K = 0 (a search returns 1 to 1024 neighbours per query).
+    #[error("k = 0 (a search returns 1 to 1024 neighbours per query)")]
+    ZeroNeighbours,
+    /// A Zipf exponent must be finite and > 0.
+    #[error("a Zipf exponent must be finite and > 0")]
+    ZipfExponent,
+}
+
+/// The error an [`Error`] came from — an I/O error, a wgpu error — kept whole as its
+/// [`std::error::Error::source`], and shared, so that [`Error`] stays `Clone`. Two causes are
+/// equal when their messages are.
+#[derive(Clone)]
+pub struct Cause(Arc<CauseError>);
+
+/// What a [`Cause`] holds: an error that can cross threads, as edo's errors do. (In a browser,
+/// where edo runs on one thread, wgpu's errors are not `Send`; a cause wraps them.)
+pub type CauseError = dyn std::error::Error + Send + Sync + 'static;
+
+impl Cause {
+    /// Keeps `error`.
+    pub fn new<E: std::error::Error + wgpu::WasmNotSendSync + 'static>(error: E) -> Cause {
+        #[cfg(native)]
+        return Cause(Arc::new(error));
+        #[cfg(web)]
+        return Cause(Arc::new(OneThread(Box::new(error))));
+    }
+
+    /// The error itself.
+    pub fn get(&self) -> &(dyn std::error::Error + 'static) {
+        #[cfg(web)]
+        if let Some(OneThread(inner)) = (&*self.0 as &(dyn std::error::Error + 'static)).downcast_ref::<OneThread>() {
+            return &**inner;
+        }
+        &*self.0
+    }
+
+    /// The error as a `T`, if it is one (a [`std::io::Error`], a `wgpu::Error`, …).
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.get().downcast_ref()
+    }
+}
+
+/// An error of a browser build, where edo's code runs on one thread: wasm32 without the
+/// `atomics` feature has no other thread to send it to, so the markers hold.
+#[cfg(web)]
+#[derive(Debug)]
+struct OneThread(Box<dyn std::error::Error + 'static>);
+#[cfg(all(web, not(target_feature = "atomics")))]
+// SAFETY: without `atomics`, wasm32 runs one thread; nothing can observe the value elsewhere.
+unsafe impl Send for OneThread {}
+#[cfg(all(web, not(target_feature = "atomics")))]
+// SAFETY: as for Send.
+unsafe impl Sync for OneThread {}
+#[cfg(web)]
+impl std::fmt::Display for OneThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+#[cfg(web)]
+impl std::error::Error for OneThread {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl std::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.get(), f)
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+/// The cause stands for the error it holds: its source is that error's source.
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Error {
+    /// [`Error::Io`] for `path`.
+    pub(crate) fn io(path: impl std::fmt::Display, error: std::io::Error) -> Error {
+        Error::Io { path: path.to_string(), source: Cause::new(error) }
+    }
+
+    /// [`Error::Gpu`] that edo found itself (no wgpu error behind it).
+    pub(crate) fn gpu(what: &'static str, message: impl Into<String>) -> Error {
+        Error::Gpu { what, message: message.into(), source: None }
+    }
+}
+
+#[cfg(all(test, native))]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn an_io_error_keeps_its_source_and_the_error_stays_clone_and_comparable() {
+        let Err(e) = crate::file::TableFile::open("/nonexistent/edo-table.edo") else { panic!("opened a file that is not there") };
+        let Error::Io { path, source } = &e else { panic!("expected Error::Io, got {e:?}") };
+        assert_eq!(path, "/nonexistent/edo-table.edo");
+        assert_eq!(source.downcast_ref::<std::io::Error>().map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound));
+        // The chain: edo's error, then the operating system's.
+        let first = e.source().expect("Error::Io has a source");
+        assert_eq!(first.to_string(), source.to_string());
+        assert!(e.to_string().starts_with("/nonexistent/edo-table.edo: "), "{e}");
+        assert_eq!(e.clone(), e);
+        assert_ne!(e, Error::io("/nonexistent/edo-table.edo", std::io::Error::other("another message")));
+    }
+
+    #[test]
+    fn unsupported_is_named_by_a_variant_and_says_what_to_do() {
+        let e = Error::Unsupported(Unsupported::GbqExportFormat);
+        assert!(matches!(e, Error::Unsupported(Unsupported::GbqExportFormat)));
+        assert!(e.to_string().starts_with("unsupported: GatherBlockQuantized export of this format: quantise to"), "{e}");
+        assert!(e.source().is_none());
+        assert_eq!(Error::gpu("check", "differs").source().map(|s| s.to_string()), None);
     }
 }

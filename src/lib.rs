@@ -75,7 +75,7 @@ mod synth;
 pub use backend::{Backend, Placeable, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
-pub use error::Error;
+pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,

@@ -143,7 +143,7 @@ pub enum AnyTable {
 }
 
 /// `$e` with `$t` bound to the table inside `$self`, whichever kind it is.
-macro_rules! each_kind {
+macro_rules! each_host_kind {
     ($self:expr, $t:ident => $e:expr) => {
         match $self {
             AnyTable::Dense($t) => $e,
@@ -155,16 +155,16 @@ macro_rules! each_kind {
 
 impl Lookup for AnyTable {
     fn rows(&self) -> usize {
-        each_kind!(self, t => Lookup::rows(t))
+        each_host_kind!(self, t => Lookup::rows(t))
     }
     fn dim(&self) -> usize {
-        each_kind!(self, t => Lookup::dim(t))
+        each_host_kind!(self, t => Lookup::dim(t))
     }
     fn bytes(&self) -> u64 {
-        each_kind!(self, t => Lookup::bytes(t))
+        each_host_kind!(self, t => Lookup::bytes(t))
     }
     fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
-        each_kind!(self, t => Lookup::lookup(t, request))
+        each_host_kind!(self, t => Lookup::lookup(t, request))
     }
 }
 

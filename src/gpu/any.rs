@@ -25,7 +25,7 @@ pub enum AnyGpuTable {
 }
 
 /// `$e` with `$t` bound to the table inside `$self`, whichever kind it is.
-macro_rules! each_kind {
+macro_rules! each_gpu_kind {
     ($self:expr, $t:ident => $e:expr) => {
         match $self {
             AnyGpuTable::Dense(t) => {
@@ -61,25 +61,25 @@ impl AnyGpuTable {
 
 impl GpuLookup for AnyGpuTable {
     fn rows(&self) -> usize {
-        each_kind!(self, t => GpuLookup::rows(t))
+        each_gpu_kind!(self, t => GpuLookup::rows(t))
     }
     fn dim(&self) -> usize {
-        each_kind!(self, t => GpuLookup::dim(t))
+        each_gpu_kind!(self, t => GpuLookup::dim(t))
     }
     fn bytes(&self) -> u64 {
-        each_kind!(self, t => GpuLookup::bytes(t))
+        each_gpu_kind!(self, t => GpuLookup::bytes(t))
     }
     fn set_name(&self, name: &str) {
-        each_kind!(self, t => GpuLookup::set_name(t, name))
+        each_gpu_kind!(self, t => GpuLookup::set_name(t, name))
     }
     fn engine(&self) -> Engine {
-        each_kind!(self, t => GpuLookup::engine(t))
+        each_gpu_kind!(self, t => GpuLookup::engine(t))
     }
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
-        each_kind!(self, t => GpuLookup::prepare(t, request).await)
+        each_gpu_kind!(self, t => GpuLookup::prepare(t, request).await)
     }
     async fn lookup(&self, request: &Request<'_>) -> Result<GpuRows, Error> {
-        each_kind!(self, t => GpuLookup::lookup(t, request).await)
+        each_gpu_kind!(self, t => GpuLookup::lookup(t, request).await)
     }
 }
 

@@ -448,7 +448,7 @@ impl StaticModel {
 
     /// Appends the ids of `text` by edo's own tokenizers (its WordPiece, at most `limit` ids, or
     /// its pipeline); `false` (nothing appended) where only `tokenizers` runs it.
-    fn encode_own(&self, text: &str, limit: usize, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<bool, Error> {
+    fn encode_own(&self, text: &str, limit: usize, buffers: &mut ThreadBuffers, ids: &mut Vec<u32>) -> Result<bool, Error> {
         if let Some(fast) = &self.fast {
             if fast.encode(text, limit, &mut buffers.scratch, ids) {
                 return Ok(true);
@@ -590,12 +590,12 @@ enum Tokenizer {
 thread_local! {
     /// Each thread's buffers, which live on from call to call (a call of one text allocated more
     /// than it computed, and a BPE model's words are cached there), and its ids and row buffers.
-    static BUFFERS: std::cell::RefCell<(Buffers, Vec<u32>, Vec<f32>)> = Default::default();
+    static BUFFERS: std::cell::RefCell<(ThreadBuffers, Vec<u32>, Vec<f32>)> = Default::default();
 }
 
 /// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
 #[derive(Default)]
-struct Buffers {
+struct ThreadBuffers {
     scratch: wordpiece::Scratch,
     pipeline: pipeline::Buffers,
 }
@@ -884,7 +884,7 @@ fn keep_last(ids: &mut Vec<u32>, start: usize, last: Option<usize>) {
 /// A file of a model folder, read whole.
 #[cfg(native)]
 fn read_file(p: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(p).map_err(|e| Error::Io { path: p.display().to_string(), message: e.to_string() })
+    std::fs::read(p).map_err(|e| Error::io(p.display(), e))
 }
 
 /// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.
