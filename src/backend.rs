@@ -225,7 +225,7 @@ impl Placed<GpuCodes> {
             // The table's current form first: after a loss the codes' rebuild uploads both.
             (Placed::Gpu(codes), Placed::Gpu(rows)) => codes.run(async |c| c.search_rescored(queries, &*rows.current().await?, k, multiplier).await).await,
             (Placed::Cpu(codes), Placed::Cpu(rows)) => crate::search::search_rescored(codes, queries, rows, k, multiplier),
-            _ => Err(Error::Unsupported { what: "rescoring with a table placed on another backend than the codes" }),
+            _ => Err(Error::Unsupported(crate::Unsupported::RescoringAcrossBackends)),
         }
     }
 }

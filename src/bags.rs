@@ -130,7 +130,7 @@ impl<'a, I> Bags<'a, I> {
                 return Err(Error::ShapeMismatch { what: "per_sample_weights (one per index)", expected: self.indices.len(), actual: w.len() });
             }
             if !matches!(pooling, Pooling::Sum | Pooling::None) {
-                return Err(Error::Unsupported { what: "per-sample weights with mean or max pooling (PyTorch allows them with sum only)" });
+                return Err(Error::Unsupported(crate::Unsupported::WeightsWithMeanOrMax));
             }
             if let Some(index) = w.iter().position(|x| !x.is_finite()) {
                 return Err(Error::NonFiniteWeight { index, value: w[index] });
@@ -186,7 +186,7 @@ impl BagPlan {
             return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
         }
         if pooling == Pooling::None && tables.len() != 1 {
-            return Err(Error::Unsupported { what: "pooling None over several tables (one output row per index needs one dim)" });
+            return Err(Error::Unsupported(crate::Unsupported::PoolingNoneOverSeveralTables));
         }
         let offsets = bags.validate(pooling, Some(batch * tables.len()))?;
         // Bounds: the indices of table t are those of its B bags.

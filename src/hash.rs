@@ -92,7 +92,7 @@ impl HashSpec {
     /// Checks the spec and builds its hot map.
     pub fn validate(&self) -> Result<HotMap, Error> {
         if self.buckets == 0 {
-            return Err(Error::Unsupported { what: "a hashed table needs at least one bucket" });
+            return Err(Error::Unsupported(crate::Unsupported::HashedTableWithoutBuckets));
         }
         if self.seeds.is_empty() || self.seeds.len() > MAX_K {
             return Err(Error::LimitExceeded { what: "hashes per id (k)", requested: self.seeds.len() as u64, max: MAX_K as u64 });
@@ -284,10 +284,10 @@ pub const SKIP: u32 = u32::MAX;
 fn check_hashed_bags(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Vec<u32>, Error> {
     let offsets = bags.validate(pooling, Some(batch * specs.len()))?;
     if pooling == crate::Pooling::None {
-        return Err(Error::Unsupported { what: "pooling None over hashed ids (each id already sums its k rows: use lookup)" });
+        return Err(Error::Unsupported(crate::Unsupported::PoolingNoneOverHashedIds));
     }
     if pooling != crate::Pooling::Sum && specs.iter().any(|s| s.seeds.len() > 1) {
-        return Err(Error::Unsupported { what: "mean or max pooling over ids hashed k > 1 times (the k rows of an id are summed)" });
+        return Err(Error::Unsupported(crate::Unsupported::MeanOrMaxOverMultiHashedIds));
     }
     Ok(offsets)
 }

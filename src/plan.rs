@@ -194,7 +194,7 @@ struct Candidate {
 /// smallest candidate of every table fits together.
 pub fn plan(tables: &[TableSpec], budget: u64, options: &PlanOptions) -> Result<Plan, Error> {
     if options.formats.is_empty() {
-        return Err(Error::Unsupported { what: "a plan needs at least one candidate format" });
+        return Err(Error::Unsupported(crate::Unsupported::PlanWithoutFormats));
     }
     let total_lookups: f64 = tables.iter().map(|t| t.lookups.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
     let mut all = Vec::with_capacity(tables.len());
@@ -338,7 +338,7 @@ impl Mass {
             Access::Uniform => Mass::Uniform(rows),
             Access::Zipf(s) => {
                 if !(*s > 0.0 && s.is_finite()) {
-                    return Err(Error::Unsupported { what: "a Zipf exponent must be finite and > 0" });
+                    return Err(Error::Unsupported(crate::Unsupported::ZipfExponent));
                 }
                 Mass::Zipf { s: *s, rows, total: zipf_prefix(rows, *s) }
             }

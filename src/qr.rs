@@ -91,7 +91,7 @@ pub(crate) fn check_qr(quotient: &PackedTable, remainder: &PackedTable) -> Resul
         return Err(Error::ShapeMismatch { what: "dims of the quotient and remainder tables", expected: quotient.dim(), actual: remainder.dim() });
     }
     if remainder.rows() == 0 || quotient.rows() == 0 {
-        return Err(Error::Unsupported { what: "quotient-remainder tables need at least one row each" });
+        return Err(Error::Unsupported(crate::Unsupported::EmptyQuotientRemainderTable));
     }
     Ok(())
 }

@@ -80,7 +80,7 @@ pub fn binarize(queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
 /// Whether codes of `format` and `dim` bits can be searched: binary, at most [`MAX_BITS`] bits.
 pub fn check_corpus(format: Format, dim: usize) -> Result<(), Error> {
     if !matches!(format, Format::Binary | Format::BinaryScaled) {
-        return Err(Error::Unsupported { what: "Hamming search needs binary codes (Format::Binary or BinaryScaled)" });
+        return Err(Error::Unsupported(crate::Unsupported::HammingOfNonBinaryCodes));
     }
     if dim > MAX_BITS {
         return Err(Error::LimitExceeded { what: "bits per code for Hamming search", requested: dim as u64, max: MAX_BITS as u64 });
@@ -100,7 +100,7 @@ pub(crate) fn check_codes(format: Format, dim: usize, queries: &PackedTable, k: 
 
 pub(crate) fn check_k(k: usize) -> Result<(), Error> {
     if k == 0 {
-        return Err(Error::Unsupported { what: "k = 0 (a search returns 1 to 1024 neighbours per query)" });
+        return Err(Error::Unsupported(crate::Unsupported::ZeroNeighbours));
     }
     if k > MAX_K {
         return Err(Error::LimitExceeded { what: "k (1 to 1024)", requested: k as u64, max: MAX_K as u64 });

@@ -88,9 +88,7 @@ pub fn text(table: &PackedTable, vocab: Option<&Vocab>) -> Result<String, Error>
     for r in 0..table.rows() {
         table.decode_row_into(r, &mut row);
         match vocab.and_then(|v| v.token(r as u32)) {
-            Some(t) if t.is_empty() || t.contains(char::is_whitespace) => {
-                return Err(Error::Unsupported { what: "word2vec text with an empty token or one holding whitespace" })
-            }
+            Some(t) if t.is_empty() || t.contains(char::is_whitespace) => return Err(Error::Unsupported(crate::Unsupported::Word2vecToken)),
             Some(t) => out.push_str(t),
             None => write!(out, "{r}").expect("writing to a String"),
         }

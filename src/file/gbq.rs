@@ -203,11 +203,11 @@ impl Gbq {
     /// first.
     pub fn from_table(table: &PackedTable) -> Result<Gbq, Error> {
         let Some(&(_, bits, block_size)) = ZP_FORMATS.iter().find(|(f, ..)| *f == table.format()) else {
-            return Err(Error::Unsupported { what: "GatherBlockQuantized export of this format: quantise to int4_zp32/64/128 or int8_zp32/64/128" });
+            return Err(Error::Unsupported(crate::Unsupported::GbqExportFormat));
         };
         let (rows, dim) = (table.rows(), table.dim());
         if !(dim * bits as usize).is_multiple_of(8) {
-            return Err(Error::Unsupported { what: "GatherBlockQuantized export of 4-bit rows of an odd width" });
+            return Err(Error::Unsupported(crate::Unsupported::GbqExportOddWidth));
         }
         let blocks = dim.div_ceil(block_size);
         let row_bytes = dim * bits as usize / 8;

@@ -469,7 +469,7 @@ impl Gguf {
         let table = match self.table_format(t) {
             Some(TensorFormat::Floats(elem)) => tensor::Array { elem, rows, cols: dim, data }.into_table(FileLayout::Dense, WHAT)?,
             Some(TensorFormat::Packed(format)) => tensor::Table::Packed(tensor::from_unpadded(format, rows, dim, data, 0, false, WHAT)?),
-            None => return Err(Error::Unsupported { what: "this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors" }),
+            None => return Err(Error::Unsupported(crate::Unsupported::GgufTensorType)),
         };
         Ok(Imported { table, vocab: None, lossy_tokens: 0 })
     }
@@ -480,12 +480,10 @@ impl Gguf {
 /// are [`Error::Unsupported`]; block formats need rows of whole blocks (32 values).
 pub fn write(table: &PackedTable, name: &str, metadata: &[(&str, &str)], out: &mut impl std::io::Write) -> Result<(), Error> {
     let format = table.format();
-    let ggml_type = format
-        .ggml_type()
-        .ok_or(Error::Unsupported { what: "a GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k" })?;
+    let ggml_type = format.ggml_type().ok_or(Error::Unsupported(crate::Unsupported::GgufExportFormat))?;
     let (_, block, _) = ggml_type_info(ggml_type).expect("edo's ggml types are known");
     if !(table.dim() as u64).is_multiple_of(block) {
-        return Err(Error::Unsupported { what: "a GGUF tensor of rows that are not whole ggml blocks (32 values)" });
+        return Err(Error::Unsupported(crate::Unsupported::GgufPartialBlocks));
     }
     let mut head = Vec::new();
     let string = |head: &mut Vec<u8>, s: &str| {
@@ -508,7 +506,7 @@ pub fn write(table: &PackedTable, name: &str, metadata: &[(&str, &str)], out: &m
     head.extend_from_slice(&ggml_type.to_le_bytes());
     head.extend_from_slice(&0u64.to_le_bytes());
     head.resize(head.len().div_ceil(DEFAULT_ALIGNMENT as usize) * DEFAULT_ALIGNMENT as usize, 0);
-    let io = |e: std::io::Error| Error::Io { path: "GGUF output".into(), message: e.to_string() };
+    let io = |e: std::io::Error| Error::io("GGUF output", e);
     out.write_all(&head).map_err(io)?;
     let mut row = vec![0u8; format.unpadded_row_bytes(table.dim())];
     for r in 0..table.rows() {

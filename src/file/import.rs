@@ -212,9 +212,9 @@ impl FileKind {
 #[cfg(native)]
 pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     let path = path.as_ref();
-    let kind = FileKind::from_path(path).ok_or_else(|| Error::Io {
-        path: path.display().to_string(),
-        message: "unknown file type; edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe), .gguf and .edo".into(),
+    let kind = FileKind::from_path(path).ok_or_else(|| {
+        let message = "unknown file type; edo reads .safetensors, .npy, .txt/.vec (word2vec, GloVe), .gguf and .edo";
+        Error::io(path.display(), std::io::Error::new(std::io::ErrorKind::InvalidInput, message))
     })?;
     if kind == FileKind::Edo {
         let file = super::TableFile::open(path)?;

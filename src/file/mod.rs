@@ -198,7 +198,7 @@ impl TableFile {
     /// and verifies whole chunks, so the chunk is the least it transfers per row.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Result<TableFile, Error> {
         if bytes < 4 || !bytes.is_multiple_of(4) {
-            return Err(Error::Unsupported { what: "checksum chunks must be a positive multiple of 4 bytes" });
+            return Err(Error::Unsupported(crate::Unsupported::ChecksumChunkBytes));
         }
         let words: &[u8] = bytemuck::cast_slice(self.table.words());
         self.crcs = chunk_crcs(words, bytes);
@@ -225,7 +225,7 @@ impl TableFile {
     pub fn set_metadata(&mut self, key: impl Into<String>, value: impl Into<String>) -> Result<(), Error> {
         let key = key.into();
         if key.starts_with("edo.") {
-            return Err(Error::Unsupported { what: "metadata keys starting with \"edo.\" are reserved" });
+            return Err(Error::Unsupported(crate::Unsupported::ReservedMetadataKey));
         }
         self.metadata.insert(key, value.into());
         Ok(())
@@ -642,8 +642,8 @@ pub(crate) fn in_file(path: &std::path::Path, e: Error) -> Error {
 }
 
 #[cfg(native)]
-pub(crate) fn io_error(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.display().to_string(), message: e.to_string() }
+pub(crate) fn io_error(path: &std::path::Path, e: std::io::Error) -> Error {
+    Error::io(path.display(), e)
 }
 impl crate::source::RowSource for TableFile {
     fn format(&self) -> crate::Format {

@@ -255,7 +255,7 @@ impl<R: RangeReader> RemoteTable<R> {
     /// The checksums of `chunks` (sorted, distinct, each `< self.chunks`): those kept, and the
     /// rest fetched in runs (gaps of up to 1 KiB of checksums fetched through).
     async fn checksums(&self, chunks: &[u64], deadline: Option<Instant>) -> Result<HashMap<u64, u32>, Error> {
-        let poisoned = || Error::Unsupported { what: "a remote table whose checksum store a panicking thread left poisoned" };
+        let poisoned = || Error::Unsupported(crate::Unsupported::PoisonedChecksums);
         let mut out = HashMap::with_capacity(chunks.len());
         let mut missing = Vec::new();
         {

@@ -100,7 +100,7 @@ pub(crate) struct Claim {
 impl SubmitHook for Claim {
     fn check(&self) -> Result<(), Error> {
         if self.released.load(Ordering::Acquire) {
-            return Err(Error::Unsupported { what: "submitting a cache lookup again (its slots may hold other rows now): prepare it again" });
+            return Err(Error::Unsupported(crate::Unsupported::ResubmittedCacheLookup));
         }
         Ok(())
     }
@@ -211,7 +211,7 @@ impl<S: RowSource> GpuCache<S> {
     /// a browser (one thread) a lookup awaiting the GPU cannot be, so the call is refused.
     fn state(&self) -> Result<MutexGuard<'_, CacheState>, Error> {
         #[cfg(native)]
-        let st = self.state.lock().map_err(|_| Error::Gpu { what: "cache", message: "a lookup panicked on another thread".into() })?;
+        let st = self.state.lock().map_err(|_| Error::gpu("cache", "a lookup panicked on another thread"))?;
         #[cfg(web)]
         let st = self.state.try_lock().map_err(|_| Error::Busy { what: "the cache (a lookup is awaiting the GPU)" })?;
         Ok(st)
@@ -651,9 +651,7 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
                 BagPlan::new(&[(self.rows(), self.dim())], bags.len(), &bags, pooling, bounds)?;
                 let ctx = GpuLookup::engine(self).ctx;
                 if dense_parts(&ctx, bags.indices.len(), self.dim())?.len() > 1 {
-                    return Err(Error::Unsupported {
-                        what: "a prepared bag through a cache whose gathered rows exceed one binding (GpuCache::bag submits part by part)",
-                    });
+                    return Err(Error::Unsupported(crate::Unsupported::PreparedCacheBagOverBindings));
                 }
                 let job = super::bag::gather_and_pool(&ctx, self.dim(), &bags, pooling, async |part| {
                     self.prepare_claimed(&bags.indices[part], bounds, Element::F32).await

@@ -91,7 +91,7 @@ impl GpuHashedTables {
     /// table: `ids.len() × dim`.
     pub async fn gather(&self, ids: &[u64]) -> Result<GpuRows, Error> {
         if self.specs.len() != 1 {
-            return Err(Error::Unsupported { what: "lookup on several hashed tables: use bags with one id per bag" });
+            return Err(Error::Unsupported(crate::Unsupported::LookupOnSeveralHashedTables));
         }
         let offsets: Vec<u32> = (0..ids.len() as u32).collect();
         self.bags(ids.len(), &HashedBags::new(ids, &offsets), Pooling::Sum, Layout::Concat).await

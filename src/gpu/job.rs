@@ -273,7 +273,7 @@ impl GpuRows {
     /// f32 rows are [`Error::Unsupported`]: read them with [`GpuRows::read`].
     pub async fn read_f16(&self) -> Result<Vec<half::f16>, Error> {
         if !self.half {
-            return Err(Error::Unsupported { what: "read_f16 of f32 rows (gather_f16 and bag_f16 write f16 rows)" });
+            return Err(Error::Unsupported(crate::Unsupported::ReadF16OfF32Rows));
         }
         let words: Vec<u32> = super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.row_words()).await?;
         let mut out = Vec::new();

@@ -285,7 +285,7 @@ impl Engine {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::RequestDevice(e.to_string()))
+            .map_err(|e| Error::RequestDevice(crate::Cause::new(e)))
     }
 
     /// A new engine made the way this one was, on a new device: [`Engine::new`]'s again picks
@@ -298,9 +298,7 @@ impl Engine {
         match self.ctx.origin.clone() {
             Origin::Picked(options) => Engine::new(options).await,
             Origin::Adapter(adapter, options) => Engine::from_adapter(&adapter, options).await,
-            Origin::Device => Err(Error::Unsupported {
-                what: "rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again",
-            }),
+            Origin::Device => Err(Error::Unsupported(crate::Unsupported::RebuildCallersDevice)),
         }
     }
 
@@ -524,7 +522,7 @@ impl Context {
         #[cfg(native)]
         {
             self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| match e {
-                wgpu::PollError::Timeout => Error::Gpu { what: "wait", message: e.to_string() },
+                wgpu::PollError::Timeout => Error::Gpu { what: "wait", message: e.to_string(), source: Some(crate::Cause::new(e)) },
                 other => self.check_lost().err().unwrap_or(Error::DeviceLost(other.to_string())),
             })?;
         }
@@ -606,7 +604,7 @@ impl Context {
             cache: None,
         });
         if let Some(e) = scope.pop().await {
-            return Err(Error::Gpu { what: kernel.name, message: format!("{name}: {e}") });
+            return Err(Error::Gpu { what: kernel.name, message: format!("{name}: {e}"), source: Some(crate::Cause::new(e)) });
         }
         self.pipelines.lock().map_err(|_| poisoned())?.insert(key, pipeline.clone());
         Ok(pipeline)
@@ -664,7 +662,7 @@ impl Context {
             return Err(Error::OutOfMemory { what });
         }
         if let Some(e) = validation {
-            return Err(Error::Gpu { what, message: e.to_string() });
+            return Err(Error::Gpu { what, message: e.to_string(), source: Some(crate::Cause::new(e)) });
         }
         let mut counted = counted;
         counted.buffer = Some(buffer.clone());
@@ -688,7 +686,7 @@ pub(crate) async fn checked_submit(ctx: &Context, what: &'static str, submit: im
     match refused.await {
         Some(e) => {
             ctx.check_lost()?;
-            Err(Error::Gpu { what, message: e.to_string() })
+            Err(Error::Gpu { what, message: e.to_string(), source: Some(crate::Cause::new(e)) })
         }
         None => Ok(()),
     }
@@ -714,10 +712,13 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
     ctx.poll_wait()?;
     match rx.await {
         Some(Ok(())) => {}
-        Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string()))),
-        None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback("map callback dropped".into()))),
+        Some(Err(e)) => return Err(ctx.check_lost().err().unwrap_or(Error::Readback { message: e.to_string(), source: Some(crate::Cause::new(e)) })),
+        None => return Err(ctx.check_lost().err().unwrap_or(Error::Readback { message: "map callback dropped".into(), source: None })),
     }
-    let view = staging.slice(..size).get_mapped_range().map_err(|e| ctx.check_lost().err().unwrap_or(Error::Readback(e.to_string())))?;
+    let view = staging
+        .slice(..size)
+        .get_mapped_range()
+        .map_err(|e| ctx.check_lost().err().unwrap_or(Error::Readback { message: e.to_string(), source: Some(crate::Cause::new(e)) }))?;
     // Byte for byte into the values: a mapped range need not be aligned for T.
     out.resize(len, T::zeroed());
     bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&view);
@@ -730,7 +731,7 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
 }
 
 fn poisoned() -> Error {
-    Error::Gpu { what: "pipeline cache", message: "lock poisoned by a panic on another thread".into() }
+    Error::gpu("pipeline cache", "lock poisoned by a panic on another thread")
 }
 
 /// The layout every edo kernel uses: binding 0 a uniform parameter block, then `inputs`

@@ -164,7 +164,7 @@ impl WeakRecoveringEngine {
 struct Shared {
     state: Mutex<State>,
     /// Everything uploaded through the engine that is still alive.
-    residents: Mutex<Vec<Weak<dyn Resident>>>,
+    residents: Mutex<Vec<Weak<dyn ReuploadSlot>>>,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -347,7 +347,7 @@ impl RecoveringEngine {
                 }
             };
             watch(&self.shared, &engine);
-            let residents: Vec<Arc<dyn Resident>> = lock(&shared.residents).iter().filter_map(Weak::upgrade).collect();
+            let residents: Vec<Arc<dyn ReuploadSlot>> = lock(&shared.residents).iter().filter_map(Weak::upgrade).collect();
             let mut failed = Vec::new();
             for resident in &residents {
                 if let Err(e) = resident.reupload(&engine, seen + 1).await {
@@ -374,11 +374,11 @@ struct Slot<T: Reupload> {
 }
 
 /// What the rebuild needs of a slot, whatever it holds.
-trait Resident: WasmNotSendSync {
+trait ReuploadSlot: WasmNotSendSync {
     fn reupload<'a>(&'a self, engine: &'a Engine, generation: u64) -> Pin<Box<dyn Future<Output = Result<(), Error>> + 'a>>;
 }
 
-impl<T: Reupload + WasmNotSendSync> Resident for Slot<T>
+impl<T: Reupload + WasmNotSendSync> ReuploadSlot for Slot<T>
 where
     T::Host: WasmNotSendSync,
 {
@@ -447,7 +447,7 @@ where
         self.slot.reupload(&engine, generation).await?;
         let current = lock(&self.slot.current);
         // (Set by the upload just made, unless a newer one replaced it: either is current.)
-        current.clone().ok_or(Error::Gpu { what: "recovery", message: "an upload left no table".into() })
+        current.clone().ok_or(Error::gpu("recovery", "an upload left no table"))
     }
 
     /// Runs `op` on the GPU form; if it meets a lost device, rebuilds the engine (or waits for

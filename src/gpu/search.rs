@@ -307,7 +307,7 @@ impl GpuCodes {
         let pairs: Vec<(u32, u32)> = words.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         for q in 0..nq {
             if pairs[q * seg as usize..][..kc].iter().any(|&(_, id)| id == UNWRITTEN) {
-                return Err(Error::Gpu { what: "hamming search", message: format!("query {}: a result slot was never written", q0 + q) });
+                return Err(Error::gpu("hamming search", format!("query {}: a result slot was never written", q0 + q)));
             }
         }
         Ok(pairs)

@@ -486,7 +486,7 @@ where
         runners.push(Runner::Cpu(threads));
     }
     if runners.is_empty() {
-        return Err(Error::Unsupported { what: "a benchmark run without any backend (no GPU and no CPU threads)" });
+        return Err(Error::Unsupported(crate::Unsupported::BenchmarkWithoutBackend));
     }
 
     // The plan: (size index or None for the model, op, format) in run order, small sizes first
@@ -579,7 +579,7 @@ where
                 Ok(()) => {}
                 // A device limit or an unsupported shape skips the case; anything else (a wrong
                 // result, a lost device) ends the run.
-                Err(e @ (Error::LimitExceeded { .. } | Error::Unsupported { .. } | Error::DeviceLimits { .. })) => {
+                Err(e @ (Error::LimitExceeded { .. } | Error::Unsupported(_) | Error::DeviceLimits { .. })) => {
                     st.cases.truncate(before);
                     st.skip(op, case_format(op, table), size.name, &backend.id, &e.to_string());
                 }
@@ -796,7 +796,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
                 // The browser build's API has no hashed bags on the CPU path, and their pooling
                 // kernels (for 64-bit ids) would add ~0.5 MB to every page's .wasm for this case.
                 #[cfg(web)]
-                _ => return Err(Error::Unsupported { what: "hashed bags on the CPU path of the browser build (its API has none)" }),
+                _ => return Err(Error::Unsupported(crate::Unsupported::HashedBagsInBrowserCpuPath)),
                 #[cfg(not(web))]
                 _ => {
                     let mut out = vec![0f32; n_bags * dim];
@@ -831,7 +831,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
             crate::measure::gpu_done(&engine).await?;
             let first = t.elapsed().as_secs_f64();
             if op == Op::Gather && job.output().read().await? != crate::cpu::gather(table, &ids, Bounds::Error)? {
-                return Err(Error::Gpu { what: "benchmark check", message: format!("{}: the GPU gather differs from the CPU path", table.format()) });
+                return Err(Error::gpu("benchmark check", format!("{}: the GPU gather differs from the CPU path", table.format())));
             }
             let times = crate::measure::time_device(&engine, reps, |enc| job.encode(enc)).await?;
             // (Hashed tables do not say how many buffers they took.)
@@ -880,7 +880,7 @@ async fn search_case(st: &mut State, runner: &Runner, backend: &Backend, size: &
             let table = GpuTable::upload(&engine, int8).await?;
             let got = codes.search_rescored(&queries, &table, k, multiplier).await?;
             if (0..queries_n).any(|q| got.ids_of(q) != want.ids_of(q)) {
-                return Err(Error::Gpu { what: "benchmark check", message: "the GPU's search results differ from the CPU path's".into() });
+                return Err(Error::gpu("benchmark check", "the GPU's search results differ from the CPU path's"));
             }
             work.shards = Some(codes.shard_count() + table.shard_count());
             let (c, t, q) = (&codes, &table, &queries);

@@ -160,7 +160,11 @@ fn dropped_outputs_free_their_memory_and_a_refused_submission_is_a_typed_error()
     let refused = edo::block_on(gpu.prepare_gather(&ids, edo::Bounds::Error)).unwrap();
     refused.output().buffer().destroy();
     match edo::block_on(refused.submit_checked()) {
-        Err(edo::Error::Gpu { what, message }) => assert!(message.contains("destroyed"), "{what}: {message}"),
+        Err(edo::Error::Gpu { what, message, source }) => {
+            assert!(message.contains("destroyed"), "{what}: {message}");
+            // wgpu's own error is kept as the source.
+            assert!(source.as_ref().and_then(|c| c.downcast_ref::<wgpu::Error>()).is_some(), "{source:?}");
+        }
         other => panic!("expected a GPU error, got {other:?}"),
     }
     // The engine serves on.

@@ -73,11 +73,11 @@ pub fn code_of(e: &edo::Error) -> &'static str {
         E::NoAdapter | E::RequestDevice(_) => "NO_GPU",
         E::OutOfMemory { .. } => "GPU_OUT_OF_MEMORY",
         E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
-        E::Gpu { .. } | E::Readback(_) => "GPU_ERROR",
+        E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
         E::DeviceLost(_) => "DEVICE_LOST",
         E::DuplicateHotId { .. } => "INVALID_ARGUMENT",
         E::Busy { .. } => "BUSY",
-        E::Unsupported { .. } | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
+        E::Unsupported(_) | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
         E::Io { .. } => "IO",
         E::BadFile { .. } | E::MissingTensor { .. } | E::Parse { .. } => "BAD_FILE",
         E::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
@@ -85,6 +85,8 @@ pub fn code_of(e: &edo::Error) -> &'static str {
         E::Remote { .. } => "NETWORK",
         E::Tokenizer { .. } => "TOKENIZER",
         E::UnknownToken { .. } => "UNKNOWN_TOKEN",
+        // A kind of error this crate does not know yet (edo::Error is non_exhaustive).
+        _ => "INTERNAL",
     }
 }
 

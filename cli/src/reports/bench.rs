@@ -191,7 +191,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 job.submit()?;
                 let got = job.output().read_blocking()?;
                 if got != cpu_out {
-                    return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU gather differs from the CPU path") });
+                    return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU gather differs from the CPU path"), source: None });
                 }
                 let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
                 let timing = |seconds: f64, out_bytes: u64, moved: u64| {
@@ -204,7 +204,11 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                     let job = edo::block_on(gpu_table.prepare_gather_f16(&ids, Bounds::Error))?;
                     job.submit()?;
                     if job.output().read_f16_blocking()? != edo::cpu::to_f16(&cpu_out) {
-                        return Err(Error::Gpu { what: "benchmark check", message: format!("{format}: GPU f16 gather differs from the CPU path") });
+                        return Err(Error::Gpu {
+                            what: "benchmark check",
+                            message: format!("{format}: GPU f16 gather differs from the CPU path"),
+                            source: None,
+                        });
                     }
                     let seconds = time_gpu(engine, iters, |enc| job.encode(enc))?;
                     let out_f16 = (n_ids * dim.div_ceil(2) * 4) as u64;

@@ -114,7 +114,7 @@ pub struct CacheBench {
 pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: impl FnMut(&str)) -> Result<CacheBench, Error> {
     let (rows, dim) = (config.rows, config.dim);
     if rows == 0 || dim == 0 || config.batch == 0 || config.batches == 0 {
-        return Err(Error::Unsupported { what: "a cache benchmark needs rows, dim, batch and batches ≥ 1" });
+        return Err(Error::Unsupported(edo::Unsupported::CacheBenchmarkShape));
     }
     progress("generating and quantising the table");
     let data = edo::synth::embedding_table(rows, dim, 1);
