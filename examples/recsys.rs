@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let copy_gbps = match &engine {
-        Some(e) => Some(edo::measure::gpu_copy_gbps(e, (batch * FEATURES * DIM * 4) as u64 * 8, iters)?),
+        Some(e) => Some(edo_bench::measure::gpu_copy_gbps(e, (batch * FEATURES * DIM * 4) as u64 * 8, iters)?),
         None => None,
     };
 
@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         edo::hash::hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut pooled)?;
         let (mut times, mut ratios) = (Vec::new(), Vec::new());
         for _ in 0..2 * iters + 1 {
-            let memcpy_gbps = edo::measure::cpu_memcpy_gbps(64 << 20, 3);
+            let memcpy_gbps = edo_bench::measure::cpu_memcpy_gbps(64 << 20, 3);
             let t = Instant::now();
             edo::hash::hashed_bags_into(&refs, &specs, batch, &bags, Pooling::Sum, Layout::Concat, &mut pooled)?;
             std::hint::black_box(&pooled);
@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             times.push(s);
             ratios.push(100.0 * (read_bytes / s / 1e9) / (memcpy_gbps / 2.0));
         }
-        let (cpu_s, cpu_pct) = (edo::measure::median(times), edo::measure::median(ratios));
+        let (cpu_s, cpu_pct) = (edo_bench::measure::median(times), edo_bench::measure::median(ratios));
 
         let (bytes, gpu_cell, pct_cell) = match &engine {
             Some(engine) => {

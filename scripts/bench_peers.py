@@ -24,13 +24,13 @@ import time
 import numpy as np
 
 SCHEMA, SCHEMA_VERSION, SUITE_VERSION = "edo-bench", 1, 1
-# edo::suite::sizes (suite version 1).
+# edo_bench::suite::sizes (suite version 1).
 SIZES = {
     "tiny": [("small", 1000, 24, 1000), ("medium", 5003, 40, 3001), ("large", 20011, 32, 4099)],
     "quick": [("small", 16384, 64, 16384), ("medium", 262144, 128, 65536)],
     "full": [("small", 16384, 64, 16384), ("medium", 262144, 128, 65536), ("large", 2097152, 128, 65536)],
 }
-# edo::suite's embed sentences, cycled.
+# edo_bench::suite's embed sentences, cycled.
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "Embedding tables map tokens to vectors.",

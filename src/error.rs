@@ -464,8 +464,8 @@ impl Error {
         Error::Io { path: path.to_string(), source: Cause::new(error) }
     }
 
-    /// [`Error::Gpu`] that edo found itself (no wgpu error behind it).
-    pub(crate) fn gpu(what: &'static str, message: impl Into<String>) -> Error {
+    /// [`Error::Gpu`] found without wgpu reporting one (a GPU result that fails a check).
+    pub fn gpu(what: &'static str, message: impl Into<String>) -> Error {
         Error::Gpu { what, message: message.into(), source: None }
     }
 }

@@ -54,7 +54,7 @@ mod lookup;
 pub mod mixed;
 pub mod model;
 mod oneshot;
-pub(crate) mod par;
+pub mod par;
 pub mod plan;
 pub mod prune;
 pub mod qr;
@@ -62,9 +62,6 @@ mod request;
 pub mod search;
 mod source;
 
-pub mod measure;
-#[cfg(feature = "synth")]
-pub mod suite;
 /// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
 pub mod synth;

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use edo::measure::median;
 use edo::model::StaticModel;
 use edo::{Engine, EngineOptions, Format, GpuStaticModel};
+use edo_bench::measure::median;
 use serde_json::json;
 
 use crate::{exit, Failure, FormatParser};
@@ -160,7 +160,7 @@ pub fn embed_bench(a: EmbedBenchArgs) -> Result<(), Failure> {
         "dim": base.dim(),
         "vocab": base.vocab_size(),
         "tokens_per_text": tokens as f64 / texts.len() as f64,
-        "threads": edo::measure::threads(),
+        "threads": edo_bench::measure::threads(),
         "adapter": engine.as_ref().map(|e| e.adapter().to_string()),
         "runs": rows,
     });
@@ -180,7 +180,7 @@ pub fn embed_bench(a: EmbedBenchArgs) -> Result<(), Failure> {
         serde_json::Value::String(s) => println!("GPU: {s}"),
         _ => println!("GPU: none — the CPU path only"),
     }
-    println!("CPU path: {} threads (the tokenizer on all of them)", edo::measure::threads());
+    println!("CPU path: {} threads (the tokenizer on all of them)", edo_bench::measure::threads());
     println!();
     println!("{:<8} {:>10} {:>6} {:>14} {:>15} {:>14}", "format", "table", "batch", "CPU texts/s", "CPU tokens/s", "GPU texts/s");
     for r in report["runs"].as_array().unwrap() {

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use edo::model::StaticModel;
-use edo::suite::{self, report, Op, Results, Scale, SuiteOptions};
 use edo::Format;
+use edo_bench::suite::{self, report, Op, Results, Scale, SuiteOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{exit, Failure, FormatParser};

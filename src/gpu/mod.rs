@@ -504,6 +504,24 @@ impl Engine {
         self.ctx.check_lost()?;
         self.ctx.poll_wait()
     }
+
+    /// Waits until all work submitted so far has finished, on every platform: natively by
+    /// polling the device, in a browser on the queue's `onSubmittedWorkDone` promise (what a
+    /// benchmark times against).
+    pub async fn work_done(&self) -> Result<(), Error> {
+        #[cfg(native)]
+        {
+            self.wait_idle()
+        }
+        #[cfg(web)]
+        {
+            self.ctx.check_lost()?;
+            let (tx, rx) = crate::oneshot::channel();
+            self.ctx.queue.on_submitted_work_done(move || tx.send(()));
+            rx.await;
+            self.ctx.check_lost()
+        }
+    }
 }
 
 impl Context {

@@ -1233,7 +1233,7 @@ impl EdoEngine {
         user_agent: Option<String>,
         progress: Option<js_sys::Function>,
     ) -> Result<String, Failure> {
-        use edo::suite::{self, Scale, SuiteOptions};
+        use edo_bench::suite::{self, Scale, SuiteOptions};
         let scale = match scale.as_deref().unwrap_or("quick") {
             "quick" => Scale::Quick,
             "tiny" => Scale::Tiny,
@@ -1263,13 +1263,13 @@ impl EdoEngine {
 /// HTML fragment: the same charts `edo bench suite` and `edo bench compare` write.
 #[wasm_bindgen(js_name = benchReport)]
 pub fn bench_report(results: Vec<String>) -> Result<String, Failure> {
-    let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
-    Ok(edo::suite::report::fragment(&files))
+    let files = results.iter().map(|r| edo_bench::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    Ok(edo_bench::suite::report::fragment(&files))
 }
 
 /// The plain-text summary of one or more benchmark results files, as `edo bench compare` prints.
 #[wasm_bindgen(js_name = benchSummary)]
 pub fn bench_summary(results: Vec<String>) -> Result<String, Failure> {
-    let files = results.iter().map(|r| edo::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
-    Ok(edo::suite::report::text(&files))
+    let files = results.iter().map(|r| edo_bench::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
+    Ok(edo_bench::suite::report::text(&files))
 }

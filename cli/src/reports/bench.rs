@@ -9,8 +9,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
-use edo::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
 use edo::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
+use edo_bench::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -237,7 +237,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         ids: n_ids,
         adapter: engine.as_ref().map(|e| e.adapter().to_string()),
         no_gpu_reason,
-        threads: edo::measure::threads(),
+        threads: edo_bench::measure::threads(),
         gpu_copy_gbps,
         cpu_memcpy_gbps,
         formats,

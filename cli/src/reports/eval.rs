@@ -4,9 +4,9 @@
 use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
-use edo::measure::timed;
 use edo::search::{self, Scored};
 use edo::{Engine, Error, GpuCodes, GpuTable};
+use edo_bench::measure::timed;
 
 /// One way to search, measured.
 #[derive(Clone, Debug, Serialize)]
@@ -179,7 +179,7 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
         bits: corpus.dim(),
         queries: queries.rows(),
         k,
-        threads: edo::measure::threads(),
+        threads: edo_bench::measure::threads(),
         cpu_seconds: cpu_s,
         cpu_queries_per_second: nq / cpu_s,
         cpu_scan_gbps: code_bytes * nq / cpu_s / 1e9,
@@ -196,7 +196,7 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
     if let Some(engine) = engine {
         let codes = edo::block_on(GpuCodes::upload(engine, corpus))?;
         let (gpu, s) = timed(iters, || edo::block_on(codes.hamming_topk(queries, k)))?;
-        let copy = edo::measure::gpu_copy_gbps(engine, codes.bytes(), iters)?;
+        let copy = edo_bench::measure::gpu_copy_gbps(engine, codes.bytes(), iters)?;
         let scan = code_bytes * nq / s / 1e9;
         b.adapter = Some(engine.adapter().to_string());
         b.gpu_seconds = Some(s);

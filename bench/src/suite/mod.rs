@@ -16,10 +16,10 @@ use std::future::Future;
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
-use crate::format::{Format, PackedTable};
-use crate::hash::{HashSpec, HashedBags};
-use crate::model::StaticModel;
-use crate::{synth, Bags, Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable, Layout, Pooling};
+use edo::format::{Format, PackedTable};
+use edo::hash::{HashSpec, HashedBags};
+use edo::model::StaticModel;
+use edo::{synth, Bags, Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable, Layout, Pooling};
 
 /// The `schema` field of every results file.
 pub const SCHEMA: &str = "edo-bench";
@@ -159,7 +159,7 @@ impl SuiteOptions {
     /// The defaults of a scale: its formats, every operation, the CPU path on one thread and on
     /// all, 5 repetitions (10 for the full suite).
     pub fn new(scale: Scale) -> SuiteOptions {
-        let all = crate::par::threads();
+        let all = edo::par::threads();
         let mut cpu_threads = vec![1, all];
         cpu_threads.dedup();
         SuiteOptions {
@@ -198,7 +198,7 @@ pub struct Results {
     /// The machine.
     pub machine: Machine,
     /// What ran the cases.
-    pub backends: Vec<Backend>,
+    pub backends: Vec<BackendInfo>,
     /// The measured cases.
     pub cases: Vec<Case>,
     /// Cases not run, with why.
@@ -224,7 +224,7 @@ pub struct Machine {
 
 /// A GPU adapter, the CPU path on some threads, or a peer library.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Backend {
+pub struct BackendInfo {
     /// Short id the cases refer to: `gpu0`, `cpu1`, `cpu16`, `numpy`.
     pub id: String,
     /// `gpu`, `cpu` or `peer`.
@@ -282,7 +282,7 @@ pub struct Case {
     pub unit: String,
     /// Bags per call (bags), `items` otherwise.
     pub batch: usize,
-    /// [`Backend::id`].
+    /// [`BackendInfo::id`].
     pub backend: String,
     /// `device`: submitted and waited for, inputs and outputs staying on the device;
     /// `round trip`: inputs up, results back to the host, as a caller sees it.
@@ -322,7 +322,7 @@ pub struct Skipped {
     pub format: String,
     /// The size.
     pub size: String,
-    /// [`Backend::id`].
+    /// [`BackendInfo::id`].
     pub backend: String,
     /// Why: `budget`, or what refused it.
     pub reason: String,
@@ -360,7 +360,7 @@ impl Results {
     }
 
     /// The backend a case ran on.
-    pub fn backend(&self, id: &str) -> Option<&Backend> {
+    pub fn backend(&self, id: &str) -> Option<&BackendInfo> {
         self.backends.iter().find(|b| b.id == id)
     }
 }
@@ -447,7 +447,7 @@ where
         let copy_gbps = crate::measure::device_copy_gbps(engine, copy_bytes, reps).await?;
         let a = engine.adapter();
         let l = engine.limits();
-        backends.push(Backend {
+        backends.push(BackendInfo {
             id: format!("gpu{i}"),
             kind: "gpu".into(),
             // Browsers may keep the adapter's name to themselves.
@@ -470,8 +470,8 @@ where
     }
     for &threads in &options.cpu_threads {
         progress(&Progress { done: 0, total: 0, label: format!("CPU path on {threads} thread(s): measuring memcpy") }).await;
-        let copy_gbps = crate::par::with_threads(threads, || crate::measure::cpu_memcpy_gbps(copy_bytes as usize, reps));
-        backends.push(Backend {
+        let copy_gbps = edo::par::with_threads(threads, || crate::measure::cpu_memcpy_gbps(copy_bytes as usize, reps));
+        backends.push(BackendInfo {
             id: format!("cpu{threads}"),
             kind: "cpu".into(),
             name: format!("CPU path, {threads} thread{}", if threads == 1 { "" } else { "s" }),
@@ -486,7 +486,7 @@ where
         runners.push(Runner::Cpu(threads));
     }
     if runners.is_empty() {
-        return Err(Error::Unsupported(crate::Unsupported::BenchmarkWithoutBackend));
+        return Err(Error::Unsupported(edo::Unsupported::BenchmarkWithoutBackend));
     }
 
     // The plan: (size index or None for the model, op, format) in run order, small sizes first
@@ -672,7 +672,7 @@ struct Work<'a> {
     note: Option<String>,
 }
 
-fn push_case(st: &mut State, backend: &Backend, w: Work, t: Timing) {
+fn push_case(st: &mut State, backend: &BackendInfo, w: Work, t: Timing) {
     let mut times = t.times;
     times.sort_by(|a, b| a.total_cmp(b));
     let median = times[times.len() / 2].max(1e-9);
@@ -704,7 +704,7 @@ fn push_case(st: &mut State, backend: &Backend, w: Work, t: Timing) {
 }
 
 fn time_cpu(reps: usize, threads: usize, f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
-    let (first, times) = crate::par::with_threads(threads, || crate::measure::sample_calls(reps, f))?;
+    let (first, times) = edo::par::with_threads(threads, || crate::measure::sample_calls(reps, f))?;
     Ok(Timing { first, times })
 }
 
@@ -744,7 +744,7 @@ fn engine_for(engine: &Engine, size: &Size) -> Engine {
 /// Pooling factor of the bag cases.
 const BAG: usize = 16;
 
-async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, op: Op, table: &PackedTable) -> Result<(), Error> {
+async fn table_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, op: Op, table: &PackedTable) -> Result<(), Error> {
     let (rows, dim) = (size.rows, size.dim);
     let n = size.ids;
     let row_bytes = table.row_words() as u64 * 4;
@@ -786,23 +786,23 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
             match op {
                 Op::Gather => {
                     let mut out = vec![0f32; n * dim];
-                    time_cpu(reps, *threads, || crate::cpu::gather_into(table, &ids, Bounds::Error, &mut out))?
+                    time_cpu(reps, *threads, || edo::cpu::gather_into(table, &ids, Bounds::Error, &mut out))?
                 }
                 Op::BagSum | Op::BagMean => {
                     let mut out = vec![0f32; n_bags * dim];
                     let bags = Bags::new(bag_ids, &offsets);
-                    time_cpu(reps, *threads, || crate::cpu::embedding_bags_into(&[table], n_bags, &bags, pooling, Bounds::Error, Layout::Concat, &mut out))?
+                    time_cpu(reps, *threads, || edo::cpu::embedding_bags_into(&[table], n_bags, &bags, pooling, Bounds::Error, Layout::Concat, &mut out))?
                 }
                 // The browser build's API has no hashed bags on the CPU path, and their pooling
                 // kernels (for 64-bit ids) would add ~0.5 MB to every page's .wasm for this case.
                 #[cfg(web)]
-                _ => return Err(Error::Unsupported(crate::Unsupported::HashedBagsInBrowserCpuPath)),
+                _ => return Err(Error::Unsupported(edo::Unsupported::HashedBagsInBrowserCpuPath)),
                 #[cfg(not(web))]
                 _ => {
                     let mut out = vec![0f32; n_bags * dim];
                     let bags = HashedBags::new(&hashed_ids, &offsets);
                     let specs = [spec.clone()];
-                    time_cpu(reps, *threads, || crate::hash::hashed_bags_into(&[table], &specs, n_bags, &bags, Pooling::Sum, Layout::Concat, &mut out))?
+                    time_cpu(reps, *threads, || edo::hash::hashed_bags_into(&[table], &specs, n_bags, &bags, Pooling::Sum, Layout::Concat, &mut out))?
                 }
             }
         }
@@ -830,7 +830,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
             job.submit()?;
             crate::measure::gpu_done(&engine).await?;
             let first = t.elapsed().as_secs_f64();
-            if op == Op::Gather && job.output().read().await? != crate::cpu::gather(table, &ids, Bounds::Error)? {
+            if op == Op::Gather && job.output().read().await? != edo::cpu::gather(table, &ids, Bounds::Error)? {
                 return Err(Error::gpu("benchmark check", format!("{}: the GPU gather differs from the CPU path", table.format())));
             }
             let times = crate::measure::time_device(&engine, reps, |enc| job.encode(enc)).await?;
@@ -844,14 +844,14 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
     Ok(())
 }
 
-async fn search_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, data: &[f32], int8: &PackedTable) -> Result<(), Error> {
+async fn search_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, data: &[f32], int8: &PackedTable) -> Result<(), Error> {
     let (rows, dim) = (size.rows, size.dim);
     let (k, multiplier) = (10, 4);
     let queries_n = if size.rows < 10_000 { 8 } else { 32 };
     // Queries near table rows: a row plus noise, so the true neighbours are meaningful.
     let mut rng = synth::Rng::new(5);
     let queries: Vec<f32> = (0..queries_n).flat_map(|q| data[(q * 997 % rows) * dim..][..dim].to_vec()).map(|x| x + 0.3 * rng.normal()).collect();
-    let corpus = crate::search::binarize(data, dim)?;
+    let corpus = edo::search::binarize(data, dim)?;
     let code_bytes = (corpus.format().code_bytes(dim) * rows) as u64;
     let mut work = Work {
         op: Op::Search,
@@ -868,11 +868,11 @@ async fn search_case(st: &mut State, runner: &Runner, backend: &Backend, size: &
         shards: None,
         note: Some(format!("top-{k}, {multiplier}× candidates rescored")),
     };
-    let want = crate::search::search_rescored(&corpus, &queries, int8, k, multiplier)?;
+    let want = edo::search::search_rescored(&corpus, &queries, int8, k, multiplier)?;
     let timing = match runner {
         Runner::Cpu(threads) => {
             work.timing = "host";
-            time_cpu(st.reps, *threads, || crate::search::search_rescored(&corpus, &queries, int8, k, multiplier).map(|_| ()))?
+            time_cpu(st.reps, *threads, || edo::search::search_rescored(&corpus, &queries, int8, k, multiplier).map(|_| ()))?
         }
         Runner::Gpu(engine) => {
             let engine = engine_for(engine, size);
@@ -891,7 +891,7 @@ async fn search_case(st: &mut State, runner: &Runner, backend: &Backend, size: &
     Ok(())
 }
 
-async fn cache_case(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, int8: &PackedTable) -> Result<(), Error> {
+async fn cache_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, int8: &PackedTable) -> Result<(), Error> {
     let Runner::Gpu(engine) = runner else {
         // The CPU path holds every row: there is nothing to cache.
         return Ok(());
@@ -902,7 +902,7 @@ async fn cache_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
     let warm = 16;
     let ids = synth::zipf_ids((warm + st.reps + 1) * batch, rows, 1.05, 3);
     let batches: Vec<&[u32]> = ids.chunks(batch).collect();
-    let cache = GpuCache::new(&engine, int8, rows.div_ceil(8), crate::cache::PolicyKind::Lfu.build()).await?;
+    let cache = GpuCache::new(&engine, int8, rows.div_ceil(8), edo::cache::PolicyKind::Lfu.build()).await?;
     for b in &batches[..warm] {
         cache.gather(b, Bounds::Error).await?.read().await?;
     }
@@ -949,7 +949,7 @@ async fn cache_case(st: &mut State, runner: &Runner, backend: &Backend, size: &S
     Ok(())
 }
 
-async fn latency_cases(st: &mut State, runner: &Runner, backend: &Backend, size: &Size, int8: &PackedTable) -> Result<(), Error> {
+async fn latency_cases(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, int8: &PackedTable) -> Result<(), Error> {
     let (rows, dim) = (size.rows, size.dim);
     let row_bytes = int8.row_words() as u64 * 4;
     let gpu = match runner {
@@ -982,7 +982,7 @@ async fn latency_cases(st: &mut State, runner: &Runner, backend: &Backend, size:
             }
             (None, Runner::Cpu(threads)) => {
                 let mut out = vec![0f32; n * dim];
-                time_cpu(st.reps, *threads, || crate::cpu::gather_into(int8, &ids, Bounds::Error, &mut out))?
+                time_cpu(st.reps, *threads, || edo::cpu::gather_into(int8, &ids, Bounds::Error, &mut out))?
             }
             (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
         };
@@ -1015,7 +1015,7 @@ async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output = ()>>(
     st: &mut State,
     progress: &mut F,
     runner: &Runner,
-    backend: &Backend,
+    backend: &BackendInfo,
     model: &StaticModel,
 ) -> Result<(), Error> {
     progress(&Progress { done: st.done, total: st.total, label: format!("embed on {}", backend.name) }).await;

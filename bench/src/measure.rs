@@ -5,11 +5,11 @@
 
 use web_time::Instant;
 
-use crate::{Engine, Error};
+use edo::{Engine, Error};
 
 /// Threads the CPU path uses (all available cores natively).
 pub fn threads() -> usize {
-    crate::par::threads()
+    edo::par::threads()
 }
 
 /// The median of measurements (the upper middle one of an even count; NaN for none).
@@ -72,18 +72,7 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 /// Waits until the GPU has finished what was submitted (natively by polling, in a browser on
 /// the queue's promise).
 pub(crate) async fn gpu_done(engine: &Engine) -> Result<(), Error> {
-    #[cfg(native)]
-    {
-        engine.wait_idle()
-    }
-    #[cfg(web)]
-    {
-        engine.ctx.check_lost()?;
-        let (tx, rx) = crate::oneshot::channel();
-        engine.queue().on_submitted_work_done(move || tx.send(()));
-        rx.await;
-        engine.ctx.check_lost()
-    }
+    engine.work_done().await
 }
 
 /// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
@@ -150,7 +139,7 @@ pub fn cpu_memcpy_gbps(bytes: usize, iters: usize) -> f64 {
     let mut dst = vec![0f32; n];
     let chunk = (16 * 1024).min(n.max(1));
     let once = || {
-        crate::par::for_each_chunk_mut(&mut dst, chunk, 1, |first, block| {
+        edo::par::for_each_chunk_mut(&mut dst, chunk, 1, |first, block| {
             let first = first * chunk;
             block.copy_from_slice(&src[first..first + block.len()]);
             None::<()>

@@ -50,7 +50,7 @@ struct Key {
 fn key(c: &Case) -> Key {
     let op_rank = super::Op::from_name(&c.op).map_or(99, |o| super::Op::ALL.iter().position(|&x| x == o).unwrap_or(99));
     let size_rank = ["small", "medium", "large", "model"].iter().position(|&s| s == c.size).unwrap_or(9);
-    let format_rank = crate::Format::from_name(&c.format).map_or(99, |f| crate::Format::ALL.iter().position(|&x| x == f).unwrap_or(99));
+    let format_rank = edo::Format::from_name(&c.format).map_or(99, |f| edo::Format::ALL.iter().position(|&x| x == f).unwrap_or(99));
     Key { op_rank, op: c.op.clone(), size_rank, size: c.size.clone(), format_rank, format: c.format.clone(), items: c.items }
 }
 
@@ -387,7 +387,7 @@ fn machine_line(r: &Results) -> String {
     s
 }
 
-fn backend_line(b: &super::Backend) -> String {
+fn backend_line(b: &super::BackendInfo) -> String {
     let mut s = format!("{}: {}", b.id, b.name);
     for v in [&b.api, &b.device_type, &b.driver].into_iter().flatten() {
         let _ = write!(s, ", {v}");

@@ -1,0 +1,7 @@
+fn main() {
+    // edo's split, under the same names: native (threads, blocking wrappers) vs the browser.
+    cfg_aliases::cfg_aliases! {
+        web: { target_arch = "wasm32" },
+        native: { not(target_arch = "wasm32") },
+    }
+}
