@@ -3,7 +3,7 @@
 //! Markdown — of the file alone and beside itself. None may panic or hang, whatever the numbers.
 #![no_main]
 
-use edo::suite::{report, Results};
+use edo_bench::suite::{report, Results};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "peak.rs"]

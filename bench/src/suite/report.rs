@@ -595,7 +595,7 @@ mod tests {
     /// every file is read, and every one that reads is reported, alone and beside itself.
     #[test]
     fn fuzz_corpus_replays_without_panics() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/bench_json");
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/bench_json");
         let mut read = 0;
         for entry in std::fs::read_dir(&dir).expect("the corpus") {
             let bytes = std::fs::read(entry.expect("an entry").path()).expect("a corpus file");
