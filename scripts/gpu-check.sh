@@ -5,7 +5,7 @@
 # here), the gather against the device's own buffer copy (`edo bench gather`, 1 M × 128), the
 # Hamming scan (`edo bench search`, 1 M × 256 bits, 100 queries, k = 10) against faiss
 # IndexBinaryFlat on 2 CPU threads measured here, and the table-batched hashed bags of
-# `examples/recsys.rs`.
+# `bench/examples/recsys.rs`.
 #
 #   ./scripts/gpu-check.sh prepare    here: release binaries, the faiss baseline and the suite's
 #                                     peers (needs numpy and faiss-cpu) and the Vulkan loader's
