@@ -236,7 +236,7 @@ impl Resident {
         // from being destroyed), the tables' shards too: a job may outlive its tables.
         inputs.extend(self.shards.iter().map(|s| s.buffer.clone()));
         let rows = if pooling == Pooling::None { n_indices } else { batch };
-        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, rows, plan.total_dim, false) })
+        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, rows, plan.total_dim, crate::Element::F32) })
     }
 }
 

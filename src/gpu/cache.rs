@@ -532,7 +532,7 @@ impl CacheState {
             inputs.extend(gather.inputs);
             copies.push((gather.output.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));
         }
-        let output = GpuRows::new(ctx.clone(), out, slots.len(), dim as usize, false);
+        let output = GpuRows::new(ctx.clone(), out, slots.len(), dim as usize, crate::Element::F32);
         Ok(LookupJob { ctx, stages: vec![Stage { passes, copies }], _inputs: inputs, output, hook: None })
     }
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{Buffer, Context, ShaderId};
-use crate::Error;
+use crate::{Element, Error};
 
 /// One kernel and its dispatches, in the order they run.
 pub(crate) struct Pass {
@@ -185,29 +185,34 @@ pub struct GpuRows {
     pub(crate) buffer: Buffer,
     pub(crate) rows: usize,
     pub(crate) dim: usize,
-    /// f16 rows (two values a word) rather than f32.
-    pub(crate) half: bool,
+    /// The element type of the values (f16: two a word).
+    pub(crate) element: Element,
 }
 
 impl GpuRows {
-    /// Rows of `dim` values (f16 ones when `half`) in `buffer`.
-    pub(crate) fn new(ctx: Arc<Context>, buffer: Buffer, rows: usize, dim: usize, half: bool) -> GpuRows {
-        GpuRows { ctx, buffer, rows, dim, half }
+    /// Rows of `dim` values of `element` in `buffer`.
+    pub(crate) fn new(ctx: Arc<Context>, buffer: Buffer, rows: usize, dim: usize, element: Element) -> GpuRows {
+        GpuRows { ctx, buffer, rows, dim, element }
+    }
+
+    /// The element type of the values.
+    pub fn element(&self) -> Element {
+        self.element
     }
 
     /// Another handle to the same buffer (the job that writes it keeps its own).
     pub(crate) fn clone_handle(&self) -> GpuRows {
-        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, half: self.half }
+        GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, element: self.element }
     }
 
     /// Whether the rows are f16 (two values a word) rather than f32.
     pub fn is_f16(&self) -> bool {
-        self.half
+        self.element == Element::F16
     }
 
     /// u32 words of the buffer a row takes: `dim`, or `⌈dim / 2⌉` for f16 rows.
     pub fn row_words(&self) -> usize {
-        if self.half {
+        if self.is_f16() {
             self.dim.div_ceil(2)
         } else {
             self.dim
@@ -235,7 +240,7 @@ impl GpuRows {
         self.ctx.check_lost()?;
         // At most 4 MiB on the host at a time, whatever the output's size.
         let total = self.rows * self.row_words();
-        let word = if self.half {
+        let word = if self.is_f16() {
             let h = half::f16::from_f32(value).to_bits() as u32;
             f32::from_bits(h | (h << 16))
         } else {
@@ -252,7 +257,7 @@ impl GpuRows {
     /// Copies the rows back to the host once all work submitted before has finished, as
     /// `rows × dim` f32 (f16 rows widened, which is exact).
     pub async fn read(&self) -> Result<Vec<f32>, Error> {
-        if self.half {
+        if self.is_f16() {
             return Ok(self.read_f16().await?.into_iter().map(half::f16::to_f32).collect());
         }
         super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.dim).await
@@ -260,7 +265,7 @@ impl GpuRows {
 
     /// Copies the rows back to the host as they are: f32, or f16 for f16 rows.
     pub async fn read_host(&self) -> Result<crate::HostRows, Error> {
-        Ok(if self.half { crate::HostRows::F16(self.read_f16().await?) } else { crate::HostRows::F32(self.read().await?) })
+        Ok(if self.is_f16() { crate::HostRows::F16(self.read_f16().await?) } else { crate::HostRows::F32(self.read().await?) })
     }
 
     /// [`GpuRows::read`] for native code without an executor.
@@ -272,7 +277,7 @@ impl GpuRows {
     /// Copies f16 rows back to the host, as `rows × dim` values (an odd dim's padding dropped).
     /// f32 rows are [`Error::Unsupported`]: read them with [`GpuRows::read`].
     pub async fn read_f16(&self) -> Result<Vec<half::f16>, Error> {
-        if !self.half {
+        if !self.is_f16() {
             return Err(Error::Unsupported(crate::Unsupported::ReadF16OfF32Rows));
         }
         let words: Vec<u32> = super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.row_words()).await?;
@@ -346,7 +351,7 @@ pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<Looku
         inputs.push(uniform);
         start += m;
     }
-    let output = GpuRows::new(ctx.clone(), out, n, dim, true);
+    let output = GpuRows::new(ctx.clone(), out, n, dim, Element::F16);
     Ok(LookupJob::new(ctx.clone(), vec![Pass { pipeline, dispatches }], inputs, output))
 }
 
@@ -368,8 +373,8 @@ pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std
 impl LookupJob {
     /// This job's rows as `element`s: f32 rows rounded to f16 by one more pass where asked
     /// (the job unchanged when it writes them already).
-    pub(crate) async fn into_element(self, element: crate::Element) -> Result<LookupJob, Error> {
-        if element == crate::Element::F16 && !self.output.half {
+    pub(crate) async fn into_element(self, element: Element) -> Result<LookupJob, Error> {
+        if element == Element::F16 && self.output.element != Element::F16 {
             let pack = pack_f16(&self.ctx, &self.output).await?;
             return Ok(self.then(pack));
         }

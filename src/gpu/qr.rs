@@ -156,7 +156,7 @@ impl GpuQrTables {
                 inputs.push(shard.buffer.clone());
             }
         }
-        let output = GpuRows::new(ctx.clone(), out, ids.len(), out_stride as usize, false);
+        let output = GpuRows::new(ctx.clone(), out, ids.len(), out_stride as usize, crate::Element::F32);
         Ok(LookupJob::new(ctx.clone(), vec![super::job::Pass { pipeline, dispatches }], inputs, output))
     }
 }

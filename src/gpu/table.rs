@@ -271,11 +271,12 @@ impl GpuTable {
     /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
     /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
     pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<Encoded, Error> {
-        self.encode_gather_as(ids, policy, output, false).await
+        self.encode_gather_as(ids, policy, output, crate::Element::F32).await
     }
 
     /// [`GpuTable::encode_gather_with`], writing f16 rows when `half`.
-    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, half: bool) -> Result<Encoded, Error> {
+    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, element: crate::Element) -> Result<Encoded, Error> {
+        let half = element == crate::Element::F16;
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
@@ -385,7 +386,7 @@ impl GpuTable {
         inputs.push(ids_buffer);
         // The table's shards too: a job may outlive the table it was prepared on.
         inputs.extend(shards.iter().map(|s| s.buffer.clone()));
-        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, n_ids, dim, half) })
+        Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, n_ids, dim, element) })
     }
 }
 
@@ -415,8 +416,7 @@ impl GpuLookup for GpuTable {
         match request.select {
             Select::Ids(ids) => {
                 request.bounds.check(ids, self.rows())?;
-                let half = request.element == crate::Element::F16;
-                Ok(self.encode_gather_as(Indices::Host(ids), request.bounds.shader_code(), None, half).await?.into_job())
+                Ok(self.encode_gather_as(Indices::Host(ids), request.bounds.shader_code(), None, request.element).await?.into_job())
             }
             Select::Bags(bags, pooling) => {
                 let job = self.res.prepare_bags(bags.len(), &bags, pooling, request.bounds, crate::Layout::Concat).await?;
