@@ -3,7 +3,7 @@
 //! The CPU path splits work into contiguous blocks of rows, so each thread streams its own
 //! output: one block per core, or smaller ones handed to whichever thread is free. The calling
 //! thread works on the blocks too and never waits for a pool thread that has not started (see
-//! [`run_blocks`]).
+//! `run_blocks`).
 
 #[cfg(native)]
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
