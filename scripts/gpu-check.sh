@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# The figures only a real GPU gives, in one run that fits a 10-minute slot on a lent GPU machine
-# (no network there, nothing installed): the benchmark suite (`edo bench suite`, the full matrix
-# within a 240 s budget; its JSON and HTML report come back, compared with the peers measured
-# here), the gather against the device's own buffer copy (`edo bench gather`, 1 M × 128), the
+# The figures only a real GPU gives, in one run that fits a 10-minute command on a lent GPU machine
+# (no network there, nothing installed; its timeouts add up to 540 s): a probe that stops at once
+# unless an NVIDIA adapter is found, the benchmark suite (`edo bench suite` on that adapter only,
+# the full matrix within a 200 s budget; its JSON and HTML report come back, compared with the
+# peers measured here), the gather against the device's own buffer copy (`edo bench gather`, 1 M × 128), the
 # Hamming scan (`edo bench search`, 1 M × 256 bits, 100 queries, k = 10) against faiss
 # IndexBinaryFlat on 2 CPU threads measured here, and the table-batched hashed bags of
 # `bench/examples/recsys.rs`.
 #
 #   ./scripts/gpu-check.sh prepare    here: release binaries, the faiss baseline and the suite's
-#                                     peers (needs numpy and faiss-cpu) and the Vulkan loader's
-#                                     .deb into .gpu/ (git ignores it; about 15 MiB)
-#   ./scripts/gpu-check.sh run [dir]  there, with .gpu/ carried: figures into dir (default $OUT,
-#                                     else ./gpu-check); also runs on lavapipe, as a rehearsal
+#                                     peers (needs numpy and faiss-cpu) and the .debs of the Vulkan
+#                                     and GL loaders NVIDIA's driver needs into .gpu/ (git ignores
+#                                     it; about 20 MiB)
+#   ./scripts/gpu-check.sh run [dir]  there, with .gpu/ carried: at most 6 files into dir (default
+#                                     $OUT, else ./gpu-check): summary.txt, suite.json, suite.html,
+#                                     compare.md, compare.html, search.json. GPU_CHECK_ADAPTER
+#                                     (default nvidia) names the adapter; =llvmpipe rehearses it on
+#                                     lavapipe
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 gpu="$root/.gpu"
@@ -41,36 +46,59 @@ print(f"faiss IndexBinaryFlat, 2 threads: {1e3 * s:.2f} ms for {queries} queries
 PY
     # The suite's peers (numpy, faiss) on the full matrix's shapes, for `edo bench compare` there.
     python3 "$root/scripts/bench_peers.py" --reps 3 -o "$gpu/peers.json" || echo "no peers (bench_peers.py needs numpy and faiss-cpu)"
-    # The Vulkan loader, for a machine that has the driver but not the loader.
-    (cd "$gpu/deb" && apt-get download libvulkan1 >/dev/null 2>&1) || echo "no libvulkan1 .deb (apt-get download failed); the GPU machine must have the loader"
+    # The loaders, for a machine that has NVIDIA's driver but not them: Vulkan's, and the GL ones
+    # (glvnd, EGL) its Vulkan driver links. amd64 whatever this machine is, from a list of its own.
+    rm -f "$gpu"/deb/*.deb
+    mkdir -p /tmp/gpu-check-apt/partial
+    apt_amd64=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/gpu-check-apt)
+    if apt-get "${apt_amd64[@]}" update -qq >/dev/null 2>&1 &&
+        (cd "$gpu/deb" && apt-get "${apt_amd64[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1); then
+        ls "$gpu/deb"
+    else
+        echo "the loaders' .debs could not be downloaded; the GPU machine must have them" >&2
+    fi
     du -sh "$gpu"
     ;;
 run)
     out="${2:-${OUT:-$root/gpu-check}}"
     mkdir -p "$out"
     [ -x "$gpu/bin/edo" ] || { echo "no $gpu/bin/edo: run '$0 prepare' first and carry .gpu" >&2; exit 2; }
-    if ! ldconfig -p | grep -q libvulkan.so.1; then
+    # The loaders, unless the machine has them (the .debs unpack into / on that bare machine).
+    if ! ldconfig -p | grep -q libvulkan.so.1 || ! ldconfig -p | grep -q libEGL.so.1; then
         for f in "$gpu"/deb/*.deb; do dpkg -x "$f" /; done
         ldconfig
     fi
-    if [ -d /usr/local/nvidia/share/vulkan/icd.d ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+    if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
         export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
     fi
-    export NODEVICE_SELECT=1
+    if [ -f /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ] && [ -z "${__EGL_VENDOR_LIBRARY_FILENAMES:-}" ]; then
+        export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    fi
+    export NODEVICE_SELECT=1 WGPU_BACKEND=vulkan
+    adapter="${GPU_CHECK_ADAPTER:-nvidia}"
+    log="$out/summary.txt"
+    : >"$log"
     {
         echo "== $(date -u +%FT%TZ) on $(nproc) cores"
         command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-        echo "== edo bench suite (issue 16: the full matrix, 240 s budget)"
-        timeout 330 "$gpu/bin/edo" bench suite --budget-seconds 240 --label "$(hostname) $(nproc) cores" -o "$out/suite.json" --html "$out/suite.html" \
-            >"$out/suite.txt" 2>"$out/suite.log" || echo "suite failed: $(tail -3 "$out/suite.log")"
-        head -8 "$out/suite.txt" 2>/dev/null || true
+        echo "== probe: a Vulkan adapter named like \"$adapter\" (nothing else runs without one)"
+        if ! timeout 60 "$gpu/bin/edo" bench suite --scale tiny --adapter "$adapter" --no-cpu --ops gather -o /tmp/gpu-check-probe.json --html /tmp/gpu-check-probe.html >/tmp/gpu-check-probe.txt 2>&1; then
+            cat /tmp/gpu-check-probe.txt
+            echo "no $adapter adapter: stopping (ldconfig: $(ldconfig -p | grep -c 'libvulkan\|libEGL') loader libraries; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset})"
+            exit 3
+        fi
+        grep -i "$adapter" /tmp/gpu-check-probe.txt | head -2 || true
+        echo "== edo bench suite (issue 16: the full matrix on the $adapter adapter only, 200 s budget)"
+        timeout 260 "$gpu/bin/edo" bench suite --budget-seconds 200 --adapter "$adapter" --no-cpu --label "$(hostname) $(nproc) cores" -o "$out/suite.json" --html "$out/suite.html" \
+            >/tmp/gpu-check-suite.txt 2>&1 || echo "suite failed: $(tail -3 /tmp/gpu-check-suite.txt)"
+        head -12 /tmp/gpu-check-suite.txt || true
         if [ -f "$gpu/peers.json" ] && [ -f "$out/suite.json" ]; then
-            "$gpu/bin/edo" bench compare "$out/suite.json" "$gpu/peers.json" --html "$out/compare.html" --markdown "$out/compare.md" >"$out/compare.txt" 2>&1 || true
+            timeout 20 "$gpu/bin/edo" bench compare "$out/suite.json" "$gpu/peers.json" --html "$out/compare.html" --markdown "$out/compare.md" 2>&1 | tail -20 || true
         fi
         echo "== edo bench gather (issue 2: ≥ 80 % of the device copy, INT8 time ≤ 0.5 × FP32)"
-        timeout 120 "$gpu/bin/edo" bench gather --formats fp32,int8 2>&1 | tail -12
+        timeout 80 "$gpu/bin/edo" bench gather --formats fp32,int8 2>&1 | tail -12 || echo "gather bench failed or timed out"
         echo "== edo bench search (issue 4: GPU ≥ 10 × faiss on 2 CPU threads)"
-        timeout 120 "$gpu/bin/edo" bench search --json >"$out/search.json" 2>"$out/search.log" || echo "search bench failed: $(tail -3 "$out/search.log")"
+        timeout 80 "$gpu/bin/edo" bench search --json >"$out/search.json" 2>/tmp/gpu-check-search.log || echo "search bench failed: $(tail -3 /tmp/gpu-check-search.log)"
         if [ -f "$gpu/faiss.json" ] && command -v python3 >/dev/null; then
             python3 - "$gpu/faiss.json" "$out/search.json" <<'PY'
 import json, sys
@@ -83,11 +111,12 @@ if e.get("gpu_seconds"):
 PY
         fi
         echo "== recsys (issue 3: GPU INT8 ≥ 2 × FP32 lookups/s)"
-        timeout 180 "$gpu/bin/recsys" 2>&1 | grep -v XDG_RUNTIME_DIR
-    } 2>&1 | tee "$out/summary.txt"
+        timeout 60 "$gpu/bin/recsys" 2>&1 | grep -v XDG_RUNTIME_DIR || echo "recsys failed or timed out"
+    } 2>&1 | tee -a "$log"
+    exit "${PIPESTATUS[0]}"
     ;;
 *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
