@@ -15,6 +15,29 @@ use super::{Engine, GpuRows, LookupJob};
 use crate::request::Request;
 use crate::{Bags, Bounds, Element, Error, Pooling};
 
+/// The accessors of [`GpuLookup`] for a kind `$t`, by its inherent methods of the same names
+/// (inside its `impl GpuLookup for $t`).
+macro_rules! inherent_accessors {
+    ($t:ty) => {
+        fn rows(&self) -> usize {
+            <$t>::rows(self)
+        }
+        fn dim(&self) -> usize {
+            <$t>::dim(self)
+        }
+        fn bytes(&self) -> u64 {
+            <$t>::bytes(self)
+        }
+        fn set_name(&self, name: &str) {
+            <$t>::set_name(self, name)
+        }
+        fn engine(&self) -> Engine {
+            <$t>::engine(self)
+        }
+    };
+}
+pub(crate) use inherent_accessors;
+
 /// A table on the GPU whose rows u32 ids look up: gathered into dense rows, or pooled into bags
 /// (EmbeddingBag). Every call submits its work and returns at once; the output stays on the GPU
 /// in a [`GpuRows`] until read back. The `prepare_*` forms build the same job without
@@ -36,7 +59,8 @@ pub trait GpuLookup {
     /// The engine the table lives on (another handle to it).
     fn engine(&self) -> Engine;
 
-    /// Builds the job of `request` — `output_rows × dim` values of its element type — without
+    /// Builds the job of `request` — a row of `dim` values of its element type per id, per bag,
+    /// or per index for [`Pooling::None`] — without
     /// submitting it. The request is checked first ([`Request::check`]); nothing is built for a
     /// bad one.
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error>;

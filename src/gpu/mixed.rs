@@ -70,21 +70,7 @@ impl GpuMixedTable {
 }
 
 impl GpuLookup for GpuMixedTable {
-    fn rows(&self) -> usize {
-        GpuMixedTable::rows(self)
-    }
-    fn dim(&self) -> usize {
-        GpuMixedTable::dim(self)
-    }
-    fn bytes(&self) -> u64 {
-        GpuMixedTable::bytes(self)
-    }
-    fn set_name(&self, name: &str) {
-        GpuMixedTable::set_name(self, name)
-    }
-    fn engine(&self) -> Engine {
-        GpuMixedTable::engine(self)
-    }
+    super::lookup::inherent_accessors!(GpuMixedTable);
 
     /// Gathers both parts into one output; bags pool the gathered rows in the same job.
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {

@@ -85,21 +85,7 @@ impl GpuPrunedTable {
 }
 
 impl GpuLookup for GpuPrunedTable {
-    fn rows(&self) -> usize {
-        GpuPrunedTable::rows(self)
-    }
-    fn dim(&self) -> usize {
-        GpuPrunedTable::dim(self)
-    }
-    fn bytes(&self) -> u64 {
-        GpuPrunedTable::bytes(self)
-    }
-    fn set_name(&self, name: &str) {
-        GpuPrunedTable::set_name(self, name)
-    }
-    fn engine(&self) -> Engine {
-        GpuPrunedTable::engine(self)
-    }
+    super::lookup::inherent_accessors!(GpuPrunedTable);
 
     /// Rows of the original table (pruned rows are zeros; in bags zero rows, counted by mean and
     /// taking part in max): the remap pass, then the gather or the fused bag pass, in one job.

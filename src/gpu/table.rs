@@ -391,21 +391,7 @@ impl GpuTable {
 }
 
 impl GpuLookup for GpuTable {
-    fn rows(&self) -> usize {
-        GpuTable::rows(self)
-    }
-    fn dim(&self) -> usize {
-        GpuTable::dim(self)
-    }
-    fn bytes(&self) -> u64 {
-        GpuTable::bytes(self)
-    }
-    fn set_name(&self, name: &str) {
-        GpuTable::set_name(self, name)
-    }
-    fn engine(&self) -> Engine {
-        GpuTable::engine(self)
-    }
+    super::lookup::inherent_accessors!(GpuTable);
 
     /// A gather writes f32 or f16 rows itself (f16: half the bytes); a bag pools as it decodes
     /// (the fused bag kernel), and an f16 bag is rounded by one more pass. With
