@@ -26,7 +26,8 @@ pub trait Lookup {
     /// Bytes the table holds in memory.
     fn bytes(&self) -> u64;
 
-    /// Answers `request`: `output_rows × dim` values of its element type. With [`Bounds::Error`]
+    /// Answers `request`: a row of `dim` values of its element type per id, per bag, or per
+    /// index for [`Pooling::None`]. With [`Bounds::Error`]
     /// a bad id fails the call before anything is computed.
     fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error>;
 

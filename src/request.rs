@@ -32,19 +32,6 @@ pub enum Element {
     F16,
 }
 
-impl Element {
-    /// Every element type, in declaration order.
-    pub const ALL: [Element; 2] = [Element::F32, Element::F16];
-
-    /// `"f32"` or `"f16"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Element::F32 => "f32",
-            Element::F16 => "f16",
-        }
-    }
-}
-
 /// One lookup: its rows, its bounds policy, its output's element type.
 ///
 /// ```
@@ -80,15 +67,6 @@ impl<'a> Request<'a> {
     /// The same request, writing `element`s.
     pub fn element(self, element: Element) -> Request<'a> {
         Request { element, ..self }
-    }
-
-    /// Rows of the output.
-    pub fn output_rows(&self) -> usize {
-        match self.select {
-            Select::Ids(ids) => ids.len(),
-            Select::Bags(bags, Pooling::None) => bags.indices.len(),
-            Select::Bags(bags, _) => bags.len(),
-        }
     }
 
     /// The ids the request reads (a gather's ids, or the bags' indices).
@@ -139,14 +117,6 @@ pub enum HostRows {
 }
 
 impl HostRows {
-    /// The element type of the values.
-    pub fn element(&self) -> Element {
-        match self {
-            HostRows::F32(_) => Element::F32,
-            HostRows::F16(_) => Element::F16,
-        }
-    }
-
     /// The values as f32 (f16 values widened, which is exact).
     pub fn into_f32(self) -> Vec<f32> {
         match self {
@@ -175,7 +145,8 @@ pub trait AsyncLookup {
     /// Values per row.
     fn dim(&self) -> usize;
 
-    /// Answers `request` on the host: `output_rows × dim` values of its element type.
+    /// Answers `request` on the host: a row of `dim` values of its element type per id, per
+    /// bag, or per index for [`Pooling::None`].
     async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error>;
 
     /// Decoded rows of `ids`, `ids.len() × dim` f32.

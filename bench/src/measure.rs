@@ -69,12 +69,6 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
     Ok((first, times))
 }
 
-/// Waits until the GPU has finished what was submitted (natively by polling, in a browser on
-/// the queue's promise).
-pub(crate) async fn gpu_done(engine: &Engine) -> Result<(), Error> {
-    engine.work_done().await
-}
-
 /// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
 /// submission of four repetitions, then `reps` submissions of at least four each (more when four
 /// take less than [`MIN_SAMPLE_S`]). Wall clock around submit and wait, so it includes the
@@ -90,19 +84,19 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
         t
     };
     let t = submit(4);
-    gpu_done(engine).await?;
+    engine.work_done().await?;
     let mut per = 4;
     let mut seconds = t.elapsed().as_secs_f64();
     while let Some(more) = more_calls(per, seconds).filter(|&m| m <= 1024) {
         per = more;
         let t = submit(per);
-        gpu_done(engine).await?;
+        engine.work_done().await?;
         seconds = t.elapsed().as_secs_f64();
     }
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
         let t = submit(per);
-        gpu_done(engine).await?;
+        engine.work_done().await?;
         times.push(t.elapsed().as_secs_f64() / per as f64);
     }
     Ok(times)

@@ -828,7 +828,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size
             };
             let (job, t) = job;
             job.submit()?;
-            crate::measure::gpu_done(&engine).await?;
+            engine.work_done().await?;
             let first = t.elapsed().as_secs_f64();
             if op == Op::Gather && job.output().read().await? != edo::cpu::gather(table, &ids, Bounds::Error)? {
                 return Err(Error::gpu("benchmark check", format!("{}: the GPU gather differs from the CPU path", table.format())));
