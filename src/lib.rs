@@ -60,6 +60,7 @@ pub mod prune;
 pub mod qr;
 mod request;
 pub mod search;
+mod simd;
 mod source;
 
 /// (Feature `synth`, on by default; the planner uses it inside either way.)

@@ -17,8 +17,8 @@
 
 use std::marker::PhantomData;
 
-use crate::cpu::Kernel;
 use crate::format::{dispatch, Codec, Format, PackedTable};
+use crate::simd::{Kernel, Lanes};
 use crate::Error;
 
 /// The largest `k` a search accepts.
@@ -129,15 +129,15 @@ fn hamming_unchecked(corpus: &PackedTable, queries: &PackedTable, k: usize) -> N
             let cw = corpus.format().code_words(corpus.dim());
             let args = (corpus, queries, first_q, nq, k_eff, block);
             match cw {
-                1 => super::cpu::simd(HammingBlock::<1>(args)),
-                2 => super::cpu::simd(HammingBlock::<2>(args)),
-                4 => super::cpu::simd(HammingBlock::<4>(args)),
-                8 => super::cpu::simd(HammingBlock::<8>(args)),
-                12 => super::cpu::simd(HammingBlock::<12>(args)),
-                16 => super::cpu::simd(HammingBlock::<16>(args)),
-                24 => super::cpu::simd(HammingBlock::<24>(args)),
-                32 => super::cpu::simd(HammingBlock::<32>(args)),
-                _ => super::cpu::simd(HammingBlock::<0>(args)),
+                1 => crate::simd::run(HammingBlock::<1>(args)),
+                2 => crate::simd::run(HammingBlock::<2>(args)),
+                4 => crate::simd::run(HammingBlock::<4>(args)),
+                8 => crate::simd::run(HammingBlock::<8>(args)),
+                12 => crate::simd::run(HammingBlock::<12>(args)),
+                16 => crate::simd::run(HammingBlock::<16>(args)),
+                24 => crate::simd::run(HammingBlock::<24>(args)),
+                32 => crate::simd::run(HammingBlock::<32>(args)),
+                _ => crate::simd::run(HammingBlock::<0>(args)),
             }
             None::<()>
         });
@@ -155,7 +155,7 @@ struct HammingBlock<'a, const CW: usize>(HammingArgs<'a>);
 impl<const CW: usize> Kernel for HammingBlock<'_, CW> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
+    fn run<L: Lanes>(self, _: L) {
         hamming_block::<CW>(self.0)
     }
 }
@@ -453,7 +453,7 @@ pub fn dot_topk(table: &PackedTable, queries: &[f32], k: usize) -> Result<Scored
     }
     crate::par::for_each_chunk_mut(&mut out, k_eff, 1, |first, block| {
         let nb = block.len() / k_eff;
-        dispatch!(table.format(), C => super::cpu::simd(DotBlock::<C>(PhantomData, (table, &queries[first * dim..(first + nb) * dim], k_eff, block))));
+        dispatch!(table.format(), C => crate::simd::run(DotBlock::<C>(PhantomData, (table, &queries[first * dim..(first + nb) * dim], k_eff, block))));
         None::<()>
     });
     Ok(split_scored(out, k_eff))
@@ -465,13 +465,13 @@ struct DotBlock<'a, C>(PhantomData<C>, (&'a PackedTable, &'a [f32], usize, &'a m
 impl<C: Codec> Kernel for DotBlock<'_, C> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
-        dot_block::<C>(self.1)
+    fn run<L: Lanes>(self, lanes: L) {
+        dot_block::<C, L>(lanes, self.1)
     }
 }
 
 #[inline(always)]
-fn dot_block<C: Codec>((table, queries, k, out): (&PackedTable, &[f32], usize, &mut [(u32, f32)])) {
+fn dot_block<C: Codec, L: Lanes>(lanes: L, (table, queries, k, out): (&PackedTable, &[f32], usize, &mut [(u32, f32)])) {
     let dim = table.dim();
     let n = table.rows();
     const ROWS: usize = 256;
@@ -485,7 +485,7 @@ fn dot_block<C: Codec>((table, queries, k, out): (&PackedTable, &[f32], usize, &
         for r0 in (0..n).step_by(ROWS) {
             let r1 = (r0 + ROWS).min(n);
             for (r, dst) in (r0..r1).zip(decoded.chunks_exact_mut(dim)) {
-                C::decode_row(table.row(r), dst);
+                C::decode(lanes, table.row(r), dst);
             }
             for (q, query) in queries.chunks_exact(dim).enumerate() {
                 for (r, x) in (r0..r1).zip(decoded.chunks_exact(dim)) {

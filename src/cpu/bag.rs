@@ -7,9 +7,10 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use super::{prefetch, Kernel, PREFETCH_DISTANCE};
+use super::{prefetch, PREFETCH_DISTANCE};
 use crate::bags::{BagPlan, Bags, Layout, Pooling};
 use crate::format::{dispatch, Codec, PackedTable};
+use crate::simd::{Kernel, Lanes};
 use crate::{Bounds, Error};
 
 /// Pools `bags` of rows of one table into `bags.len() × dim` values (`indices.len() × dim` for
@@ -76,7 +77,7 @@ fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Poo
             let mut scratch = vec![0f32; dim];
             for (j, dst) in (first..).zip(block.chunks_exact_mut(dim)) {
                 let bag = Bag { table: rows[0], ids: 1, k: 1, weights: bags.per_sample_weights.map(|w| &w[j..j + 1]) };
-                dispatch!(tables[0].format(), C => super::simd(Pool::<C, _>(PhantomData, (bag, Pooling::Sum, dst, &mut ahead, &mut scratch))));
+                dispatch!(tables[0].format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (bag, Pooling::Sum, dst, &mut ahead, &mut scratch))));
             }
             None::<()>
         });
@@ -116,7 +117,7 @@ pub(crate) fn pool_bags<R: Resolve>(
                 for (t, table) in tables.iter().enumerate() {
                     for (b, sample) in samples.clone().zip(block.chunks_exact_mut(total_dim)) {
                         let dst = &mut sample[col..col + table.dim()];
-                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
+                        dispatch!(table.format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
                     }
                     col += table.dim();
                 }
@@ -133,7 +134,7 @@ pub(crate) fn pool_bags<R: Resolve>(
                     let mut ahead = Lookahead::new(walk, samples.clone(), t..t + 1);
                     let mut scratch = vec![0f32; table.dim()];
                     for (b, dst) in samples.zip(part.chunks_exact_mut(table.dim())) {
-                        dispatch!(table.format(), C => super::simd(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
+                        dispatch!(table.format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
                     }
                     None::<()>
                 });
@@ -380,15 +381,15 @@ struct Pool<'a, 'b, C, R: Resolve>(PhantomData<C>, PoolArgs<'a, 'b, R>);
 impl<C: Codec, R: Resolve> Kernel for Pool<'_, '_, C, R> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
-        pool::<C, R>(self.1)
+    fn run<L: Lanes>(self, lanes: L) {
+        pool::<C, R, L>(lanes, self.1)
     }
 }
 
 /// Pools one bag into `out` (`dim` values), its rows taken from the lookahead; `scratch` holds
 /// `dim` values for formats that decode a row before pooling it.
 #[inline(always)]
-fn pool<C: Codec, R: Resolve>((bag, pooling, out, ahead, scratch): PoolArgs<'_, '_, R>) {
+fn pool<C: Codec, R: Resolve, L: Lanes>(lanes: L, (bag, pooling, out, ahead, scratch): PoolArgs<'_, '_, R>) {
     let max = pooling == Pooling::Max;
     out.fill(if max { f32::NEG_INFINITY } else { 0.0 });
     for j in 0..bag.ids {
@@ -398,7 +399,7 @@ fn pool<C: Codec, R: Resolve>((bag, pooling, out, ahead, scratch): PoolArgs<'_, 
             match ahead.ring.pop() {
                 NO_ROW if max => out.iter_mut().for_each(|o| *o = o.max(0.0)),
                 NO_ROW => {}
-                r => C::pool_row(bag.table.row(r), w, max, out, scratch),
+                r => C::pool_row(lanes, bag.table.row(r), w, max, out, scratch),
             }
         }
     }

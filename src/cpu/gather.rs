@@ -2,8 +2,9 @@
 
 use std::marker::PhantomData;
 
-use super::{prefetch, Kernel, PREFETCH_DISTANCE};
+use super::{prefetch, PREFETCH_DISTANCE};
 use crate::format::{dispatch, Codec, PackedTable};
+use crate::simd::{Kernel, Lanes};
 use crate::{Bounds, Error};
 
 /// Output rows per thread below which the CPU path stays on one thread.
@@ -32,7 +33,7 @@ pub fn gather_into(table: &PackedTable, ids: &[u32], bounds: Bounds, out: &mut [
     let min_rows = MIN_ROWS_PER_THREAD.max(MIN_VALUES_PER_THREAD / dim.max(1));
     crate::par::for_each_chunk_mut(out, dim, min_rows, |first, block| {
         let ids = &ids[first..first + block.len() / dim];
-        dispatch!(table.format(), C => super::simd(GatherBlock::<C>(PhantomData, (table, ids, bounds, block))));
+        dispatch!(table.format(), C => crate::simd::run(GatherBlock::<C>(PhantomData, (table, ids, bounds, block))));
         None::<()>
     });
     Ok(())
@@ -44,13 +45,13 @@ struct GatherBlock<'a, C>(PhantomData<C>, (&'a PackedTable, &'a [u32], Bounds, &
 impl<C: Codec> Kernel for GatherBlock<'_, C> {
     type Output = ();
     #[inline(always)]
-    fn run(self) {
-        gather_block::<C>(self.1)
+    fn run<L: Lanes>(self, lanes: L) {
+        gather_block::<C, L>(lanes, self.1)
     }
 }
 
 #[inline(always)]
-fn gather_block<C: Codec>((table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
+fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
     let rows = table.rows();
     let dim = table.dim();
     let row_words = table.row_words();
@@ -60,7 +61,7 @@ fn gather_block<C: Codec>((table, ids, bounds, out): (&PackedTable, &[u32], Boun
             prefetch(&words[r * row_words..(r + 1) * row_words]);
         }
         match bounds.resolve(id, rows) {
-            Some(r) => C::decode_row(&words[r * row_words..(r + 1) * row_words], dst),
+            Some(r) => C::decode(lanes, &words[r * row_words..(r + 1) * row_words], dst),
             None => dst.fill(0.0),
         }
     }

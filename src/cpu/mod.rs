@@ -2,12 +2,14 @@
 //!
 //! It is the oracle the GPU is tested against and the fallback when there is no adapter, so it is
 //! written to be fast as well as obviously right: one contiguous block of output rows per core,
-//! and the format's scalar decoder inlined into loops compiled twice on x86-64 (baseline SSE2,
-//! and AVX2 picked at run time), so they vectorise eight values wide where the CPU allows.
+//! and the format's decoder, eight values an operation, inlined into loops compiled once per
+//! [`Simd`] level (on x86-64 SSE4.1 and AVX2 with F16C, picked at run time; SIMD128 in the
+//! browser; portable arrays everywhere).
 
 pub(crate) mod bag;
 mod gather;
 
+pub use crate::simd::Simd;
 pub(crate) use bag::pool_rows;
 pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
@@ -43,40 +45,77 @@ pub(crate) fn prefetch(row: &[u32]) {
     let _ = row;
 }
 
-/// A CPU kernel: its arguments, and a body that [`simd`] compiles for the CPU's instruction set.
-/// Implementations mark `run` `#[inline(always)]` and call the kernel's function directly.
-///
-/// Why a trait and not a closure: a closure (or a function item passed as a value) is called
-/// through a shim that is compiled once, for the baseline, and merely called from the AVX2
-/// instantiation. The disassembly showed exactly that: every CPU kernel ran as SSE2 code. A
-/// direct call from an `#[inline(always)]` method is inlined into the AVX2 instantiation.
-pub(crate) trait Kernel {
-    type Output;
-    fn run(self) -> Self::Output;
-}
-
-/// Runs `kernel` compiled for AVX2 and POPCNT when the CPU has them (x86-64), else as is, so its
-/// loops are vectorised for the instruction set that runs them.
-#[inline(always)]
-pub(crate) fn simd<K: Kernel>(kernel: K) -> K::Output {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
-            // SAFETY: the CPU supports AVX2 and POPCNT, checked just above.
-            return unsafe { simd_avx2(kernel) };
-        }
-    }
-    kernel.run()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,popcnt")]
-unsafe fn simd_avx2<K: Kernel>(kernel: K) -> K::Output {
-    kernel.run()
-}
-
 #[cfg(test)]
 mod tests {
+    use super::Simd;
+    use crate::format::{dispatch, Codec, Format, PackedTable};
+    use crate::simd::{run_at, Kernel, Lanes};
+
+    /// A row's pooling into an accumulator as a kernel, so that it runs compiled for a chosen
+    /// level.
+    struct Pool<'a>(Format, &'a [u32], f32, bool, &'a mut [f32], &'a mut [f32]);
+
+    impl Kernel for Pool<'_> {
+        type Output = ();
+        #[inline(always)]
+        fn run<L: Lanes>(self, l: L) {
+            dispatch!(self.0, C => C::pool_row(l, self.1, self.2, self.3, self.4, self.5))
+        }
+    }
+
+    /// Equal bits, or both NaN: a NaN's payload is not part of any format's contract (an
+    /// operation with two NaN operands may keep either, and a compiler may swap a product's).
+    fn same(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    }
+
+    /// Every format's decoder, compiled for every level this CPU has, equals the scalar
+    /// reference bit for bit — on quantised rows and on rows of random words (every code and
+    /// parameter pattern, specials included) — into outputs pre-filled with a sentinel, at widths
+    /// that are and are not multiples of the formats' groups; and so does `pool_row`.
+    #[test]
+    fn decoders_equal_the_reference_on_every_level() {
+        let levels = Simd::supported();
+        eprintln!("levels: {levels:?}");
+        let mut rng = crate::synth::Rng::new(36);
+        for format in Format::ALL {
+            for dim in [1, 7, 40, 128, 257, 384, 520] {
+                let rows = 6;
+                let data: Vec<f32> = (0..rows * dim).map(|_| rng.normal() * 3.0).collect();
+                let quantized = PackedTable::quantize(format, &data, rows, dim).unwrap();
+                let random: Vec<u32> = (0..rows * format.row_words(dim)).map(|_| rng.next_u32()).collect();
+                let random = PackedTable::from_words(format, rows, dim, random).unwrap();
+                for (kind, table) in [("quantized", &quantized), ("random words", &random)] {
+                    for r in 0..rows {
+                        let words = table.row(r);
+                        let mut want = vec![f32::from_bits(0x7fa5_a5a5); dim];
+                        format.decode_row_reference(words, &mut want);
+                        assert!(want.iter().all(|x| x.to_bits() != 0x7fa5_a5a5), "{format} {dim}: the reference wrote every value");
+                        for &level in &levels {
+                            let mut got = vec![f32::from_bits(0x7fa5_a5a5); dim];
+                            format.decode_row_at(level, words, &mut got);
+                            assert!(
+                                same(&got, &want),
+                                "{format} dim {dim} {kind} row {r} at {}: {:?} vs {:?}",
+                                level.name(),
+                                &got[..dim.min(8)],
+                                &want[..dim.min(8)]
+                            );
+                            for (w, max) in [(1.0, false), (-0.3, false), (1.0, true)] {
+                                let acc0: Vec<f32> = (0..dim).map(|i| i as f32 * 0.125 - 1.0).collect();
+                                let mut pooled = acc0.clone();
+                                crate::format::pool_values(&mut pooled, want.iter().copied(), w, max);
+                                let mut got = acc0.clone();
+                                run_at(level, Pool(format, words, w, max, &mut got, &mut vec![f32::NAN; dim]));
+                                assert!(same(&got, &pooled), "{format} dim {dim} {kind} row {r} pooled w {w} max {max} at {}", level.name());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn outputs_past_usize_are_errors() {
         assert_eq!(super::zeroed(3, 5, "x").unwrap(), vec![0.0; 15]);

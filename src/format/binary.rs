@@ -9,6 +9,7 @@
 //! so `|x − x̂| = ||x| − |x̂||` for `x ≠ 0` and `|x̂|` for `x = 0`.
 
 use super::{check_finite, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// Sign bits only; decodes to ±1.
 pub struct Binary;
@@ -33,6 +34,15 @@ fn encode_bits(row: &[f32], out: &mut [u32]) {
     }
 }
 
+/// Value `i` is `scale` where bit `i` is set, else `−scale`.
+fn decode_bits_reference(words: &[u32], scale: f32, out: &mut [f32]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = if (words[i / 32] >> bit_shift(i % 32)) & 1 == 1 { scale } else { -scale };
+    }
+}
+
+/// [`decode_bits_reference`], in whole words of 32 values (a loop the compiler vectorises on
+/// every level as it is: no [`Lanes`] needed).
 #[inline(always)]
 fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
     // Branch-free: a clear bit flips the sign bit of `scale`.
@@ -83,8 +93,12 @@ impl Codec for Binary {
         Ok(())
     }
 
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
+        decode_bits_reference(words, 1.0, out)
+    }
+
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(_: L, words: &[u32], out: &mut [f32]) {
         decode_bits(words, 1.0, out)
     }
 
@@ -115,8 +129,13 @@ impl Codec for BinaryScaled {
         Ok(())
     }
 
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 1;
+        decode_bits_reference(&words[..code_words], f32::from_bits(words[code_words]), out)
+    }
+
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(_: L, words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 1;
         decode_bits(&words[..code_words], f32::from_bits(words[code_words]), out)
     }

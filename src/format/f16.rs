@@ -8,6 +8,7 @@
 use half::f16;
 
 use super::{Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// Half-precision rows.
 pub struct F16;
@@ -40,23 +41,29 @@ impl Codec for F16 {
         Ok(())
     }
 
-    #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         // Little-endian words: half k of the row is the k-th u16 of the word slice.
         let halves: &[u16] = bytemuck::cast_slice(words);
         for (o, &h) in out.iter_mut().zip(halves) {
+            *o = f16::from_bits(h).to_f32();
+        }
+    }
+
+    #[inline(always)]
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let halves: &[u16] = bytemuck::cast_slice(words);
+        let (octets, tail) = out.as_chunks_mut::<8>();
+        let (codes, _) = halves.as_chunks::<8>();
+        for (o, h) in octets.iter_mut().zip(codes) {
+            l.store(l.halves(h), o);
+        }
+        for (o, &h) in tail.iter_mut().zip(&halves[8 * octets.len()..]) {
             *o = half_to_f32(h);
         }
     }
 
     fn error_bounds(row: &[f32]) -> Vec<f32> {
         row.iter().map(|&x| f16_half_ulp(x)).collect()
-    }
-
-    #[inline(always)]
-    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
-        let halves: &[u16] = bytemuck::cast_slice(words);
-        super::pool_values(acc, halves.iter().map(|&h| half_to_f32(h)), w, max);
     }
 }
 

@@ -2,6 +2,7 @@
 //! table never carries a value the other formats could not encode.
 
 use super::{check_finite, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// Plain `f32` rows.
 pub struct F32;
@@ -23,11 +24,15 @@ impl Codec for F32 {
         Ok(())
     }
 
-    #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         for (o, w) in out.iter_mut().zip(words) {
             *o = f32::from_bits(*w);
         }
+    }
+
+    #[inline(always)]
+    fn decode<L: Lanes>(_: L, words: &[u32], out: &mut [f32]) {
+        out.copy_from_slice(bytemuck::cast_slice(&words[..out.len()]));
     }
 
     fn error_bounds(row: &[f32]) -> Vec<f32> {
@@ -35,7 +40,7 @@ impl Codec for F32 {
     }
 
     #[inline(always)]
-    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
+    fn pool_row<L: Lanes>(_: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
         super::pool_values(acc, words.iter().map(|&x| f32::from_bits(x)), w, max);
     }
 }

@@ -23,6 +23,7 @@
 //! exist (the scale is smaller than `max|x|`).
 
 use super::{check_finite, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// An OCP FP8 format with an f32 scale per row: e5m2 when `E5M2`, else e4m3 (`e4m3fn`).
 pub struct Fp8<const E5M2: bool>;
@@ -84,6 +85,53 @@ impl<const E5M2: bool> Fp8<E5M2> {
         sign | (e << Self::MANTISSA | m) as u8
     }
 
+    /// [`Self::to_f32`] of a code without a table or a branch, so that a loop of them runs on
+    /// vector registers (a table lookup per value does not): the exponent and mantissa bits are
+    /// moved into f32's places and rescaled by 2^(127 − bias) — which also makes the subnormals
+    /// exact — the sign put back, and the special codes (e4m3's NaN, e5m2's infinities and NaNs)
+    /// chosen by a select, with the same bits as the table: ±inf, and `f32::NAN` whatever the sign.
+    #[inline(always)]
+    fn value(code: u32) -> f32 {
+        let em = code & 0x7F;
+        let shift = 23 - Self::MANTISSA;
+        let rescale = f32::from_bits(((254 - Self::BIAS) as u32) << 23); // 2^(127 − bias)
+        let magnitude = (f32::from_bits(em << shift) * rescale).to_bits();
+        let signed = magnitude | (code & 0x80) << 24;
+        let bits = if E5M2 {
+            if em > 0x7C {
+                f32::NAN.to_bits()
+            } else if em == 0x7C {
+                0x7F80_0000 | (code & 0x80) << 24
+            } else {
+                signed
+            }
+        } else if em == 0x7F {
+            f32::NAN.to_bits()
+        } else {
+            signed
+        };
+        f32::from_bits(bits)
+    }
+
+    /// [`Self::value`] of eight codes, in lanes.
+    #[inline(always)]
+    fn values<L: Lanes>(l: L, code: L::I) -> L::F {
+        let c = |x: u32| l.splat_i(x);
+        let em = l.and(code, c(0x7F));
+        let rescale = l.splat(f32::from_bits(((254 - Self::BIAS) as u32) << 23));
+        let magnitude = l.bitcast_i(l.mul(l.bitcast_f(l.shl(em, 23 - Self::MANTISSA)), rescale));
+        let sign = l.shl(l.and(code, c(0x80)), 24);
+        let signed = l.or(magnitude, sign);
+        let nan = c(f32::NAN.to_bits());
+        let bits = if E5M2 {
+            let inf = l.or(c(0x7F80_0000), sign);
+            l.select(l.gt(em, c(0x7C)), nan, l.select(l.eq(em, c(0x7C)), inf, signed))
+        } else {
+            l.select(l.eq(em, c(0x7F)), nan, signed)
+        };
+        l.bitcast_f(bits)
+    }
+
     /// The values of all 256 codes.
     fn table() -> &'static [f32; 256] {
         if E5M2 {
@@ -129,7 +177,22 @@ impl<const E5M2: bool> Codec for Fp8<E5M2> {
     }
 
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 1;
+        let scale = f32::from_bits(words[code_words]);
+        let bytes: &[u8] = bytemuck::cast_slice(&words[..code_words]);
+        let (octets, tail) = out.as_chunks_mut::<8>();
+        let (codes, _) = bytes.as_chunks::<8>();
+        let s = l.splat(scale);
+        for (o, c) in octets.iter_mut().zip(codes) {
+            l.store(l.mul(Self::values(l, l.bytes(c)), s), o);
+        }
+        for (o, &q) in tail.iter_mut().zip(&bytes[8 * octets.len()..]) {
+            *o = Self::value(q as u32) * scale;
+        }
+    }
+
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 1;
         let scale = f32::from_bits(words[code_words]);
         let bytes: &[u8] = bytemuck::cast_slice(&words[..code_words]);
@@ -144,14 +207,5 @@ impl<const E5M2: bool> Codec for Fp8<E5M2> {
         let scale = Self::scale(max_abs);
         let (relative, subnormal) = if E5M2 { (2f32.powi(-3), 2f32.powi(-17)) } else { (2f32.powi(-4), 2f32.powi(-10)) };
         row.iter().map(|x| x.abs() * relative + subnormal * scale + max_abs * 2f32.powi(-10)).collect()
-    }
-
-    #[inline(always)]
-    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
-        let code_words = words.len() - 1;
-        let scale = f32::from_bits(words[code_words]);
-        let bytes: &[u8] = bytemuck::cast_slice(&words[..code_words]);
-        let table = Self::table();
-        super::pool_values(acc, bytes.iter().map(|&q| table[q as usize] * scale), w, max);
     }
 }

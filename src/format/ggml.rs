@@ -44,7 +44,9 @@
 use half::f16;
 
 use super::f16::{f16_half_ulp, half_to_f32};
+use super::unpack::{Affine, Groups};
 use super::{check_finite, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// Values per ggml block.
 pub const QK: usize = 32;
@@ -176,6 +178,31 @@ impl<const BITS: usize, const MIN: bool> Block<BITS, MIN> {
     }
 }
 
+impl<const BITS: usize, const MIN: bool> Groups<QK> for Block<BITS, MIN> {
+    const GROUP_WORDS: usize = Self::BLOCK_WORDS;
+
+    #[inline(always)]
+    fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
+        let (d, m) = Self::params(params, g);
+        let (d, m) = (half_to_f32(d), half_to_f32(m));
+        let a = if MIN { Affine::ScaleBias(d, m) } else { Affine::OffsetScale(Self::OFFSET as f32, d) };
+        if BITS == 8 {
+            super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);
+        } else if BITS == 4 {
+            super::unpack::nibbles(l, words, dst, a);
+        } else {
+            // Bit i of the fifth word is bit 4 of code i: word k's eight codes take bits
+            // 8k .. 8k + 8 of it.
+            let high = words[4];
+            let (octets, _) = dst.as_chunks_mut::<8>();
+            for (k, (o, &w)) in octets.iter_mut().zip(&words[..4]).enumerate() {
+                let q = l.or(l.fields::<4>(w), l.shl(l.fields::<1>(high >> (8 * k)), 4));
+                l.store(a.lanes(l, q), o);
+            }
+        }
+    }
+}
+
 impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
     const FORMAT: Format = match (BITS, MIN) {
         (8, false) => Format::Q8_0,
@@ -219,7 +246,12 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
     }
 
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let (codes, params) = words.split_at(Self::code_words(out.len()));
+        super::unpack::groups::<QK, Self, L>(l, codes, params, out);
+    }
+
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
         for (g, (dst, words)) in out.chunks_mut(QK).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
             let (d, m) = Self::params(params, g);

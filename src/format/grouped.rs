@@ -23,7 +23,9 @@ use half::f16;
 
 use super::f16::half_to_f32;
 use super::int4::{fp16_scale_bias, fp16_scale_bias_bound};
+use super::unpack::{Affine, Groups};
 use super::{round_ties_even_small, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// `BITS`-bit codes (4 or 8) with an fp16 scale and bias per `G` values.
 pub struct Grouped<const BITS: usize, const G: usize>;
@@ -129,6 +131,21 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
     }
 }
 
+impl<const BITS: usize, const G: usize> Groups<G> for Grouped<BITS, G> {
+    const GROUP_WORDS: usize = G / Self::PER_WORD;
+
+    #[inline(always)]
+    fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
+        let p = params[g];
+        let a = Affine::ScaleBias(half_to_f32(p as u16), half_to_f32((p >> 16) as u16));
+        if BITS == 8 {
+            super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);
+        } else {
+            super::unpack::nibbles(l, words, dst, a);
+        }
+    }
+}
+
 impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
     const FORMAT: Format = match (BITS, G) {
         (4, 32) => Format::Int4G32,
@@ -164,7 +181,12 @@ impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
     }
 
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let (codes, params) = words.split_at(Self::code_words(out.len()));
+        super::unpack::groups::<G, Self, L>(l, codes, params, out);
+    }
+
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
         for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks_exact(G / Self::PER_WORD)).zip(params) {
             let (scale, bias) = (half_to_f32(p as u16), half_to_f32((p >> 16) as u16));

@@ -14,7 +14,10 @@
 
 use half::f16;
 
+use super::f16::half_to_f32;
+use super::unpack::Affine;
 use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// 4-bit row-wise quantised rows.
 pub struct Int4;
@@ -48,23 +51,21 @@ impl Codec for Int4 {
         Ok(())
     }
 
-    #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
-        let code_words = words.len() - 1;
-        let params = words[code_words];
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
+        let params = words[words.len() - 1];
         let scale = f16::from_bits(params as u16).to_f32();
         let bias = f16::from_bits((params >> 16) as u16).to_f32();
-        // Whole words first (eight values each, a loop the compiler vectorises), then the tail.
-        let full = out.len() / 8;
-        let mut chunks = out.chunks_exact_mut(8);
-        for (dst, &w) in (&mut chunks).zip(words) {
-            for (j, o) in dst.iter_mut().enumerate() {
-                *o = ((w >> (4 * j)) & 0xF) as f32 * scale + bias;
-            }
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = ((words[i / 8] >> (4 * (i % 8))) & 0xF) as f32 * scale + bias;
         }
-        for (j, o) in chunks.into_remainder().iter_mut().enumerate() {
-            *o = ((words[full] >> (4 * j)) & 0xF) as f32 * scale + bias;
-        }
+    }
+
+    #[inline(always)]
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 1;
+        let params = words[code_words];
+        let (scale, bias) = (half_to_f32(params as u16), half_to_f32((params >> 16) as u16));
+        super::unpack::nibbles(l, &words[..code_words], out, Affine::ScaleBias(scale, bias));
     }
 
     fn error_bounds(row: &[f32]) -> Vec<f32> {

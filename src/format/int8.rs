@@ -17,7 +17,9 @@
 //! `scale = 0`, all codes 0, and decodes exactly to the constant. A row whose `max − min`
 //! overflows f32 is [`EncodeError::OutOfRange`].
 
+use super::unpack::Affine;
 use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// 8-bit row-wise quantised rows.
 pub struct Int8;
@@ -55,8 +57,7 @@ impl Codec for Int8 {
         Ok(())
     }
 
-    #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 2;
         let scale = f32::from_bits(words[code_words]);
         let bias = f32::from_bits(words[code_words + 1]);
@@ -68,13 +69,20 @@ impl Codec for Int8 {
         }
     }
 
+    #[inline(always)]
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let code_words = words.len() - 2;
+        let (scale, bias) = (f32::from_bits(words[code_words]), f32::from_bits(words[code_words + 1]));
+        super::unpack::bytes(l, bytemuck::cast_slice(&words[..code_words]), out, Affine::ScaleBias(scale, bias));
+    }
+
     fn error_bounds(row: &[f32]) -> Vec<f32> {
         let (min, max) = super::min_max(row);
         vec![int8_error_bound(min, max); row.len()]
     }
 
     #[inline(always)]
-    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
+    fn pool_row<L: Lanes>(_: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
         let code_words = words.len() - 2;
         let scale = f32::from_bits(words[code_words]);
         let bias = f32::from_bits(words[code_words + 1]);

@@ -41,7 +41,9 @@
 use half::f16;
 
 use super::f16::{f16_half_ulp, half_to_f32};
+use super::unpack::{Affine, Groups};
 use super::{check_finite, min_max, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// Values per k-quant super-block.
 pub const QK_K: usize = 256;
@@ -333,6 +335,38 @@ impl<const BITS: usize> KBlock<BITS> {
     }
 }
 
+impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
+    const GROUP_WORDS: usize = Self::BLOCK_WORDS;
+
+    #[inline(always)]
+    fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
+        let params: &[u8] = bytemuck::cast_slice(params);
+        let p = &params[g * Self::PARAM_BYTES..][..Self::PARAM_BYTES];
+        if BITS == 4 {
+            // Eight sub-blocks of 32 values: `d·sc · q − dmin·m`.
+            let d = half_to_f32(u16::from_le_bytes([p[0], p[1]]));
+            let dmin = half_to_f32(u16::from_le_bytes([p[2], p[3]]));
+            for (j, (sub, w)) in dst.chunks_mut(32).zip(words.chunks_exact(4)).enumerate() {
+                let (sc, m) = Self::scale_min(&p[4..], j);
+                super::unpack::nibbles(l, w, sub, Affine::ScaleBias(d * sc as f32, -(dmin * m as f32)));
+            }
+        } else {
+            // Sixteen sub-blocks of 16 values: `d·sc · (q − 32)`, the low four bits of `q` in
+            // nibbles, the top two in word 32 + j (value 8k + i at bits 16k + 2i).
+            let d = half_to_f32(u16::from_le_bytes([p[16], p[17]]));
+            for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..32].chunks_exact(2)).enumerate() {
+                let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
+                let high = words[32 + j];
+                let (octets, _) = sub.as_chunks_mut::<8>();
+                for (k, (o, &w)) in octets.iter_mut().zip(w).enumerate() {
+                    let q = l.or(l.fields::<4>(w), l.shl(l.fields::<2>(high >> (16 * k)), 4));
+                    l.store(a.lanes(l, q), o);
+                }
+            }
+        }
+    }
+}
+
 impl<const BITS: usize> Codec for KBlock<BITS> {
     const FORMAT: Format = match BITS {
         4 => Format::Q4K,
@@ -368,7 +402,13 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
         Ok(())
     }
 
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    #[inline(always)]
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let (codes, params) = words.split_at(Self::code_words(out.len()));
+        super::unpack::groups::<QK_K, Self, L>(l, codes, params, out);
+    }
+
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
         let params: &[u8] = bytemuck::cast_slice(params);
         for (g, (dst, words)) in out.chunks_mut(QK_K).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {

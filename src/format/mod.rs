@@ -6,11 +6,14 @@
 //! table file and in a storage buffer. When the code bytes of a row are a multiple of four, the row
 //! bytes are exactly FBGEMM's fused row-wise layout (codes, then scale and bias).
 //!
-//! Each format implements [`Codec`]; its scalar [`Codec::decode_row`] is the oracle every GPU kernel
-//! is tested against. Dequantised values are `code * scale + bias` where the product is exact in
-//! f32 (INT4's fp16 scale has 11 significant bits, INT8's scale is rounded to 16), so the single
-//! rounding is the addition and CPU and GPU agree bit for bit whether or not a compiler fuses the
-//! multiply-add — WGSL allows either, and drivers differ.
+//! Each format implements [`Codec`]: a one-value-at-a-time [`Codec::decode_row_reference`] that
+//! states the format's arithmetic, and the decoder the CPU path runs ([`Codec::decode_row`]),
+//! eight values an operation on the CPU's instruction set, equal to the reference bit for bit on
+//! every level (tested) and the oracle every GPU kernel is tested against. Dequantised values are
+//! `code * scale + bias` where the product is exact in f32 (INT4's fp16 scale has 11 significant
+//! bits, INT8's scale is rounded to 16), so the single rounding is the addition and CPU and GPU
+//! agree bit for bit whether or not a compiler fuses the multiply-add — WGSL allows either, and
+//! drivers differ.
 
 mod binary;
 mod f16;
@@ -21,6 +24,7 @@ mod grouped;
 mod int4;
 mod int8;
 mod kquant;
+mod unpack;
 mod zero_point;
 
 pub(crate) use binary::bit_shift;
@@ -35,7 +39,21 @@ pub use int8::Int8;
 pub use kquant::{KBlock, Q4K, Q6K, QK_K};
 pub use zero_point::{Int4Zp128, Int4Zp32, Int4Zp64, Int8Zp128, Int8Zp32, Int8Zp64, ZeroPoint};
 
+use std::marker::PhantomData;
+
+use crate::simd::{Kernel, Lanes};
 use crate::Error;
+
+/// [`Codec::decode`] of one row as a [`Kernel`], run on the CPU's instruction set.
+struct DecodeRow<'a, C>(PhantomData<C>, &'a [u32], &'a mut [f32]);
+
+impl<C: Codec> Kernel for DecodeRow<'_, C> {
+    type Output = ();
+    #[inline(always)]
+    fn run<L: Lanes>(self, lanes: L) {
+        C::decode(lanes, self.1, self.2)
+    }
+}
 
 /// Why a row could not be encoded. [`PackedTable::quantize`] adds the row index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -140,8 +158,24 @@ pub trait Codec {
     /// words.
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError>;
 
-    /// Decodes a packed row (`code_words(out.len()) + param_words(out.len())` words) into `out`.
-    fn decode_row(words: &[u32], out: &mut [f32]);
+    /// Decodes a packed row (`code_words(out.len()) + param_words(out.len())` words) into `out`,
+    /// eight values at a time on the best instruction set the CPU has (`crate::cpu::Simd`):
+    /// what the CPU path computes, equal bit for bit to [`Codec::decode_row_reference`].
+    fn decode_row(words: &[u32], out: &mut [f32])
+    where
+        Self: Sized,
+    {
+        crate::simd::run(DecodeRow::<Self>(PhantomData, words, out))
+    }
+
+    /// The same decode one value at a time, as the format's documentation states it: the scalar
+    /// oracle the CPU path's decoders are tested against on every instruction set.
+    fn decode_row_reference(words: &[u32], out: &mut [f32]);
+
+    /// [`Codec::decode_row`] on one instruction set: the body the CPU path's kernels inline.
+    /// Crate-internal (its instruction-set tokens cannot be named outside edo).
+    #[doc(hidden)]
+    fn decode<L: Lanes>(lanes: L, words: &[u32], out: &mut [f32]);
 
     /// Encodes `row` as [`Codec::encode_row`] does, but choosing each group's parameters to
     /// minimise the squared error rather than from its minimum and maximum, where the format has
@@ -157,13 +191,15 @@ pub trait Codec {
     fn error_bounds(row: &[f32]) -> Vec<f32>;
 
     /// Pools a packed row into `acc` (`dim` values): `acc += w · x` or, with `max`,
-    /// `acc = max(acc, x)`, where `x` is exactly what [`Codec::decode_row`] gives. Formats whose
-    /// values decode one at a time override it so the row never goes through memory; the
-    /// others decode into `scratch` (at least `dim` values) first.
+    /// `acc = max(acc, x)`, where `x` is exactly what [`Codec::decode`] gives on `lanes`' instruction
+    /// set, decoded into `scratch` (at least `dim` values) first. Formats whose values decode one
+    /// at a time as fast override it so the row never goes through memory. Crate-internal, as
+    /// [`Codec::decode`].
+    #[doc(hidden)]
     #[inline(always)]
-    fn pool_row(words: &[u32], w: f32, max: bool, acc: &mut [f32], scratch: &mut [f32]) {
+    fn pool_row<L: Lanes>(lanes: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], scratch: &mut [f32]) {
         let row = &mut scratch[..acc.len()];
-        Self::decode_row(words, row);
+        Self::decode(lanes, words, row);
         pool_values(acc, row.iter().copied(), w, max);
     }
 
@@ -411,8 +447,21 @@ impl Format {
         dispatch!(self, C => C::encode_row_min_error(row, out))
     }
 
-    pub(crate) fn decode_row(self, words: &[u32], out: &mut [f32]) {
+    /// Decodes one packed row ([`Format::row_words`] words) into `out` (`dim` values).
+    pub fn decode_row(self, words: &[u32], out: &mut [f32]) {
         dispatch!(self, C => C::decode_row(words, out))
+    }
+
+    /// [`Format::decode_row`] on the instruction set `level` (or the best below it this CPU
+    /// has): to compare levels, or to measure what one gains.
+    pub fn decode_row_at(self, level: crate::cpu::Simd, words: &[u32], out: &mut [f32]) {
+        dispatch!(self, C => crate::simd::run_at(level, DecodeRow::<C>(PhantomData, words, out)))
+    }
+
+    /// [`Format::decode_row`] one value at a time ([`Codec::decode_row_reference`]): the scalar
+    /// oracle the vectorised decoders are tested against.
+    pub fn decode_row_reference(self, words: &[u32], out: &mut [f32]) {
+        dispatch!(self, C => C::decode_row_reference(words, out))
     }
 }
 
@@ -848,7 +897,7 @@ mod tests {
                     let mut want = acc0.clone();
                     pool_values(&mut want, decoded.into_iter(), w, max);
                     let mut got = acc0.clone();
-                    dispatch!(format, C => C::pool_row(table.row(0), w, max, &mut got, &mut vec![f32::NAN; dim]));
+                    dispatch!(format, C => C::pool_row(crate::simd::Scalar, table.row(0), w, max, &mut got, &mut vec![f32::NAN; dim]));
                     assert_eq!(
                         got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                         want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),

@@ -22,7 +22,9 @@
 use half::f16;
 
 use super::f16::{f16_half_ulp, half_to_f32};
+use super::unpack::{Affine, Groups};
 use super::{check_finite, min_max, round_ties_even_small, Codec, EncodeError, Format};
+use crate::simd::Lanes;
 
 /// `BITS`-bit codes (4 or 8) with an fp16 scale and an integer zero point per `G` values.
 pub struct ZeroPoint<const BITS: usize, const G: usize>;
@@ -64,6 +66,21 @@ impl<const BITS: usize, const G: usize> ZeroPoint<BITS, G> {
         }
         let zp = round_ties_even_small(-lo / scale.to_f32()).clamp(0.0, l) as u32;
         Ok((scale, zp))
+    }
+}
+
+impl<const BITS: usize, const G: usize> Groups<G> for ZeroPoint<BITS, G> {
+    const GROUP_WORDS: usize = G / Self::PER_WORD;
+
+    #[inline(always)]
+    fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
+        let p = params[g];
+        let a = Affine::OffsetScale((p >> 16) as f32, half_to_f32(p as u16));
+        if BITS == 8 {
+            super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);
+        } else {
+            super::unpack::nibbles(l, words, dst, a);
+        }
     }
 }
 
@@ -110,7 +127,12 @@ impl<const BITS: usize, const G: usize> Codec for ZeroPoint<BITS, G> {
     }
 
     #[inline(always)]
-    fn decode_row(words: &[u32], out: &mut [f32]) {
+    fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
+        let (codes, params) = words.split_at(Self::code_words(out.len()));
+        super::unpack::groups::<G, Self, L>(l, codes, params, out);
+    }
+
+    fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
         for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks_exact(G / Self::PER_WORD)).zip(params) {
             let (scale, zp) = (half_to_f32(p as u16), (p >> 16) as f32);
