@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 
-use super::{prefetch, PREFETCH_DISTANCE};
+use super::{prefetch, prefetch_distance};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::simd::{Kernel, Lanes};
 use crate::{Bounds, Error};
@@ -56,8 +56,9 @@ fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&Packe
     let dim = table.dim();
     let row_words = table.row_words();
     let words = table.words();
+    let ahead = prefetch_distance(row_words);
     for (j, (&id, dst)) in ids.iter().zip(out.chunks_exact_mut(dim)).enumerate() {
-        if let Some(r) = ids.get(j + PREFETCH_DISTANCE).and_then(|&next| bounds.resolve(next, rows)) {
+        if let Some(r) = ids.get(j + ahead).and_then(|&next| bounds.resolve(next, rows)) {
             prefetch(&words[r * row_words..(r + 1) * row_words]);
         }
         match bounds.resolve(id, rows) {
