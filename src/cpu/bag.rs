@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use super::{prefetch, PREFETCH_DISTANCE};
+use super::{prefetch, prefetch_distance, PREFETCH_DISTANCE};
 use crate::bags::{BagPlan, Bags, Layout, Pooling};
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::simd::{Kernel, Lanes};
@@ -286,8 +286,8 @@ struct Bag<'a> {
     weights: Option<&'a [f32]>,
 }
 
-/// Walks the ids a block of bags will read, resolves their rows and prefetches them,
-/// [`PREFETCH_DISTANCE`] ids ahead of the pooling, across bag and table boundaries: bags are
+/// Walks the ids a block of bags will read, resolves their rows and prefetches them, as many ids
+/// ahead of the pooling as keep the lines [`prefetch_distance`] asks for in flight, across bag and table boundaries: bags are
 /// short (often under the distance), so prefetching within a bag alone would leave most rows'
 /// cache misses to come one after another. It visits the bags in the pooling's order, table by
 /// table and, within a table, sample by sample, and hands the pooling the rows it resolved.
@@ -311,12 +311,17 @@ struct Lookahead<'a, R: Resolve> {
     ring: Ring,
     /// Ids resolved whose rows the pooling has not read yet.
     pending: usize,
+    /// Ids to keep resolved ahead of the pooling (at most [`PREFETCH_DISTANCE`]).
+    distance: usize,
 }
 
 impl<'a, R: Resolve> Lookahead<'a, R> {
     /// A lookahead over the bags of `tables` for `samples`, its first rows already prefetched.
     fn new(walk: Walk<'a, R>, samples: Range<usize>, tables: Range<usize>) -> Self {
+        // The widest id of the walk: its rows' words, `k` rows each.
+        let id_words = tables.clone().map(|t| walk.tables[t].row_words * walk.resolve.k(t)).max().unwrap_or(1);
         let mut ahead = Self::start(walk, samples, tables);
+        ahead.distance = prefetch_distance(id_words);
         ahead.top_up();
         ahead
     }
@@ -327,11 +332,12 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
         let empty = samples.is_empty() || tables.is_empty();
         let t = if empty { tables.end } else { tables.start };
         let Range { start: i, end } = if empty { 0..0 } else { walk.span(t, &samples) };
-        Lookahead { walk, tables_end: tables.end, samples, t, i, end, ring: Ring { rows: [NO_ROW; RING], head: 0, tail: 0 }, pending: 0 }
+        let ring = Ring { rows: [NO_ROW; RING], head: 0, tail: 0 };
+        Lookahead { walk, tables_end: tables.end, samples, t, i, end, ring, pending: 0, distance: PREFETCH_DISTANCE }
     }
 
-    /// Called as the pooling takes the next id: keeps [`PREFETCH_DISTANCE`] ids after it
-    /// resolved and their rows prefetched.
+    /// Called as the pooling takes the next id: keeps `distance` ids after it resolved and their
+    /// rows prefetched.
     #[inline(always)]
     fn step(&mut self) {
         debug_assert!(self.pending > 0, "the pooling takes only ids the walk resolved");
@@ -341,7 +347,7 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
 
     #[inline(always)]
     fn top_up(&mut self) {
-        while self.pending < PREFETCH_DISTANCE {
+        while self.pending < self.distance {
             let Some((t, run)) = self.next_run() else { return };
             let table = &self.walk.tables[t];
             let first = self.ring.head;
