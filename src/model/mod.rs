@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bags::{Bags, Pooling};
-use crate::format::{Format, PackedTable};
+use crate::format::{Codec, Format, PackedTable, SharedBytes};
 use crate::{Bounds, Error};
 
 mod file;
@@ -152,7 +152,8 @@ impl StaticModel {
             p if p.exists() => read_file(&p)?,
             _ => b"{}".to_vec(),
         };
-        StaticModel::from_bytes(&config, &read_file(&base.join("tokenizer.json"))?, &read_file(&base.join("model.safetensors"))?)
+        let weights = map_weights(&base.join("model.safetensors"))?;
+        StaticModel::load(&config, &read_file(&base.join("tokenizer.json"))?, Weights::Shared(&weights), true)
     }
 
     /// A sentence-transformers folder: its module list (`StaticEmbedding`, then an optional
@@ -190,18 +191,23 @@ impl StaticModel {
                 }
             }
         }
-        StaticModel::from_sentence_transformers(&read_file(&base.join("tokenizer.json"))?, &read_file(&base.join("model.safetensors"))?, normalize)
+        let weights = map_weights(&base.join("model.safetensors"))?;
+        StaticModel::sentence_transformers(&read_file(&base.join("tokenizer.json"))?, Weights::Shared(&weights), normalize)
     }
 
     /// A model from the bytes of its three files (what a browser fetched): `config.json` (`{}`
     /// for none), `tokenizer.json` and `model.safetensors`.
     pub fn from_bytes(config: &[u8], tokenizer: &[u8], safetensors: &[u8]) -> Result<StaticModel, Error> {
-        StaticModel::load(config, tokenizer, safetensors, true)
+        StaticModel::load(config, tokenizer, Weights::Borrowed(safetensors), true)
     }
 
     /// [`StaticModel::from_bytes`]; with `one_row_per_token` false the table may have fewer rows
     /// than the vocabulary has ids (WordLlama's; the ids past it clip).
-    fn load(config: &[u8], tokenizer: &[u8], safetensors: &[u8], one_row_per_token: bool) -> Result<StaticModel, Error> {
+    fn load(config: &[u8], tokenizer: &[u8], weights: Weights<'_>, one_row_per_token: bool) -> Result<StaticModel, Error> {
+        let safetensors = match weights {
+            Weights::Borrowed(bytes) => bytes,
+            Weights::Shared(bytes) => (**bytes).as_ref(),
+        };
         let config: serde_json::Value = serde_json::from_slice(config).map_err(|e| bad(format!("config.json: {e}")))?;
         let Vocabulary { tokenizer: tok, vocab_size, median_token_length, unk, fast } = Vocabulary::parse(tokenizer)?;
 
@@ -213,8 +219,20 @@ impl StaticModel {
         let view = st.tensor(name).expect("found above");
         let [rows, dim] = view.shape() else { return Err(bad(format!("{name} has shape {:?}; a table is 2-D", view.shape()))) };
         let (rows, dim) = (*rows, *dim);
-        let values = floats(&view, name)?;
-        let table = PackedTable::quantize(Format::F32, &values, rows, dim)?;
+        // An f32 tensor (aligned, as safetensors writers pad the header) is the table as it lies
+        // in a mapped file, with no copy; from bytes in memory it is copied once. Other types are
+        // converted (and a non-finite value is reported by the conversion's checks).
+        let data = view.data();
+        let table = match bytemuck::try_cast_slice::<u8, f32>(data) {
+            Ok(values) if view.dtype() == safetensors::Dtype::F32 && values.iter().all(|x| x.is_finite()) => match weights {
+                Weights::Shared(bytes) => {
+                    let start = data.as_ptr() as usize - safetensors.as_ptr() as usize;
+                    PackedTable::from_shared(Format::F32, rows, dim, bytes.clone(), start)?
+                }
+                Weights::Borrowed(_) => PackedTable::quantize(Format::F32, values, rows, dim)?,
+            },
+            _ => PackedTable::quantize(Format::F32, &floats(&view, name)?, rows, dim)?,
+        };
 
         let mapping = match st.tensor("mapping") {
             Ok(m) => Some(check_mapping(ints(&m, "mapping")?, vocab_size, rows)?),
@@ -258,7 +276,11 @@ impl StaticModel {
     /// number of characters); the mean of the rows (`EmbeddingBag`), a zero vector for a text with
     /// no tokens; divided by its L2 norm when `normalize` (its `Normalize` module).
     pub fn from_sentence_transformers(tokenizer: &[u8], safetensors: &[u8], normalize: bool) -> Result<StaticModel, Error> {
-        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, safetensors, true)?;
+        StaticModel::sentence_transformers(tokenizer, Weights::Borrowed(safetensors), normalize)
+    }
+
+    fn sentence_transformers(tokenizer: &[u8], weights: Weights<'_>, normalize: bool) -> Result<StaticModel, Error> {
+        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, weights, true)?;
         model.unk = None;
         model.normalize = normalize;
         model.truncation = Truncation::of_tokenizer(tokenizer)?;
@@ -275,7 +297,7 @@ impl StaticModel {
     /// keeps it zero.
     pub fn from_wordllama(tokenizer: &[u8], safetensors: &[u8], dim: Option<usize>) -> Result<StaticModel, Error> {
         // WordLlama's table has a row per id of the base vocabulary; ids past it clip.
-        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, safetensors, false)?;
+        let mut model = StaticModel::load(br#"{"max_length": null}"#, tokenizer, Weights::Borrowed(safetensors), false)?;
         model.unk = None;
         model.clip_ids = true;
         if let Some(d) = dim {
@@ -566,15 +588,29 @@ impl StaticModel {
 
     /// Sentence vectors of `texts` on the CPU path: `texts.len() × dim` values.
     pub fn encode(&self, texts: &[&str]) -> Result<Vec<f32>, Error> {
-        if let Some(out) = self.encode_fused(texts)? {
-            return Ok(out);
+        let mut out = crate::cpu::zeroed(texts.len(), self.dim(), "sentence vectors")?;
+        self.encode_into(texts, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`StaticModel::encode`] into `out` (`texts.len() × dim` values, overwritten): a caller
+    /// that encodes batch after batch reuses one buffer rather than having the system map, zero
+    /// and unmap a new one for every batch. On an error `out` holds no meaningful values.
+    pub fn encode_into(&self, texts: &[&str], out: &mut [f32]) -> Result<(), Error> {
+        let expected = texts.len() * self.dim();
+        if out.len() != expected {
+            return Err(Error::ShapeMismatch { what: "sentence vectors (texts × dim)", expected, actual: out.len() });
+        }
+        if self.encode_fused(texts, out)? {
+            return Ok(());
         }
         let bags = self.bags(texts)?;
-        let mut out = crate::cpu::embedding_bag(&self.table, &bags.as_bags(), Pooling::Sum, Bounds::Error)?;
+        let bags = bags.as_bags();
+        crate::cpu::embedding_bags_into(&[&self.table], bags.len(), &bags, Pooling::Sum, Bounds::Error, crate::Layout::Concat, out)?;
         if self.normalize {
-            normalize_rows(&mut out, self.dim());
+            normalize_rows(out, self.dim());
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -785,70 +821,110 @@ fn check_weights(weights: Vec<f32>, vocab_size: usize) -> Result<Vec<f32>, Error
 impl StaticModel {
     /// [`StaticModel::encode`] in one pass over blocks of texts, a block per core: each text
     /// tokenized by edo's own tokenizers and its rows pooled straight into its vector, then
-    /// normalised. `None` when a text must go to `tokenizers` (then the bags path runs).
-    fn encode_fused(&self, texts: &[&str]) -> Result<Option<Vec<f32>>, Error> {
+    /// normalised. False when a text must go to `tokenizers` (then the bags path runs).
+    fn encode_fused(&self, texts: &[&str], out: &mut [f32]) -> Result<bool, Error> {
         if self.fast.is_none() && !self.has_own_tokenizer() {
-            return Ok(None);
-        }
-        enum Stop {
-            Fallback,
-            Failed(Error),
+            return Ok(false);
         }
         let dim = self.dim();
-        let (limit, last) = self.token_limits();
-        let mut out = crate::cpu::zeroed(texts.len(), dim, "sentence vectors")?;
-        let f32_rows = self.table.format() == Format::F32;
         // About 8 blocks a thread, of at least 4 texts, handed to whichever thread is free: texts
         // differ in length and a thread of a busy machine may be held up. Fewer than 16 texts
         // (a text takes a microsecond or two) are one block: not worth waking a pool thread for.
         let block_rows = if texts.len() < 16 { texts.len() } else { (texts.len() / (crate::par::threads() * 8)).max(4) };
-        let stop = crate::par::for_each_block_balanced(&mut out, dim.max(1), block_rows, |first, block| {
-            BUFFERS.with_borrow_mut(|(buffers, ids, row)| {
-                row.resize(dim, 0.0);
-                for (j, dst) in block.chunks_exact_mut(dim.max(1)).enumerate() {
-                    ids.clear();
-                    let text = match self.cut(texts[first + j]) {
-                        Ok(text) => text,
-                        Err(e) => return Some(Stop::Failed(e)),
-                    };
-                    match self.encode_own(text, limit, buffers, ids) {
-                        Ok(true) => {
-                            ids.truncate(limit);
-                            keep_last(ids, 0, last);
-                        }
-                        Ok(false) => return Some(Stop::Fallback),
-                        Err(e) => return Some(Stop::Failed(e)),
-                    }
-                    if let Some(unk) = self.unk {
-                        ids.retain(|&id| id != unk);
-                    }
-                    let n = ids.len() as f32;
-                    for (index, &id) in ids.iter().enumerate() {
-                        let (r, w) = match self.token_row(id, index) {
-                            Ok((r, w)) => (r, w / n),
-                            Err(e) => return Some(Stop::Failed(e)),
-                        };
-                        // An FP32 row is its words: summed where it lies, not copied first.
-                        let values: &[f32] = if f32_rows {
-                            bytemuck::cast_slice(self.table.row(r))
-                        } else {
-                            self.table.decode_row_into(r, row);
-                            &row[..]
-                        };
-                        dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);
-                    }
-                    if self.normalize {
-                        normalize_rows(dst, dim);
-                    }
-                }
-                None
-            })
+        let stop = crate::par::for_each_block_balanced(out, dim.max(1), block_rows, |first, block| {
+            // The thread's buffers are taken out for the block and put back after: the kernel
+            // runs as a direct call (see `crate::simd::Kernel`), not inside a closure.
+            let mut buffers = BUFFERS.with_borrow_mut(std::mem::take);
+            let stop = crate::simd::run(EncodeBlock { model: self, texts: &texts[first..first + block.len() / dim.max(1)], out: block, buffers: &mut buffers });
+            BUFFERS.with_borrow_mut(|b| *b = buffers);
+            stop
         });
         match stop {
-            None => Ok(Some(out)),
-            Some(Stop::Fallback) => Ok(None),
+            None => Ok(true),
+            Some(Stop::Fallback) => Ok(false),
             Some(Stop::Failed(e)) => Err(e),
         }
+    }
+}
+
+/// Why [`EncodeBlock`] stopped short.
+enum Stop {
+    /// A text must go to `tokenizers`.
+    Fallback,
+    Failed(Error),
+}
+
+/// A block of texts encoded into their vectors, as a [`Kernel`](crate::simd::Kernel): the
+/// pooling and normalisation loops run on the CPU's widest vectors.
+struct EncodeBlock<'a> {
+    model: &'a StaticModel,
+    texts: &'a [&'a str],
+    out: &'a mut [f32],
+    buffers: &'a mut (ThreadBuffers, Vec<u32>, Vec<f32>),
+}
+
+impl crate::simd::Kernel for EncodeBlock<'_> {
+    type Output = Option<Stop>;
+    #[inline(always)]
+    fn run<L: crate::simd::Lanes>(self, lanes: L) -> Option<Stop> {
+        self.encode(lanes)
+    }
+}
+
+impl EncodeBlock<'_> {
+    #[inline(always)]
+    fn encode<L: crate::simd::Lanes>(self, lanes: L) -> Option<Stop> {
+        let model = self.model;
+        let dim = model.dim();
+        let (limit, last) = model.token_limits();
+        let f32_rows = model.table.format() == Format::F32;
+        let (buffers, ids, row) = self.buffers;
+        row.resize(dim, 0.0);
+        for (text, dst) in self.texts.iter().zip(self.out.chunks_exact_mut(dim.max(1))) {
+            dst.fill(0.0);
+            ids.clear();
+            let text = match model.cut(text) {
+                Ok(text) => text,
+                Err(e) => return Some(Stop::Failed(e)),
+            };
+            match model.encode_own(text, limit, buffers, ids) {
+                Ok(true) => {
+                    ids.truncate(limit);
+                    keep_last(ids, 0, last);
+                }
+                Ok(false) => return Some(Stop::Fallback),
+                Err(e) => return Some(Stop::Failed(e)),
+            }
+            if let Some(unk) = model.unk {
+                ids.retain(|&id| id != unk);
+            }
+            // Every row of the text asked for at once, so their cache misses overlap rather than
+            // come one row after another.
+            for &id in ids.iter() {
+                if let Ok((r, _)) = model.token_row(id, 0) {
+                    crate::cpu::prefetch(model.table.row(r));
+                }
+            }
+            let n = ids.len() as f32;
+            for (index, &id) in ids.iter().enumerate() {
+                let (r, w) = match model.token_row(id, index) {
+                    Ok((r, w)) => (r, w / n),
+                    Err(e) => return Some(Stop::Failed(e)),
+                };
+                // An FP32 row is its words: summed where it lies, not copied first.
+                let values: &[f32] = if f32_rows {
+                    bytemuck::cast_slice(model.table.row(r))
+                } else {
+                    crate::format::dispatch!(model.table.format(), C => C::decode(lanes, model.table.row(r), row));
+                    &row[..]
+                };
+                dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);
+            }
+            if model.normalize {
+                normalize_rows(dst, dim);
+            }
+        }
+        None
     }
 }
 
@@ -887,10 +963,47 @@ fn read_file(p: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(p).map_err(|e| Error::io(p.display(), e))
 }
 
+/// A model's safetensors: bytes in memory, or a mapped file the table may borrow from.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    Borrowed(&'a [u8]),
+    #[cfg_attr(web, allow(dead_code))]
+    Shared(&'a SharedBytes),
+}
+
+/// A model folder's `model.safetensors`, mapped: an FP32 table is used where it lies. The map is
+/// populated as it is made (a model is read whole: its values are checked before use), one call
+/// instead of a page fault every few pages.
+#[cfg(native)]
+fn map_weights(path: &Path) -> Result<SharedBytes, Error> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path.display(), e))?;
+    // SAFETY: as `crate::file::map_file`: read-only, and edo never writes a mapped file.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| Error::io(path.display(), e))?;
+    Ok(Arc::new(map))
+}
+
 /// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.
+///
+/// The squares are summed in eight running sums (value `i` into sum `i mod 8`, the last
+/// `dim mod 8` values after them), added pairwise at the end: the same bits on every
+/// instruction set, and a sum of independent additions, where one running sum is a chain of
+/// dependent ones (a 384-value row spent longer waiting on that chain than on the rest of its
+/// pooling). It is no less accurate: each sum carries an eighth of the terms.
+#[inline]
 pub fn normalize_rows(values: &mut [f32], dim: usize) {
     for row in values.chunks_exact_mut(dim.max(1)) {
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt() + 1e-32;
+        let (octets, rest) = row.as_chunks::<8>();
+        let mut sums = [0f32; 8];
+        for o in octets {
+            for (s, x) in sums.iter_mut().zip(o) {
+                *s += x * x;
+            }
+        }
+        for (s, x) in sums.iter_mut().zip(rest) {
+            *s += x * x;
+        }
+        let [a, b, c, d, e, f, g, h] = sums;
+        let norm = (((a + b) + (c + d)) + ((e + f) + (g + h))).sqrt() + 1e-32;
         row.iter_mut().for_each(|x| *x /= norm);
     }
 }
