@@ -1,9 +1,11 @@
 //! `edo embed`.
 
+use std::fmt::Write as _;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use clap::Args;
-use edo::file::{export::Array, npy};
+use edo::file::npy::{self, RowWriter};
 use edo::model::StaticModel;
 use edo::{Engine, EngineOptions, Format, GpuStaticModel};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,7 +21,8 @@ pub struct EmbedArgs {
     /// A text to embed; repeat for several.
     #[arg(long = "text")]
     texts: Vec<String>,
-    /// A file of texts, one per line.
+    /// A file of texts, one per line (`-`: standard input). Read, embedded and written a batch at
+    /// a time, so memory holds one batch, not the file or its vectors.
     #[arg(long, conflicts_with = "texts")]
     input: Option<PathBuf>,
     /// Hold the table in this format.
@@ -28,12 +31,139 @@ pub struct EmbedArgs {
     /// Pool on the GPU (the tokenizer runs on the CPU either way).
     #[arg(long)]
     gpu: bool,
-    /// Write the vectors to this .npy file (f32, texts × dim).
+    /// Write the vectors to this .npy file (f32, texts × dim), or to standard output with `-`
+    /// (then the summary goes to standard error).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Print the vectors as JSON (one array per text).
     #[arg(long)]
     json: bool,
+    /// Texts per batch.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    batch: u32,
+}
+
+/// The texts to embed, a batch at a time: those given with `--text`, or the lines of a file or
+/// of standard input (`str::lines`: `\n` or `\r\n` ends a line, the last may have neither).
+enum Texts {
+    Given(std::vec::IntoIter<String>),
+    Lines { reader: Box<dyn BufRead>, name: String, line: usize },
+}
+
+impl Texts {
+    /// The next batch of at most `max` texts into `block` (their bytes, one after another) and
+    /// `ends` (where each ends in `block`); false when there are none left. A line that is not
+    /// UTF-8 is an error naming it.
+    fn next_batch(&mut self, max: usize, block: &mut String, ends: &mut Vec<usize>) -> Result<bool, Failure> {
+        block.clear();
+        ends.clear();
+        match self {
+            Texts::Given(texts) => {
+                for text in texts.by_ref().take(max) {
+                    block.push_str(&text);
+                    ends.push(block.len());
+                }
+            }
+            Texts::Lines { reader, name, line } => {
+                let mut bytes = std::mem::take(block).into_bytes();
+                while ends.len() < max {
+                    let start = bytes.len();
+                    let n = reader.read_until(b'\n', &mut bytes).map_err(|e| Failure::new(exit::NO_INPUT, format!("{name}: {e}")))?;
+                    if n == 0 {
+                        break;
+                    }
+                    *line += 1;
+                    if bytes.ends_with(b"\n") {
+                        bytes.pop();
+                        if bytes.ends_with(b"\r") {
+                            bytes.pop();
+                        }
+                    }
+                    if std::str::from_utf8(&bytes[start..]).is_err() {
+                        return Err(Failure::new(exit::DATA, format!("{name}: line {line} is not UTF-8 text")));
+                    }
+                    ends.push(bytes.len());
+                }
+                // Every line was checked above.
+                *block = String::from_utf8(bytes).map_err(|e| Failure::new(exit::DATA, format!("{name}: {e}")))?;
+            }
+        }
+        Ok(!ends.is_empty())
+    }
+}
+
+/// An .npy being written: to a file (its row count written last) or to standard output (its
+/// count known first).
+enum Npy {
+    File(RowWriter<std::io::BufWriter<std::fs::File>>),
+    Stdout(RowWriter<std::io::BufWriter<std::io::Stdout>>),
+}
+
+impl Npy {
+    fn push(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Npy::File(w) => w.push(data),
+            Npy::Stdout(w) => w.push(data),
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Npy::File(w) => w.finish().map(drop),
+            Npy::Stdout(w) => w.finish().map(drop),
+        }
+    }
+}
+
+/// Where the vectors go as they are made.
+struct Sinks {
+    npy: Option<(Npy, String)>,
+    /// `--json`: standard output, and whether a row has been printed yet.
+    json: Option<(std::io::BufWriter<std::io::Stdout>, bool)>,
+}
+
+impl Sinks {
+    fn push(&mut self, vectors: &[f32], dim: usize) -> Result<(), Failure> {
+        if let Some((npy, name)) = &mut self.npy {
+            npy.push(bytemuck::cast_slice(vectors)).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{name}: {e}")))?;
+        }
+        if let Some((out, any)) = &mut self.json {
+            let stdout = |e: std::io::Error| Failure::new(exit::CANT_CREATE, format!("standard output: {e}"));
+            for row in vectors.chunks_exact(dim.max(1)) {
+                out.write_all(if *any { b"," } else { b"[" }).map_err(stdout)?;
+                serde_json::to_writer(&mut *out, row).map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
+                *any = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), Failure> {
+        if let Some((npy, name)) = self.npy {
+            npy.finish().map_err(|e| Failure::new(exit::CANT_CREATE, format!("{name}: {e}")))?;
+        }
+        if let Some((mut out, any)) = self.json {
+            let stdout = |e: std::io::Error| Failure::new(exit::CANT_CREATE, format!("standard output: {e}"));
+            out.write_all(if any { b"]\n" } else { b"[]\n" }).map_err(stdout)?;
+            out.flush().map_err(stdout)?;
+        }
+        Ok(())
+    }
+}
+
+/// Lines in a file as `str::lines` counts them: newlines, and one more if the last line has none.
+fn count_lines(path: &std::path::Path) -> std::io::Result<usize> {
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    let (mut lines, mut last) = (0, b'\n');
+    loop {
+        let buf = reader.fill_buf()?;
+        let Some(&end) = buf.last() else { break };
+        lines += buf.iter().filter(|&&b| b == b'\n').count();
+        last = end;
+        let n = buf.len();
+        reader.consume(n);
+    }
+    Ok(lines + usize::from(last != b'\n'))
 }
 
 pub fn embed(a: EmbedArgs) -> Result<(), Failure> {
@@ -41,56 +171,152 @@ pub fn embed(a: EmbedArgs) -> Result<(), Failure> {
     if let Some(f) = a.format {
         model = model.quantize(f)?;
     }
-    let lines;
-    let texts: Vec<&str> = match &a.input {
+    let dim = model.dim();
+    let to_stdout = a.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout && a.json {
+        return Err(Failure::new(exit::USAGE, "--json and -o - both write to standard output: choose one"));
+    }
+    let from_stdin = a.input.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let (mut texts, count, input_bytes) = match &a.input {
+        Some(_) if from_stdin => (Texts::Lines { reader: Box::new(std::io::stdin().lock()), name: "standard input".into(), line: 0 }, None, None),
         Some(path) => {
-            lines = std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
-            lines.lines().collect()
+            let failed = |e: std::io::Error| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display()));
+            let file = std::fs::File::open(path).map_err(failed)?;
+            let bytes = file.metadata().map_err(failed)?.len();
+            // An .npy on standard output states its row count before its rows: count them first.
+            let count = if to_stdout { Some(count_lines(path).map_err(failed)?) } else { None };
+            let reader = Box::new(std::io::BufReader::with_capacity(1 << 20, file));
+            (Texts::Lines { reader, name: path.display().to_string(), line: 0 }, count, Some(bytes))
         }
         None if a.texts.is_empty() => return Err(Failure::new(exit::USAGE, "give texts with --text T (repeatable) or --input FILE")),
-        None => a.texts.iter().map(String::as_str).collect(),
+        None => (Texts::Given(a.texts.clone().into_iter()), Some(a.texts.len()), None),
     };
+    let npy = match &a.output {
+        None => None,
+        Some(_) if to_stdout => {
+            let rows =
+                count.ok_or_else(|| Failure::new(exit::USAGE, "-o - with --input -: an .npy states its row count first; write to a file, or use --json"))?;
+            let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout());
+            let writer = RowWriter::with_rows(out, npy::Dtype::F32, dim, rows).map_err(|e| Failure::new(exit::CANT_CREATE, format!("standard output: {e}")))?;
+            Some((Npy::Stdout(writer), "standard output".to_string()))
+        }
+        Some(path) => {
+            let failed = |e: std::io::Error| Failure::new(exit::CANT_CREATE, format!("{}: {e}", path.display()));
+            let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
+            let writer = RowWriter::new(file, npy::Dtype::F32, dim).map_err(failed)?;
+            Some((Npy::File(writer), path.display().to_string()))
+        }
+    };
+    let sinks = Sinks { npy, json: a.json.then(|| (std::io::BufWriter::with_capacity(1 << 20, std::io::stdout()), false)) };
+
+    let bar = match input_bytes {
+        Some(total) => ProgressBar::new(total),
+        None if from_stdin => ProgressBar::new_spinner(),
+        None => ProgressBar::hidden(),
+    };
+    bar.set_style(ProgressStyle::with_template("{spinner} {bar:30} {percent:>3}% {msg} ({elapsed})").expect("a valid template").progress_chars("=> "));
     let started = std::time::Instant::now();
-    let (vectors, path) = if a.gpu {
+    let gpu = if a.gpu {
         let engine = Engine::new_blocking(EngineOptions::default())?;
         let gpu = edo::block_on(GpuStaticModel::upload(&engine, &model))?;
-        let vectors = edo::block_on(gpu.encode(&texts))?.read_blocking()?;
-        (vectors, format!("GPU ({})", engine.adapter()))
+        Some((gpu, engine))
     } else {
-        (model.encode(&texts)?, "CPU path".to_string())
+        None
     };
+    let (mut block, mut ends) = (String::new(), Vec::new());
+    let mut shown: Vec<(String, Vec<f32>)> = Vec::new();
+    let mut total = 0usize;
+    // A writer thread takes each batch's vectors while the next batch is encoded, and hands the
+    // buffer back: two buffers in all, reused (a new one each batch would be mapped, zeroed and
+    // unmapped by the system every time).
+    std::thread::scope(|scope| -> Result<(), Failure> {
+        let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<f32>>(1);
+        let (to_encoder, free) = std::sync::mpsc::channel::<Vec<f32>>();
+        let writer = scope.spawn(move || -> Result<(), Failure> {
+            let mut sinks = sinks;
+            for vectors in batches {
+                sinks.push(&vectors, dim)?;
+                // The encoder may be done and gone: then the buffer is simply dropped.
+                let _ = to_encoder.send(vectors);
+            }
+            sinks.finish()
+        });
+        let mut buffers = 0;
+        let encoded = (|| -> Result<(), Failure> {
+            while texts.next_batch(a.batch as usize, &mut block, &mut ends)? {
+                let batch: Vec<&str> = std::iter::once(0).chain(ends.iter().copied()).zip(&ends).map(|(s, &e)| &block[s..e]).collect();
+                let vectors = match &gpu {
+                    Some((gpu, _)) => edo::block_on(gpu.encode(&batch))?.read_blocking()?,
+                    None => {
+                        let mut vectors = match free.try_recv() {
+                            Ok(v) => v,
+                            Err(_) if buffers < 2 => {
+                                buffers += 1;
+                                Vec::new()
+                            }
+                            // Both buffers are with the writer: wait for one (or for its error).
+                            Err(_) => match free.recv() {
+                                Ok(v) => v,
+                                Err(_) => break,
+                            },
+                        };
+                        vectors.resize(batch.len() * dim, 0.0);
+                        model.encode_into(&batch, &mut vectors)?;
+                        vectors
+                    }
+                };
+                for (text, v) in batch.iter().zip(vectors.chunks_exact(dim.max(1))).take(10 - shown.len().min(10)) {
+                    shown.push((text.to_string(), v.to_vec()));
+                }
+                total += batch.len();
+                bar.inc(block.len() as u64 + batch.len() as u64);
+                bar.set_message(format!("{total} texts"));
+                if to_writer.send(vectors).is_err() {
+                    // The writer stopped on an error, which its join below reports.
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        drop(to_writer);
+        let written = writer.join().map_err(|_| Failure::new(exit::FAILURE, "the writer thread panicked"))?;
+        encoded.and(written)
+    })?;
+    bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
-    let dim = model.dim();
-    if let Some(out) = &a.output {
-        let data: Vec<u8> = vectors.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let array = Array { dtype: npy::Dtype::F32, shape: vec![texts.len(), dim], data };
-        std::fs::write(out, array.to_npy()).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", out.display())))?;
-    }
     if a.json {
-        let rows: Vec<&[f32]> = vectors.chunks_exact(dim.max(1)).collect();
-        println!("{}", serde_json::to_string(&rows).map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?);
         return Ok(());
     }
-    println!(
-        "{} texts → {} × {dim} vectors ({}, table {} in {}, {}) in {:.1} ms",
-        texts.len(),
-        texts.len(),
+    let path = match &gpu {
+        Some((_, engine)) => format!("GPU ({})", engine.adapter()),
+        None => "CPU path".to_string(),
+    };
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "{total} texts → {total} × {dim} vectors ({}, table {} in {}, {}) in {:.1} ms ({:.0} texts/s)",
         if model.normalize() { "L2-normalised" } else { "not normalised" },
         crate::bench::human_bytes(model.table().bytes()),
         model.table().format(),
         path,
-        seconds * 1e3
+        seconds * 1e3,
+        total as f64 / seconds.max(1e-9),
     );
-    for (text, v) in texts.iter().zip(vectors.chunks_exact(dim.max(1))).take(10) {
-        let shown: Vec<String> = v.iter().take(6).map(|x| format!("{x:+.4}")).collect();
+    for (text, v) in &shown {
+        let values: Vec<String> = v.iter().take(6).map(|x| format!("{x:+.4}")).collect();
         let text: String = text.chars().take(40).collect();
-        println!("  {text:<40}  [{}{}]", shown.join(", "), if dim > 6 { ", …" } else { "" });
+        let _ = writeln!(report, "  {text:<40}  [{}{}]", values.join(", "), if dim > 6 { ", …" } else { "" });
     }
-    if texts.len() > 10 {
-        println!("  … {} more", texts.len() - 10);
+    if total > 10 {
+        let _ = writeln!(report, "  … {} more", total - 10);
     }
-    if let Some(out) = &a.output {
-        println!("wrote {}", out.display());
+    if let Some(out) = a.output.as_ref().filter(|_| !to_stdout) {
+        let _ = writeln!(report, "wrote {}", out.display());
+    }
+    if to_stdout {
+        eprint!("{report}");
+    } else {
+        print!("{report}");
     }
     Ok(())
 }

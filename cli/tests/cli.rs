@@ -381,6 +381,64 @@ fn embed_prints_model2vecs_vectors_and_writes_npy() {
     assert_eq!(edo(&["embed", "/nonexistent/model", "--text", "x"]).status.code(), Some(66));
 }
 
+/// `edo embed` streams: a file of texts read, embedded and written a batch at a time gives the
+/// same .npy whatever the batch; the .npy goes to standard output (row count first) or a file
+/// (count written last); standard input works; --json streams one array; bad input is named.
+#[test]
+fn embed_streams_batches_to_npy_json_and_standard_output() {
+    use std::io::Write;
+    let model = format!("{}/../tests/data/models/wordpiece", env!("CARGO_MANIFEST_DIR"));
+    let dir = Scratch::new("embed-stream");
+    let input = dir.path("lines.txt");
+    // CRLF and LF endings, an empty line, a last line without an ending.
+    std::fs::write(&input, "the quick brown fox\r\ncafé naïve\n\njumps over\nthe lazy dog\nlast line").unwrap();
+    let input = input.to_str().unwrap();
+    let whole = dir.path("whole.npy");
+    ok(&["embed", &model, "--input", input, "-o", whole.to_str().unwrap()]);
+    let whole = std::fs::read(&whole).unwrap();
+    let a = edo::file::npy::read(&whole).unwrap();
+    assert_eq!(a.shape, vec![6, 16], "six lines, as str::lines counts them");
+    let split = dir.path("split.npy");
+    let text = ok(&["embed", &model, "--input", input, "--batch", "4", "-o", split.to_str().unwrap()]);
+    assert!(text.contains("6 texts") && text.contains("wrote"), "{text}");
+    assert_eq!(std::fs::read(&split).unwrap(), whole, "batches of 4 write the bytes one batch does");
+
+    // To standard output: the same bytes; the summary on standard error.
+    let out = edo(&["embed", &model, "--input", input, "--batch", "1", "-o", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, whole);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("6 texts"));
+
+    // From standard input, to a file: the same bytes.
+    let from_stdin = dir.path("stdin.npy");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edo"))
+        .args(["embed", &model, "--input", "-", "--batch", "2", "-o", from_stdin.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&std::fs::read(input).unwrap()).unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    assert_eq!(std::fs::read(&from_stdin).unwrap(), whole);
+
+    // --json streams one array of rows, the .npy's values.
+    let json: Vec<Vec<f32>> = serde_json::from_str(&ok(&["embed", &model, "--input", input, "--batch", "4", "--json"])).unwrap();
+    let values: Vec<f32> = a.data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(json.concat(), values);
+
+    // An .npy on standard output needs its row count first: standard input has none to give.
+    let out = edo(&["embed", &model, "--input", "-", "-o", "-"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // A line that is not UTF-8 is named; a missing input file is exit 66.
+    let bad = dir.path("bad.txt");
+    std::fs::write(&bad, b"fine\nnot \xff utf-8\n").unwrap();
+    let out = edo(&["embed", &model, "--input", bad.to_str().unwrap(), "-o", dir.path("bad.npy").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(edo(&["embed", &model, "--input", "/nonexistent/texts.txt", "--json"]).status.code(), Some(66));
+    assert_eq!(edo(&["embed", &model, "--text", "x", "--batch", "0"]).status.code(), Some(2));
+}
+
 #[test]
 fn quantize_model_writes_one_file_that_embeds_like_its_folder() {
     let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
