@@ -465,13 +465,13 @@ struct DotBlock<'a, C>(PhantomData<C>, (&'a PackedTable, &'a [f32], usize, &'a m
 impl<C: Codec> Kernel for DotBlock<'_, C> {
     type Output = ();
     #[inline(always)]
-    fn run<L: Lanes>(self, lanes: L) {
-        dot_block::<C, L>(lanes, self.1)
+    fn run<L: Lanes>(self, _: L) {
+        dot_block::<C>(self.1)
     }
 }
 
 #[inline(always)]
-fn dot_block<C: Codec, L: Lanes>(lanes: L, (table, queries, k, out): (&PackedTable, &[f32], usize, &mut [(u32, f32)])) {
+fn dot_block<C: Codec>((table, queries, k, out): (&PackedTable, &[f32], usize, &mut [(u32, f32)])) {
     let dim = table.dim();
     let n = table.rows();
     const ROWS: usize = 256;
@@ -485,7 +485,10 @@ fn dot_block<C: Codec, L: Lanes>(lanes: L, (table, queries, k, out): (&PackedTab
         for r0 in (0..n).step_by(ROWS) {
             let r1 = (r0 + ROWS).min(n);
             for (r, dst) in (r0..r1).zip(decoded.chunks_exact_mut(dim)) {
-                C::decode(lanes, table.row(r), dst);
+                // Through the format's one shared decoder (its level picked per row), not one
+                // inlined here: a copy per format in this kernel too was size in every page's
+                // .wasm, for a loop that spends its time in the dot products.
+                C::decode_row(table.row(r), dst);
             }
             for (q, query) in queries.chunks_exact(dim).enumerate() {
                 for (r, x) in (r0..r1).zip(decoded.chunks_exact(dim)) {

@@ -62,7 +62,7 @@ fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&Packe
             prefetch(&words[r * row_words..(r + 1) * row_words]);
         }
         match bounds.resolve(id, rows) {
-            Some(r) => C::decode(lanes, &words[r * row_words..(r + 1) * row_words], dst),
+            Some(r) => crate::format::decode_in_kernel::<C, L>(lanes, &words[r * row_words..(r + 1) * row_words], dst),
             None => dst.fill(0.0),
         }
     }

@@ -44,6 +44,22 @@ use std::marker::PhantomData;
 use crate::simd::{Kernel, Lanes};
 use crate::Error;
 
+/// [`Codec::decode`] as a kernel calls it. Natively it is inlined into the kernel, which is
+/// compiled once per instruction set. The browser build has one instruction set, and there each
+/// kernel calls the format's one shared decoder ([`Codec::decode_row`]) instead: a decoder
+/// inlined into the gather and into each kind of bag made every format's code several times
+/// over, 40 KB more of every page's gzipped `.wasm`, for a call per row saved.
+#[inline(always)]
+pub(crate) fn decode_in_kernel<C: Codec, L: Lanes>(lanes: L, words: &[u32], out: &mut [f32]) {
+    #[cfg(web)]
+    {
+        let _ = lanes;
+        C::decode_row(words, out)
+    }
+    #[cfg(native)]
+    C::decode(lanes, words, out)
+}
+
 /// [`Codec::decode`] of one row as a [`Kernel`], run on the CPU's instruction set.
 struct DecodeRow<'a, C>(PhantomData<C>, &'a [u32], &'a mut [f32]);
 
@@ -197,9 +213,12 @@ pub trait Codec {
     /// [`Codec::decode`].
     #[doc(hidden)]
     #[inline(always)]
-    fn pool_row<L: Lanes>(lanes: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], scratch: &mut [f32]) {
+    fn pool_row<L: Lanes>(lanes: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], scratch: &mut [f32])
+    where
+        Self: Sized,
+    {
         let row = &mut scratch[..acc.len()];
-        Self::decode(lanes, words, row);
+        decode_in_kernel::<Self, L>(lanes, words, row);
         pool_values(acc, row.iter().copied(), w, max);
     }
 

@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bags::{Bags, Pooling};
-use crate::format::{Codec, Format, PackedTable, SharedBytes};
+use crate::format::{Format, PackedTable, SharedBytes};
 use crate::{Bounds, Error};
 
 mod file;
@@ -866,14 +866,14 @@ struct EncodeBlock<'a> {
 impl crate::simd::Kernel for EncodeBlock<'_> {
     type Output = Option<Stop>;
     #[inline(always)]
-    fn run<L: crate::simd::Lanes>(self, lanes: L) -> Option<Stop> {
-        self.encode(lanes)
+    fn run<L: crate::simd::Lanes>(self, _: L) -> Option<Stop> {
+        self.encode()
     }
 }
 
 impl EncodeBlock<'_> {
     #[inline(always)]
-    fn encode<L: crate::simd::Lanes>(self, lanes: L) -> Option<Stop> {
+    fn encode(self) -> Option<Stop> {
         let model = self.model;
         let dim = model.dim();
         let (limit, last) = model.token_limits();
@@ -915,7 +915,8 @@ impl EncodeBlock<'_> {
                 let values: &[f32] = if f32_rows {
                     bytemuck::cast_slice(model.table.row(r))
                 } else {
-                    crate::format::dispatch!(model.table.format(), C => C::decode(lanes, model.table.row(r), row));
+                    // The format's one shared decoder (see `search::dot_block`).
+                    model.table.decode_row_into(r, row);
                     &row[..]
                 };
                 dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);

@@ -159,8 +159,15 @@ pub(crate) trait Kernel {
 }
 
 /// Runs `kernel` at [`Simd::active`].
+///
+/// The browser build has one level the page can use, SIMD128 (nothing can cap it there), and
+/// compiles only that instantiation here: each kernel's portable one, which only [`run_at`]
+/// reaches (the tests), would add its size to every page's `.wasm` for nothing.
 #[inline(always)]
 pub(crate) fn run<K: Kernel>(kernel: K) -> K::Output {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return kernel.run(Wasm128);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     run_at(Simd::active(), kernel)
 }
 
