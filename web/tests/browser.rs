@@ -96,6 +96,46 @@ async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
     }
 }
 
+/// The CPU path's decoders in the browser build: SIMD128 and the portable level (forced) equal
+/// each format's one-value-at-a-time reference bit for bit, on quantised rows and on random words
+/// (every code and parameter pattern), at widths in and out of step with the formats' groups.
+#[wasm_bindgen_test]
+fn decoders_equal_the_reference_on_every_simd_level() {
+    use edo::cpu::Simd;
+    let levels = Simd::supported();
+    assert_eq!(levels, vec![Simd::Scalar, Simd::Simd128], "the browser build runs SIMD128");
+    assert_eq!(Simd::active(), Simd::Simd128);
+    let mut s = 7u32;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s
+    };
+    let sentinel = f32::from_bits(0x7fa5_a5a5);
+    for name in FORMATS {
+        let format = edo::Format::from_name(name).unwrap();
+        for dim in [1, 7, 40, 128, 384] {
+            let rows = 4;
+            let quantized = edo::PackedTable::quantize(format, &data(rows, dim, dim as u32), rows, dim).unwrap();
+            let words = (0..rows * format.row_words(dim)).map(|_| next()).collect();
+            let random = edo::PackedTable::from_words(format, rows, dim, words).unwrap();
+            for (kind, table) in [("quantised", &quantized), ("random", &random)] {
+                for r in 0..rows {
+                    let mut want = vec![sentinel; dim];
+                    format.decode_row_reference(table.row(r), &mut want);
+                    for &level in &levels {
+                        let mut got = vec![sentinel; dim];
+                        format.decode_row_at(level, table.row(r), &mut got);
+                        let differ = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+                        assert!(differ.is_none(), "{name} dim {dim} {kind} row {r} at {level}: value {differ:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[wasm_bindgen_test]
 async fn the_synthetic_table_and_a_prepared_kernel_serve_the_first_lookup() {
     let (rows, dim) = (1001, 37);
