@@ -626,10 +626,22 @@ fn bad(reason: String) -> Error {
 /// Maps a file read-only, for a reader.
 #[cfg(native)]
 pub(crate) fn map_file(path: &std::path::Path) -> Result<memmap2::Mmap, Error> {
+    map_with(path, &memmap2::MmapOptions::new())
+}
+
+/// [`map_file`] of a file that will be read whole, its pages read in as it is mapped: one call
+/// instead of a page fault every few pages.
+#[cfg(native)]
+pub(crate) fn map_file_populated(path: &std::path::Path) -> Result<memmap2::Mmap, Error> {
+    map_with(path, memmap2::MmapOptions::new().populate())
+}
+
+#[cfg(native)]
+fn map_with(path: &std::path::Path, options: &memmap2::MmapOptions) -> Result<memmap2::Mmap, Error> {
     let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
     // SAFETY: the map is read-only and edo never writes a mapped file; another process
     // truncating it underneath is outside what any mmap-based reader can defend against.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))
+    unsafe { options.map(&file) }.map_err(|e| io_error(path, e))
 }
 
 /// A reader's error, with the file named when it is about the file's contents.

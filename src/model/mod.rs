@@ -972,15 +972,11 @@ enum Weights<'a> {
     Shared(&'a SharedBytes),
 }
 
-/// A model folder's `model.safetensors`, mapped: an FP32 table is used where it lies. The map is
-/// populated as it is made (a model is read whole: its values are checked before use), one call
-/// instead of a page fault every few pages.
+/// A model folder's `model.safetensors`, mapped: an FP32 table is used where it lies. Populated
+/// as it is mapped: a model is read whole (its values are checked before use).
 #[cfg(native)]
 fn map_weights(path: &Path) -> Result<SharedBytes, Error> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path.display(), e))?;
-    // SAFETY: as `crate::file::map_file`: read-only, and edo never writes a mapped file.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| Error::io(path.display(), e))?;
-    Ok(Arc::new(map))
+    Ok(Arc::new(crate::file::map_file_populated(path)?))
 }
 
 /// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.
