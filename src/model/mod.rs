@@ -625,9 +625,13 @@ enum Tokenizer {
 
 thread_local! {
     /// Each thread's buffers, which live on from call to call (a call of one text allocated more
-    /// than it computed, and a BPE model's words are cached there), and its ids and row buffers.
-    static BUFFERS: std::cell::RefCell<(ThreadBuffers, Vec<u32>, Vec<f32>)> = Default::default();
+    /// than it computed, and a BPE model's words are cached there), and its ids, their rows and
+    /// weights, and row buffers.
+    static BUFFERS: std::cell::RefCell<EncodeBuffers> = Default::default();
 }
+
+/// A thread's tokenizer buffers, a text's token ids, their rows and weights, and a decoded row.
+type EncodeBuffers = (ThreadBuffers, Vec<u32>, Vec<(usize, f32)>, Vec<f32>);
 
 /// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
 #[derive(Default)]
@@ -860,7 +864,7 @@ struct EncodeBlock<'a> {
     model: &'a StaticModel,
     texts: &'a [&'a str],
     out: &'a mut [f32],
-    buffers: &'a mut (ThreadBuffers, Vec<u32>, Vec<f32>),
+    buffers: &'a mut EncodeBuffers,
 }
 
 impl crate::simd::Kernel for EncodeBlock<'_> {
@@ -878,7 +882,7 @@ impl EncodeBlock<'_> {
         let dim = model.dim();
         let (limit, last) = model.token_limits();
         let f32_rows = model.table.format() == Format::F32;
-        let (buffers, ids, row) = self.buffers;
+        let (buffers, ids, rows, row) = self.buffers;
         row.resize(dim, 0.0);
         for (text, dst) in self.texts.iter().zip(self.out.chunks_exact_mut(dim.max(1))) {
             dst.fill(0.0);
@@ -898,19 +902,21 @@ impl EncodeBlock<'_> {
             if let Some(unk) = model.unk {
                 ids.retain(|&id| id != unk);
             }
-            // Every row of the text asked for at once, so their cache misses overlap rather than
-            // come one row after another.
-            for &id in ids.iter() {
-                if let Ok((r, _)) = model.token_row(id, 0) {
-                    crate::cpu::prefetch(model.table.row(r));
+            // Every row of the text found and asked for before any is pooled, so their cache misses
+            // overlap rather than come one row after another.
+            rows.clear();
+            for (index, &id) in ids.iter().enumerate() {
+                match model.token_row(id, index) {
+                    Ok((r, w)) => {
+                        crate::cpu::prefetch(model.table.row(r));
+                        rows.push((r, w));
+                    }
+                    Err(e) => return Some(Stop::Failed(e)),
                 }
             }
             let n = ids.len() as f32;
-            for (index, &id) in ids.iter().enumerate() {
-                let (r, w) = match model.token_row(id, index) {
-                    Ok((r, w)) => (r, w / n),
-                    Err(e) => return Some(Stop::Failed(e)),
-                };
+            for &(r, w) in rows.iter() {
+                let w = w / n;
                 // An FP32 row is its words: summed where it lies, not copied first.
                 let values: &[f32] = if f32_rows {
                     bytemuck::cast_slice(model.table.row(r))
