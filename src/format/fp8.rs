@@ -85,35 +85,11 @@ impl<const E5M2: bool> Fp8<E5M2> {
         sign | (e << Self::MANTISSA | m) as u8
     }
 
-    /// [`Self::to_f32`] of a code without a table or a branch, so that a loop of them runs on
-    /// vector registers (a table lookup per value does not): the exponent and mantissa bits are
-    /// moved into f32's places and rescaled by 2^(127 − bias) — which also makes the subnormals
-    /// exact — the sign put back, and the special codes (e4m3's NaN, e5m2's infinities and NaNs)
-    /// chosen by a select, with the same bits as the table: ±inf, and `f32::NAN` whatever the sign.
-    #[inline(always)]
-    fn value(code: u32) -> f32 {
-        let em = code & 0x7F;
-        let shift = 23 - Self::MANTISSA;
-        let rescale = f32::from_bits(((254 - Self::BIAS) as u32) << 23); // 2^(127 − bias)
-        let magnitude = (f32::from_bits(em << shift) * rescale).to_bits();
-        let signed = magnitude | (code & 0x80) << 24;
-        let bits = if E5M2 {
-            if em > 0x7C {
-                f32::NAN.to_bits()
-            } else if em == 0x7C {
-                0x7F80_0000 | (code & 0x80) << 24
-            } else {
-                signed
-            }
-        } else if em == 0x7F {
-            f32::NAN.to_bits()
-        } else {
-            signed
-        };
-        f32::from_bits(bits)
-    }
-
-    /// [`Self::value`] of eight codes, in lanes.
+    /// [`Self::to_f32`] of eight codes, in lanes, without a table or a branch: the exponent and
+    /// mantissa bits are moved into f32's places and rescaled by 2^(127 − bias) — which also makes
+    /// the subnormals exact — the sign put back, and the special codes (e4m3's NaN, e5m2's
+    /// infinities and NaNs) chosen by a select, with the same bits as the table: ±inf, and
+    /// `f32::NAN` whatever the sign.
     #[inline(always)]
     fn values<L: Lanes>(l: L, code: L::I) -> L::F {
         let c = |x: u32| l.splat_i(x);
@@ -187,8 +163,13 @@ impl<const E5M2: bool> Codec for Fp8<E5M2> {
         for (o, c) in octets.iter_mut().zip(codes) {
             l.store(l.mul(Self::values(l, l.bytes(c)), s), o);
         }
-        for (o, &q) in tail.iter_mut().zip(&bytes[8 * octets.len()..]) {
-            *o = Self::value(q as u32) * scale;
+        if !tail.is_empty() {
+            // The last codes, padded to eight, through the same lanes.
+            let (mut codes, mut values) = ([0u8; 8], [0f32; 8]);
+            let rest = &bytes[8 * octets.len()..][..tail.len()];
+            codes[..rest.len()].copy_from_slice(rest);
+            l.store(l.mul(Self::values(l, l.bytes(&codes)), s), &mut values);
+            tail.copy_from_slice(&values[..tail.len()]);
         }
     }
 
