@@ -67,7 +67,6 @@ impl Texts {
             Texts::Lines { reader, name, line } => {
                 let mut bytes = std::mem::take(block).into_bytes();
                 while ends.len() < max {
-                    let start = bytes.len();
                     let n = reader.read_until(b'\n', &mut bytes).map_err(|e| Failure::new(exit::NO_INPUT, format!("{name}: {e}")))?;
                     if n == 0 {
                         break;
@@ -79,13 +78,17 @@ impl Texts {
                             bytes.pop();
                         }
                     }
-                    if std::str::from_utf8(&bytes[start..]).is_err() {
-                        return Err(Failure::new(exit::DATA, format!("{name}: line {line} is not UTF-8 text")));
-                    }
                     ends.push(bytes.len());
                 }
-                // Every line was checked above.
-                *block = String::from_utf8(bytes).map_err(|e| Failure::new(exit::DATA, format!("{name}: {e}")))?;
+                // The batch checked at once, and every line end a character boundary (lines that
+                // split a character between them are not UTF-8 each, though joined they are).
+                let first = *line - ends.len() + 1;
+                let not_utf8 = |k: usize| Failure::new(exit::DATA, format!("{name}: line {} is not UTF-8 text", first + k));
+                let text = String::from_utf8(bytes).map_err(|e| not_utf8(ends.partition_point(|&end| end <= e.utf8_error().valid_up_to())))?;
+                if let Some(k) = ends.iter().position(|&end| !text.is_char_boundary(end)) {
+                    return Err(not_utf8(k));
+                }
+                *block = text;
             }
         }
         Ok(!ends.is_empty())

@@ -435,6 +435,11 @@ fn embed_streams_batches_to_npy_json_and_standard_output() {
     let out = edo(&["embed", &model, "--input", bad.to_str().unwrap(), "-o", dir.path("bad.npy").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Two lines that split one character between them: neither is UTF-8, though joined they are.
+    std::fs::write(&bad, b"fine\nhalf \xc3\n\xa9 half\n").unwrap();
+    let out = edo(&["embed", &model, "--input", bad.to_str().unwrap(), "-o", dir.path("bad.npy").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(edo(&["embed", &model, "--input", "/nonexistent/texts.txt", "--json"]).status.code(), Some(66));
     assert_eq!(edo(&["embed", &model, "--text", "x", "--batch", "0"]).status.code(), Some(2));
 }
