@@ -81,6 +81,9 @@ impl GpuLookup for AnyGpuTable {
     async fn lookup(&self, request: &Request<'_>) -> Result<GpuRows, Error> {
         each_gpu_kind!(self, t => GpuLookup::lookup(t, request).await)
     }
+    async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
+        each_gpu_kind!(self, t => GpuLookup::lookup_host(t, request).await)
+    }
 }
 
 impl From<GpuTable> for AnyGpuTable {

@@ -170,7 +170,7 @@ impl Resident {
             };
         }
         let storage = wgpu::BufferUsages::STORAGE;
-        let metas = ctx.create_buffer("bag tables", 32 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
+        let metas = ctx.pooled("bag tables", 32 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas)), super::Fit::Class).await?;
         // Indices from the host over several shards are sorted out here, so each shard's
         // dispatch reads only its own indices (its offsets, then the bags' own for counting).
         let n_offsets = plan.offsets.len();
@@ -182,16 +182,18 @@ impl Resident {
         };
         let weights = lists.as_ref().map_or(weights, |l| l.weights.as_deref());
         let indices = match (&lists, indices) {
-            (Some(l), _) => ctx.create_buffer("bag indices by shard", 4 * l.indices.len() as u64, storage, Some(bytemuck::cast_slice(&l.indices))).await?,
-            (None, Indices::Host(i)) => ctx.create_buffer("bag indices", 4 * i.len() as u64, storage, Some(bytemuck::cast_slice(i))).await?,
+            (Some(l), _) => {
+                ctx.pooled("bag indices by shard", 4 * l.indices.len() as u64, storage, Some(bytemuck::cast_slice(&l.indices)), super::Fit::Class).await?
+            }
+            (None, Indices::Host(i)) => ctx.pooled("bag indices", 4 * i.len() as u64, storage, Some(bytemuck::cast_slice(i)), super::Fit::Class).await?,
             (None, Indices::Device(buffer, _)) => buffer,
         };
         let offsets: &[u32] = lists.as_ref().map_or(&plan.offsets, |l| &l.offsets);
-        let offsets = ctx.create_buffer("bag offsets", 4 * offsets.len() as u64, storage, Some(bytemuck::cast_slice(offsets))).await?;
+        let offsets = ctx.pooled("bag offsets", 4 * offsets.len() as u64, storage, Some(bytemuck::cast_slice(offsets)), super::Fit::Class).await?;
         let has_weights = weights.is_some();
         let weights = weights.unwrap_or(&[0.0]);
-        let weights = ctx.create_buffer("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights))).await?;
-        let out = ctx.create_buffer("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None).await?;
+        let weights = ctx.pooled("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights)), super::Fit::Class).await?;
+        let out = ctx.pooled("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None, super::Fit::Exact).await?;
 
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
         let (gx, gy) = ctx.grid("workgroups of one bag dispatch", n_bags, shape.1 as u64)?;
@@ -214,7 +216,7 @@ impl Resident {
                     counts_base: if lists.is_some() { (self.shards.len() * n_offsets) as u32 } else { 0 },
                     _pad: 0,
                 };
-                let uniform = ctx.create_buffer("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+                let uniform = ctx.pooled("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
                 let bind_group = ctx.bind_group(
                     "edo bag",
                     &ctx.bag_layout,

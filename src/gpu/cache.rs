@@ -523,7 +523,7 @@ impl CacheState {
         // (binding offsets must be aligned, part boundaries are not).
         let out_bytes = (slots.len() as u64).saturating_mul(4 * dim);
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-        let out = ctx.create_buffer("cache lookup output", out_bytes, usage, None).await?;
+        let out = ctx.pooled("cache lookup output", out_bytes, usage, None, super::Fit::Exact).await?;
         let mut copies = Vec::new();
         for part in parts {
             self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
@@ -565,7 +565,9 @@ impl CacheState {
                 let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
                 words.clear();
                 read_host_rows(source, self.row_words, &rows, &mut words).await?;
-                let upload = ctx.create_buffer("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
+                let upload = ctx
+                    .pooled("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words)), super::Fit::Class)
+                    .await?;
                 let moves: Vec<(u32, u32)> = group.iter().enumerate().map(|(k, &(_, slot))| (slot, k as u32)).collect();
                 dispatches.push(self.scatter_dispatch(shard_index, &moves, &upload, inputs).await?);
                 inputs.push(upload);
@@ -597,8 +599,9 @@ impl CacheState {
             shard_rows: (shard.word_end - shard.word_start) / self.row_words as u32,
         };
         let flat: Vec<u32> = moves.iter().flat_map(|&(slot, source)| [slot, source]).collect();
-        let uniform = ctx.create_buffer("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-        let moves_buffer = ctx.create_buffer("scatter moves", 4 * flat.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&flat))).await?;
+        let uniform = ctx.pooled("scatter params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
+        let moves_buffer =
+            ctx.pooled("scatter moves", 4 * flat.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&flat)), super::Fit::Class).await?;
         let bind_group = ctx.bind_group(
             "edo scatter",
             &ctx.gather_layout,
@@ -685,6 +688,11 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
                 Ok(job.into_output())
             }
         }
+    }
+
+    /// [`GpuLookup::lookup`] (under the cache's lock), then its rows read back.
+    async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
+        GpuLookup::lookup(self, request).await?.read_host().await
     }
 }
 

@@ -131,10 +131,10 @@ impl GpuHashedTables {
             .collect();
         let n_ids = bags.indices.len() as u32;
         let params = HashParams { n_ids, n_tables: metas.len() as u32, _pad: [0; 2] };
-        let uniform = ctx.create_buffer("hash params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-        let metas = ctx.create_buffer("hash tables", 64 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas))).await?;
-        let ids = ctx.create_buffer("hashed ids", 8 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices))).await?;
-        let slots = ctx.create_buffer("hashed rows", 4 * ex.n_slots as u64, storage, None).await?;
+        let uniform = ctx.pooled("hash params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
+        let metas = ctx.pooled("hash tables", 64 * metas.len() as u64, storage, Some(bytemuck::cast_slice(&metas)), super::Fit::Class).await?;
+        let ids = ctx.pooled("hashed ids", 8 * bags.indices.len() as u64, storage, Some(bytemuck::cast_slice(bags.indices)), super::Fit::Class).await?;
+        let slots = ctx.pooled("hashed rows", 4 * ex.n_slots as u64, storage, None, super::Fit::Class).await?;
         let pipeline = ctx.pipeline(ShaderId::HashIds, (ctx.workgroup_size, 1)).await?;
         let bind_group = ctx.bind_group(
             "edo hash",

@@ -166,6 +166,42 @@ impl LookupJob {
         super::checked_submit(&self.ctx, "lookup submission", || self.submit()).await
     }
 
+    /// Submits the job and the copy of its output into a readback buffer in one command buffer
+    /// (checked, as [`LookupJob::submit_checked`]), then reads the rows back: a lookup whose
+    /// result goes to the host in one submission and one wait.
+    pub async fn submit_and_read(&self) -> Result<crate::HostRows, Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        if let Some(hook) = &self.hook {
+            hook.check()?;
+        }
+        let out = &self.output;
+        let words = out.rows * out.row_words();
+        let host = super::host_vec::<u32>(words)?;
+        let staging = match words {
+            0 => None,
+            _ => Some(super::readback_buffer(ctx, 4 * words as u64).await?),
+        };
+        super::checked_submit(ctx, "lookup submission", || {
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo lookup and readback") });
+            self.encode_stages(&mut encoder);
+            if let Some(staging) = &staging {
+                encoder.copy_buffer_to_buffer(&out.buffer, 0, staging, 0, 4 * words as u64);
+            }
+            ctx.queue.submit([encoder.finish()]);
+            if let Some(hook) = &self.hook {
+                hook.submitted();
+            }
+            Ok(())
+        })
+        .await?;
+        let words = match &staging {
+            Some(staging) => super::map_read(ctx, staging, host, words).await?,
+            None => host,
+        };
+        out.host_rows(words)
+    }
+
     /// The buffer the lookup writes.
     pub fn output(&self) -> &GpuRows {
         &self.output
@@ -221,8 +257,9 @@ impl GpuRows {
     /// The storage buffer holding the rows (usages STORAGE | COPY_SRC | COPY_DST), for binding in
     /// the caller's own pipelines. It is destroyed when the last handle to it goes (this
     /// `GpuRows`, or the job that wrote it): keep the `GpuRows` while the caller's work uses it.
+    /// (An output nobody asked the buffer of goes idle instead, for a later lookup to reuse.)
     pub fn buffer(&self) -> &wgpu::Buffer {
-        &self.buffer
+        self.buffer.export()
     }
     /// Rows of the output (ids, bags, or indices for pooling None).
     pub fn rows(&self) -> usize {
@@ -281,13 +318,26 @@ impl GpuRows {
             return Err(Error::Unsupported(crate::Unsupported::ReadF16OfF32Rows));
         }
         let words: Vec<u32> = super::read_buffer(&self.ctx, &self.buffer, 0, self.rows * self.row_words()).await?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(self.rows * self.dim).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: 2 * (self.rows * self.dim) as u64 })?;
+        self.unpack_f16(&words)
+    }
+
+    /// f16 rows as read back (two values a word, rows of `row_words`) as `rows × dim` values.
+    fn unpack_f16(&self, words: &[u32]) -> Result<Vec<half::f16>, Error> {
+        let mut out = super::host_vec(self.rows * self.dim)?;
         for row in words.chunks_exact(self.row_words().max(1)).take(self.rows) {
             let values = row.iter().flat_map(|&w| [w as u16, (w >> 16) as u16]).take(self.dim);
             out.extend(values.map(half::f16::from_bits));
         }
         Ok(out)
+    }
+
+    /// The rows as read back, word for word, as host rows of their element type.
+    fn host_rows(&self, words: Vec<u32>) -> Result<crate::HostRows, Error> {
+        Ok(match self.element {
+            Element::F16 => crate::HostRows::F16(self.unpack_f16(&words)?),
+            // In place: the same size and alignment.
+            Element::F32 => crate::HostRows::F32(words.into_iter().map(f32::from_bits).collect()),
+        })
     }
 
     /// [`GpuRows::read_f16`] for native code without an executor.
@@ -315,7 +365,7 @@ pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<Looku
     let (n, dim) = (rows.rows, rows.dim);
     let words = dim.div_ceil(2) as u64;
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-    let out = ctx.create_buffer("f16 output", (n as u64 * 4 * words).max(4), usage, None).await?;
+    let out = ctx.pooled("f16 output", (n as u64 * 4 * words).max(4), usage, None, super::Fit::Exact).await?;
     let pipeline = ctx.pipeline(ShaderId::PackF16, (ctx.workgroup_size, 1)).await?;
     // Rows per dispatch: their f32 input within one binding, starting at an aligned offset.
     let granule = (ctx.limits.min_storage_buffer_offset_alignment.max(4) / 4) as u64;
@@ -328,14 +378,14 @@ pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<Looku
         });
     }
     // The gather layout's second input, unused by the kernel.
-    let unused = ctx.create_buffer("pack f16 (unused)", 4, wgpu::BufferUsages::STORAGE, None).await?;
+    let unused = ctx.pooled("pack f16 (unused)", 4, wgpu::BufferUsages::STORAGE, None, super::Fit::Class).await?;
     let mut inputs = vec![unused];
     let mut dispatches = Vec::new();
     let mut start = 0u64;
     while start < n as u64 {
         let m = chunk.min(n as u64 - start);
         let params = PackParams { n_rows: m as u32, dim: dim as u32, _pad0: 0, _pad1: 0 };
-        let uniform = ctx.create_buffer("pack f16 params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let uniform = ctx.pooled("pack f16 params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
         let (gx, gy) = ctx.grid("workgroups of one f16 rounding dispatch", m * words, ctx.workgroup_size as u64)?;
         let bind_group = ctx.bind_group(
             "edo pack f16",

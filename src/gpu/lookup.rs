@@ -74,6 +74,13 @@ pub trait GpuLookup {
         Ok(job.into_output())
     }
 
+    /// Runs `request` and reads its rows back to the host: the job and the copy of its output
+    /// submitted together, then one wait. A kind whose [`GpuLookup::lookup`] is its own
+    /// provides this too.
+    async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
+        self.prepare(request).await?.submit_and_read().await
+    }
+
     /// Builds a gather of `ids` into `ids.len() × dim` f32 without submitting it.
     async fn prepare_gather(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         self.prepare(&Request::gather(ids, bounds)).await

@@ -1,19 +1,52 @@
 //! What an engine holds: every GPU buffer edo allocated, by owner and purpose, against the
-//! engine's budget.
+//! engine's budget; and the pool of idle buffers that lookups reuse.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The engine's ledger of live buffers. Shared by the buffers themselves, so a buffer dropped
-/// anywhere (a finished lookup, the last handle of a table) leaves it at once.
+/// anywhere (a finished lookup, the last handle of a table) leaves it at once — or, for the
+/// buffers of a lookup (ids, parameters, outputs, readback), goes idle into the pool, still
+/// counted, until a later lookup takes it or the pool lets it go.
 #[derive(Default)]
 pub(crate) struct Registry {
     allocated: AtomicU64,
     next_id: AtomicU64,
     next_owner: AtomicU64,
     entries: Mutex<BTreeMap<u64, Entry>>,
+    pool: Mutex<Pool>,
 }
+
+/// What the buffers of a lookup are pooled by: their usages and their size (a size class for
+/// scratch, the exact size for outputs, whose size a caller sees).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PoolKey {
+    pub usage: u32,
+    pub size: u64,
+}
+
+/// Idle buffers by key, and how much they may hold.
+#[derive(Default)]
+struct Pool {
+    idle: HashMap<PoolKey, Vec<Idle>>,
+    idle_bytes: u64,
+    /// Most bytes of idle buffers kept ([`super::EngineOptions::pool_bytes`]; 0: none).
+    cap: u64,
+    /// Engine bytes from which a dropped buffer is released, not kept (a share of the budget).
+    ceiling: Option<u64>,
+    /// Set when the device is lost: nothing is kept any more.
+    closed: bool,
+}
+
+/// An idle buffer and its entry in the ledger.
+struct Idle {
+    buffer: wgpu::Buffer,
+    id: u64,
+}
+
+/// What the ledger calls an idle buffer.
+pub(crate) const IDLE: &str = "idle (pooled for reuse)";
 
 struct Entry {
     what: &'static str,
@@ -34,7 +67,91 @@ impl Registry {
         if let Ok(mut e) = self.entries.lock() {
             e.insert(id, Entry { what, bytes, owner: None });
         }
-        (Counted { bytes, id, registry: self.clone(), buffer: None }, held)
+        (Counted { bytes, id, registry: self.clone(), buffer: None, pool: None, exported: AtomicBool::new(false) }, held)
+    }
+
+    /// Sets how many bytes of idle buffers the pool keeps, and the engine's bytes from which it
+    /// keeps none.
+    pub fn configure_pool(&self, cap: u64, ceiling: Option<u64>) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.cap = cap;
+            pool.ceiling = ceiling;
+        }
+    }
+
+    /// An idle buffer of `key`, now counted as `what`, or `None`.
+    pub fn take(self: &Arc<Self>, key: PoolKey, what: &'static str) -> Option<Counted> {
+        let idle = {
+            let mut pool = self.pool.lock().ok()?;
+            let list = pool.idle.get_mut(&key)?;
+            let idle = list.pop()?;
+            if list.is_empty() {
+                pool.idle.remove(&key);
+            }
+            pool.idle_bytes -= key.size;
+            idle
+        };
+        self.relabel(idle.id, what);
+        Some(Counted { bytes: key.size, id: idle.id, registry: self.clone(), buffer: Some(idle.buffer), pool: Some(key), exported: AtomicBool::new(false) })
+    }
+
+    /// Keeps `buffer` idle for reuse, unless the pool is full, closed, or the engine near its
+    /// budget; then it is handed back to be destroyed.
+    fn park(&self, key: PoolKey, buffer: wgpu::Buffer, id: u64) -> Result<(), wgpu::Buffer> {
+        let Ok(mut pool) = self.pool.lock() else { return Err(buffer) };
+        let over_ceiling = pool.ceiling.is_some_and(|c| self.allocated() > c);
+        if pool.closed || over_ceiling || pool.idle_bytes + key.size > pool.cap {
+            return Err(buffer);
+        }
+        pool.idle_bytes += key.size;
+        pool.idle.entry(key).or_default().push(Idle { buffer, id });
+        drop(pool);
+        self.relabel(id, IDLE);
+        Ok(())
+    }
+
+    /// The pool keeps nothing from now on (the device is lost).
+    pub fn close_pool(&self) {
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.closed = true;
+        }
+    }
+
+    /// Destroys every idle buffer and gives its bytes back; how many bytes.
+    pub fn release_idle(&self) -> u64 {
+        let idle: Vec<(u64, Idle)> = {
+            let Ok(mut pool) = self.pool.lock() else { return 0 };
+            pool.idle_bytes = 0;
+            pool.idle.drain().flat_map(|(key, list)| list.into_iter().map(move |i| (key.size, i))).collect()
+        };
+        let mut bytes = 0;
+        for (size, Idle { buffer, id }) in idle {
+            buffer.destroy();
+            self.forget(id, size);
+            bytes += size;
+        }
+        bytes
+    }
+
+    /// Bytes of idle buffers in the pool.
+    pub fn idle_bytes(&self) -> u64 {
+        self.pool.lock().map_or(0, |p| p.idle_bytes)
+    }
+
+    fn relabel(&self, id: u64, what: &'static str) {
+        if let Ok(mut e) = self.entries.lock() {
+            if let Some(entry) = e.get_mut(&id) {
+                entry.what = what;
+            }
+        }
+    }
+
+    /// Gives back the bytes of a buffer that is gone.
+    fn forget(&self, id: u64, bytes: u64) {
+        self.allocated.fetch_sub(bytes, Ordering::Relaxed);
+        if let Ok(mut e) = self.entries.lock() {
+            e.remove(&id);
+        }
     }
 
     /// A fresh owner name: `kind` and a number unique in this engine ("table 3").
@@ -87,16 +204,36 @@ pub(crate) struct Counted {
     /// Work already submitted that reads the buffer still completes (WebGPU and wgpu-core keep
     /// the memory until it has); every edo job holds each buffer it binds, its tables' shards too.
     pub(crate) buffer: Option<wgpu::Buffer>,
+    /// Set for the buffers of a lookup: goes idle into the engine's pool under this key rather
+    /// than being destroyed (if the pool takes it).
+    pub(crate) pool: Option<PoolKey>,
+    /// Set once the `wgpu::Buffer` was handed to a caller ([`super::GpuRows::buffer`]): the
+    /// caller may hold a handle edo cannot see, so the buffer is destroyed as before, never
+    /// reused under the caller's feet.
+    pub(crate) exported: AtomicBool,
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
         if let Some(buffer) = self.buffer.take() {
-            buffer.destroy();
+            let kept = match self.pool {
+                Some(key) if !self.exported.load(Ordering::Relaxed) => self.registry.park(key, buffer, self.id),
+                _ => Err(buffer),
+            };
+            match kept {
+                Ok(()) => return,
+                Err(buffer) => buffer.destroy(),
+            }
         }
-        self.registry.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
-        if let Ok(mut e) = self.registry.entries.lock() {
-            e.remove(&self.id);
+        self.registry.forget(self.id, self.bytes);
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // wgpu's WebGPU buffers do nothing on drop: destroy the idle ones.
+        if let Ok(pool) = self.pool.get_mut() {
+            pool.idle.drain().flat_map(|(_, list)| list).for_each(|i| i.buffer.destroy());
         }
     }
 }
@@ -108,6 +245,15 @@ pub(crate) struct Buffer {
     pub(crate) inner: wgpu::Buffer,
     /// Shared by clones: the bytes are given back once, when the last clone goes.
     pub(crate) counted: Arc<Counted>,
+}
+
+impl Buffer {
+    /// The buffer, for a caller to hold: from now on it is destroyed when edo's last handle
+    /// goes, never pooled for another lookup.
+    pub(crate) fn export(&self) -> &wgpu::Buffer {
+        self.counted.exported.store(true, Ordering::Relaxed);
+        &self.inner
+    }
 }
 
 impl std::ops::Deref for Buffer {

@@ -65,6 +65,13 @@ pub struct EngineOptions {
     pub memory_budget: Option<u64>,
     /// How row caches react as the engine's buffers fill the budget.
     pub pressure: PressureStages,
+    /// Most bytes of idle buffers the engine keeps for its next lookups (ids, parameters,
+    /// outputs and readback buffers go idle when a lookup is done with them, and a later lookup
+    /// of the same size takes them again: no allocation, no zero-fill, no error scope). Idle
+    /// buffers count in [`Engine::allocated_bytes`] and against the budget; none are kept once
+    /// the engine holds more than [`PressureStages::stop_growing`] of its budget, and an
+    /// allocation the budget would refuse releases them first. Default 64 MiB; 0 keeps none.
+    pub pool_bytes: u64,
 }
 
 /// How row caches ([`GpuCache`]) react as an engine's buffers fill its memory budget, as shares
@@ -95,6 +102,7 @@ impl Default for EngineOptions {
             workgroup_size: 256,
             memory_budget: None,
             pressure: PressureStages::default(),
+            pool_bytes: 64 << 20,
         }
     }
 }
@@ -378,6 +386,28 @@ impl Engine {
         };
         // In a browser wgpu's handles are neither Send nor Sync and nothing runs on another
         // thread; the Arc only shares the context between the engine and its tables.
+        // In a browser wgpu's buffers (which the pool holds) are not Send; nothing runs on
+        // another thread there.
+        #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+        let registry = Arc::new(memory::Registry::default());
+        registry.configure_pool(options.pool_bytes, options.memory_budget.map(|b| (b as f64 * options.pressure.stop_growing) as u64));
+        {
+            // A lost device's buffers are not kept idle any more. (Only a flag: the loss may be
+            // reported inside wgpu, where destroying buffers is no place to be.) Weak, so the
+            // listener does not keep the pool, and its buffers' device, alive.
+            let registry = Arc::downgrade(&registry);
+            #[cfg(web)]
+            let registry = OneThread(registry);
+            if let Ok(mut listeners) = lost.listeners.lock() {
+                listeners.push(Box::new(move |_: &str| {
+                    #[cfg(web)]
+                    let registry = registry.get();
+                    if let Some(r) = registry.upgrade() {
+                        r.close_pool();
+                    }
+                }));
+            }
+        }
         #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
         let ctx = Arc::new(Context {
             device,
@@ -393,7 +423,7 @@ impl Engine {
             hash_layout,
             hash_pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
-            registry: Arc::new(memory::Registry::default()),
+            registry,
             memory_budget: options.memory_budget,
             pressure: options.pressure,
             lost,
@@ -438,10 +468,24 @@ impl Engine {
         &self.ctx.limits
     }
 
-    /// Bytes of GPU buffers the engine holds now: tables (shards), outputs not yet dropped, and
-    /// the scratch of lookups in flight. Handles that share a table share its bytes.
+    /// Bytes of GPU buffers the engine holds now: tables (shards), outputs not yet dropped, the
+    /// scratch of lookups in flight, and idle buffers kept for reuse ([`Engine::idle_bytes`]).
+    /// Handles that share a table share its bytes.
     pub fn allocated_bytes(&self) -> u64 {
         self.ctx.registry.allocated()
+    }
+
+    /// Bytes of the idle buffers the engine keeps for its next lookups (at most
+    /// [`EngineOptions::pool_bytes`]); part of [`Engine::allocated_bytes`].
+    pub fn idle_bytes(&self) -> u64 {
+        self.ctx.registry.idle_bytes()
+    }
+
+    /// Destroys the idle buffers kept for reuse and returns their bytes (the next lookups
+    /// allocate again). The engine does this itself before an allocation its budget would
+    /// refuse.
+    pub fn release_idle_buffers(&self) -> u64 {
+        self.ctx.registry.release_idle()
     }
 
     /// Every buffer the engine holds now — table shards, cache slots, outputs not yet dropped,
@@ -630,6 +674,64 @@ impl Context {
 
     /// Creates a buffer, turning out-of-memory and validation failures into typed errors.
     pub(crate) async fn create_buffer(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>) -> Result<Buffer, Error> {
+        self.allocate(what, size, usage, contents, None).await
+    }
+
+    /// A buffer for one lookup — its ids, parameters, output or readback — taken from the idle
+    /// ones the engine keeps where one fits (no allocation, no zero-fill by wgpu, no error
+    /// scope), else allocated; it goes idle again when its last handle goes. `contents` are
+    /// queued as a write. Scratch is pooled by size class (the buffer may be larger than
+    /// `size`: bind the range used), an output by its exact size (a caller may see it whole).
+    pub(crate) async fn pooled(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>, fit: Fit) -> Result<Buffer, Error> {
+        self.check_lost()?;
+        let usage = if contents.is_some() { usage | wgpu::BufferUsages::COPY_DST } else { usage };
+        let bytes = size.max(4).next_multiple_of(4);
+        let class = match fit {
+            // Never past what the exact size could be bound as.
+            Fit::Class => size_class(bytes).min(self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)).max(bytes),
+            Fit::Exact => bytes,
+        };
+        let key = memory::PoolKey { usage: usage.bits(), size: class };
+        let buffer = match self.registry.take(key, what) {
+            Some(counted) => {
+                let inner = counted.buffer.clone().expect("an idle buffer exists");
+                // In a browser nothing runs on another thread (wgpu's web buffers are not Send).
+                #[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+                let counted = Arc::new(counted);
+                Buffer { inner, counted }
+            }
+            None => self.allocate(what, class, usage, None, Some(key)).await?,
+        };
+        if let Some(bytes) = contents {
+            self.write_words(&buffer, bytes);
+        }
+        Ok(buffer)
+    }
+
+    /// Queues a write of `bytes` at the start of `buffer` (a `COPY_DST` buffer at least as
+    /// large, rounded up to whole words): whole words, as a queued write needs, the padding of
+    /// a last partial word 0.
+    fn write_words(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
+        let whole = bytes.len() & !3;
+        if whole > 0 {
+            self.queue.write_buffer(buffer, 0, &bytes[..whole]);
+        }
+        if whole < bytes.len() {
+            let mut tail = [0u8; 4];
+            tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+            self.queue.write_buffer(buffer, whole as u64, &tail);
+        }
+    }
+
+    /// Allocates a buffer (pooled under `pool` once it goes idle, if given).
+    async fn allocate(
+        &self,
+        what: &'static str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        contents: Option<&[u8]>,
+        pool: Option<memory::PoolKey>,
+    ) -> Result<Buffer, Error> {
         self.check_lost()?;
         if size > self.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size });
@@ -637,12 +739,19 @@ impl Context {
         // Buffers are at least 4 bytes so an empty lookup still has something to bind.
         let size = size.max(4).next_multiple_of(4);
         // From here on `counted` gives the bytes back if anything below fails.
-        let (counted, held) = self.registry.reserve(what, size);
+        let (mut counted, mut held) = self.registry.reserve(what, size);
         if let Some(budget) = self.memory_budget {
+            if held > budget && self.registry.idle_bytes() > 0 {
+                // Idle buffers go before the budget refuses anything.
+                drop(counted);
+                self.registry.release_idle();
+                (counted, held) = self.registry.reserve(what, size);
+            }
             if held > budget {
                 return Err(Error::LimitExceeded { what: "GPU memory budget of the engine (bytes held)", requested: held, max: budget });
             }
         }
+        counted.pool = pool;
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         // Natively the contents go in through a mapping at creation. In a browser a queued write
@@ -657,14 +766,7 @@ impl Context {
         });
         if let Some(bytes) = contents {
             if queued_write {
-                // Whole words, as a queued write needs; the padding of a last partial word is 0.
-                let whole = bytes.len() & !3;
-                self.queue.write_buffer(&buffer, 0, &bytes[..whole]);
-                if whole < bytes.len() {
-                    let mut tail = [0u8; 4];
-                    tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
-                    self.queue.write_buffer(&buffer, whole as u64, &tail);
-                }
+                self.write_words(&buffer, bytes);
             } else {
                 if let Ok(mut view) = buffer.slice(..bytes.len() as u64).get_mapped_range_mut() {
                     view.copy_from_slice(bytes);
@@ -719,12 +821,30 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
     if size == 0 {
         return Ok(Vec::new());
     }
-    let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: size })?;
-    let staging = ctx.create_buffer("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None).await?;
+    let out = host_vec::<T>(len)?;
+    let staging = readback_buffer(ctx, size).await?;
     let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo readback") });
     encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
     ctx.queue.submit([encoder.finish()]);
+    map_read(ctx, &staging, out, len).await
+}
+
+/// An empty host vector with room for `len` values, allocated fallibly.
+pub(crate) fn host_vec<T>(len: usize) -> Result<Vec<T>, Error> {
+    let mut out: Vec<T> = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: (len * std::mem::size_of::<T>()) as u64 })?;
+    Ok(out)
+}
+
+/// A buffer to copy `size` bytes into and map for reading (pooled).
+pub(crate) async fn readback_buffer(ctx: &Context, size: u64) -> Result<Buffer, Error> {
+    ctx.pooled("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None, Fit::Class).await
+}
+
+/// The first `len` values of `staging` into `out` (empty, with room for them), once the work
+/// already submitted that copies them there has finished.
+pub(crate) async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &wgpu::Buffer, mut out: Vec<T>, len: usize) -> Result<Vec<T>, Error> {
+    let size = len as u64 * std::mem::size_of::<T>() as u64;
     let (tx, rx) = crate::oneshot::channel();
     staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
     ctx.poll_wait()?;
@@ -746,6 +866,25 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
         staging.unmap();
     }
     Ok(out)
+}
+
+/// How a pooled buffer's size is chosen ([`Context::pooled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// Scratch: rounded up to a size class, so lookups of similar sizes share buffers.
+    Class,
+    /// An output: its exact size, which a caller binding it whole may rely on.
+    Exact,
+}
+
+/// The size class of a scratch buffer of `bytes`: at least 256, then 8 classes per power of two
+/// (less than 1/8 more than asked).
+fn size_class(bytes: u64) -> u64 {
+    if bytes <= 256 {
+        return 256;
+    }
+    let step = bytes.next_power_of_two() / 16;
+    bytes.next_multiple_of(step)
 }
 
 fn poisoned() -> Error {

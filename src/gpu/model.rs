@@ -63,9 +63,9 @@ impl GpuStaticModel {
         }
         let ctx = self.table.res.ctx.clone();
         let params = NormParams { n_rows: texts.len() as u32, dim: self.model.dim() as u32, _pad0: 0, _pad1: 0 };
-        let uniform = ctx.create_buffer("normalize params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+        let uniform = ctx.pooled("normalize params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
         // The gather layout's two inputs, unused by the kernel.
-        let unused = ctx.create_buffer("normalize (unused)", 4, wgpu::BufferUsages::STORAGE, None).await?;
+        let unused = ctx.pooled("normalize (unused)", 4, wgpu::BufferUsages::STORAGE, None, super::Fit::Class).await?;
         let pipeline = ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await?;
         let (gx, gy) = ctx.grid("workgroups of one normalize dispatch", texts.len() as u64, ctx.workgroup_size as u64)?;
         let bind_group = ctx.bind_group(

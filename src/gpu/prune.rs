@@ -69,9 +69,9 @@ impl GpuPrunedTable {
         ctx.check_lost()?;
         let storage = wgpu::BufferUsages::STORAGE;
         let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: bounds.shader_code(), _pad: 0 };
-        let uniform = ctx.create_buffer("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
-        let ids_buffer = ctx.create_buffer("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids))).await?;
-        let mapped = ctx.create_buffer("remapped ids", 4 * ids.len() as u64, storage, None).await?;
+        let uniform = ctx.pooled("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
+        let ids_buffer = ctx.pooled("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids)), super::Fit::Class).await?;
+        let mapped = ctx.pooled("remapped ids", 4 * ids.len() as u64, storage, None, super::Fit::Class).await?;
         let pipeline = ctx.pipeline(ShaderId::Remap, (ctx.workgroup_size, 1)).await?;
         let bind_group = ctx.bind_group(
             "edo remap",

@@ -120,9 +120,9 @@ impl GpuQrTables {
         }
         let shape = ctx.workgroup_shape(dim as usize, 4);
         let pipeline = ctx.pipeline(ShaderId::Qr { format: self.quotient.format }, shape).await?;
-        let ids_buffer = ctx.create_buffer("qr ids", 8 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?;
+        let ids_buffer = ctx.pooled("qr ids", 8 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids)), super::Fit::Class).await?;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-        let out = ctx.create_buffer("qr output", out_bytes, usage, None).await?;
+        let out = ctx.pooled("qr output", out_bytes, usage, None, super::Fit::Exact).await?;
         let (gx, gy) = ctx.grid("workgroups of one qr dispatch", ids.len() as u64, shape.1 as u64)?;
         let mut dispatches = Vec::new();
         let mut inputs = vec![ids_buffer];
@@ -145,7 +145,7 @@ impl GpuQrTables {
                     shard_first: shard.word_start / p.row_words,
                     shard_rows: (shard.word_end - shard.word_start) / p.row_words,
                 };
-                let uniform = ctx.create_buffer("qr params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+                let uniform = ctx.pooled("qr params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
                 let bind_group = ctx.bind_group(
                     "edo qr",
                     &ctx.gather_layout,

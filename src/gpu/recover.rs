@@ -489,9 +489,10 @@ where
     fn dim(&self) -> usize {
         lock(&self.slot.current).as_ref().map_or(0, |(_, t)| t.dim())
     }
-    /// [`GpuLookup::lookup`] read back to the host, recovered from a device loss.
+    /// [`GpuLookup::lookup_host`]: the lookup and its readback in one submission, recovered
+    /// from a device loss.
     async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
-        self.run(async |t| GpuLookup::lookup(t, request).await?.read_host().await).await
+        self.run(async |t| GpuLookup::lookup_host(t, request).await).await
     }
 }
 

@@ -189,8 +189,9 @@ impl GpuCodes {
         let ws_words = off_out + nq64 * seg * 2;
         let qrw = codes.row_words();
         let query_words = &codes.words()[q0 * qrw..(q0 + nq) * qrw];
-        let queries =
-            ctx.create_buffer("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words))).await?;
+        let queries = ctx
+            .pooled("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words)), super::Fit::Class)
+            .await?;
         let ws = ctx
             .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
@@ -228,11 +229,12 @@ impl GpuCodes {
         if let Some((fq, table)) = rescore {
             let dim = table.dim();
             let fbuf = ctx
-                .create_buffer(
+                .pooled(
                     "search float queries",
                     4 * (nq * dim) as u64,
                     wgpu::BufferUsages::STORAGE,
                     Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])),
+                    super::Fit::Class,
                 )
                 .await?;
             let tp = table.res.tables[0];
@@ -323,7 +325,7 @@ async fn bind_group(
     shard: &wgpu::Buffer,
     ws: &wgpu::Buffer,
 ) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
-    let uniform = ctx.create_buffer("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+    let uniform = ctx.pooled("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
     let group = ctx.bind_group(
         "edo search",
         &ctx.gather_layout,

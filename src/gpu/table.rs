@@ -291,7 +291,7 @@ impl GpuTable {
             Some(out) => out,
             None => {
                 let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-                ctx.create_buffer("gather output", out_bytes, usage, None).await?
+                ctx.pooled("gather output", out_bytes, usage, None, super::Fit::Exact).await?
             }
         };
 
@@ -328,18 +328,19 @@ impl GpuTable {
             Indices::Host(ids) if shards.len() > 1 => {
                 let lists = ShardLists::new(ids, chunk as usize, granule as usize, rows, policy, shards, row_words);
                 (
-                    ctx.create_buffer(
+                    ctx.pooled(
                         "gather ids by shard",
                         4 * lists.words.len() as u64,
                         wgpu::BufferUsages::STORAGE,
                         Some(bytemuck::cast_slice(&lists.words)),
+                        super::Fit::Class,
                     )
                     .await?,
                     Some(lists),
                 )
             }
             Indices::Host(ids) => {
-                (ctx.create_buffer("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids))).await?, None)
+                (ctx.pooled("gather ids", 4 * ids.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(ids)), super::Fit::Class).await?, None)
             }
             Indices::Device(buffer, _) => (buffer, None),
         };
@@ -369,7 +370,7 @@ impl GpuTable {
         for (n, (word, words), shard, start) in plan {
             let (gx, gy) = ctx.grid("workgroups of one gather dispatch", n, wg_y as u64)?;
             let params = params(n, shard, lists.is_some());
-            let uniform = ctx.create_buffer("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params))).await?;
+            let uniform = ctx.pooled("gather params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
             let bind_group = ctx.bind_group(
                 "edo gather",
                 &ctx.gather_layout,

@@ -146,17 +146,33 @@ fn dropped_outputs_free_their_memory_and_a_refused_submission_is_a_typed_error()
     let gpu = edo::block_on(edo::GpuTable::upload(&engine, &table)).unwrap();
     let held = engine.allocated_bytes();
     let ids = crate::uniform_ids(777, rows, 3);
-    // Many gathers whose outputs are dropped at once: edo destroys each buffer as its last
-    // handle goes (a browser's buffers would otherwise wait for its garbage collector), and the
-    // rows of every one are right — no buffer is destroyed before the work that reads it ran.
+    // Many gathers whose outputs are dropped at once: each buffer goes idle as its last handle
+    // goes and the next gather takes it again, and the rows of every one are right — no buffer
+    // is reused or destroyed before the work that reads it ran. The engine holds no more after
+    // the 200th than after the first.
     let want = edo::Lookup::gather(&table, &ids, edo::Bounds::Error).unwrap();
-    for _ in 0..50 {
+    let mut after_first = 0;
+    for i in 0..200 {
+        // An output filled with the sentinel goes idle; the next gather of the same size takes
+        // it again and must overwrite every value.
         let out = edo::block_on(edo::GpuLookup::gather(&gpu, &ids, edo::Bounds::Error)).unwrap();
-        crate::assert_bits_eq(&out.read_blocking().unwrap(), &want, "a gather among many");
+        out.fill(crate::SENTINEL).unwrap();
+        drop(out);
+        let job = edo::block_on(gpu.prepare_gather(&ids, edo::Bounds::Error)).unwrap();
+        edo::block_on(job.submit_checked()).unwrap();
+        crate::assert_bits_eq(&edo::block_on(job.output().read()).unwrap(), &want, "a gather among many");
+        drop(job);
+        let host = edo::block_on(edo::GpuLookup::lookup_host(&gpu, &edo::Request::gather(&ids, edo::Bounds::Error))).unwrap();
+        crate::assert_bits_eq(&host.into_f32(), &want, "a gather read back in its own submission");
+        if i == 0 {
+            after_first = engine.allocated_bytes();
+        }
+        assert_eq!(engine.allocated_bytes(), after_first, "call {i}: no growth");
     }
-    assert_eq!(engine.allocated_bytes(), held, "every output and scratch buffer was given back");
+    assert!(engine.idle_bytes() > 0);
+    assert_eq!(engine.allocated_bytes() - engine.idle_bytes(), held, "every output and scratch buffer was given back");
     // A job whose output was destroyed under it is refused by wgpu: a typed error, never rows
-    // that were not written.
+    // that were not written. (A buffer handed out is never pooled: the caller may hold it.)
     let refused = edo::block_on(gpu.prepare_gather(&ids, edo::Bounds::Error)).unwrap();
     refused.output().buffer().destroy();
     match edo::block_on(refused.submit_checked()) {
@@ -184,5 +200,54 @@ fn dropped_outputs_free_their_memory_and_a_refused_submission_is_a_typed_error()
     let max = edo::Lookup::bag(&table, &bags, edo::Pooling::Max, edo::Bounds::Error).unwrap();
     crate::assert_bits_eq(&edo::block_on(bag.output().read()).unwrap(), &max, "a bag whose table was dropped");
     drop((job, bag));
+    engine.release_idle_buffers();
     assert_eq!(engine.allocated_bytes(), empty, "nothing is held once the table and its jobs are gone");
+}
+
+/// Lookups of many sizes one after another, on an engine whose tables span several shards: each
+/// takes idle buffers of other lookups where a size class fits — scratch larger than it needs,
+/// outputs holding the previous lookup's rows — and every row is right. An engine without a
+/// pool keeps nothing idle, and one near its budget keeps nothing either.
+#[test]
+fn pooled_buffers_serve_lookups_of_every_size() {
+    let options = EngineOptions { max_binding_bytes: Some(4096), ..Default::default() };
+    let Some(engine) = crate::engine_with(options.clone()) else { return };
+    let (rows, dim) = (1000, 40);
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 8), rows, dim).unwrap();
+    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    assert!(gpu.shard_count() > 1);
+    let sizes = [1, 7, 300, 299, 1, 1000, 257, 64, 65, 2, 999];
+    for (round, &n) in sizes.iter().chain(&sizes).enumerate() {
+        let ids = uniform_ids(n, rows, round as u64);
+        let want = table.gather(&ids, Bounds::Error).unwrap();
+        let what = format!("round {round}, {n} ids");
+        crate::assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &want, &what);
+        let host = block_on(gpu.lookup_host(&edo::Request::gather(&ids, Bounds::Error))).unwrap();
+        crate::assert_bits_eq(&host.into_f32(), &want, &format!("{what}, one submission"));
+        let f16 = block_on(gpu.lookup_host(&edo::Request::gather(&ids, Bounds::Error).element(edo::Element::F16))).unwrap();
+        assert_eq!(f16.into_f16(), table.gather_f16(&ids, Bounds::Error).unwrap(), "{what}, f16");
+        let offsets: Vec<u32> = (0..n as u32).step_by(3).collect();
+        let bags = Bags::new(&ids, &offsets);
+        let got = crate::run_job(block_on(gpu.prepare_bag(&bags, Pooling::Max, Bounds::Error)).unwrap());
+        let want_bags = table.bag(&bags, Pooling::Max, Bounds::Error).unwrap();
+        crate::assert_pooled_close(&got, &want_bags, 3.0, 1.0, true, &format!("{what}, bags"));
+    }
+    assert!(engine.idle_bytes() > 0 && engine.idle_bytes() <= options.pool_bytes);
+
+    let Some(unpooled) = crate::engine_with(EngineOptions { pool_bytes: 0, ..options.clone() }) else { return };
+    let gpu = block_on(GpuTable::upload(&unpooled, &table)).unwrap();
+    let held = unpooled.allocated_bytes();
+    for &n in &sizes {
+        let ids = uniform_ids(n, rows, 1);
+        crate::assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &table.gather(&ids, Bounds::Error).unwrap(), "without a pool");
+    }
+    assert_eq!((unpooled.idle_bytes(), unpooled.allocated_bytes()), (0, held));
+
+    // An engine that holds more than `stop_growing` of its budget keeps nothing idle.
+    let pressure = edo::PressureStages { stop_growing: 0.1, ..Default::default() };
+    let Some(tight) = crate::engine_with(EngineOptions { memory_budget: Some(4 * gpu.bytes()), pressure, ..options }) else { return };
+    let gpu = block_on(GpuTable::upload(&tight, &table)).unwrap();
+    let ids = uniform_ids(10, rows, 2);
+    crate::assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Error).unwrap(), &table.gather(&ids, Bounds::Error).unwrap(), "near the budget");
+    assert_eq!(tight.idle_bytes(), 0);
 }

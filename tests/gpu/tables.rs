@@ -103,7 +103,12 @@ fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
     assert_eq!(engine.allocated_bytes(), held, "the table lives while a handle does");
     let ids = uniform_ids(500, rows, 3);
     assert_bits_eq(&gpu_gather(&b, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "through the second handle");
-    assert_eq!(engine.allocated_bytes(), held, "a finished lookup gives its buffers back");
+    // A finished lookup's buffers go idle, kept for the next lookup, still counted.
+    let idle = engine.idle_bytes();
+    assert!(idle > 0 && idle <= EngineOptions::default().pool_bytes, "{idle}");
+    assert_eq!(engine.allocated_bytes(), held + idle, "a finished lookup gives its buffers back to the pool");
+    assert_eq!(engine.release_idle_buffers(), idle);
+    assert_eq!((engine.allocated_bytes(), engine.idle_bytes()), (held, 0), "released on request");
     drop(b);
     assert_eq!(engine.allocated_bytes(), base, "freed with the last handle");
 
@@ -119,5 +124,16 @@ fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
     let t = block_on(GpuTable::upload(&engine, &table)).unwrap();
     let many = uniform_ids(20_000, rows, 4); // 20 000 × 40 × 4 = 3.2 MB of output
     assert!(matches!(block_on(t.gather(&many, Bounds::Error)), Err(Error::LimitExceeded { .. })));
-    assert_eq!(engine.allocated_bytes(), held, "the refused lookup left nothing behind");
+    assert_eq!(engine.allocated_bytes() - engine.idle_bytes(), held, "the refused lookup left nothing behind");
+    // Idle buffers go before the budget refuses anything: a table that fits only without them
+    // is uploaded.
+    assert_bits_eq(&gpu_gather(&t, &ids, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(), "before a second table");
+    assert!(engine.idle_bytes() > 0);
+    let room = (1u64 << 20) - engine.allocated_bytes() + engine.idle_bytes();
+    let fits = (room / Format::Int8.row_bytes(dim) as u64) as usize;
+    let second = PackedTable::quantize(Format::Int8, &embedding_table(fits, dim, 6), fits, dim).unwrap();
+    let second = block_on(GpuTable::upload(&engine, &second)).expect("the idle buffers were released to make room");
+    assert_eq!(engine.idle_bytes(), 0);
+    assert!(engine.allocated_bytes() <= 1 << 20);
+    drop((t, second));
 }
