@@ -72,6 +72,14 @@ pub struct EngineOptions {
     /// the engine holds more than [`PressureStages::stop_growing`] of its budget, and an
     /// allocation the budget would refuse releases them first. Default 64 MiB; 0 keeps none.
     pub pool_bytes: u64,
+    /// Whether shader modules keep the runtime checks naga adds to every kernel (each array
+    /// access clamped, each loop bounded). Off by default where the backend allows it
+    /// (natively; a browser keeps WebGPU's own robustness whatever this says): every kernel
+    /// already checks each index it reads with — ids against the table and its shard, bag
+    /// offsets and counts set by the host — and the GPU tests run them unchecked against the CPU
+    /// oracle, bad ids included. `EDO_SHADER_CHECKS=1` in the environment turns them on (to
+    /// debug a kernel, or to measure what they cost).
+    pub shader_checks: bool,
 }
 
 /// How row caches ([`GpuCache`]) react as an engine's buffers fill its memory budget, as shares
@@ -103,6 +111,7 @@ impl Default for EngineOptions {
             memory_budget: None,
             pressure: PressureStages::default(),
             pool_bytes: 64 << 20,
+            shader_checks: std::env::var("EDO_SHADER_CHECKS").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -138,6 +147,8 @@ pub(crate) struct Context {
     pub adapter: AdapterSummary,
     pub max_binding_bytes: u64,
     pub workgroup_size: u32,
+    /// [`EngineOptions::shader_checks`].
+    shader_checks: bool,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
     pub bag_layout: wgpu::BindGroupLayout,
@@ -288,7 +299,8 @@ impl Engine {
         adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("edo"),
-                required_features: wgpu::Features::empty(),
+                // Timestamps where the adapter has them, for benchmarks that time the device.
+                required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
                 required_limits: adapter.limits(),
                 ..Default::default()
             })
@@ -416,6 +428,7 @@ impl Engine {
             adapter,
             max_binding_bytes,
             workgroup_size,
+            shader_checks: options.shader_checks,
             gather_layout,
             gather_pipeline_layout,
             bag_layout,
@@ -650,8 +663,18 @@ impl Context {
         let (kernel, _) = shader.kernel();
         let name = shader.name();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module =
-            self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&name), source: wgpu::ShaderSource::Wgsl(shader.source().into()) });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&name), source: wgpu::ShaderSource::Wgsl(shader.source().into()) };
+        let module = if self.shader_checks {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: every read and write of edo's kernels is in range by their own checks:
+            // each id goes through `resolve_row` (against the table and the bound shard) before
+            // the table is touched, and every other index and loop is bounded by counts the host
+            // computes from the buffers it binds (offsets validated by `BagPlan`, output ranges
+            // by `dense_parts` and the gather's chunks). tests/gpu runs every kernel this way
+            // against the CPU oracle, with bad ids, shards and sentinel-filled outputs.
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let constants = shader.constants_for((wg_x, wg_y));
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&name),
