@@ -185,7 +185,8 @@ impl Registry {
         }
         let entries: Vec<MemoryEntry> = groups.into_iter().map(|((owner, what), (buffers, bytes))| MemoryEntry { owner, what, buffers, bytes }).collect();
         let total = entries.iter().map(|e| e.bytes).sum();
-        MemoryReport { budget, total, entries, buffers }
+        let idle = entries.iter().filter(|e| e.what == IDLE).map(|e| e.bytes).sum();
+        MemoryReport { budget, total, idle, entries, buffers }
     }
 }
 
@@ -272,6 +273,8 @@ pub struct MemoryReport {
     pub budget: Option<u64>,
     /// Bytes of all the buffers.
     pub total: u64,
+    /// Bytes of the idle buffers kept for the next lookups (part of `total`).
+    pub idle: u64,
     /// Buffers grouped by owner and purpose (what `Display` prints).
     pub entries: Vec<MemoryEntry>,
     /// Every buffer on its own (each shard of each table, each page of each cache), in the
@@ -319,6 +322,7 @@ impl MemoryReport {
         serde_json::json!({
             "budget": self.budget,
             "total": self.total,
+            "idle": self.idle,
             "pressure": self.pressure(),
             "entries": self.entries.iter().map(|e| serde_json::json!({
                 "owner": e.owner, "what": e.what, "buffers": e.buffers, "bytes": e.bytes,

@@ -227,7 +227,7 @@ export async function createEngine(options = {}) {
   return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes)));
 }
 
-const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, pressure: null, entries: [], buffers: [] });
+const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, idle: 0, pressure: null, entries: [], buffers: [] });
 
 export class Engine extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */

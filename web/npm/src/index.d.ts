@@ -71,6 +71,8 @@ export type DeviceEvent =
 export interface MemoryReport {
   budget: number | null;
   total: number;
+  /** Bytes of idle buffers kept for the next lookups (part of `total`). */
+  idle: number;
   pressure: number | null;
   entries: { owner: string; what: string; buffers: number; bytes: number }[];
   buffers: { owner: string; what: string; bytes: number }[];
