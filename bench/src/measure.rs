@@ -71,35 +71,112 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 
 /// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
 /// submission of four repetitions, then `reps` submissions of at least four each (more when four
-/// take less than [`MIN_SAMPLE_S`]). Wall clock around submit and wait, so it includes the
-/// submission overhead a caller pays too.
+/// take less than [`MIN_SAMPLE_S`]). Timed by the device's timestamps around the repetitions
+/// where it has them (natively, [`device_clock`]), else by the wall clock around submit and wait,
+/// which includes the submission overhead a caller pays too.
 pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
+    let stamps = Stamps::new(engine);
     let submit = |per: usize| {
         let mut encoder = engine.device().create_command_encoder(&Default::default());
+        if let Some(s) = &stamps {
+            s.mark(&mut encoder, 0);
+        }
         for _ in 0..per {
             encode(&mut encoder);
+        }
+        if let Some(s) = &stamps {
+            s.mark(&mut encoder, 1);
+            s.resolve(&mut encoder);
         }
         let t = Instant::now();
         engine.queue().submit([encoder.finish()]);
         t
     };
-    let t = submit(4);
-    engine.work_done().await?;
-    let mut per = 4;
-    let mut seconds = t.elapsed().as_secs_f64();
-    while let Some(more) = more_calls(per, seconds).filter(|&m| m <= 1024) {
-        per = more;
-        let t = submit(per);
+    let seconds = async |t: Instant| -> Result<f64, Error> {
         engine.work_done().await?;
-        seconds = t.elapsed().as_secs_f64();
+        let wall = t.elapsed().as_secs_f64();
+        Ok(stamps.as_ref().and_then(|s| s.seconds(engine)).unwrap_or(wall))
+    };
+    let mut per = 4;
+    let mut took = seconds(submit(per)).await?;
+    while let Some(more) = more_calls(per, took).filter(|&m| m <= 1024) {
+        per = more;
+        took = seconds(submit(per)).await?;
     }
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t = submit(per);
-        engine.work_done().await?;
-        times.push(t.elapsed().as_secs_f64() / per as f64);
+        times.push(seconds(submit(per)).await? / per as f64);
     }
     Ok(times)
+}
+
+/// How [`time_device`] times `engine`'s work: `"timestamps"` (the device's own, around the
+/// work) or `"wall clock"` (around submit and wait).
+pub fn device_clock(engine: &Engine) -> &'static str {
+    if cfg!(native) && engine.device().features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        "timestamps"
+    } else {
+        "wall clock"
+    }
+}
+
+/// Two timestamps around the work of a submission, and the buffers they are read back through.
+struct Stamps {
+    set: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    read: wgpu::Buffer,
+    /// Nanoseconds per tick.
+    period: f64,
+}
+
+impl Stamps {
+    /// Natively, where the device has timestamps (a browser's are coarsened, and reading them
+    /// back would need an await per sample there).
+    fn new(engine: &Engine) -> Option<Stamps> {
+        if device_clock(engine) != "timestamps" {
+            return None;
+        }
+        let device = engine.device();
+        let set = device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("bench timestamps"), ty: wgpu::QueryType::Timestamp, count: 2 });
+        let buffer = |usage| device.create_buffer(&wgpu::BufferDescriptor { label: Some("bench timestamps"), size: 16, usage, mapped_at_creation: false });
+        let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let read = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        Some(Stamps { set, resolved, read, period: engine.queue().get_timestamp_period() as f64 })
+    }
+
+    /// Timestamp `index` at the end of an empty compute pass: after the work recorded before.
+    fn mark(&self, encoder: &mut wgpu::CommandEncoder, index: u32) {
+        let writes = wgpu::ComputePassTimestampWrites { query_set: &self.set, beginning_of_pass_write_index: None, end_of_pass_write_index: Some(index) };
+        drop(encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("bench timestamp"), timestamp_writes: Some(writes) }));
+    }
+
+    fn resolve(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.resolve_query_set(&self.set, 0..2, &self.resolved, 0);
+        encoder.copy_buffer_to_buffer(&self.resolved, 0, &self.read, 0, 16);
+    }
+
+    /// Seconds between the two timestamps of the finished submission; `None` if they cannot be
+    /// read or make no sense (then the wall clock is used).
+    fn seconds(&self, engine: &Engine) -> Option<f64> {
+        #[cfg(native)]
+        {
+            let slice = self.read.slice(..);
+            slice.map_async(wgpu::MapMode::Read, |_| {});
+            engine.device().poll(wgpu::PollType::wait_indefinitely()).ok()?;
+            let ticks = {
+                let view = slice.get_mapped_range().ok()?;
+                let tick = |at: usize| u64::from_le_bytes(view[at..at + 8].try_into().expect("8 bytes"));
+                [tick(0), tick(8)]
+            };
+            self.read.unmap();
+            (ticks[1] > ticks[0]).then(|| (ticks[1] - ticks[0]) as f64 * self.period * 1e-9)
+        }
+        #[cfg(not(native))]
+        {
+            let _ = (engine, self.period);
+            None
+        }
+    }
 }
 
 /// Median seconds per repetition of the work `encode` records, the work staying on the device:

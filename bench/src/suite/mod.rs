@@ -246,6 +246,11 @@ pub struct BackendInfo {
     pub copy_gbps: f64,
     /// Bytes copied to measure it.
     pub copy_bytes: u64,
+    /// How a GPU's device cases (and its copy) are timed: `timestamps` (the device's own,
+    /// around the work) or `wall clock` (around submit and wait). Absent for the CPU path and in
+    /// older files.
+    #[serde(default)]
+    pub clock: Option<String>,
 }
 
 /// The device limits the suite reports.
@@ -295,6 +300,10 @@ pub struct Case {
     pub min_s: f64,
     /// Slowest repetition.
     pub max_s: f64,
+    /// The 99th percentile of the repetitions (seconds per call; of single calls for the
+    /// latency cases, which time each call). Absent from files older than it.
+    #[serde(default)]
+    pub p99_s: Option<f64>,
     /// The first call, untimed in the median: on a GPU it includes compiling the kernel.
     pub first_call_s: f64,
     /// `items` per second at the median.
@@ -438,12 +447,17 @@ where
     let reps = options.reps.max(1);
     let tiny = options.scale == Scale::Tiny;
 
-    // The backends and their reference copies.
+    // The backends and their reference copies: on a GPU, 1 GiB for the full matrix where the
+    // device allows a buffer that large (a copy that fits a big GPU's L2 would flatter it).
     let copy_bytes: u64 = if tiny { 1 << 20 } else { 64 << 20 };
     let mut backends = Vec::new();
     let mut runners = Vec::new();
     for (i, engine) in gpus.iter().enumerate() {
         progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) }).await;
+        let copy_bytes = match options.scale {
+            Scale::Full => (1u64 << 30).min(engine.limits().max_buffer_size).max(copy_bytes),
+            _ => copy_bytes,
+        };
         let copy_gbps = crate::measure::device_copy_gbps(engine, copy_bytes, reps).await?;
         let a = engine.adapter();
         let l = engine.limits();
@@ -465,6 +479,7 @@ where
             }),
             copy_gbps,
             copy_bytes,
+            clock: Some(crate::measure::device_clock(engine).into()),
         });
         runners.push(Runner::Gpu(engine.clone()));
     }
@@ -482,6 +497,7 @@ where
             limits: None,
             copy_gbps,
             copy_bytes,
+            clock: None,
         });
         runners.push(Runner::Cpu(threads));
     }
@@ -692,6 +708,7 @@ fn push_case(st: &mut State, backend: &BackendInfo, w: Work, t: Timing) {
         median_s: median,
         min_s: times[0],
         max_s: times[times.len() - 1],
+        p99_s: Some(times[((times.len() as f64 * 0.99).ceil() as usize).clamp(1, times.len()) - 1]),
         first_call_s: t.first,
         items_per_s: w.items as f64 / median,
         moved_bytes: w.moved_bytes,
@@ -729,6 +746,25 @@ where
             Some(more) if times.is_empty() => n = more,
             _ => times.push(seconds / n as f64),
         }
+    }
+    Ok(Timing { first, times })
+}
+
+/// The first call of `f`, then `calls` more, each timed on its own (calls long enough for the
+/// clock to resolve: round trips, not gathers on the device).
+async fn time_each_call<F, Fut, T>(calls: usize, mut f: F) -> Result<Timing, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let t = Instant::now();
+    f().await?;
+    let first = t.elapsed().as_secs_f64();
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        std::hint::black_box(f().await?);
+        times.push(t.elapsed().as_secs_f64());
     }
     Ok(Timing { first, times })
 }
@@ -959,7 +995,8 @@ async fn latency_cases(st: &mut State, runner: &Runner, backend: &BackendInfo, s
     let mut batches = vec![1, 64, 1024];
     batches.push(size.ids.max(2048));
     for n in batches {
-        let ids = synth::uniform_ids(n, rows, 9);
+        // Eight sets of ids, taken in turn: no call repeats the one before it.
+        let sets: Vec<Vec<u32>> = (0..8).map(|k| synth::uniform_ids(n, rows, 9 + k)).collect();
         let work = Work {
             op: Op::Latency,
             format: int8.format().name().into(),
@@ -975,14 +1012,27 @@ async fn latency_cases(st: &mut State, runner: &Runner, backend: &BackendInfo, s
             shards: gpu.as_ref().map(|g| g.shard_count()),
             note: None,
         };
+        // Each call timed on its own, for the tail: at least 100 of them.
+        let calls = (10 * st.reps).max(100);
+        let mut turn = 0;
+        let mut next = || {
+            turn += 1;
+            &sets[turn % sets.len()]
+        };
         let timing = match (&gpu, runner) {
+            // A caller's round trip: the gather and its readback in one submission.
             (Some(g), _) => {
-                let ids = &ids;
-                time_round_trip(st.reps, || async move { g.gather(ids, Bounds::Error).await?.read().await.map(|_| ()) }).await?
+                time_each_call(calls, || {
+                    let ids = next();
+                    async move { g.lookup_host(&edo::Request::gather(ids, Bounds::Error)).await }
+                })
+                .await?
             }
+            // Calls too short for a clock (and a browser's 100 µs one) to time one by one:
+            // samples of many.
             (None, Runner::Cpu(threads)) => {
                 let mut out = vec![0f32; n * dim];
-                time_cpu(st.reps, *threads, || edo::cpu::gather_into(int8, &ids, Bounds::Error, &mut out))?
+                time_cpu(st.reps, *threads, || edo::cpu::gather_into(int8, next(), Bounds::Error, &mut out))?
             }
             (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
         };

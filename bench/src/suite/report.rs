@@ -396,7 +396,10 @@ fn backend_line(b: &super::BackendInfo) -> String {
         let _ = write!(s, "; binding ≤ {} MiB", l.max_storage_buffer_binding_size >> 20);
     }
     if b.copy_gbps > 0.0 {
-        let _ = write!(s, "; {} {:.1} GB/s", if b.kind == "gpu" { "buffer copy" } else { "memcpy" }, b.copy_gbps);
+        let _ = write!(s, "; {} {:.1} GB/s of {} MiB", if b.kind == "gpu" { "buffer copy" } else { "memcpy" }, b.copy_gbps, b.copy_bytes >> 20);
+    }
+    if let Some(clock) = &b.clock {
+        let _ = write!(s, "; timed by {clock}");
     }
     s
 }
@@ -445,6 +448,22 @@ pub fn text(files: &[Results]) -> String {
         }
         let _ = writeln!(out);
     }
+    // The round trips' tails, where a case has one.
+    let mut tails = keys(files).into_iter().filter(|k| k.op == "latency").peekable();
+    if tails.peek().is_some() {
+        let _ = writeln!(out, "\nlatency per call, P50 / P99 (ms):");
+        for k in tails {
+            let _ = write!(out, "{:<34}", format!("{} {} {} {}", k.op, k.format, k.size, k.items));
+            for s in &ser {
+                let cell = find(s, &k).map_or("-".to_string(), |c| match c.p99_s {
+                    Some(p99) => format!("{:.3} / {:.3}", 1e3 * c.median_s, 1e3 * p99),
+                    None => format!("{:.3}", 1e3 * c.median_s),
+                });
+                let _ = write!(out, "{cell:>w$}");
+            }
+            let _ = writeln!(out);
+        }
+    }
     out
 }
 
@@ -462,9 +481,10 @@ fn table_html(files: &[Results]) -> String {
                 Some(c) => {
                     let _ = write!(
                         t,
-                        "<td title=\"median {} s, min {} s, max {} s, first call {} s, {} reps, {} timing{}\">{}/s<br><small>{} s · ×{:.2} copy</small></td>",
+                        "<td title=\"median {} s, min {} s, P99 {} s, max {} s, first call {} s, {} reps, {} timing{}\">{}/s<br><small>{} s · ×{:.2} copy</small></td>",
                         si(c.median_s),
                         si(c.min_s),
+                        c.p99_s.map_or("-".to_string(), si),
                         si(c.max_s),
                         si(c.first_call_s),
                         c.reps,
