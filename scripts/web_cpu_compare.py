@@ -81,23 +81,20 @@ document.getElementById('out').textContent = 'done';
 FORMATS = ["int8", "q8_0", "fp16", "int4", "q4_0", "q4_k", "q6_k", "fp8_e4m3", "int8_g32"]
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("old")
-    p.add_argument("new")
-    p.add_argument("--model", default=os.path.join(ROOT, "web", "model.edo"))
-    p.add_argument("--corpus", default=os.path.join(ROOT, "web", "corpus.txt"))
-    p.add_argument("--rounds", type=int, default=3)
-    a = p.parse_args()
+def run_rounds(old, new, page, files, rounds, chrome_args):
+    """Serves each build's `pkg` beside `page` (and `files`: name -> path, at the site's root),
+    then in one headless Chromium opens the old and new page in turn (alternating which goes
+    first) for `rounds` rounds, each time reading the JSON the page leaves in #out's
+    `data-json` once its text is `done`. Returns {"old": [...], "new": [...]}."""
     site = tempfile.mkdtemp()
-    page = PAGE.replace("FORMATS", json.dumps(FORMATS))
-    for name, pkg in (("old", a.old), ("new", a.new)):
+    for name, pkg in (("old", old), ("new", new)):
         os.makedirs(os.path.join(site, name))
         shutil.copytree(pkg, os.path.join(site, name, "pkg"))
         with open(os.path.join(site, name, "index.html"), "w") as f:
             f.write(page)
-    shutil.copy(a.model, os.path.join(site, "model.edo"))
-    shutil.copy(a.corpus, os.path.join(site, "corpus.txt"))
+    for name, path in files.items():
+        shutil.copy(path, os.path.join(site, name))
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -110,11 +107,11 @@ def main():
     proc, driver = start_chromedriver(scratch)
     results = {"old": [], "new": []}
     try:
-        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": FLAGS + ["--disable-features=WebGPU"]}}}}
+        caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": CHROMIUM, "args": FLAGS + chrome_args}}}}
         session = call(driver, "POST", "/session", caps)["sessionId"]
         s = f"/session/{session}"
         read = lambda js: call(driver, "POST", s + "/execute/sync", {"script": "return " + js, "args": []})
-        for r in range(a.rounds):
+        for r in range(rounds):
             for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 call(driver, "POST", s + "/url", {"url": f"http://127.0.0.1:{port}/{name}/index.html"})
                 deadline = time.time() + 600
@@ -131,6 +128,20 @@ def main():
         server.shutdown()
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(site, ignore_errors=True)
+    return results
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--model", default=os.path.join(ROOT, "web", "model.edo"))
+    p.add_argument("--corpus", default=os.path.join(ROOT, "web", "corpus.txt"))
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    page = PAGE.replace("FORMATS", json.dumps(FORMATS))
+    files = {"model.edo": a.model, "corpus.txt": a.corpus}
+    results = run_rounds(a.old, a.new, page, files, a.rounds, ["--disable-features=WebGPU"])
     med = lambda name, key: min(x[key] for x in results[name])
     medf = lambda name, f: min(x["formats"][f] for x in results[name])
     print(f"\nheadless Chromium, WebGPU off (the CPU path), best of {a.rounds} rounds (each a median of 15 calls; embeddings of 5); ms (old / new = speed-up)")
