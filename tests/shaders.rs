@@ -122,14 +122,16 @@ fn shader_files_document_their_layout() {
     let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|f| f.wgsl().0).collect();
     assert_eq!(drivers, listed_drivers.len(), "every driver file is a kernel's, and every kernel's driver is a file");
     assert_eq!(decoders, listed_decoders.len(), "every decoder file is a format's, and every format's decoder is a file");
-    // Every kernel that decodes gets each decoder: the sources are all (driver, decoder) pairs, each
+    // Every kernel that decodes gets each decoder but one: the vec4 gather of FP32 is its own
+    // driver, with 16-byte loads and no decoder. The sources are all (driver, decoder) pairs, each
     // assembled differently (bag's vec4 variant and binary+scale are override constants, not sources).
     let pairs: HashSet<(&str, Option<&str>)> =
         ShaderId::all().into_iter().map(|s| (s.kernel().0.driver.text(), s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0))).collect();
     let sources: HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
     assert_eq!(sources.len(), pairs.len());
     let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver.text()).collect();
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() + (listed_drivers.len() - decoding_drivers.len()));
+    assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()));
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -143,4 +145,53 @@ fn no_constant_infinities_or_nans() {
         }
         assert!(!src.contains("3.40282347e+38") && !src.contains("3.40282347e38"), "{}: a literal past f32's largest finite value", shader.name());
     }
+}
+
+/// The u32 loads in a kernel's SPIR-V, by width: `(4-byte u32 loads — of ids, parameters and
+/// locals too —, 16-byte vec4<u32> loads)`. (SPIR-V's
+/// words: an instruction's first word holds its length in the high half and its opcode in the
+/// low; OpTypeInt = 21, OpTypeVector = 23, OpLoad = 61.)
+fn u32_loads(shader: ShaderId) -> (usize, usize) {
+    let source = shader.source();
+    let module = naga::front::wgsl::parse_str(&source).unwrap();
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
+    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, "main")), &constants).unwrap();
+    let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap();
+    let (mut uint, mut uint4, mut loads) = (HashSet::new(), HashSet::new(), Vec::new());
+    let mut at = 5;
+    while at < spv.len() {
+        let (len, op) = ((spv[at] >> 16) as usize, spv[at] & 0xffff);
+        let w = &spv[at..at + len];
+        match op {
+            21 if w[2] == 32 && w[3] == 0 => drop(uint.insert(w[1])),
+            23 if uint.contains(&w[2]) && w[3] == 4 => drop(uint4.insert(w[1])),
+            61 => loads.push(w[1]),
+            _ => {}
+        }
+        at += len.max(1);
+    }
+    (loads.iter().filter(|t| uint.contains(t)).count(), loads.iter().filter(|t| uint4.contains(t)).count())
+}
+
+/// Issue 32: an FP32 row is read with one 16-byte load per lane and step — in naga's SPIR-V (one
+/// vec4<u32> load, against none in the one-value driver) and in its MSL (a `uint4` read of the
+/// shard) — while the formats that decode read u32 words.
+#[test]
+fn the_fp32_gather_reads_16_bytes_per_load() {
+    let wide = ShaderId::Gather { format: Format::F32, vec4: true };
+    assert_eq!(u32_loads(wide).1, 1, "one vec4<u32> load: the quad of a step");
+    assert_eq!(u32_loads(ShaderId::Gather { format: Format::F32, vec4: false }).1, 0);
+    assert_eq!(u32_loads(ShaderId::Gather { format: Format::Int8, vec4: true }).1, 0, "INT8 rows are 4-byte words yet");
+
+    let source = wide.source();
+    let module = naga::front::wgsl::parse_str(&source).unwrap();
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
+    let constants = wide.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let ep = (naga::ShaderStage::Compute, "main");
+    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants).unwrap();
+    let pipeline = naga::back::msl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())), ..Default::default() };
+    let (msl, _) = naga::back::msl::write_string(&module, &info, &naga::back::msl::Options { lang_version: (2, 1), ..Default::default() }, &pipeline).unwrap();
+    let reads: Vec<&str> = msl.lines().filter(|l| l.contains("shard4")).collect();
+    assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }

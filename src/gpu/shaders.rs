@@ -29,6 +29,8 @@ pub enum Src {
     GatherRows,
     /// `gather_rows4.wgsl`.
     GatherRows4,
+    /// `gather_rows4_f32.wgsl`.
+    GatherRows4F32,
     /// `bag.wgsl`.
     Bag,
     /// `qr.wgsl`.
@@ -76,6 +78,7 @@ impl Src {
             Src::HammingCommon => wgsl!("hamming_common.wgsl"),
             Src::GatherRows => wgsl!("gather_rows.wgsl"),
             Src::GatherRows4 => wgsl!("gather_rows4.wgsl"),
+            Src::GatherRows4F32 => wgsl!("gather_rows4_f32.wgsl"),
             Src::Bag => wgsl!("bag.wgsl"),
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
@@ -180,6 +183,8 @@ pub mod kernels {
     pub const GATHER_ROWS: Kernel = gather_kernel("gather_rows", Src::GatherRows, 1, false);
     /// Rows of a dim that is a multiple of 4, a vec4 store per step.
     pub const GATHER_ROWS4: Kernel = gather_kernel("gather_rows4", Src::GatherRows4, 4, false);
+    /// FP32 rows of a dim that is a multiple of 4: a 16-byte load and a vec4 store per step.
+    pub const GATHER_ROWS4_F32: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
     /// Rows of any dim written as f16, a word (two values) per step.
     pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
@@ -313,6 +318,8 @@ impl ShaderId {
     pub fn kernel(self) -> (&'static Kernel, Option<Format>) {
         use kernels::*;
         match self {
+            // FP32 needs no decoder: its vec4 driver loads 16 bytes at a time.
+            ShaderId::Gather { format: Format::F32, vec4: true } => (&GATHER_ROWS4_F32, Some(Format::F32)),
             ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
             ShaderId::GatherF16 { format, vec4 } => (if vec4 { &GATHER_ROWS4_F16 } else { &GATHER_ROWS_F16 }, Some(format)),
             ShaderId::PackF16 => (&PACK_F16, None),

@@ -171,9 +171,10 @@ impl Resident {
 
 async fn make_shard(ctx: &Context, pieces: &[&[u32]], start: u64) -> Result<Shard, Error> {
     let words: Vec<u32> = pieces.concat();
-    let buffer = ctx
-        .create_buffer("table shard", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, Some(bytemuck::cast_slice(&words)))
-        .await?;
+    // At least 16 bytes: the FP32 gather binds a shard as vec4 words (an empty table's too).
+    let bytes = (4 * words.len() as u64).max(16);
+    let buffer =
+        ctx.create_buffer("table shard", bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, Some(bytemuck::cast_slice(&words))).await?;
     Ok(Shard { buffer, word_start: start as u32, word_end: (start + words.len() as u64) as u32 })
 }
 
