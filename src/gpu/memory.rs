@@ -37,12 +37,15 @@ struct Pool {
     ceiling: Option<u64>,
     /// Set when the device is lost: nothing is kept any more.
     closed: bool,
+    /// Counts the buffers parked, to tell the oldest idle one.
+    parked: u64,
 }
 
-/// An idle buffer and its entry in the ledger.
+/// An idle buffer, its entry in the ledger, and when it was parked.
 struct Idle {
     buffer: wgpu::Buffer,
     id: u64,
+    seq: u64,
 }
 
 /// What the ledger calls an idle buffer.
@@ -95,17 +98,33 @@ impl Registry {
         Some(Counted { bytes: key.size, id: idle.id, registry: self.clone(), buffer: Some(idle.buffer), pool: Some(key), exported: AtomicBool::new(false) })
     }
 
-    /// Keeps `buffer` idle for reuse, unless the pool is full, closed, or the engine near its
-    /// budget; then it is handed back to be destroyed.
+    /// Keeps `buffer` idle for reuse, making room by releasing the longest idle buffers (so
+    /// the pool follows the sizes lookups use now); unless the pool is closed, the buffer alone
+    /// is over its cap, or the engine is near its budget: then it is handed back to be
+    /// destroyed.
     fn park(&self, key: PoolKey, buffer: wgpu::Buffer, id: u64) -> Result<(), wgpu::Buffer> {
         let Ok(mut pool) = self.pool.lock() else { return Err(buffer) };
         let over_ceiling = pool.ceiling.is_some_and(|c| self.allocated() > c);
-        if pool.closed || over_ceiling || pool.idle_bytes + key.size > pool.cap {
+        if pool.closed || over_ceiling || key.size > pool.cap {
             return Err(buffer);
         }
+        while pool.idle_bytes + key.size > pool.cap {
+            // The longest idle: the first of some list (each list is in the order parked).
+            let Some(oldest) = pool.idle.iter().min_by_key(|(_, list)| list[0].seq).map(|(k, _)| *k) else { break };
+            let list = pool.idle.get_mut(&oldest).expect("the key just found");
+            let gone = list.remove(0);
+            if list.is_empty() {
+                pool.idle.remove(&oldest);
+            }
+            pool.idle_bytes -= oldest.size;
+            gone.buffer.destroy();
+            self.forget(gone.id, oldest.size);
+        }
         pool.idle_bytes += key.size;
-        pool.idle.entry(key).or_default().push(Idle { buffer, id });
-        drop(pool);
+        pool.parked += 1;
+        let seq = pool.parked;
+        pool.idle.entry(key).or_default().push(Idle { buffer, id, seq });
+        // Relabelled under the pool's lock: no `take` can relabel it first.
         self.relabel(id, IDLE);
         Ok(())
     }
@@ -125,7 +144,7 @@ impl Registry {
             pool.idle.drain().flat_map(|(key, list)| list.into_iter().map(move |i| (key.size, i))).collect()
         };
         let mut bytes = 0;
-        for (size, Idle { buffer, id }) in idle {
+        for (size, Idle { buffer, id, .. }) in idle {
             buffer.destroy();
             self.forget(id, size);
             bytes += size;

@@ -67,10 +67,12 @@ pub struct EngineOptions {
     pub pressure: PressureStages,
     /// Most bytes of idle buffers the engine keeps for its next lookups (ids, parameters,
     /// outputs and readback buffers go idle when a lookup is done with them, and a later lookup
-    /// of the same size takes them again: no allocation, no zero-fill, no error scope). Idle
-    /// buffers count in [`Engine::allocated_bytes`] and against the budget; none are kept once
-    /// the engine holds more than [`PressureStages::stop_growing`] of its budget, and an
-    /// allocation the budget would refuse releases them first. Default 64 MiB; 0 keeps none.
+    /// of the same size takes them again: no allocation, no zero-fill, no error scope). Only
+    /// buffers of at most 1/16 of this are kept — the small lookups, whose time these costs
+    /// dominate — and the longest idle go first to make room. Idle buffers count in
+    /// [`Engine::allocated_bytes`] and against the budget; none are kept once the engine holds
+    /// more than [`PressureStages::stop_growing`] of its budget, and an allocation the budget
+    /// would refuse releases them first. Default 16 MiB (buffers up to 1 MiB); 0 keeps none.
     pub pool_bytes: u64,
     /// Whether shader modules keep the runtime checks naga adds to every kernel (each array
     /// access clamped, each loop bounded). Off by default where the backend allows it
@@ -110,7 +112,7 @@ impl Default for EngineOptions {
             workgroup_size: 256,
             memory_budget: None,
             pressure: PressureStages::default(),
-            pool_bytes: 64 << 20,
+            pool_bytes: 16 << 20,
             shader_checks: std::env::var("EDO_SHADER_CHECKS").is_ok_and(|v| v == "1"),
         }
     }
@@ -149,6 +151,8 @@ pub(crate) struct Context {
     pub workgroup_size: u32,
     /// [`EngineOptions::shader_checks`].
     shader_checks: bool,
+    /// The largest buffer the pool keeps (1/16 of [`EngineOptions::pool_bytes`]).
+    pool_max_buffer: u64,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
     pub bag_layout: wgpu::BindGroupLayout,
@@ -429,6 +433,7 @@ impl Engine {
             max_binding_bytes,
             workgroup_size,
             shader_checks: options.shader_checks,
+            pool_max_buffer: options.pool_bytes / 16,
             gather_layout,
             gather_pipeline_layout,
             bag_layout,
@@ -705,10 +710,14 @@ impl Context {
     /// scope), else allocated; it goes idle again when its last handle goes. `contents` are
     /// queued as a write. Scratch is pooled by size class (the buffer may be larger than
     /// `size`: bind the range used), an output by its exact size (a caller may see it whole).
+    /// A buffer larger than the pool keeps is allocated and destroyed as any other.
     pub(crate) async fn pooled(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>, fit: Fit) -> Result<Buffer, Error> {
         self.check_lost()?;
-        let usage = if contents.is_some() { usage | wgpu::BufferUsages::COPY_DST } else { usage };
         let bytes = size.max(4).next_multiple_of(4);
+        if bytes > self.pool_max_buffer {
+            return self.allocate(what, size, usage, contents, None).await;
+        }
+        let usage = if contents.is_some() { usage | wgpu::BufferUsages::COPY_DST } else { usage };
         let class = match fit {
             // Never past what the exact size could be bound as.
             Fit::Class => size_class(bytes).min(self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)).max(bytes),

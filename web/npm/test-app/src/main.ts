@@ -231,7 +231,7 @@ async function main(): Promise<void> {
       const after = held();
       const idle = e.memoryReport().idle;
       assert(after === before, `memory report ${before} → ${after} bytes held`);
-      assert(idle <= 64 << 20, `${idle} idle bytes`);
+      assert(idle <= 16 << 20, `${idle} idle bytes`);
       return `${before} bytes held before and after (${idle} idle); ${figures.gpuGatherDestroyCallsPerS} cycles/s`;
     });
   }
