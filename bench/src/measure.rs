@@ -110,7 +110,7 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     Ok(times)
 }
 
-/// How [`time_device`] times `engine`'s work: `"timestamps"` (the device's own, around the
+/// How the device cases time `engine`'s work: `"timestamps"` (the device's own, around the
 /// work) or `"wall clock"` (around submit and wait).
 pub fn device_clock(engine: &Engine) -> &'static str {
     if cfg!(native) && engine.device().features().contains(wgpu::Features::TIMESTAMP_QUERY) {

@@ -200,7 +200,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 let turn = std::cell::Cell::new(0usize);
                 let seconds = time_gpu(engine, iters, |enc| {
                     turn.set(turn.get() + 1);
-                    if turn.get() % 2 == 0 { &job } else { &other }.encode(enc)
+                    if turn.get().is_multiple_of(2) { &job } else { &other }.encode(enc)
                 })?;
                 drop(other);
                 let timing = |seconds: f64, out_bytes: u64, moved: u64| {
