@@ -229,7 +229,7 @@ pub(crate) struct Counted {
     pub(crate) pool: Option<PoolKey>,
     /// Set once the `wgpu::Buffer` was handed to a caller ([`super::GpuRows::buffer`]): the
     /// caller may hold a handle edo cannot see, so the buffer is destroyed as before, never
-    /// reused under the caller's feet.
+    /// reused under the caller's feet. Also set while a readback buffer is being mapped.
     pub(crate) exported: AtomicBool,
 }
 
@@ -273,6 +273,12 @@ impl Buffer {
     pub(crate) fn export(&self) -> &wgpu::Buffer {
         self.counted.exported.store(true, Ordering::Relaxed);
         &self.inner
+    }
+
+    /// Whether the buffer is kept out of the pool when its last handle goes (a readback
+    /// buffer while it is mapped; never edo's buffers handed to a caller, which stay out).
+    pub(crate) fn keep_out_of_pool(&self, out: bool) {
+        self.counted.exported.store(out, Ordering::Relaxed);
     }
 }
 

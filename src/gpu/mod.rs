@@ -875,8 +875,11 @@ pub(crate) async fn readback_buffer(ctx: &Context, size: u64) -> Result<Buffer, 
 
 /// The first `len` values of `staging` into `out` (empty, with room for them), once the work
 /// already submitted that copies them there has finished.
-pub(crate) async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &wgpu::Buffer, mut out: Vec<T>, len: usize) -> Result<Vec<T>, Error> {
+pub(crate) async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &Buffer, mut out: Vec<T>, len: usize) -> Result<Vec<T>, Error> {
     let size = len as u64 * std::mem::size_of::<T>() as u64;
+    // Out of the pool until it is unmapped: a read given up half-way (its future dropped in a
+    // browser) must not hand a buffer still mapping to the next lookup.
+    staging.keep_out_of_pool(true);
     let (tx, rx) = crate::oneshot::channel();
     staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| tx.send(r));
     ctx.poll_wait()?;
@@ -896,6 +899,7 @@ pub(crate) async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &wgpu::Bu
     // (A mapped buffer may be dropped as it is; unmapping one the device took away is an error.)
     if ctx.check_lost().is_ok() {
         staging.unmap();
+        staging.keep_out_of_pool(false);
     }
     Ok(out)
 }
