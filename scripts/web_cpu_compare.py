@@ -131,6 +131,15 @@ def run_rounds(old, new, page, files, rounds, chrome_args):
     return results
 
 
+def save_results(results, name):
+    """Writes the rounds' results to target/NAME and says where."""
+    out = os.path.join(ROOT, "target", name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"wrote {out}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("old")
@@ -152,11 +161,7 @@ def main():
     for key, label in (("load", "model load"), ("first", "first embedding"), ("batch", f"{results['new'][0]['texts']} texts")):
         o, n = med("old", key), med("new", key)
         print(f"{label:<34} {o:9.2f} {n:9.2f} {o / n:8.2f}×")
-    out = os.path.join(ROOT, "target", "web-cpu-compare.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {out}")
+    save_results(results, "web-cpu-compare.json")
 
 
 if __name__ == "__main__":

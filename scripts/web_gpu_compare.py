@@ -13,13 +13,11 @@ Writes target/web-gpu-compare.json.
 """
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_cpu_compare import run_rounds  # noqa: E402
-from web_e2e import ROOT  # noqa: E402
+from web_cpu_compare import run_rounds, save_results  # noqa: E402
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>edo WebGPU round trip</title><pre id="out">running</pre>
 <script type="module">
@@ -80,11 +78,7 @@ def main():
     for name in ("old", "new"):
         grown = [r["bytes_after"] - r["bytes_before"] for r in results[name]]
         print(f"{name}: engine bytes grown over 2000 more calls: {grown}")
-    out = os.path.join(ROOT, "target", "web-gpu-compare.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"wrote {out}")
+    save_results(results, "web-gpu-compare.json")
 
 
 if __name__ == "__main__":
