@@ -195,3 +195,48 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     let reads: Vec<&str> = msl.lines().filter(|l| l.contains("shard4")).collect();
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }
+
+/// Private (function-scope) arrays in a kernel's SPIR-V, by the words of its instructions: an
+/// OpVariable (59) in the Function (7) or Private (6) storage class whose pointer type (OpTypePointer,
+/// 32) points at an OpTypeArray (28). A compiler puts such an array, indexed at run time, in local
+/// memory: slow on every GPU.
+fn private_arrays(shader: ShaderId) -> usize {
+    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    private_arrays_in(&shader.source(), &constants)
+}
+
+fn private_arrays_in(source: &str, constants: &PipelineConstants) -> usize {
+    let module = naga::front::wgsl::parse_str(source).unwrap();
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, "main")), constants).unwrap();
+    let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap();
+    let (mut arrays, mut pointers, mut count) = (HashSet::new(), HashSet::new(), 0);
+    let mut at = 5;
+    while at < spv.len() {
+        let (len, op) = ((spv[at] >> 16) as usize, spv[at] & 0xffff);
+        let w = &spv[at..at + len];
+        match op {
+            28 => drop(arrays.insert(w[1])),
+            32 if matches!(w[2], 6 | 7) && arrays.contains(&w[3]) => drop(pointers.insert(w[1])),
+            59 if pointers.contains(&w[1]) => count += 1,
+            _ => {}
+        }
+        at += len.max(1);
+    }
+    count
+}
+
+/// Issue 32: no bag or gather kernel keeps a private array (the bag's accumulators are four named
+/// values), for every format. The check finds one where there is one: a WGSL function array.
+#[test]
+fn bags_and_gathers_keep_no_private_arrays() {
+    for shader in ShaderId::all() {
+        if matches!(shader, ShaderId::Bag { .. } | ShaderId::Gather { .. } | ShaderId::GatherF16 { .. }) {
+            assert_eq!(private_arrays(shader), 0, "{}", shader.name());
+        }
+    }
+    let indexed = "@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+        @compute @workgroup_size(1) fn main(@builtin(local_invocation_index) i: u32) {
+            var a: array<f32, 4>; a[i & 3u] = 1.0; o[i] = a[3u - (i & 3u)]; }";
+    assert_eq!(private_arrays_in(indexed, &Default::default()), 1);
+}

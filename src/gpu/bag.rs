@@ -26,7 +26,7 @@ struct BagParams {
     last_pass: u32,
     offsets_base: u32,
     counts_base: u32,
-    _pad: u32,
+    max_dim: u32,
 }
 const _: () = assert!(std::mem::size_of::<BagParams>() == 48);
 
@@ -142,8 +142,8 @@ impl Resident {
         let vec4 = pooling != Pooling::None && dims.iter().all(|d| d % 4 == 0);
         let shader = ShaderId::Bag { format: self.format, vec4 };
         let max_dim = dims.iter().copied().max().unwrap_or(1);
-        // One invocation per pass over a bag (16 columns, or one): see `workgroup_shape`.
-        let shape = ctx.workgroup_shape(max_dim.div_ceil(shader.values_per_step()), 1);
+        let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
+        let shape = bag_shape(ctx, shader, max_dim, n_bags);
         let pipeline = ctx.pipeline(shader, shape).await?;
 
         let mut metas = Vec::with_capacity(self.tables.len());
@@ -195,7 +195,6 @@ impl Resident {
         let weights = ctx.pooled("bag weights", 4 * weights.len() as u64, storage, Some(bytemuck::cast_slice(weights)), super::Fit::Class).await?;
         let out = ctx.pooled("bag output", out_bytes, storage | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None, super::Fit::Exact).await?;
 
-        let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
         let (gx, gy) = ctx.grid("workgroups of one bag dispatch", n_bags, shape.1 as u64)?;
         let mut dispatches = Vec::new();
         let mut inputs = vec![metas, indices, offsets, weights];
@@ -214,7 +213,7 @@ impl Resident {
                     last_pass: (k == last) as u32,
                     offsets_base: if lists.is_some() { (k * n_offsets) as u32 } else { 0 },
                     counts_base: if lists.is_some() { (self.shards.len() * n_offsets) as u32 } else { 0 },
-                    _pad: 0,
+                    max_dim: max_dim as u32,
                 };
                 let uniform = ctx.pooled("bag params", 48, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
                 let bind_group = ctx.bind_group(
@@ -240,6 +239,21 @@ impl Resident {
         let rows = if pooling == Pooling::None { n_indices } else { batch };
         Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, rows, plan.total_dim, crate::Element::F32) })
     }
+}
+
+/// Lanes of a bag's work below which a batch is small: it then gets more lanes per bag.
+const SMALL_BATCH_LANES: u64 = 1 << 15;
+
+/// The bag kernel's workgroup shape for `n_bags` bags whose widest row has `max_dim` values: a
+/// lane per four quads of the row (or four columns; each lane then keeps sixteen loads in
+/// flight), or, for a small batch, a lane per quad (per column), up to 32 — so that a batch of a
+/// few bags still spreads over enough lanes to hide the latency of its reads. Pooling stays in
+/// index order either way.
+pub(crate) fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
+    let quads = max_dim.max(1).div_ceil(shader.values_per_step());
+    let narrow = quads.div_ceil(4);
+    let lanes = if n_bags.saturating_mul(narrow as u64) < SMALL_BATCH_LANES { quads } else { narrow };
+    ctx.workgroup_shape(lanes, 1)
 }
 
 /// Host indices of bags sorted out by the shard that holds their rows: per shard, the indices
@@ -363,7 +377,7 @@ mod layout_tests {
     fn parameter_structs_match_their_wgsl_field_by_field() {
         super::super::shaders::assert_wgsl_layout!(
             ShaderId::Bag { format: crate::Format::F32, vec4: false },
-            BagParams { batch, n_bags, pooling, policy, has_weights, shard_start, shard_end, first_pass, last_pass, offsets_base, counts_base, _pad }
+            BagParams { batch, n_bags, pooling, policy, has_weights, shard_start, shard_end, first_pass, last_pass, offsets_base, counts_base, max_dim }
         );
         super::super::shaders::assert_wgsl_layout!(
             ShaderId::Bag { format: crate::Format::F32, vec4: false },

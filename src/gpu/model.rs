@@ -90,8 +90,11 @@ impl Engine {
         ctx.check_lost()?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
+        // Both shapes: a small batch's (a text or a few) and a large one's.
         let shader = ShaderId::Bag { format, vec4: dim.is_multiple_of(4) };
-        ctx.pipeline(shader, ctx.workgroup_shape(dim.max(1).div_ceil(shader.values_per_step()), 1)).await?;
+        for n_bags in [1, u64::MAX] {
+            ctx.pipeline(shader, super::bag::bag_shape(ctx, shader, dim, n_bags)).await?;
+        }
         ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }
 }

@@ -191,10 +191,10 @@ pub mod kernels {
     pub const GATHER_ROWS4_F16: Kernel = gather_kernel("gather_rows4_f16", Src::GatherRows4F16, 4, true);
     /// Dense f32 rows → f16 rows.
     pub const PACK_F16: Kernel = flat_kernel("pack_f16", &[Src::F16Common], Src::PackF16, Binds::Gather);
-    /// EmbeddingBag, one column per pass.
+    /// EmbeddingBag, one column per lane and accumulator.
     pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
-    /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, 16 columns a pass.
-    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 16) };
+    /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, a quad per lane and accumulator.
+    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 4) };
     /// Quotient-remainder lookup.
     pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
     /// Raw ids → hashed rows.

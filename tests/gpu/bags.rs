@@ -102,3 +102,82 @@ fn bag_errors_are_typed_and_mixed_formats_refused() {
     let err = block_on(gpu.bag(&Bags::new(&idx, &[0, 3, 1]), Pooling::Sum, Bounds::Zero)).err();
     assert!(matches!(err, Some(Error::BadOffsets { index: 2, .. })));
 }
+
+/// Issue 32: a workgroup stages its bags' indices 256 at a time, so bags longer than that, bags
+/// that straddle two stages and empty bags between them all pool as the CPU does — on one shard and
+/// over several, in the quad kernel (dims 128, 40) and the one-column kernel (dim 7).
+#[test]
+fn long_bags_pool_across_staging_rounds() {
+    let rows = 900;
+    let lens = [0u32, 1, 3, 255, 256, 257, 0, 700, 5, 1000, 2, 511, 513, 4, 0, 300, 31, 64, 1, 999, 0, 256, 7, 129, 33, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 600];
+    let mut rng = edo::synth::Rng::new(32);
+    let mut indices = Vec::new();
+    let mut offsets = vec![0u32];
+    for &len in &lens {
+        for _ in 0..len {
+            indices.push(if rng.below(97) == 0 { rows as u32 + rng.below(5) } else { rng.below(rows as u32) });
+        }
+        offsets.push(indices.len() as u32);
+    }
+    let weights: Vec<f32> = (0..indices.len()).map(|j| 0.25 + (j % 5) as f32 * 0.5).collect();
+    let max_len = *lens.iter().max().unwrap() as f32;
+    for max_binding in [None, Some(4 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for dim in [128usize, 40, 7] {
+            let data = embedding_table(rows, dim, dim as u64);
+            // Small integers: FP32 and FP16 hold them exactly, and every sum and weighted sum
+            // here is exact in f32 in any order, so those two formats must match bit for bit.
+            let ints: Vec<f32> = (0..rows * dim).map(|i| ((i * 7 + i / dim * 3) % 17) as f32 - 8.0).collect();
+            for format in [Format::Int8, Format::F32, Format::Int4, Format::F16] {
+                let exact = matches!(format, Format::F32 | Format::F16);
+                let table = PackedTable::quantize(format, if exact { &ints } else { &data }, rows, dim).unwrap();
+                let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+                let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+                for (pooling, weighted) in [(Pooling::Sum, false), (Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false)] {
+                    let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                    if weighted {
+                        bags = bags.weights(&weights);
+                    }
+                    let what = format!("{format} dim {dim} {pooling:?} weighted {weighted} shards {}", gpu.shard_count());
+                    let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Zero).unwrap();
+                    let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
+                    let w = if weighted { 2.25 } else { 1.0 };
+                    assert_pooled_close(&got, &want, max_len, w * max_abs, exact || pooling == Pooling::Max, &what);
+                    if max_binding.is_some() {
+                        assert!(gpu.shard_count() > 1, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Issue 32: a large batch runs a quarter of the lanes per bag of a small one, each lane pooling
+/// four quads (or columns); both shapes pool as the CPU does. 20 000 bags are a large batch for
+/// every dim here (`bag_shape`: 20 000 × ⌈quads / 4⌉ lanes ≥ 32 768), the other tests' few hundred
+/// a small one.
+#[test]
+fn large_batches_pool_with_four_quads_a_lane() {
+    let Some(engine) = engine() else { return };
+    let rows = 3000;
+    let (indices, offsets) = random_bags(20_000, rows, 12, true, 5);
+    let weights: Vec<f32> = (0..indices.len()).map(|j| 1.5 - (j % 4) as f32 * 0.5).collect();
+    for dim in [128usize, 40, 7] {
+        let data = embedding_table(rows, dim, 3 + dim as u64);
+        for format in [Format::Int8, Format::F32, Format::Q4K] {
+            let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+            let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+            for (pooling, weighted) in [(Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false)] {
+                let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                if weighted {
+                    bags = bags.weights(&weights);
+                }
+                let what = format!("{format} dim {dim} {pooling:?} weighted {weighted}");
+                let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Clamp).unwrap();
+                let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Clamp)).unwrap());
+                assert_pooled_close(&got, &want, 12.0, 1.5 * max_abs, pooling == Pooling::Max, &what);
+            }
+        }
+    }
+}
