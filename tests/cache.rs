@@ -252,3 +252,20 @@ fn a_dense_index_takes_rows_past_the_table_it_was_sized_for() {
     }
     assert!(map.slot(50).is_some() && map.len() == 4);
 }
+
+/// Issue 35: W-TinyLFU admission keeps a hot set through a scan that plain LRU lets push it out —
+/// hit and miss counts exact. Four slots: a window of one, three in main.
+#[test]
+fn admission_keeps_hot_rows_through_a_scan_exactly() {
+    let mut ids: Vec<u32> = [1, 2, 3].repeat(3);
+    ids.extend(10..20);
+    ids.extend([1, 2, 3]);
+    let admitted = simulate(PolicyKind::LruTinyLfu, 4, &ids, 1, 0).unwrap();
+    assert_eq!((admitted.hits, admitted.misses, admitted.evictions), (9, 13, 9), "{admitted:?}");
+    let lru = simulate(PolicyKind::Lru, 4, &ids, 1, 0).unwrap();
+    assert_eq!((lru.hits, lru.misses), (6, 16), "{lru:?}");
+    for kind in [PolicyKind::LfuTinyLfu, PolicyKind::ArcTinyLfu] {
+        assert_eq!(simulate(kind, 4, &ids, 1, 0).unwrap().hits, 9, "{kind}");
+    }
+}
+

@@ -11,8 +11,10 @@
 //! after the other (rows of a finished part may be evicted by the next). A row is never evicted
 //! while the part that reads it is being assembled.
 
+mod admission;
 mod policy;
 
+pub use admission::{FrequencySketch, TinyLfu};
 pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};
 
 use rustc_hash::FxHashMap;
@@ -380,3 +382,4 @@ pub fn simulate(policy: PolicyKind, capacity: usize, ids: &[u32], batch: usize, 
     }
     Ok(map.stats())
 }
+

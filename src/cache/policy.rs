@@ -5,10 +5,12 @@
 //! and ARC and O(log capacity) amortised for LFU, with no allocation per lookup.
 
 use rustc_hash::FxHashMap;
+
+use super::TinyLfu;
 use std::collections::BTreeSet;
 
 /// Decides which row a cache evicts. One trait serves the built-in policies ([`Lru`], [`Lfu`],
-/// [`Adaptive`], ARC) and any a caller writes.
+/// [`Adaptive`], ARC; [`TinyLfu`] admission in front of any of them) and any a caller writes.
 ///
 /// The cache calls [`Policy::hit`] for every looked-up id whose row is cached and
 /// [`Policy::admit`] for every one whose row is not; the policy answers with the slot the row
@@ -34,6 +36,14 @@ pub trait Policy: Send {
     /// The cache now has `capacity` slots (≥ 1): slots past it were emptied with
     /// [`Policy::remove`] first; new slots are empty. What the policy learnt is kept where it can be.
     fn resize(&mut self, capacity: usize);
+    /// The occupied, unpinned slot that `admit(row, None, pinned)` would evict now, or `None`
+    /// when there is none or the policy cannot tell. It may tidy the policy's own bookkeeping but
+    /// changes no decision. An admission filter ([`TinyLfu`]) asks it, to weigh the row it would
+    /// evict against the one that would come in; without an answer the filter admits every row.
+    fn victim(&mut self, row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
+        let _ = (row, pinned);
+        None
+    }
 }
 
 /// The built-in policies, by name.
@@ -45,18 +55,28 @@ pub enum PolicyKind {
     Lfu,
     /// Adaptive Replacement Cache (Megiddo & Modha, FAST 2003).
     Arc,
+    /// LRU behind W-TinyLFU admission ([`TinyLfu`]): Caffeine's design, with an LRU main part.
+    LruTinyLfu,
+    /// LFU behind W-TinyLFU admission.
+    LfuTinyLfu,
+    /// ARC behind W-TinyLFU admission.
+    ArcTinyLfu,
 }
 
 impl PolicyKind {
     /// Every policy edo has.
-    pub const ALL: [PolicyKind; 3] = [PolicyKind::Lru, PolicyKind::Lfu, PolicyKind::Arc];
+    pub const ALL: [PolicyKind; 6] =
+        [PolicyKind::Lru, PolicyKind::Lfu, PolicyKind::Arc, PolicyKind::LruTinyLfu, PolicyKind::LfuTinyLfu, PolicyKind::ArcTinyLfu];
 
-    /// The policy's name ("lru", "lfu", "arc").
+    /// The policy's name ("lru", "lfu", "arc", and "lru+tinylfu" … behind admission).
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Lru => "lru",
             PolicyKind::Lfu => "lfu",
             PolicyKind::Arc => "arc",
+            PolicyKind::LruTinyLfu => "lru+tinylfu",
+            PolicyKind::LfuTinyLfu => "lfu+tinylfu",
+            PolicyKind::ArcTinyLfu => "arc+tinylfu",
         }
     }
 
@@ -71,6 +91,9 @@ impl PolicyKind {
             PolicyKind::Lru => Box::new(Lru::default()),
             PolicyKind::Lfu => Box::new(Lfu::default()),
             PolicyKind::Arc => Box::new(Adaptive::default()),
+            PolicyKind::LruTinyLfu => Box::new(TinyLfu::new(PolicyKind::Lru.build())),
+            PolicyKind::LfuTinyLfu => Box::new(TinyLfu::new(PolicyKind::Lfu.build())),
+            PolicyKind::ArcTinyLfu => Box::new(TinyLfu::new(PolicyKind::Arc.build())),
         }
     }
 }
@@ -81,22 +104,22 @@ impl std::fmt::Display for PolicyKind {
     }
 }
 
-const NIL: u32 = u32::MAX;
+pub(super) const NIL: u32 = u32::MAX;
 
 /// Doubly linked lists threaded through node indices; several lists may share one `Links` as
 /// long as each node is in at most one of them.
 #[derive(Clone, Default)]
-struct Links {
-    prev: Vec<u32>,
+pub(super) struct Links {
+    pub(super) prev: Vec<u32>,
     next: Vec<u32>,
 }
 
 /// One list over a [`Links`]: `head` is the most recent node, `tail` the least recent.
 #[derive(Clone, Copy)]
-struct Ends {
+pub(super) struct Ends {
     head: u32,
-    tail: u32,
-    len: usize,
+    pub(super) tail: u32,
+    pub(super) len: usize,
 }
 
 impl Default for Ends {
@@ -106,11 +129,11 @@ impl Default for Ends {
 }
 
 impl Links {
-    fn new(nodes: usize) -> Links {
+    pub(super) fn new(nodes: usize) -> Links {
         Links { prev: vec![NIL; nodes], next: vec![NIL; nodes] }
     }
 
-    fn push_front(&mut self, list: &mut Ends, i: u32) {
+    pub(super) fn push_front(&mut self, list: &mut Ends, i: u32) {
         self.prev[i as usize] = NIL;
         self.next[i as usize] = list.head;
         if list.head != NIL {
@@ -122,7 +145,19 @@ impl Links {
         list.len += 1;
     }
 
-    fn unlink(&mut self, list: &mut Ends, i: u32) {
+    pub(super) fn push_back(&mut self, list: &mut Ends, i: u32) {
+        self.next[i as usize] = NIL;
+        self.prev[i as usize] = list.tail;
+        if list.tail != NIL {
+            self.next[list.tail as usize] = i;
+        } else {
+            list.head = i;
+        }
+        list.tail = i;
+        list.len += 1;
+    }
+
+    pub(super) fn unlink(&mut self, list: &mut Ends, i: u32) {
         let (p, n) = (self.prev[i as usize], self.next[i as usize]);
         if p != NIL {
             self.next[p as usize] = n;
@@ -140,7 +175,7 @@ impl Links {
     }
 
     /// The least recent node of `list` for which `skip` is false.
-    fn oldest(&self, list: &Ends, skip: &dyn Fn(u32) -> bool) -> Option<u32> {
+    pub(super) fn oldest(&self, list: &Ends, skip: &dyn Fn(u32) -> bool) -> Option<u32> {
         let mut i = list.tail;
         while i != NIL {
             if !skip(i) {
@@ -192,6 +227,9 @@ impl Policy for Lru {
         self.links.prev.resize(capacity, NIL);
         self.links.next.resize(capacity, NIL);
     }
+    fn victim(&mut self, _row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
+        self.links.oldest(&self.list, pinned)
+    }
 }
 
 /// Least frequently used, ties to the least recently used. Counts are kept for rows that were
@@ -219,9 +257,10 @@ pub struct Lfu {
 }
 
 impl Lfu {
-    fn victim(&mut self, pinned: &dyn Fn(u32) -> bool) -> u32 {
+    /// Takes the slot to evict off the front of `order`: the first current, unpinned entry.
+    fn take_victim(&mut self, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
         loop {
-            let (c, t, s) = self.order.pop_first().expect("the cache calls admit only when an unpinned slot exists");
+            let (c, t, s) = self.order.pop_first()?;
             let i = s as usize;
             if i >= self.row.len() || self.row[i] == NIL {
                 continue;
@@ -231,7 +270,7 @@ impl Lfu {
             } else if pinned(s) {
                 self.held.push(s);
             } else {
-                return s;
+                return Some(s);
             }
         }
     }
@@ -275,7 +314,7 @@ impl Policy for Lfu {
         let slot = match free {
             Some(s) => s,
             None => {
-                let s = self.victim(pinned);
+                let s = self.take_victim(pinned).expect("the cache calls admit only when an unpinned slot exists");
                 self.history.insert(self.row[s as usize], self.key[s as usize].0);
                 s
             }
@@ -303,6 +342,14 @@ impl Policy for Lfu {
         self.key.resize(capacity, (0, 0));
         self.held.retain(|&s| (s as usize) < capacity);
         // Entries of slots past the end are skipped when they reach the front.
+    }
+    fn victim(&mut self, _row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
+        // The stale and pinned entries in front are re-filed or held as `admit` would; the
+        // victim goes back, first in order, so the next `admit` takes the same slot.
+        let s = self.take_victim(pinned)?;
+        let key = self.key[s as usize];
+        self.order.insert((key.0, key.1, s));
+        Some(s)
     }
 }
 
@@ -360,15 +407,18 @@ impl Adaptive {
         }
     }
 
+    /// The slot ARC's REPLACE evicts with target `p`: the least recent unpinned row of T1 or T2.
+    fn replace_choice(&self, p: usize, incoming_in_b2: bool, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
+        let prefer_t1 = self.t1.len >= 1 && (self.t1.len > p || (incoming_in_b2 && self.t1.len == p));
+        // The preferred list's oldest unpinned row, else the other list's.
+        let (first, second) = if prefer_t1 { (&self.t1, &self.t2) } else { (&self.t2, &self.t1) };
+        self.slots.oldest(first, pinned).or_else(|| self.slots.oldest(second, pinned))
+    }
+
     /// ARC's REPLACE: evicts the least recent unpinned row of T1 or T2 into its ghost list.
     fn replace(&mut self, incoming_in_b2: bool, pinned: &dyn Fn(u32) -> bool) -> u32 {
-        let prefer_t1 = self.t1.len >= 1 && (self.t1.len > self.p || (incoming_in_b2 && self.t1.len == self.p));
-        // The preferred list's oldest unpinned row, else the other list's.
-        let (first, second) = if prefer_t1 { ((&self.t1, false), (&self.t2, true)) } else { ((&self.t2, true), (&self.t1, false)) };
-        let (slot, was_t2) = match self.slots.oldest(first.0, pinned) {
-            Some(s) => (s, first.1),
-            None => (self.slots.oldest(second.0, pinned).expect("the cache calls admit only when an unpinned slot exists"), second.1),
-        };
+        let slot = self.replace_choice(self.p, incoming_in_b2, pinned).expect("the cache calls admit only when an unpinned slot exists");
+        let was_t2 = self.in_t2[slot as usize];
         self.unlink_slot(slot);
         self.add_ghost(self.row[slot as usize], was_t2);
         slot
@@ -474,5 +524,21 @@ impl Policy for Adaptive {
         self.ghost_in_b2 = vec![false; capacity + 1];
         self.ghost_of.clear();
         self.free_ghosts = (0..capacity as u32 + 1).rev().collect();
+    }
+    fn victim(&mut self, row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
+        // `admit(row, None, …)`'s choice, without its changes.
+        let c = self.capacity;
+        if let Some(&g) = self.ghost_of.get(&row) {
+            let in_b2 = self.ghost_in_b2[g as usize];
+            let (b1, b2) = (self.b1.len.max(1), self.b2.len.max(1));
+            let p = if in_b2 { self.p.saturating_sub((b1 / b2).max(1)) } else { (self.p + (b2 / b1).max(1)).min(c) };
+            return self.replace_choice(p, in_b2, pinned);
+        }
+        if self.t1.len + self.b1.len >= c && self.t1.len >= c {
+            if let Some(s) = self.slots.oldest(&self.t1, pinned) {
+                return Some(s);
+            }
+        }
+        self.replace_choice(self.p, false, pinned)
     }
 }

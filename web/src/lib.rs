@@ -322,7 +322,8 @@ impl EdoEngine {
     }
 
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
-    /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default) or `"arc"`. Lookups return the
+    /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default), `"arc"`, or one of them behind
+    /// W-TinyLFU admission (`"lru+tinylfu"`, `"lfu+tinylfu"`, `"arc+tinylfu"`). Lookups return the
     /// rows the resident table would. On the CPU path lookups read the table directly.
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
@@ -776,7 +777,9 @@ impl EdoCache {
 fn policy_of(name: Option<&str>) -> Result<PolicyKind, Failure> {
     match name {
         None => Ok(PolicyKind::Lfu),
-        Some(name) => PolicyKind::from_name(name).ok_or_else(|| Failure::arg(format!("unknown policy {name:?} (lru, lfu, arc)"))),
+        Some(name) => {
+            PolicyKind::from_name(name).ok_or_else(|| Failure::arg(format!("unknown policy {name:?} ({})", PolicyKind::ALL.map(|k| k.name()).join(", "))))
+        }
     }
 }
 

@@ -294,7 +294,7 @@ export class Engine extends Resource {
       model.dispose(); // the resident model keeps its own copy
     }
   }
-  /** A hot-row cache of `capacity` rows of `table` on the GPU (`policy` 'lru', 'lfu' or 'arc'). */
+  /** A hot-row cache of `capacity` rows of `table` on the GPU (`policy` 'lru', 'lfu', 'arc', or one of them behind W-TinyLFU admission: 'lru+tinylfu', 'lfu+tinylfu', 'arc+tinylfu'). */
   async cache(table, options = {}) {
     const t = need(table, Table, 'cache(table)');
     const { capacity, policy } = plainObject(options, 'cache(table, options)');

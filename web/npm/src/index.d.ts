@@ -102,7 +102,7 @@ export interface Disposable {
 }
 
 export type Pooling = 'sum' | 'mean' | 'max' | 'none';
-export type CachePolicy = 'lru' | 'lfu' | 'arc';
+export type CachePolicy = 'lru' | 'lfu' | 'arc' | 'lru+tinylfu' | 'lfu+tinylfu' | 'arc+tinylfu';
 
 export function createEngine(options?: EngineOptions): Promise<Engine>;
 
