@@ -195,3 +195,39 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     }
     a
 }
+
+/// Zipf traffic with a scan mixed in: each of `n` ids is, with probability `scan_share`, the next
+/// row of a cursor that walks the whole table in order (a batch job reading every row once), else
+/// a [`zipf_ids`] draw. The scan's rows are each read once per pass: a cache that admits every
+/// miss lets them push hot rows out. Deterministic in `seed`.
+pub fn scan_mixed_zipf_ids(n: usize, rows: usize, s: f64, scan_share: f64, seed: u64) -> Vec<u32> {
+    let zipf = zipf_ids(n, rows, s, seed);
+    let mut rng = Rng::new(seed ^ 0x5ca7);
+    let mut cursor = (rng.next_u64() % rows as u64) as u32;
+    let threshold = (scan_share.clamp(0.0, 1.0) * u32::MAX as f64) as u32;
+    zipf.into_iter()
+        .map(|id| {
+            if rng.next_u32() < threshold {
+                cursor = if cursor as usize + 1 >= rows { 0 } else { cursor + 1 };
+                cursor
+            } else {
+                id
+            }
+        })
+        .collect()
+}
+
+/// Zipf traffic whose hot set moves: every `period` ids, every rank's row shifts to another
+/// (`id + k · rows / 3 + k` for the k-th period, mod rows), so the rows that were hot are cold and
+/// new ones are hot — popularity that drifts, as trending items do. Deterministic in `seed`.
+pub fn drifting_zipf_ids(n: usize, rows: usize, s: f64, period: usize, seed: u64) -> Vec<u32> {
+    let period = period.max(1);
+    zipf_ids(n, rows, s, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let k = (i / period) as u64;
+            ((id as u64 + k * (rows as u64 / 3 + 1)) % rows as u64) as u32
+        })
+        .collect()
+}

@@ -269,3 +269,69 @@ fn admission_keeps_hot_rows_through_a_scan_exactly() {
     }
 }
 
+/// Belady's bound on a trace worked by hand: two slots, 1 2 3 repeated three times. The optimum
+/// keeps 1 and 2 and never caches 3 (both come back sooner): four hits of nine.
+#[test]
+fn belady_bound_on_a_small_trace_and_above_every_policy() {
+    let ids: Vec<u32> = [1, 2, 3].repeat(3);
+    let opt = edo::cache::belady(&ids, 2, 0);
+    assert_eq!((opt.lookups, opt.hits, opt.misses), (9, 4, 5));
+    assert_eq!(simulate(PolicyKind::Lru, 2, &ids, 1, 0).unwrap().hits, 0);
+    for ids in [
+        synth::zipf_ids(200_000, 20_000, 1.05, 4),
+        synth::scan_mixed_zipf_ids(200_000, 20_000, 1.05, 0.3, 4),
+        synth::drifting_zipf_ids(200_000, 20_000, 0.9, 50_000, 4),
+    ] {
+        let bound = edo::cache::belady(&ids, 2000, 50_000).hit_rate();
+        for kind in PolicyKind::ALL {
+            let got = simulate(kind, 2000, &ids, 1, 50_000).unwrap().hit_rate();
+            assert!(got <= bound, "{kind}: {got:.4} above Belady's {bound:.4}");
+            assert!(got > 0.2 * bound, "{kind}: {got:.4} against Belady's {bound:.4}");
+        }
+    }
+}
+
+#[test]
+fn scan_and_drift_streams_are_what_they_say() {
+    let (rows, n) = (10_000usize, 100_000usize);
+    let scan = synth::scan_mixed_zipf_ids(n, rows, 1.05, 0.25, 1);
+    assert!(scan.iter().all(|&i| (i as usize) < rows));
+    let zipf = synth::zipf_ids(n, rows, 1.05, 1);
+    let replaced = scan.iter().zip(&zipf).filter(|(a, b)| a != b).count() as f64 / n as f64;
+    assert!((0.2..0.3).contains(&replaced), "{replaced}");
+    let drift = synth::drifting_zipf_ids(n, rows, 1.05, 30_000, 1);
+    assert_eq!(drift[..30_000], zipf[..30_000]);
+    let top = |ids: &[u32]| {
+        let mut c = std::collections::HashMap::new();
+        ids.iter().for_each(|&i| *c.entry(i).or_insert(0) += 1);
+        c.into_iter().max_by_key(|&(_, n)| n).unwrap().0
+    };
+    assert_ne!(top(&drift[..30_000]), top(&drift[30_000..60_000]), "the hot row moved");
+}
+
+/// Issue 35: traces as text or `.npy`; bad ones are typed errors, nothing partial.
+#[test]
+fn traces_parse_from_text_and_npy_and_refuse_bad_ones() {
+    use edo::cache::parse_trace;
+    use edo::file::npy;
+    use edo::Error;
+    assert_eq!(parse_trace(b"# a trace\n3\n\n1\n 4 \n", None).unwrap(), vec![3, 1, 4]);
+    let ids: Vec<i64> = vec![5, 0, 9];
+    let file = npy::write(npy::Dtype::I64, &[3], bytemuck::cast_slice(&ids));
+    assert_eq!(parse_trace(&file, Some(10)).unwrap(), vec![5, 0, 9]);
+    let file = npy::write(npy::Dtype::U32, &[2], bytemuck::cast_slice(&[7u32, 8]));
+    assert_eq!(parse_trace(&file, None).unwrap(), vec![7, 8]);
+
+    assert!(matches!(parse_trace(b"", None), Err(Error::BadFile { .. })));
+    assert!(matches!(parse_trace(b"# nothing\n\n", None), Err(Error::BadFile { .. })));
+    assert!(matches!(parse_trace(b"1\n2\nthree\n", None), Err(Error::Parse { line: 3, .. })));
+    assert!(matches!(parse_trace(b"1\n-2\n", None), Err(Error::Parse { line: 2, .. })));
+    assert!(matches!(parse_trace(b"1\n12\n", Some(10)), Err(Error::IdOutOfRange { index: 1, id: 12, rows: 10 })));
+    let negative = npy::write(npy::Dtype::I64, &[2], bytemuck::cast_slice(&[1i64, -1]));
+    assert!(matches!(parse_trace(&negative, None), Err(Error::BadFile { .. })));
+    let table = npy::write(npy::Dtype::F32, &[2], bytemuck::cast_slice(&[1f32, 2.0]));
+    assert!(matches!(parse_trace(&table, None), Err(Error::BadFile { .. })));
+    let square = npy::write(npy::Dtype::U32, &[1, 2], bytemuck::cast_slice(&[1u32, 2]));
+    assert!(matches!(parse_trace(&square, None), Err(Error::BadFile { .. })));
+    assert!(matches!(parse_trace(&[0xff, 0xfe, 0x00], None), Err(Error::BadFile { .. })));
+}

@@ -13,9 +13,11 @@
 
 mod admission;
 mod policy;
+mod trace;
 
 pub use admission::{FrequencySketch, TinyLfu};
 pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};
+pub use trace::parse_trace;
 
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -383,3 +385,67 @@ pub fn simulate(policy: PolicyKind, capacity: usize, ids: &[u32], batch: usize, 
     Ok(map.stats())
 }
 
+/// The hit rate no cache of `capacity` rows can beat on `ids`: Belady's offline optimum, which
+/// knows the future — on a miss it evicts the cached row used again farthest ahead, and does not
+/// cache a row whose next use is farther still (a cache that may refuse a row, as admission
+/// does). Counted after the first `warmup` ids, like [`simulate`]; batches are ignored, so the
+/// bound is a little above what a batched cache could reach even in principle.
+pub fn belady(ids: &[u32], capacity: usize, warmup: usize) -> CacheStats {
+    use std::collections::BinaryHeap;
+    const NEVER: usize = usize::MAX;
+    // next[i]: the position of the next lookup of ids[i], or NEVER.
+    let mut next = vec![NEVER; ids.len()];
+    let mut seen: FxHashMap<u32, usize> = FxHashMap::default();
+    for (i, &id) in ids.iter().enumerate().rev() {
+        next[i] = seen.insert(id, i).unwrap_or(NEVER);
+    }
+    drop(seen);
+    // Cached rows with their next use; the heap may hold stale (next use, row) entries.
+    let mut cached: FxHashMap<u32, usize> = FxHashMap::default();
+    let mut heap: BinaryHeap<(usize, u32)> = BinaryHeap::new();
+    let mut stats = CacheStats::default();
+    for (i, &id) in ids.iter().enumerate() {
+        let counted = i >= warmup;
+        if counted {
+            stats.lookups += 1;
+        }
+        if let Some(n) = cached.get_mut(&id) {
+            *n = next[i];
+            heap.push((next[i], id));
+            if counted {
+                stats.hits += 1;
+            }
+            continue;
+        }
+        if counted {
+            stats.misses += 1;
+        }
+        if capacity == 0 || next[i] == NEVER {
+            continue;
+        }
+        if cached.len() >= capacity {
+            // The cached row used farthest ahead (skipping stale entries).
+            let far = loop {
+                let (n, row) = heap.pop().expect("a full cache has entries");
+                if cached.get(&row) == Some(&n) {
+                    break (n, row);
+                }
+            };
+            if far.0 < next[i] {
+                // Every cached row comes back sooner than this one: keep them.
+                heap.push(far);
+                continue;
+            }
+            cached.remove(&far.1);
+            if counted {
+                stats.evictions += 1;
+            }
+        }
+        cached.insert(id, next[i]);
+        heap.push((next[i], id));
+        if heap.len() > 4 * capacity + 1024 {
+            heap = cached.iter().map(|(&row, &n)| (n, row)).collect();
+        }
+    }
+    stats
+}

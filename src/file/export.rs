@@ -70,6 +70,8 @@ impl Array {
             npy::Dtype::U8 => Dtype::U8,
             npy::Dtype::I8 => Dtype::I8,
             npy::Dtype::U32 => Dtype::U32,
+            npy::Dtype::I32 => Dtype::I32,
+            npy::Dtype::I64 => Dtype::I64,
         };
         let tensor = Tensor { dtype, shape: self.shape.clone(), data: (&self.data[..]).into() };
         let mut out = Vec::with_capacity(self.data.len() + 256);

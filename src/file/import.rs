@@ -104,7 +104,7 @@ pub fn npy(bytes: &[u8], layout: FileLayout) -> Result<Imported, Error> {
         npy::Dtype::F16 => Elem::F16,
         npy::Dtype::U8 => Elem::U8,
         npy::Dtype::I8 => Elem::I8,
-        npy::Dtype::U32 => return Err(bad(WHAT, "a u32 array holds row ids, not a table".into())),
+        npy::Dtype::U32 | npy::Dtype::I32 | npy::Dtype::I64 => return Err(bad(WHAT, format!("an integer array ({:?}) holds row ids, not a table", a.dtype))),
     };
     let table = Array { elem, rows, cols, data: a.data }.into_table(layout, WHAT)?;
     Ok(Imported { table, vocab: None, lossy_tokens: 0 })

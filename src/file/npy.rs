@@ -23,6 +23,10 @@ pub enum Dtype {
     I8,
     /// Row ids (what `edo plan --write` stores a mixed table's hot rows as); not a table.
     U32,
+    /// `<i4`: ids (a trace of lookups); not a table.
+    I32,
+    /// `<i8`: ids, numpy's default integer (a trace of lookups); not a table.
+    I64,
 }
 
 impl Dtype {
@@ -34,13 +38,15 @@ impl Dtype {
             Dtype::U8 => "|u1",
             Dtype::I8 => "|i1",
             Dtype::U32 => "<u4",
+            Dtype::I32 => "<i4",
+            Dtype::I64 => "<i8",
         }
     }
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            Dtype::F64 => 8,
-            Dtype::F32 | Dtype::U32 => 4,
+            Dtype::F64 | Dtype::I64 => 8,
+            Dtype::F32 | Dtype::U32 | Dtype::I32 => 4,
             Dtype::F16 => 2,
             Dtype::U8 | Dtype::I8 => 1,
         }
@@ -53,6 +59,8 @@ impl Dtype {
             "|u1" | "<u1" | "u1" | "B" => Dtype::U8,
             "|i1" | "<i1" | "i1" | "b" => Dtype::I8,
             "<u4" => Dtype::U32,
+            "<i4" => Dtype::I32,
+            "<i8" => Dtype::I64,
             _ => return None,
         })
     }
