@@ -1,6 +1,6 @@
 //! `edo bench cache`.
 
-use crate::reports::cache_bench::{self as bench, CacheBenchConfig};
+use crate::reports::cache_bench::{self as bench, CacheBenchConfig, Stream};
 use clap::Args;
 use edo::cache::PolicyKind;
 use edo::{Engine, Format};
@@ -34,9 +34,19 @@ pub struct CacheBenchArgs {
     /// Cache sizes as fractions of the rows, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "0.25,0.1")]
     fractions: Vec<f64>,
-    /// Policies, comma separated (lru, lfu, arc).
+    /// Policies, comma separated (lru, lfu, arc; lru+tinylfu, lfu+tinylfu, arc+tinylfu behind
+    /// W-TinyLFU admission). Default: all.
     #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
     policies: Option<Vec<PolicyKind>>,
+    /// The synthetic id stream: zipf (stationary), scan (Zipf with 20 % of the ids a scan of the
+    /// whole table) or drift (Zipf whose hot set moves every eighth of the stream).
+    #[arg(long, default_value = "zipf", value_parser = ["zipf", "scan", "drift"])]
+    stream: String,
+    /// Replay a trace of real lookups instead: one id a line, or a 1-D .npy of ids
+    /// (scripts/make_trace.py makes one). Its first half warms the caches; --warmup and --batches
+    /// do not apply. Every id must be below --rows.
+    #[arg(long, conflicts_with = "stream")]
+    trace: Option<std::path::PathBuf>,
     /// No GPU: hit rates and upload volumes from the host-side bookkeeping alone.
     #[arg(long)]
     cpu: bool,
@@ -46,7 +56,7 @@ pub struct CacheBenchArgs {
 }
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
-    PolicyKind::from_name(s).ok_or_else(|| format!("unknown policy {s:?} (lru, lfu, arc)"))
+    PolicyKind::from_name(s).ok_or_else(|| format!("unknown policy {s:?} ({})", PolicyKind::ALL.map(|k| k.name()).join(", ")))
 }
 
 pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
@@ -72,6 +82,17 @@ pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
             }
         }
     };
+    let n = (a.warmup + a.batches) * a.batch;
+    let stream = match (&a.trace, a.stream.as_str()) {
+        (Some(path), _) => {
+            let bytes = std::fs::read(path).map_err(|e| Failure::new(exit::USAGE, format!("{}: {e}", path.display())))?;
+            let ids = edo::cache::parse_trace(&bytes, Some(a.rows)).map_err(|e| Failure::new(exit::USAGE, format!("{}: {e}", path.display())))?;
+            Stream::Trace(path.display().to_string(), ids)
+        }
+        (None, "scan") => Stream::Scan(0.2),
+        (None, "drift") => Stream::Drift(n.div_ceil(8)),
+        (None, _) => Stream::Zipf,
+    };
     let config = CacheBenchConfig {
         rows: a.rows,
         dim: a.dim,
@@ -82,6 +103,7 @@ pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
         batches: a.batches,
         fractions: a.fractions,
         policies: a.policies.unwrap_or_else(|| PolicyKind::ALL.to_vec()),
+        stream,
     };
     let quiet = a.json;
     let b = bench::run(&config, engine.as_ref(), |step| {
@@ -103,12 +125,12 @@ pub fn cache_bench(a: CacheBenchArgs) -> Result<(), Failure> {
 fn print(b: &bench::CacheBench) {
     println!();
     println!(
-        "edo bench cache — {} × {} {} table ({}), Zipf({}) ids, batches of {}: {} warm-up, {} timed",
+        "edo bench cache — {} × {} {} table ({}), {}, batches of {}: {} warm-up, {} timed",
         b.rows,
         b.dim,
         b.format,
         human_bytes(b.table_bytes),
-        b.zipf,
+        b.stream,
         b.batch,
         b.warmup_batches,
         b.batches
@@ -119,21 +141,22 @@ fn print(b: &bench::CacheBench) {
     }
     println!();
     println!(
-        "{:<16} {:>10} {:>11} {:>9} {:>10} {:>13} {:>12} {:>12}",
-        "policy", "cache", "bytes", "hit rate", "optimum", "uploaded/id", "M lookups/s", "vs resident"
+        "{:<24} {:>7} {:>11} {:>9} {:>8} {:>8} {:>13} {:>12} {:>12}",
+        "policy", "cache", "bytes", "hit rate", "optimum", "belady", "uploaded/id", "M lookups/s", "vs resident"
     );
     for r in &b.runs {
         let name = if r.prefetch { format!("{} + prefetch", r.policy) } else { r.policy.clone() };
-        let optimum = b.static_optimum.iter().find(|(f, _)| *f == r.fraction).map(|(_, o)| *o).unwrap_or(f64::NAN);
+        let of = |v: &[(f64, f64)]| v.iter().find(|(f, _)| *f == r.fraction).map_or("—".to_string(), |(_, o)| format!("{o:.4}"));
         let rate = r.lookups_per_second.map(|l| format!("{:.2}", l / 1e6)).unwrap_or_else(|| "—".into());
         let ratio = r.ratio_to_resident.map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
         println!(
-            "{:<16} {:>9.0}% {:>11} {:>9.4} {:>10.4} {:>11.1} B {:>12} {:>12}",
+            "{:<24} {:>6.0}% {:>11} {:>9.4} {:>8} {:>8} {:>11.1} B {:>12} {:>12}",
             name,
             100.0 * r.fraction,
             human_bytes(r.cache_bytes),
             r.hit_rate,
-            optimum,
+            of(&b.static_optimum),
+            of(&b.belady),
             r.bytes_uploaded_per_lookup,
             rate,
             ratio
@@ -141,7 +164,8 @@ fn print(b: &bench::CacheBench) {
     }
     println!();
     println!("hit rate: lookups served from the cache after the warm-up (a repeat within a batch is a hit). optimum: the");
-    println!("expected hit rate of a cache that always holds the most probable rows, the best any policy can do on this stream.");
+    println!("expected hit rate of a cache that always holds the most probable rows, the best any policy can do on a stationary");
+    println!("Zipf stream. belady: the offline bound on these very ids (it knows the future; no online policy reaches it).");
     println!("uploaded/id: packed bytes sent to the GPU per looked-up id. Lookup rates include the host-side mapping,");
     println!("reading rows, the upload and the gather, and wait for the GPU after each batch; each cached batch is timed right");
     println!("after the resident table's gather of the same batch, and \"vs resident\" is the ratio of the two sums.");

@@ -263,8 +263,8 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
     assert_eq!(optimum.len(), 2);
     if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
         assert_eq!(r["equals_resident"], true);
-        // Three policies and LFU with prefetch, at each of two cache sizes.
-        assert_eq!(runs.len(), 8);
+        // Every policy and LFU with prefetch, at each of two cache sizes.
+        assert_eq!(runs.len(), 2 * (edo::cache::PolicyKind::ALL.len() + 1));
         assert!(runs.iter().all(|run| run["ratio_to_resident"].as_f64().unwrap() > 0.0));
     }
     let text = ok(&["bench", "cache", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--policies", "lru,arc"]);
@@ -273,6 +273,28 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
     }
     let bad = edo(&["bench", "cache", "--fractions", "0"]);
     assert_eq!(bad.status.code(), Some(2));
+
+    // Issue 35: the other streams and a trace, with Belady's bound beside every policy.
+    let text = ok(&["bench", "cache", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--stream", "scan"]);
+    assert!(text.contains("of them a scan") && text.contains("belady") && text.contains("lfu+tinylfu"), "{text}");
+    let dir = Scratch::new("cache-trace");
+    let trace = dir.path("trace.txt");
+    let ids: Vec<String> = edo::synth::zipf_ids(20_000, 3000, 1.1, 5).iter().map(|i| i.to_string()).collect();
+    std::fs::write(&trace, format!("# a trace\n{}\n", ids.join("\n"))).unwrap();
+    let out = ok(&["bench", "cache", "--rows", "3000", "--cpu", "--trace", trace.to_str().unwrap(), "--batch", "500", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((r["warmup_batches"].as_u64(), r["batches"].as_u64()), (Some(20), Some(20)), "the trace's halves");
+    let bound = r["belady"][0][1].as_f64().unwrap();
+    for run in r["runs"].as_array().unwrap() {
+        let hit = run["hit_rate"].as_f64().unwrap();
+        assert!(hit > 0.3 && hit <= bound, "{run} against Belady's {bound}");
+    }
+    for (bytes, needle) in [("1\n2\nx\n", "line 3"), ("", "no ids"), ("1\n3000\n", "out of range")] {
+        std::fs::write(&trace, bytes).unwrap();
+        let bad = edo(&["bench", "cache", "--rows", "3000", "--cpu", "--trace", trace.to_str().unwrap()]);
+        assert_eq!(bad.status.code(), Some(2), "{needle}");
+        assert!(String::from_utf8_lossy(&bad.stderr).contains(needle), "{needle}: {}", String::from_utf8_lossy(&bad.stderr));
+    }
 }
 
 #[test]

@@ -1,12 +1,13 @@
-//! The cache benchmark: a table several times larger than the cache under a Zipf id stream —
-//! hit rate per policy, lookups/s against the fully resident table in the same run, and bytes
-//! uploaded per lookup.
+//! The cache benchmark: a table several times larger than the cache under an id stream — Zipf,
+//! Zipf with a scan mixed in, Zipf whose hot set moves, or a trace of real lookups — hit rate per
+//! policy beside Belady's offline bound, lookups/s against the fully resident table in the same
+//! run, and bytes uploaded per lookup.
 
 use std::time::Instant;
 
 use serde::Serialize;
 
-use edo::cache::{simulate, PolicyKind};
+use edo::cache::{belady, simulate, PolicyKind};
 use edo::GpuLookup;
 use edo::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
@@ -31,6 +32,34 @@ pub struct CacheBenchConfig {
     pub fractions: Vec<f64>,
     /// Replacement policies to compare.
     pub policies: Vec<PolicyKind>,
+    /// The id stream.
+    pub stream: Stream,
+}
+
+/// The id stream of the cache benchmark.
+#[derive(Clone, Debug)]
+pub enum Stream {
+    /// Zipf ids ([`edo::synth::zipf_ids`]).
+    Zipf,
+    /// Zipf ids with a share of them a scan of the whole table ([`edo::synth::scan_mixed_zipf_ids`]).
+    Scan(f64),
+    /// Zipf ids whose hot set moves every so many ids ([`edo::synth::drifting_zipf_ids`]).
+    Drift(usize),
+    /// A trace of real lookups (its name, its ids), replayed whole: its first half warms the
+    /// caches, the rest is timed.
+    Trace(String, Vec<u32>),
+}
+
+impl Stream {
+    /// How the stream is named in reports.
+    pub fn describe(&self, zipf: f64) -> String {
+        match self {
+            Stream::Zipf => format!("Zipf({zipf}) ids"),
+            Stream::Scan(share) => format!("Zipf({zipf}) ids, {:.0} % of them a scan of the table", 100.0 * share),
+            Stream::Drift(period) => format!("Zipf({zipf}) ids whose hot set moves every {period} ids"),
+            Stream::Trace(name, ids) => format!("the trace {name} ({} ids)", ids.len()),
+        }
+    }
 }
 
 impl Default for CacheBenchConfig {
@@ -45,6 +74,7 @@ impl Default for CacheBenchConfig {
             batches: 250,
             fractions: vec![0.25, 0.10],
             policies: PolicyKind::ALL.to_vec(),
+            stream: Stream::Zipf,
         }
     }
 }
@@ -89,6 +119,8 @@ pub struct CacheBench {
     pub format: String,
     /// Zipf exponent of the id stream.
     pub zipf: f64,
+    /// The id stream, in words.
+    pub stream: String,
     /// Ids per batch.
     pub batch: usize,
     /// Batches that warmed the caches first.
@@ -104,8 +136,11 @@ pub struct CacheBench {
     /// Whether every cached lookup's last batch equals the resident table's, bit for bit.
     pub equals_resident: Option<bool>,
     /// Per fraction: the expected hit rate of a static cache of the most probable rows, the
-    /// best a cache can do on an independent Zipf stream.
+    /// best a cache can do on an independent Zipf stream (a stationary Zipf stream only).
     pub static_optimum: Vec<(f64, f64)>,
+    /// Per fraction: Belady's offline bound on the timed ids of this very stream (it knows the
+    /// future: no online policy reaches it).
+    pub belady: Vec<(f64, f64)>,
     /// One run per policy, cache size and prefetch setting.
     pub runs: Vec<CacheRun>,
 }
@@ -120,31 +155,58 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
     let data = edo::synth::embedding_table(rows, dim, 1);
     let table = PackedTable::quantize(config.format, &data, rows, dim)?;
     drop(data);
-    let warm = config.warmup_batches * config.batch;
-    let ids = edo::synth::zipf_ids(warm + config.batches * config.batch, rows, config.zipf, 2);
+    let n = (config.warmup_batches + config.batches) * config.batch;
+    let ids = match &config.stream {
+        Stream::Zipf => edo::synth::zipf_ids(n, rows, config.zipf, 2),
+        Stream::Scan(share) => edo::synth::scan_mixed_zipf_ids(n, rows, config.zipf, *share, 2),
+        Stream::Drift(period) => edo::synth::drifting_zipf_ids(n, rows, config.zipf, *period, 2),
+        Stream::Trace(_, ids) => {
+            if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= rows) {
+                return Err(Error::IdOutOfRange { index, id, rows });
+            }
+            ids.clone()
+        }
+    };
     let batches: Vec<&[u32]> = ids.chunks(config.batch).collect();
-    let timed_batches = &batches[config.warmup_batches..];
+    // A trace is replayed whole: its first half of batches warms, the rest is timed.
+    let warmup_batches = match config.stream {
+        Stream::Trace(..) => batches.len() / 2,
+        _ => config.warmup_batches,
+    };
+    if warmup_batches >= batches.len() {
+        return Err(Error::Unsupported(edo::Unsupported::CacheBenchmarkShape));
+    }
+    let warm = (warmup_batches * config.batch).min(ids.len());
+    let timed_batches = &batches[warmup_batches..];
 
     let timed_ids = (ids.len() - warm) as f64;
     // A static cache of the most probable rows: the best expected hit rate on an independent
     // Zipf stream (a finite stream's own most frequent rows would overfit it).
-    let weights: Vec<f64> = (1..=rows).map(|k| (k as f64).powf(-config.zipf)).collect();
-    let total: f64 = weights.iter().sum();
-    let static_optimum = config.fractions.iter().map(|&f| (f, weights[..capacity_of(f, rows)].iter().sum::<f64>() / total)).collect();
+    let static_optimum = if matches!(config.stream, Stream::Zipf) {
+        let weights: Vec<f64> = (1..=rows).map(|k| (k as f64).powf(-config.zipf)).collect();
+        let total: f64 = weights.iter().sum();
+        config.fractions.iter().map(|&f| (f, weights[..capacity_of(f, rows)].iter().sum::<f64>() / total)).collect()
+    } else {
+        Vec::new()
+    };
+    progress("Belady's offline bound");
+    let belady = config.fractions.iter().map(|&f| (f, belady(&ids, capacity_of(f, rows), warm).hit_rate())).collect();
 
     let mut bench = CacheBench {
         rows,
         dim,
         format: config.format.name().to_string(),
         zipf: config.zipf,
+        stream: config.stream.describe(config.zipf),
         batch: config.batch,
-        warmup_batches: config.warmup_batches,
-        batches: config.batches,
+        warmup_batches,
+        batches: timed_batches.len(),
         table_bytes: table.bytes(),
         adapter: engine.map(|e| e.adapter().to_string()),
         resident_lookups_per_second: None,
         equals_resident: None,
         static_optimum,
+        belady,
         runs: Vec::new(),
     };
 
@@ -176,7 +238,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
     let resident = edo::block_on(GpuTable::upload(engine, &table))?;
     let last = *timed_batches.last().expect("batches ≥ 1");
     let want = edo::block_on(resident.gather(last, Bounds::Error))?.read_blocking()?;
-    for b in &batches[..config.warmup_batches.min(3)] {
+    for b in &batches[..warmup_batches.min(3)] {
         edo::block_on(resident.gather(b, Bounds::Error))?;
     }
     engine.wait_idle()?;
@@ -194,7 +256,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         for (policy, prefetch) in variants {
             progress(&format!("{policy}{} at {:.0} % of the rows", if prefetch { " + prefetch" } else { "" }, 100.0 * fraction));
             let cache = edo::block_on(GpuCache::new(engine, &table, capacity, policy.build()))?;
-            for b in &batches[..config.warmup_batches] {
+            for b in &batches[..warmup_batches] {
                 edo::block_on(cache.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
             }
