@@ -12,11 +12,13 @@
 //! while the part that reads it is being assembled.
 
 mod admission;
+mod kind;
 mod policy;
 mod trace;
 
 pub use admission::{FrequencySketch, TinyLfu};
-pub use policy::{Adaptive, Lfu, Lru, Policy, PolicyKind};
+pub use kind::PolicyKind;
+pub use policy::{Adaptive, Lfu, Lru, Policy};
 pub use trace::parse_trace;
 
 use rustc_hash::FxHashMap;

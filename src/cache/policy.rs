@@ -5,12 +5,10 @@
 //! and ARC and O(log capacity) amortised for LFU, with no allocation per lookup.
 
 use rustc_hash::FxHashMap;
-
-use super::TinyLfu;
 use std::collections::BTreeSet;
 
 /// Decides which row a cache evicts. One trait serves the built-in policies ([`Lru`], [`Lfu`],
-/// [`Adaptive`], ARC; [`TinyLfu`] admission in front of any of them) and any a caller writes.
+/// [`Adaptive`], ARC; [`super::TinyLfu`] admission in front of any of them) and any a caller writes.
 ///
 /// The cache calls [`Policy::hit`] for every looked-up id whose row is cached and
 /// [`Policy::admit`] for every one whose row is not; the policy answers with the slot the row
@@ -38,69 +36,11 @@ pub trait Policy: Send {
     fn resize(&mut self, capacity: usize);
     /// The occupied, unpinned slot that `admit(row, None, pinned)` would evict now, or `None`
     /// when there is none or the policy cannot tell. It may tidy the policy's own bookkeeping but
-    /// changes no decision. An admission filter ([`TinyLfu`]) asks it, to weigh the row it would
-    /// evict against the one that would come in; without an answer the filter admits every row.
+    /// changes no decision. An admission filter ([`super::TinyLfu`]) asks it, to weigh the row it would
+    /// evict against the one that would come in.
     fn victim(&mut self, row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
         let _ = (row, pinned);
         None
-    }
-}
-
-/// The built-in policies, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PolicyKind {
-    /// Least recently used.
-    Lru,
-    /// Least frequently used, with a bounded, aged history of counts that survives eviction.
-    Lfu,
-    /// Adaptive Replacement Cache (Megiddo & Modha, FAST 2003).
-    Arc,
-    /// LRU behind W-TinyLFU admission ([`TinyLfu`]): Caffeine's design, with an LRU main part.
-    LruTinyLfu,
-    /// LFU behind W-TinyLFU admission.
-    LfuTinyLfu,
-    /// ARC behind W-TinyLFU admission.
-    ArcTinyLfu,
-}
-
-impl PolicyKind {
-    /// Every policy edo has.
-    pub const ALL: [PolicyKind; 6] =
-        [PolicyKind::Lru, PolicyKind::Lfu, PolicyKind::Arc, PolicyKind::LruTinyLfu, PolicyKind::LfuTinyLfu, PolicyKind::ArcTinyLfu];
-
-    /// The policy's name ("lru", "lfu", "arc", and "lru+tinylfu" … behind admission).
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Lru => "lru",
-            PolicyKind::Lfu => "lfu",
-            PolicyKind::Arc => "arc",
-            PolicyKind::LruTinyLfu => "lru+tinylfu",
-            PolicyKind::LfuTinyLfu => "lfu+tinylfu",
-            PolicyKind::ArcTinyLfu => "arc+tinylfu",
-        }
-    }
-
-    /// Parses [`PolicyKind::name`].
-    pub fn from_name(name: &str) -> Option<PolicyKind> {
-        PolicyKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name))
-    }
-
-    /// A fresh policy of this kind.
-    pub fn build(self) -> Box<dyn Policy> {
-        match self {
-            PolicyKind::Lru => Box::new(Lru::default()),
-            PolicyKind::Lfu => Box::new(Lfu::default()),
-            PolicyKind::Arc => Box::new(Adaptive::default()),
-            PolicyKind::LruTinyLfu => Box::new(TinyLfu::new(PolicyKind::Lru.build())),
-            PolicyKind::LfuTinyLfu => Box::new(TinyLfu::new(PolicyKind::Lfu.build())),
-            PolicyKind::ArcTinyLfu => Box::new(TinyLfu::new(PolicyKind::Arc.build())),
-        }
-    }
-}
-
-impl std::fmt::Display for PolicyKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
