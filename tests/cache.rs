@@ -335,3 +335,45 @@ fn traces_parse_from_text_and_npy_and_refuse_bad_ones() {
     assert!(matches!(parse_trace(&square, None), Err(Error::BadFile { .. })));
     assert!(matches!(parse_trace(&[0xff, 0xfe, 0x00], None), Err(Error::BadFile { .. })));
 }
+
+/// Every policy (admission among them) under lookups, invalidations and resizes in random order:
+/// every part reads the rows it asks for, and the map's entries are what the slots hold.
+#[test]
+fn every_policy_survives_invalidation_and_resizing_mixed_with_lookups() {
+    for kind in PolicyKind::ALL {
+        let mut rng = synth::Rng::new(35);
+        let mut capacity = 50usize;
+        let mut map = SlotMap::new(capacity, 4, kind.build()).unwrap();
+        let mut state: Vec<Option<u32>> = vec![None; capacity];
+        let mut slots = Vec::new();
+        for step in 0..400u64 {
+            match rng.below(10) {
+                0 => {
+                    capacity = 1 + rng.below(120) as usize;
+                    map.resize(capacity).unwrap();
+                    state.resize(capacity, None);
+                }
+                1 | 2 => {
+                    let victims: Vec<u32> = (0..rng.below(8)).map(|_| rng.below(capacity as u32)).collect();
+                    map.invalidate(victims.iter().copied());
+                    for v in victims {
+                        state[v as usize] = None;
+                    }
+                }
+                _ => {
+                    let ids = synth::zipf_ids(1 + rng.below(200) as usize, 400, 1.0, step);
+                    let rows = some(&ids);
+                    let parts = map.lookup(&rows, &mut slots);
+                    check_plan(capacity, &rows, &slots, &parts, &mut state);
+                }
+            }
+            assert!(map.len() <= capacity, "{kind} step {step}");
+            for (row, slot) in map.entries() {
+                assert_eq!(state[slot as usize], Some(row), "{kind} step {step}");
+                assert_eq!(map.slot(row), Some(slot), "{kind} step {step}");
+            }
+        }
+        let s = map.stats();
+        assert_eq!(s.hits + s.misses, s.lookups, "{kind}");
+    }
+}
