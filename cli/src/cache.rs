@@ -177,6 +177,23 @@ fn print(b: &bench::CacheBench) {
             100.0 * r.staged_share_of_misses
         );
     }
+    if b.runs.iter().any(|r| r.batch_p50_s.is_some()) {
+        println!();
+        println!("time per batch of {} ids, median / 99th percentile (the resident table's, timed beside each):", b.batch);
+        let ms = |s: Option<f64>| s.map_or("—".to_string(), |s| format!("{:.2}", s * 1e3));
+        for r in &b.runs {
+            let name = if r.prefetch { format!("{} + prefetch", r.policy) } else { r.policy.clone() };
+            println!(
+                "  {:<24} {:>4.0} %   cached {:>8} / {:>8} ms   resident {:>8} / {:>8} ms",
+                name,
+                100.0 * r.fraction,
+                ms(r.batch_p50_s),
+                ms(r.batch_p99_s),
+                ms(r.resident_batch_p50_s),
+                ms(r.resident_batch_p99_s)
+            );
+        }
+    }
     if let Some(eq) = b.equals_resident {
         println!("every cache's last batch equals the resident table's, bit for bit: {}", if eq { "yes" } else { "NO" });
     }

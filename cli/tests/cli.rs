@@ -266,6 +266,11 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
         // Every policy and LFU with prefetch, at each of two cache sizes.
         assert_eq!(runs.len(), 2 * (edo::cache::PolicyKind::ALL.len() + 1));
         assert!(runs.iter().all(|run| run["ratio_to_resident"].as_f64().unwrap() > 0.0));
+        for run in runs {
+            let (p50, p99) = (run["batch_p50_s"].as_f64().unwrap(), run["batch_p99_s"].as_f64().unwrap());
+            assert!(p50 > 0.0 && p99 >= p50, "{run}");
+            assert!(run["resident_batch_p99_s"].as_f64().unwrap() >= run["resident_batch_p50_s"].as_f64().unwrap(), "{run}");
+        }
     }
     let text = ok(&["bench", "cache", "--rows", "5000", "--warmup", "10", "--batches", "3", "--cpu", "--policies", "lru,arc"]);
     for needle in ["no GPU", "lru", "arc", "optimum", "uploaded/id"] {

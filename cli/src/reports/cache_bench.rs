@@ -106,6 +106,22 @@ pub struct CacheRun {
     /// `lookups_per_second` over the fully resident table's on the same batches, each cached
     /// batch timed right after the resident table's gather of it.
     pub ratio_to_resident: Option<f64>,
+    /// Median time of a cached batch (host bookkeeping, reads, upload and gather, waited for),
+    /// in seconds.
+    pub batch_p50_s: Option<f64>,
+    /// 99th percentile of a cached batch's time, in seconds.
+    pub batch_p99_s: Option<f64>,
+    /// Median time of the resident table's gather of the same batches, in seconds.
+    pub resident_batch_p50_s: Option<f64>,
+    /// 99th percentile of the resident table's, in seconds.
+    pub resident_batch_p99_s: Option<f64>,
+}
+
+/// The `q` quantile (0..=1) of `times`, by rank.
+fn quantile(times: &[f64], q: f64) -> Option<f64> {
+    let mut t = times.to_vec();
+    t.sort_by(f64::total_cmp);
+    t.get(((q * t.len() as f64).ceil() as usize).clamp(1, t.len().max(1)) - 1).copied()
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -228,6 +244,10 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                     staged_share_of_misses: 0.0,
                     lookups_per_second: None,
                     ratio_to_resident: None,
+                    batch_p50_s: None,
+                    batch_p99_s: None,
+                    resident_batch_p50_s: None,
+                    resident_batch_p99_s: None,
                 });
             }
         }
@@ -262,11 +282,13 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
             }
             cache.reset_stats();
             let (mut cached_s, mut resident_s) = (0.0, 0.0);
+            let (mut cached_each, mut resident_each) = (Vec::new(), Vec::new());
             let mut last_out = None;
             for (i, b) in timed_batches.iter().enumerate() {
                 let t = Instant::now();
                 edo::block_on(resident.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
+                resident_each.push(t.elapsed().as_secs_f64());
                 resident_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let out = edo::block_on(cache.gather(b, Bounds::Error))?;
@@ -276,6 +298,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                     }
                 }
                 engine.wait_idle()?;
+                cached_each.push(t.elapsed().as_secs_f64());
                 cached_s += t.elapsed().as_secs_f64();
                 if i + 1 == timed_batches.len() {
                     last_out = Some(out);
@@ -297,6 +320,10 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 staged_share_of_misses: s.served_from_staging as f64 / s.misses.max(1) as f64,
                 lookups_per_second: Some(timed_ids / cached_s),
                 ratio_to_resident: Some(resident_s / cached_s),
+                batch_p50_s: quantile(&cached_each, 0.5),
+                batch_p99_s: quantile(&cached_each, 0.99),
+                resident_batch_p50_s: quantile(&resident_each, 0.5),
+                resident_batch_p99_s: quantile(&resident_each, 0.99),
             });
         }
     }
