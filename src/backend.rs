@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::RowSource;
+use crate::cache::{CacheSpec, CacheStats, HostCache, RowSource};
 use crate::gpu::Reupload;
 use crate::model::StaticModel;
 use crate::request::{AsyncLookup, HostRows, Request};
@@ -102,45 +102,72 @@ impl Backend {
     {
         match self {
             Backend::Gpu(r) => Ok(Placed::Gpu(r.upload(host).await?)),
-            Backend::Cpu { .. } => {
-                T::check_host(&host)?;
-                Ok(Placed::Cpu(Arc::new(host)))
-            }
+            Backend::Cpu { .. } => Ok(Placed::Cpu(Arc::new(T::place_cpu(host)?))),
         }
     }
 }
 
 /// What [`Backend::place`] accepts: a GPU form that can be made again from its host copy, and
-/// the checks its upload makes that the CPU path must make too.
+/// its form on the CPU path — the host copy itself, or for a cache a [`HostCache`] over it.
 pub trait Placeable: Reupload + WasmNotSendSync + 'static {
-    /// Refuses a host copy the GPU form would refuse for what it is (not for the device's
-    /// limits): binary codes of another format, say.
-    fn check_host(_host: &Self::Host) -> Result<(), Error> {
-        Ok(())
+    /// What the CPU path keeps and looks up in.
+    type Cpu: WasmNotSendSync;
+    /// The CPU path's form of `host`, refusing a host copy the GPU form would refuse for what
+    /// it is (not for the device's limits): binary codes of another format, say.
+    fn place_cpu(host: Self::Host) -> Result<Self::Cpu, Error>;
+    /// The host copy inside the CPU path's form.
+    fn cpu_host(cpu: &Self::Cpu) -> &Self::Host;
+}
+
+/// Tables and models: the CPU path looks up in the host copy itself.
+macro_rules! placed_as_is {
+    ($($t:ty),*) => {$(
+        impl Placeable for $t {
+            type Cpu = <$t as Reupload>::Host;
+            fn place_cpu(host: Self::Host) -> Result<Self::Cpu, Error> {
+                Ok(host)
+            }
+            fn cpu_host(cpu: &Self::Cpu) -> &Self::Host {
+                cpu
+            }
+        }
+    )*};
+}
+placed_as_is!(GpuTable, crate::AnyGpuTable, GpuStaticModel, crate::GpuHashedTables);
+
+impl Placeable for GpuCodes {
+    type Cpu = PackedTable;
+    fn place_cpu(host: PackedTable) -> Result<PackedTable, Error> {
+        crate::search::check_corpus(host.format(), host.dim())?;
+        Ok(host)
+    }
+    fn cpu_host(cpu: &PackedTable) -> &PackedTable {
+        cpu
     }
 }
 
-impl Placeable for GpuTable {}
-impl Placeable for crate::AnyGpuTable {}
-impl Placeable for GpuStaticModel {}
-impl Placeable for crate::GpuHashedTables {}
-impl Placeable for GpuCodes {
-    fn check_host(host: &PackedTable) -> Result<(), Error> {
-        crate::search::check_corpus(host.format(), host.dim())
+/// A cache placed on the CPU path is a cache there too: the same policy and capacity, its rows in
+/// host memory.
+impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placeable for GpuCache<S> {
+    type Cpu = HostCache<S>;
+    fn place_cpu(host: CacheSpec<S>) -> Result<HostCache<S>, Error> {
+        HostCache::new(host)
+    }
+    fn cpu_host(cpu: &HostCache<S>) -> &CacheSpec<S> {
+        cpu.spec()
     }
 }
-impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placeable for GpuCache<S> {}
 
 /// A table, cache, codes or model placed on a [`Backend`]: on the GPU (recovering from device
 /// loss), or its host copy on the CPU path. Cheap to clone.
-pub enum Placed<T: Reupload> {
+pub enum Placed<T: Placeable> {
     /// On the GPU.
     Gpu(Recoverable<T>),
-    /// On the CPU path.
-    Cpu(Arc<T::Host>),
+    /// On the CPU path: the host copy, or for a cache a [`HostCache`] over it.
+    Cpu(Arc<T::Cpu>),
 }
 
-impl<T: Reupload> Clone for Placed<T> {
+impl<T: Placeable> Clone for Placed<T> {
     fn clone(&self) -> Self {
         match self {
             Placed::Gpu(g) => Placed::Gpu(g.clone()),
@@ -149,7 +176,7 @@ impl<T: Reupload> Clone for Placed<T> {
     }
 }
 
-impl<T: Reupload + WasmNotSendSync> Placed<T>
+impl<T: Placeable> Placed<T>
 where
     T::Host: WasmNotSendSync,
 {
@@ -165,12 +192,12 @@ where
     pub fn host(&self) -> &T::Host {
         match self {
             Placed::Gpu(g) => g.host(),
-            Placed::Cpu(h) => h,
+            Placed::Cpu(h) => T::cpu_host(h),
         }
     }
 }
 
-impl<T: Reupload + GpuLookup + WasmNotSendSync> AsyncLookup for Placed<T>
+impl<T: Placeable + GpuLookup> AsyncLookup for Placed<T>
 where
     T::Host: Lookup + WasmNotSendSync,
 {
@@ -184,27 +211,52 @@ where
     async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
         match self {
             Placed::Gpu(g) => g.lookup(request).await,
-            Placed::Cpu(h) => Lookup::lookup(&**h, request),
+            Placed::Cpu(h) => Lookup::lookup(T::cpu_host(h), request),
         }
     }
 }
 
-impl<S: RowSource + Clone + WasmNotSendSync> Placed<GpuCache<S>> {
-    /// Decoded rows of `ids`: through the cache on a GPU (loading the rows it misses), straight
-    /// from the source on the CPU path.
+impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placed<GpuCache<S>> {
+    /// Decoded rows of `ids` through the cache: on a GPU its slots there, on the CPU path a
+    /// [`HostCache`] (loading the rows it misses from the source either way).
     pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
         match self {
             Placed::Gpu(c) => c.gather(ids, bounds).await,
-            Placed::Cpu(spec) => crate::cache::gather_rows(&spec.source, ids, bounds).await,
+            Placed::Cpu(c) => c.gather(ids, bounds).await,
         }
     }
 
     /// Stages the rows of the next batch ([`GpuCache::prefetch`]); how many. Nothing on the CPU
-    /// path.
+    /// path (its misses are read when looked up).
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
         match self {
             Placed::Gpu(c) => c.run(async |c| c.prefetch(ids).await).await,
             Placed::Cpu(_) => Ok(0),
+        }
+    }
+
+    /// Hits, misses and evictions of the cache on either backend (a GPU cache being rebuilt
+    /// after a device loss has none yet: all zero).
+    pub fn stats(&self) -> CacheStats {
+        match self {
+            Placed::Gpu(c) => c.latest().map(|c| c.stats()).unwrap_or_default(),
+            Placed::Cpu(c) => c.stats(),
+        }
+    }
+
+    /// Zeroes the counters of [`Placed::stats`].
+    pub fn reset_stats(&self) {
+        match self {
+            Placed::Gpu(c) => c.latest().iter().for_each(|c| c.reset_stats()),
+            Placed::Cpu(c) => c.reset_stats(),
+        }
+    }
+
+    /// Rows the cache holds now, and at most now (0, 0 for a GPU cache being rebuilt).
+    pub fn occupancy(&self) -> (usize, usize) {
+        match self {
+            Placed::Gpu(c) => c.latest().map_or((0, 0), |c| (c.cached_rows(), c.capacity())),
+            Placed::Cpu(c) => (c.cached_rows(), c.capacity()),
         }
     }
 }

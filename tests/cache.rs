@@ -377,3 +377,204 @@ fn every_policy_survives_invalidation_and_resizing_mixed_with_lookups() {
         assert_eq!(s.hits + s.misses, s.lookups, "{kind}");
     }
 }
+
+/// The CPU path's cache returns exactly the resident table's rows, and counts hits, misses and
+/// evictions exactly as the slot map does on the same batches (batches larger than the cache,
+/// duplicates, zero rows and clamped ids among them), for every policy and several formats.
+#[test]
+fn host_cache_returns_resident_rows_and_counts_as_the_slot_map() {
+    use edo::cache::{CacheSpec, HostCache};
+    use edo::{block_on, Bounds, Format, PackedTable};
+    let (rows, dim) = (2000, 24);
+    let data = synth::embedding_table(rows, dim, 3);
+    for (k, format) in [Format::Int8, Format::F16, Format::Int4, Format::Q4K, Format::Binary].into_iter().enumerate() {
+        let dim = if format == Format::Q4K { 256 } else { dim };
+        let data: Vec<f32> = if dim == 24 { data.clone() } else { synth::embedding_table(rows, dim, 4) };
+        let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        for policy in PolicyKind::ALL {
+            let cache = HostCache::new(CacheSpec { source: &table, capacity: 60, policy }).unwrap();
+            let mut map = SlotMap::new(60, 0, policy.build()).unwrap().for_rows(rows);
+            let ids = synth::zipf_ids(3000, rows, 1.05, 11 + k as u64);
+            let mut slots = Vec::new();
+            for (b, batch) in ids.chunks(250).enumerate() {
+                let mut batch = batch.to_vec();
+                let at = b % batch.len();
+                batch[at] = rows as u32 + b as u32; // past the table
+                let bounds = if b % 2 == 0 { Bounds::Zero } else { Bounds::Clamp };
+                let got = block_on(cache.gather(&batch, bounds)).unwrap();
+                assert_eq!(got, edo::cpu::gather(&table, &batch, bounds).unwrap(), "{format} {policy:?} batch {b}");
+                let resolved: Vec<Option<u32>> = batch.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
+                map.lookup(&resolved, &mut slots);
+            }
+            let (host, want) = (cache.stats(), map.stats());
+            assert_eq!(
+                (host.lookups, host.hits, host.misses, host.evictions, host.parts),
+                (want.lookups, want.hits, want.misses, want.evictions, want.parts),
+                "{format} {policy:?}"
+            );
+            assert!(host.parts > host.batches, "{format} {policy:?}: some batches ran in several parts");
+            assert_eq!(host.shared_reads, 0);
+            assert_eq!(cache.cached_rows(), 60);
+            assert!(cache.bytes() <= 60 * format.row_bytes(dim) as u64);
+            // Out of range under Bounds::Error: refused, nothing counted.
+            let before = cache.stats();
+            assert!(matches!(block_on(cache.gather(&[1, rows as u32], Bounds::Error)), Err(edo::Error::IdOutOfRange { index: 1, .. })));
+            assert_eq!(cache.stats(), before);
+        }
+    }
+}
+
+/// A source that reads rows only while its gate is open (until then its reads wait, like a slow
+/// network), counting the rows it reads and failing on demand.
+#[derive(Clone)]
+struct Gated {
+    table: std::sync::Arc<edo::PackedTable>,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    wakers: std::sync::Arc<std::sync::Mutex<Vec<std::task::Waker>>>,
+    reads: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+impl Gated {
+    fn new(table: edo::PackedTable) -> Gated {
+        Gated { table: std::sync::Arc::new(table), open: Default::default(), fail: Default::default(), wakers: Default::default(), reads: Default::default() }
+    }
+    fn set_open(&self, open: bool) {
+        self.open.store(open, std::sync::atomic::Ordering::SeqCst);
+        if open {
+            self.wakers.lock().unwrap().drain(..).for_each(|w| w.wake());
+        }
+    }
+    fn rows_read(&self) -> usize {
+        self.reads.lock().unwrap().len()
+    }
+}
+
+impl edo::cache::RowSource for Gated {
+    fn format(&self) -> edo::Format {
+        self.table.format()
+    }
+    fn rows(&self) -> usize {
+        self.table.rows()
+    }
+    fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), edo::Error> {
+        std::future::poll_fn(|cx| {
+            let mut wakers = self.wakers.lock().unwrap();
+            if self.open.load(std::sync::atomic::Ordering::SeqCst) {
+                return std::task::Poll::Ready(());
+            }
+            wakers.push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await;
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(edo::Error::Remote { location: "gated".into(), message: "refused".into() });
+        }
+        self.reads.lock().unwrap().extend_from_slice(rows);
+        for &r in rows {
+            out.extend_from_slice(self.table.row(r as usize));
+        }
+        Ok(())
+    }
+}
+
+/// Two lookups at once on two threads: the second takes the rows the first is reading from that
+/// read, and nothing is read twice; a failed read fails both and leaves no row cached; a lookup
+/// dropped while reading leaves the cache as if it had not run.
+#[test]
+fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
+    use edo::cache::{CacheSpec, HostCache};
+    use edo::{block_on, Bounds, Format, PackedTable};
+    use std::time::{Duration, Instant};
+    let (rows, dim) = (5000, 16);
+    let table = PackedTable::quantize(Format::Int8, &synth::embedding_table(rows, dim, 8), rows, dim).unwrap();
+    let source = Gated::new(table.clone());
+    let cache = HostCache::new(CacheSpec { source: source.clone(), capacity: 1000, policy: PolicyKind::Lfu }).unwrap();
+    let ids: Vec<u32> = (0..400).map(|i| (i * 37 % 900) as u32).collect();
+    let distinct = ids.iter().collect::<std::collections::HashSet<_>>().len();
+    let want = edo::cpu::gather(&table, &ids, Bounds::Error).unwrap();
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    std::thread::scope(|s| {
+        let first = s.spawn(|| block_on(cache.gather(&ids, Bounds::Error)));
+        wait_for("the first read", &|| !source.wakers.lock().unwrap().is_empty());
+        let second = s.spawn(|| block_on(cache.gather(&ids[100..], Bounds::Error)));
+        wait_for("the second lookup to join", &|| cache.stats().shared_reads == 300);
+        source.set_open(true);
+        assert_eq!(first.join().unwrap().unwrap(), want);
+        assert_eq!(second.join().unwrap().unwrap(), want[100 * dim..]);
+    });
+    assert_eq!(source.rows_read(), distinct, "each row read once");
+    let stats = cache.stats();
+    assert_eq!((stats.misses as usize, stats.shared_reads), (distinct, 300));
+    // Held rows are never read again.
+    assert_eq!(block_on(cache.gather(&ids, Bounds::Error)).unwrap(), want);
+    assert_eq!(source.rows_read(), distinct);
+
+    // A failed read: both lookups get the error, and no row of it stays cached.
+    let cold: Vec<u32> = (2000..2100).collect();
+    source.set_open(false);
+    source.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| block_on(cache.gather(&cold, Bounds::Error)));
+        wait_for("the failing read", &|| !source.wakers.lock().unwrap().is_empty());
+        let second = s.spawn(|| block_on(cache.gather(&cold[50..], Bounds::Error)));
+        wait_for("the second lookup to join", &|| cache.stats().shared_reads == 350);
+        source.set_open(true);
+        assert!(matches!(first.join().unwrap(), Err(edo::Error::Remote { .. })));
+        assert!(matches!(second.join().unwrap(), Err(edo::Error::Remote { .. })));
+    });
+    assert!(cold.iter().all(|&r| !cache.is_cached(r)));
+    source.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(block_on(cache.gather(&cold, Bounds::Error)).unwrap(), edo::cpu::gather(&table, &cold, Bounds::Error).unwrap());
+
+    // A lookup dropped while its read waits: its rows are not cached, and the next lookup reads them.
+    source.set_open(false);
+    let late: Vec<u32> = (3000..3050).collect();
+    {
+        let mut pending = Box::pin(cache.gather(&late, Bounds::Error));
+        let polled = std::future::Future::poll(pending.as_mut(), &mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_pending());
+    }
+    assert!(late.iter().all(|&r| !cache.is_cached(r)));
+    source.set_open(true);
+    assert_eq!(block_on(cache.gather(&late, Bounds::Error)).unwrap(), edo::cpu::gather(&table, &late, Bounds::Error).unwrap());
+    // Rows changed in the host table: refreshed rows are read again, the others are not.
+    let before = source.rows_read();
+    cache.refresh_rows(&late[..10]);
+    block_on(cache.gather(&late, Bounds::Error)).unwrap();
+    assert_eq!(source.rows_read(), before + 10);
+}
+
+/// A cache placed on the CPU path is a cache: hits counted, rows equal to the table's.
+#[test]
+fn a_cache_placed_on_the_cpu_path_caches() {
+    use edo::cache::CacheSpec;
+    use edo::{block_on, Backend, Bounds, Format, GpuCache, PackedTable};
+    let (rows, dim) = (3000, 32);
+    let table = PackedTable::quantize(Format::Int4, &synth::embedding_table(rows, dim, 2), rows, dim).unwrap();
+    let source = Gated::new(table.clone());
+    source.set_open(true);
+    let placed =
+        block_on(Backend::cpu("test").place::<GpuCache<Gated>>(CacheSpec { source: source.clone(), capacity: 500, policy: PolicyKind::LfuTinyLfu })).unwrap();
+    let ids = synth::zipf_ids(2000, rows, 1.1, 5);
+    for batch in ids.chunks(500) {
+        assert_eq!(block_on(placed.gather(batch, Bounds::Error)).unwrap(), edo::cpu::gather(&table, batch, Bounds::Error).unwrap());
+    }
+    let stats = placed.stats();
+    assert_eq!(stats.lookups, 2000);
+    assert_eq!(source.rows_read() as u64, stats.misses);
+    assert!(stats.hit_rate() > 0.5, "{stats:?}");
+    assert_eq!(placed.occupancy().1, 500);
+    assert_eq!(placed.host().capacity, 500);
+    placed.reset_stats();
+    assert_eq!(placed.stats().lookups, 0);
+}

@@ -464,3 +464,37 @@ fn a_header_declaring_a_gigabyte_of_checksums_costs_only_what_is_read() {
     assert!(*sparse.served.lock().unwrap() <= (64 << 10) + 3 * 1028, "{} bytes", sparse.served.lock().unwrap());
     assert_eq!(remote.checksums_held(), 3);
 }
+
+/// The CPU path's row cache over a remote table: rows it holds are never requested again, rows
+/// it misses are requested once per lookup (their chunks coalesced), and every row equals the
+/// local table's.
+#[test]
+fn a_host_cache_over_a_remote_table_requests_only_rows_it_does_not_hold() {
+    use edo::cache::{CacheSpec, HostCache, PolicyKind};
+    let (rows, dim) = (50_000, 32);
+    let t = table(rows, dim, Format::Int8);
+    let bytes = TableFile::new(t.clone()).with_chunk_bytes(4096).unwrap().to_bytes();
+    let reader = MemReader { bytes: Arc::new(Mutex::new(bytes)), ..Default::default() };
+    let remote = Arc::new(block_on(RemoteTable::open(reader.clone())).unwrap());
+    let cache = HostCache::new(CacheSpec { source: remote.clone(), capacity: 2000, policy: PolicyKind::Lfu }).unwrap();
+    let ids = zipf_ids(6000, rows, 1.1, 9);
+    for batch in ids.chunks(1000) {
+        assert_eq!(block_on(cache.gather(batch, Bounds::Error)).unwrap(), edo::cpu::gather(&t, batch, Bounds::Error).unwrap());
+    }
+    // Every row of a lookup of cached rows only: no request at all.
+    let held: Vec<u32> = (0..rows as u32).filter(|&r| cache.is_cached(r)).collect();
+    assert_eq!(held.len(), cache.cached_rows());
+    assert!(held.len() > 1000);
+    let (requests, fetched) = remote.traffic();
+    let served = reader.served.lock().unwrap().len();
+    assert_eq!(block_on(cache.gather(&held, Bounds::Error)).unwrap(), edo::cpu::gather(&t, &held, Bounds::Error).unwrap());
+    assert_eq!(remote.traffic(), (requests, fetched));
+    assert_eq!(reader.served.lock().unwrap().len(), served);
+    // Uncached rows: requested, and a second look finds them cached.
+    let cold: Vec<u32> = (0..rows as u32).filter(|&r| !cache.is_cached(r)).step_by(997).take(20).collect();
+    block_on(cache.gather(&cold, Bounds::Error)).unwrap();
+    assert!(remote.traffic().0 > requests);
+    let (requests, _) = remote.traffic();
+    block_on(cache.gather(&cold, Bounds::Error)).unwrap();
+    assert_eq!(remote.traffic().0, requests);
+}

@@ -12,11 +12,13 @@
 //! while the part that reads it is being assembled.
 
 mod admission;
+mod host;
 mod kind;
 mod policy;
 mod trace;
 
 pub use admission::{FrequencySketch, TinyLfu};
+pub use host::HostCache;
 pub use kind::PolicyKind;
 pub use policy::{Adaptive, Lfu, Lru, Policy};
 pub use trace::parse_trace;
@@ -55,8 +57,12 @@ pub struct CacheStats {
     pub batches: u64,
     /// Parts the batches ran as (a batch with more distinct rows than slots runs in several).
     pub parts: u64,
-    /// Packed bytes sent from the host to the GPU: misses not staged, and prefetches.
+    /// Packed bytes sent from the host to the GPU: misses not staged, and prefetches. (For a
+    /// [`HostCache`]: packed bytes loaded into the cache.)
     pub bytes_uploaded: u64,
+    /// Misses of a [`HostCache`] that took their row from a read another lookup had under way
+    /// (nothing read twice). Always 0 on the GPU.
+    pub shared_reads: u64,
 }
 
 impl CacheStats {
@@ -68,6 +74,19 @@ impl CacheStats {
             self.hits as f64 / self.lookups as f64
         }
     }
+}
+
+/// What a row cache is made from — on the GPU ([`crate::GpuCache`]) or on the CPU path
+/// ([`HostCache`]): its host table (cloned into each cache made from it, so cheap to clone: an
+/// `Arc`, or a mapped [`crate::PackedTable`]), capacity and policy.
+#[derive(Clone, Debug)]
+pub struct CacheSpec<S> {
+    /// The host table.
+    pub source: S,
+    /// Rows the cache holds at most.
+    pub capacity: usize,
+    /// The replacement policy.
+    pub policy: PolicyKind,
 }
 
 /// A run of a batch served by one set of slots: ids `ids` of the batch, after loading each

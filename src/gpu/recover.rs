@@ -9,7 +9,7 @@ use std::task::{Poll, Waker};
 use wgpu::WasmNotSendSync;
 
 use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable};
-use crate::cache::{PolicyKind, RowSource};
+use crate::cache::RowSource;
 use crate::format::PackedTable;
 use crate::hash::HashSpec;
 use crate::lookup::AnyTable;
@@ -93,17 +93,7 @@ impl Reupload for GpuStaticModel {
     }
 }
 
-/// What a [`GpuCache`] is made from: its host table (cloned into each cache made from it, so
-/// cheap to clone: an `Arc`, or a mapped [`PackedTable`]), capacity and policy.
-#[derive(Clone, Debug)]
-pub struct CacheSpec<S> {
-    /// The host table.
-    pub source: S,
-    /// Rows the cache holds at most.
-    pub capacity: usize,
-    /// The replacement policy.
-    pub policy: PolicyKind,
-}
+pub use crate::cache::CacheSpec;
 
 /// Rows a rebuilt cache loads per lookup while it warms up.
 const WARM_BATCH: usize = 1 << 16;

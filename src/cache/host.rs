@@ -1,0 +1,319 @@
+//! [`HostCache`]: the row cache of the CPU path — the same slot map and policies as the GPU's
+//! cache, the slots in host memory — in front of a [`RowSource`] that is slow to read (a mapped
+//! file's pages, a remote file's chunks and their checksums).
+//!
+//! No lock is held while a source is read: a lookup assigns slots under the lock, reads the rows
+//! it misses without it, and puts them in their slots under it again. A row already being read by
+//! another lookup is not read a second time: the later lookup waits for that read (a "flight")
+//! and takes the row from it — natively across threads, in a browser across the promises of one
+//! thread. Each lookup reads all of its own misses in one call of [`RowSource::read_rows`], which
+//! a remote table turns into as few range requests as the rows' chunks allow.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use rustc_hash::FxHashMap;
+
+use super::{CacheSpec, CacheStats, SlotMap, EMPTY};
+use crate::format::PackedTable;
+use crate::source::RowSource;
+use crate::{Bounds, Error};
+
+/// A row cache in host memory over `spec.source`: `spec.capacity` rows (at most the table's)
+/// under `spec.policy`, with the GPU cache's statistics. Lookups return exactly the rows a
+/// resident table would ([`crate::cpu::gather`] on the same packed rows).
+///
+/// ```
+/// use edo::cache::{CacheSpec, HostCache, PolicyKind};
+/// use edo::{Bounds, Format, PackedTable};
+/// # edo::block_on(async {
+/// let data: Vec<f32> = (0..1000 * 16).map(|i| (i as f32 * 0.37).sin()).collect();
+/// let table = PackedTable::quantize(Format::Int8, &data, 1000, 16)?;
+/// let cache = HostCache::new(CacheSpec { source: table.clone(), capacity: 100, policy: PolicyKind::Lfu })?;
+/// assert_eq!(cache.gather(&[3, 999, 3], Bounds::Error).await?, edo::cpu::gather(&table, &[3, 999, 3], Bounds::Error)?);
+/// assert_eq!((cache.stats().hits, cache.stats().misses), (1, 2));
+/// # Ok::<(), edo::Error>(()) }).unwrap();
+/// ```
+pub struct HostCache<S> {
+    spec: CacheSpec<S>,
+    row_words: usize,
+    state: Mutex<State>,
+}
+
+struct State {
+    map: SlotMap,
+    /// The packed rows, slot `s` at `s * row_words` (grown as slots are first used).
+    words: Vec<u32>,
+    /// Per slot: the row a flight is reading into it, or `EMPTY` when its words are its row's.
+    filling: Vec<u32>,
+    /// Rows being read now, with the read and the row's place in it.
+    flights: FxHashMap<u32, (Arc<Flight>, usize)>,
+    /// Misses that took their row from another lookup's read.
+    shared_reads: u64,
+}
+
+/// One lookup's read of the rows it missed: its result, and who waits for it.
+#[derive(Default)]
+struct Flight {
+    state: Mutex<FlightState>,
+}
+
+#[derive(Default)]
+struct FlightState {
+    done: Option<Result<Arc<Vec<u32>>, Error>>,
+    wakers: Vec<Waker>,
+}
+
+impl Flight {
+    fn finish(&self, result: Result<Arc<Vec<u32>>, Error>) {
+        let wakers = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.done = Some(result);
+            std::mem::take(&mut st.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// The words of a finished flight.
+struct Landed(Arc<Flight>);
+
+impl Future for Landed {
+    type Output = Result<Arc<Vec<u32>>, Error>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.done {
+            Some(done) => Poll::Ready(done.clone()),
+            None => {
+                st.wakers.push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Ends a lookup's flight however the lookup ends: with its rows, its error, or — when the lookup
+/// is dropped while reading — an error for those waiting, and the slots it was filling emptied.
+struct Pilot<'a, S> {
+    cache: &'a HostCache<S>,
+    flight: Arc<Flight>,
+    rows: Vec<u32>,
+    landed: bool,
+}
+
+impl<S> Pilot<'_, S> {
+    /// Puts the read rows in the slots still waiting for them (or empties those slots on an
+    /// error), retires the flight, and wakes those waiting.
+    fn land(&mut self, result: Result<Arc<Vec<u32>>, Error>) {
+        self.landed = true;
+        let rw = self.cache.row_words;
+        {
+            let mut st = self.cache.lock();
+            for (i, &row) in self.rows.iter().enumerate() {
+                if st.flights.get(&row).is_some_and(|(f, _)| Arc::ptr_eq(f, &self.flight)) {
+                    st.flights.remove(&row);
+                }
+                // The slot that holds the row now, if it still waits for this read (it may have
+                // been evicted, or given to another row, while the read was under way).
+                let Some(slot) = st.map.slot(row).filter(|&s| st.filling[s as usize] == row) else { continue };
+                st.filling[slot as usize] = EMPTY;
+                match &result {
+                    Ok(words) => {
+                        let at = slot as usize * rw;
+                        st.words[at..at + rw].copy_from_slice(&words[i * rw..(i + 1) * rw]);
+                    }
+                    Err(_) => st.map.invalidate([slot]),
+                }
+            }
+        }
+        self.flight.finish(result);
+    }
+}
+
+impl<S> Drop for Pilot<'_, S> {
+    fn drop(&mut self) {
+        if !self.landed {
+            self.land(Err(Error::Busy { what: "the row cache (the lookup reading these rows was cancelled; look them up again)" }));
+        }
+    }
+}
+
+impl<S> HostCache<S> {
+    /// The lock; a lookup that panicked while holding it leaves the cache emptied, not wrong.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| {
+            self.state.clear_poison();
+            let mut st = poisoned.into_inner();
+            let slots: Vec<u32> = st.map.entries().map(|(_, s)| s).collect();
+            st.map.invalidate(slots);
+            st.filling.fill(EMPTY);
+            st
+        })
+    }
+}
+
+impl<S: RowSource> HostCache<S> {
+    /// An empty cache of `spec.capacity` rows (at most the table's); `capacity == 0` is
+    /// [`Error::LimitExceeded`], like the GPU's. Host memory is taken as slots are first used:
+    /// at most `capacity` packed rows.
+    pub fn new(spec: CacheSpec<S>) -> Result<HostCache<S>, Error> {
+        let (format, rows, dim) = (spec.source.format(), spec.source.rows(), spec.source.dim());
+        if rows > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: rows as u64, max: u32::MAX as u64 });
+        }
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        let capacity = spec.capacity.min(rows.max(1));
+        let map = SlotMap::new(capacity, format.row_bytes(dim) as u64, spec.policy.build())?.for_rows(rows);
+        let state = State { map, words: Vec::new(), filling: vec![EMPTY; capacity], flights: FxHashMap::default(), shared_reads: 0 };
+        Ok(HostCache { row_words: format.row_words(dim), spec, state: Mutex::new(state) })
+    }
+
+    /// What it was made from: the source, capacity and policy.
+    pub fn spec(&self) -> &CacheSpec<S> {
+        &self.spec
+    }
+    /// The host table.
+    pub fn source(&self) -> &S {
+        &self.spec.source
+    }
+    /// Rows of the host table (ids address these).
+    pub fn rows(&self) -> usize {
+        self.spec.source.rows()
+    }
+    /// Values per row.
+    pub fn dim(&self) -> usize {
+        self.spec.source.dim()
+    }
+    /// Rows the cache holds at most.
+    pub fn capacity(&self) -> usize {
+        self.lock().map.capacity()
+    }
+    /// Rows cached now.
+    pub fn cached_rows(&self) -> usize {
+        self.lock().map.len()
+    }
+    /// Whether `row` is cached now.
+    pub fn is_cached(&self, row: u32) -> bool {
+        self.lock().map.slot(row).is_some()
+    }
+    /// The replacement policy's name ("lfu").
+    pub fn policy_name(&self) -> String {
+        self.lock().map.policy_name().to_string()
+    }
+    /// Bytes of host memory the cached rows take (the slots used so far).
+    pub fn bytes(&self) -> u64 {
+        4 * self.lock().words.len() as u64
+    }
+    /// Hits, misses and evictions since the cache was made or the last reset, as the GPU cache
+    /// counts them (`bytes_uploaded` is the bytes loaded into the cache from the source), and
+    /// [`CacheStats::shared_reads`].
+    pub fn stats(&self) -> CacheStats {
+        let st = self.lock();
+        CacheStats { shared_reads: st.shared_reads, ..st.map.stats() }
+    }
+    /// Zeroes the counters of [`HostCache::stats`].
+    pub fn reset_stats(&self) {
+        let mut st = self.lock();
+        st.map.reset_stats();
+        st.shared_reads = 0;
+    }
+
+    /// Forgets the cached copies of rows `ids` after the host table changed them: they are read
+    /// again when looked up. Rows not cached need nothing.
+    pub fn refresh_rows(&self, ids: &[u32]) {
+        let mut st = self.lock();
+        let slots: Vec<u32> = ids.iter().filter_map(|&r| st.map.slot(r)).collect();
+        for &s in &slots {
+            // A read under way may return the old row: its slot is not filled from it.
+            st.filling[s as usize] = EMPTY;
+        }
+        st.map.invalidate(slots);
+    }
+
+    /// Decoded rows of `ids` (checked by `bounds`, as [`crate::cpu::gather`] does): hits copied
+    /// from the cache, misses read from the source (those another lookup is reading, taken from
+    /// its read) and admitted by the policy.
+    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+        let (rows, dim, format) = (self.rows(), self.dim(), self.spec.source.format());
+        bounds.check(ids, rows)?;
+        let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
+        let rw = self.row_words;
+        let mut packed: Vec<u32> = crate::alloc::zeroed(ids.len().saturating_mul(rw), "a cached lookup's packed rows")?;
+        // Positions whose row comes from a flight: (position, flight, the row's place in it).
+        let mut waits: Vec<(usize, Arc<Flight>, usize)> = Vec::new();
+        let flight = Arc::new(Flight::default());
+        let mut mine: Vec<u32> = Vec::new();
+        {
+            let mut st = self.lock();
+            let mut slots = Vec::new();
+            let parts = st.map.lookup(&resolved, &mut slots);
+            let st = &mut *st;
+            let top = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, s)| s as usize + 1)).max().unwrap_or(0);
+            if st.words.len() < top * rw {
+                let more = top * rw - st.words.len();
+                if st.words.try_reserve(more).is_err() {
+                    let loaded: Vec<u32> = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, s)| s)).collect();
+                    st.map.invalidate(loaded);
+                    return Err(Error::HostOutOfMemory { what: "cached rows", bytes: 4 * more as u64 });
+                }
+                st.words.resize(top * rw, 0);
+            }
+            // Parts in order: a part's loads take their slots before its ids read them, and a
+            // later part may give a slot to another row only after this part's ids have read it.
+            for part in &parts {
+                for &(row, slot) in &part.loads {
+                    st.filling[slot as usize] = row;
+                    if let std::collections::hash_map::Entry::Vacant(e) = st.flights.entry(row) {
+                        e.insert((flight.clone(), mine.len()));
+                        mine.push(row);
+                    }
+                }
+                for pos in part.ids.clone() {
+                    let Some(row) = resolved[pos] else { continue };
+                    let slot = slots[pos] as usize;
+                    if st.filling[slot] == row {
+                        let (f, i) = match st.flights.get(&row) {
+                            Some(entry) => entry.clone(),
+                            // Its flight was retired by a reset: read the row again.
+                            None => {
+                                st.flights.insert(row, (flight.clone(), mine.len()));
+                                mine.push(row);
+                                (flight.clone(), mine.len() - 1)
+                            }
+                        };
+                        if !Arc::ptr_eq(&f, &flight) {
+                            st.shared_reads += 1;
+                        }
+                        waits.push((pos, f, i));
+                    } else {
+                        packed[pos * rw..(pos + 1) * rw].copy_from_slice(&st.words[slot * rw..(slot + 1) * rw]);
+                    }
+                }
+            }
+        }
+        if !mine.is_empty() {
+            let mut pilot = Pilot { cache: self, flight: flight.clone(), rows: mine, landed: false };
+            let mut words = Vec::new();
+            let read = match self.spec.source.read_rows(&pilot.rows, &mut words).await {
+                Ok(()) if words.len() == pilot.rows.len() * rw => Ok(Arc::new(words)),
+                Ok(()) => Err(Error::ShapeMismatch { what: "words a row source returned", expected: pilot.rows.len() * rw, actual: words.len() }),
+                Err(e) => Err(e),
+            };
+            pilot.land(read);
+        }
+        for (pos, f, i) in waits {
+            let words = Landed(f).await?;
+            packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[i * rw..(i + 1) * rw]);
+        }
+        // Decode as the CPU path decodes a resident table: position p of the lookup is row p of
+        // the packed rows; a zero row of the bounds policy is an id past them.
+        let n = ids.len();
+        let local = PackedTable::from_words(format, n, dim, packed)?;
+        let local_ids: Vec<u32> = resolved.iter().enumerate().map(|(p, r)| if r.is_some() { p as u32 } else { u32::MAX }).collect();
+        crate::cpu::gather(&local, &local_ids, Bounds::Zero)
+    }
+}
