@@ -324,7 +324,8 @@ impl EdoEngine {
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
     /// in WASM memory; `policy` is `"lru"`, `"lfu"` (the default), `"arc"`, or one of them behind
     /// W-TinyLFU admission (`"lru+tinylfu"`, `"lfu+tinylfu"`, `"arc+tinylfu"`). Lookups return the
-    /// rows the resident table would. On the CPU path lookups read the table directly.
+    /// rows the resident table would. On the CPU path the cache is one in WASM memory (worth it
+    /// over a remote table; over a table in memory it only counts).
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
         let spec = CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy };
@@ -333,7 +334,8 @@ impl EdoEngine {
 
     /// A hot-row cache of at most `capacity` rows over a table file at `url`, read with `fetch`
     /// and `Range` requests: only the header, the checksums and the chunks holding rows that are
-    /// looked up are ever downloaded. On the CPU path lookups fetch their rows directly.
+    /// looked up are ever downloaded. On the CPU path the cache holds the rows in WASM memory:
+    /// a row it holds is never fetched again, and concurrent lookups share their fetches.
     #[wasm_bindgen(js_name = cacheRemote)]
     pub async fn cache_remote(&self, url: String, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
@@ -796,10 +798,19 @@ impl EdoCache {
     }
 
     /// Decoded rows of `ids` (`ids.length × dim` values), loading missing rows into the cache.
-    // The cache stays borrowed while the lookup awaits the GPU: that is the "one lookup at a
+    /// On WebGPU one lookup at a time (a call meanwhile is refused); on the CPU path lookups may
+    /// overlap, and a row one of them is fetching is not fetched again by another.
+    // The GPU cache stays borrowed while the lookup awaits the GPU: that is the "one lookup at a
     // time" rule, and a call meanwhile gets `busy()` from `try_borrow_mut`, never a panic.
     #[allow(clippy::await_holding_refcell_ref)]
     pub async fn gather(&self, ids: Vec<u32>) -> Result<Vec<f32>, Failure> {
+        if self.backend == "cpu" {
+            let inner = self.inner.try_borrow().map_err(|_| busy())?;
+            return match &*inner {
+                CacheInner::Local(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
+                CacheInner::Remote(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
+            };
+        }
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
             CacheInner::Local(c) => c.gather(&ids, Bounds::Error).await.map_err(err),
@@ -818,31 +829,28 @@ impl EdoCache {
         }
     }
 
-    /// Hits, misses, evictions, bytes uploaded, hit rate, capacity and rows cached, as JSON.
+    /// Hits, misses, evictions, bytes loaded into the cache (`bytesUploaded`), hit rate,
+    /// capacity, rows cached and — on the CPU path — misses served by another lookup's fetch
+    /// (`sharedReads`), as JSON; a remote table's requests and bytes fetched too.
     #[wasm_bindgen(getter)]
     pub fn stats(&self) -> Result<String, Failure> {
         let inner = self.inner.try_borrow().map_err(|_| busy())?;
-        fn json(s: edo::cache::CacheStats, capacity: usize, cached: usize, traffic: Option<(u64, u64)>) -> String {
+        /// The cache's figures; a GPU cache being rebuilt after a device loss has none yet.
+        fn figures<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, Failure> {
+            if let Placed::Gpu(g) = c {
+                g.latest().ok_or_else(|| Failure { code: "DEVICE_LOST", message: "the cache is being rebuilt after a device loss".into() })?;
+            }
+            let (s, (cached, capacity)) = (c.stats(), c.occupancy());
             let traffic = traffic.map_or(String::new(), |(r, b)| format!(r#","requests":{r},"bytesFetched":{b}"#));
-            format!(
-                r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{capacity},"cachedRows":{cached}{traffic}}}"#,
+            Ok(format!(
+                r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{capacity},"cachedRows":{cached},"sharedReads":{}{traffic}}}"#,
                 s.hits,
                 s.misses,
                 s.evictions,
                 s.bytes_uploaded,
-                s.hit_rate()
-            )
-        }
-        /// The cache's figures (on the CPU path only the remote traffic); a cache being rebuilt after a
-        /// device loss has none yet.
-        fn figures<S: edo::cache::RowSource + Clone + 'static>(c: &Placed<GpuCache<S>>, traffic: Option<(u64, u64)>) -> Result<String, Failure> {
-            match c {
-                Placed::Gpu(c) => {
-                    let c = c.latest().ok_or_else(|| Failure { code: "DEVICE_LOST", message: "the cache is being rebuilt after a device loss".into() })?;
-                    Ok(json(c.stats(), c.capacity(), c.cached_rows(), traffic))
-                }
-                Placed::Cpu(_) => Ok(traffic.map_or_else(|| "{}".into(), |(r, b)| format!(r#"{{"requests":{r},"bytesFetched":{b}}}"#))),
-            }
+                s.hit_rate(),
+                s.shared_reads
+            ))
         }
         match &*inner {
             CacheInner::Local(c) => figures(c, None),

@@ -264,6 +264,30 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let fetched: f64 = stats.split("\"bytesFetched\":").nth(1).unwrap().trim_end_matches('}').parse().unwrap();
     assert!(fetched < bytes.len() as f64 / 4.0, "fetched {fetched} of {} bytes: {stats}", bytes.len());
     assert!(cache.gather(vec![rows as u32]).await.is_err());
+    // On the CPU path the cache is in WASM memory: rows it holds are not fetched again, and two
+    // overlapping lookups fetch each row once between them.
+    let cpu = EdoEngine::create(Some(false), None).await;
+    let lookup: Vec<u32> = (0..300).map(|i| (i * i * 31) % 1500).collect();
+    let field = |stats: &str, name: &str| -> f64 { stats.split(&format!("\"{name}\":")).nth(1).unwrap().split([',', '}']).next().unwrap().parse().unwrap() };
+    let requests = |stats: &str| field(stats, "requests");
+    let alone = cpu.cache_remote(url.clone(), 400, None).await.unwrap();
+    assert_eq!(alone.backend(), "cpu");
+    let opened = requests(&alone.stats().unwrap());
+    assert_eq!(alone.gather(lookup.clone()).await.unwrap(), table.gather(&lookup).unwrap());
+    let first = alone.stats().unwrap();
+    let once = requests(&first);
+    assert!(once > opened);
+    assert_eq!(alone.gather(lookup.clone()).await.unwrap(), table.gather(&lookup).unwrap());
+    let stats = alone.stats().unwrap();
+    assert_eq!(requests(&stats), once, "rows held are not fetched again: {stats}");
+    assert_eq!(field(&stats, "hits"), field(&first, "hits") + 300.0, "{stats}");
+    let both = cpu.cache_remote(url.clone(), 400, None).await.unwrap();
+    let (a, b) = join(both.gather(lookup.clone()), both.gather(lookup[100..].to_vec())).await;
+    assert_eq!(a.unwrap(), table.gather(&lookup).unwrap());
+    assert_eq!(b.unwrap(), table.gather(&lookup[100..]).unwrap());
+    let stats = both.stats().unwrap();
+    assert_eq!(requests(&stats), once, "the second lookup took its rows from the first one's fetches: {stats}");
+    assert_eq!(field(&stats, "sharedReads"), 200.0, "{stats}");
     web_sys::Url::revoke_object_url(&url).unwrap();
     // The file is gone (fetch fails as on a dropped connection): retried, then an error that says so.
     let cold: Vec<u32> = (29_000..29_010).collect();
@@ -287,6 +311,31 @@ macro_rules! fixture {
 #[allow(clippy::type_complexity)]
 const MODELS: [(&str, &[u8], &[u8], &[u8]); 4] = [fixture!("wordpiece"), fixture!("bpe_f16"), fixture!("unigram_vq"), fixture!("wordpiece_int8")];
 const EXPECTED: &str = include_str!("../../tests/data/models/expected.json");
+
+/// Both futures' results, polled together (as `Promise.all` would run them).
+async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (Box::pin(a), Box::pin(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none() {
+            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                ra = Some(v);
+            }
+        }
+        if rb.is_none() {
+            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                rb = Some(v);
+            }
+        }
+        if ra.is_some() && rb.is_some() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    (ra.expect("polled to the end"), rb.expect("polled to the end"))
+}
 
 fn message(e: edo_web::Failure) -> String {
     JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default()

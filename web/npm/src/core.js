@@ -486,7 +486,10 @@ export class GpuRows extends Resource {
 }
 getters(GpuRows, ['buffer', 'rows', 'dim', 'dtype', 'bytes']);
 
-/** A hot-row cache on an engine (see `Engine.cache`). One lookup at a time. */
+/**
+ * A hot-row cache on an engine (see `Engine.cache`): on WebGPU its slots on the GPU, one lookup at
+ * a time; on the CPU path in WASM memory, lookups may overlap and share their fetches.
+ */
 
 export class RowCache extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
@@ -504,7 +507,7 @@ export class RowCache extends Resource {
     const i = ids(rowIds, 'ids');
     return guarded(() => this._raw().prefetch(i));
   }
-  /** Hits, misses, evictions, bytes uploaded, hit rate, capacity, rows cached (and remote traffic). */
+  /** Hits, misses, evictions, bytes loaded, hit rate, capacity, rows cached, shared reads (and remote traffic). */
   stats() {
     return JSON.parse(guardedSync(() => this._raw().stats));
   }

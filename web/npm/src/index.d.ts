@@ -198,6 +198,8 @@ export interface CacheStats {
   hitRate?: number;
   capacity?: number;
   cachedRows?: number;
+  /** CPU path: misses served by a fetch another overlapping lookup had under way. */
+  sharedReads?: number;
   requests?: number;
   bytesFetched?: number;
 }
