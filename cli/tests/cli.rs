@@ -293,7 +293,11 @@ fn cache_bench_reports_every_policy_and_checks_against_the_resident_table() {
     for run in r["runs"].as_array().unwrap() {
         let hit = run["hit_rate"].as_f64().unwrap();
         assert!(hit > 0.3 && hit <= bound, "{run} against Belady's {bound}");
+        // The CPU path's cache, measured: rates and tail times beside the resident table's.
+        assert!(run["lookups_per_second"].as_f64().unwrap() > 0.0 && run["ratio_to_resident"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(run["batch_p99_s"].as_f64().unwrap() >= run["batch_p50_s"].as_f64().unwrap(), "{run}");
     }
+    assert_eq!(r["equals_resident"], true, "the CPU path's cache returns the resident rows");
     for (bytes, needle) in [("1\n2\nx\n", "line 3"), ("", "no ids"), ("1\n3000\n", "out of range")] {
         std::fs::write(&trace, bytes).unwrap();
         let bad = edo(&["bench", "cache", "--rows", "3000", "--cpu", "--trace", trace.to_str().unwrap()]);

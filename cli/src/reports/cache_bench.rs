@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use edo::cache::{belady, simulate, PolicyKind};
+use edo::cache::{belady, PolicyKind};
 use edo::GpuLookup;
 use edo::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
@@ -100,8 +100,8 @@ pub struct CacheRun {
     pub bytes_uploaded_per_lookup: f64,
     /// Share of the misses a prefetch had staged (copied on the GPU, not read at lookup time).
     pub staged_share_of_misses: f64,
-    /// Measured on the GPU (None without one; the hit rate then comes from the same stream
-    /// through the host-side bookkeeping alone).
+    /// Measured on the GPU, or without one on the CPU path's row cache in host memory
+    /// ([`edo::cache::HostCache`]).
     pub lookups_per_second: Option<f64>,
     /// `lookups_per_second` over the fully resident table's on the same batches, each cached
     /// batch timed right after the resident table's gather of it.
@@ -145,7 +145,7 @@ pub struct CacheBench {
     pub batches: usize,
     /// Bytes of the whole table in its format.
     pub table_bytes: u64,
-    /// The adapter the lookup rates come from.
+    /// The adapter the lookup rates come from (None: the CPU path).
     pub adapter: Option<String>,
     /// Lookups per second of the fully resident table on the same batches.
     pub resident_lookups_per_second: Option<f64>,
@@ -227,30 +227,53 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
     };
 
     let Some(engine) = engine else {
+        // The CPU path: a row cache in host memory (what `Backend::place` makes of a cache without
+        // a GPU), each batch timed beside the resident table's gather of it.
+        let want = edo::cpu::gather(&table, timed_batches.last().expect("batches ≥ 1"), Bounds::Error)?;
+        let (mut equal, mut resident_seconds) = (true, 0.0);
         for &fraction in &config.fractions {
             for &policy in &config.policies {
-                progress(&format!("{policy} at {:.0} % of the rows (host bookkeeping only)", 100.0 * fraction));
+                progress(&format!("{policy} at {:.0} % of the rows, in host memory (the CPU path)", 100.0 * fraction));
                 let capacity = capacity_of(fraction, rows);
-                let s = simulate(policy, capacity, &ids, config.batch, warm)?;
+                let cache = edo::cache::HostCache::new(edo::cache::CacheSpec { source: &table, capacity, policy })?;
+                for b in &batches[..warmup_batches] {
+                    edo::block_on(cache.gather(b, Bounds::Error))?;
+                }
+                cache.reset_stats();
+                let (mut cached_each, mut resident_each, mut last_out) = (Vec::new(), Vec::new(), None);
+                for b in timed_batches {
+                    let t = Instant::now();
+                    std::hint::black_box(edo::cpu::gather(&table, b, Bounds::Error)?);
+                    resident_each.push(t.elapsed().as_secs_f64());
+                    let t = Instant::now();
+                    last_out = Some(std::hint::black_box(edo::block_on(cache.gather(b, Bounds::Error))?));
+                    cached_each.push(t.elapsed().as_secs_f64());
+                }
+                equal &= last_out.as_deref().is_some_and(|got| got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+                let (cached_s, resident_s) = (cached_each.iter().sum::<f64>(), resident_each.iter().sum::<f64>());
+                resident_seconds += resident_s;
+                let s = cache.stats();
                 bench.runs.push(CacheRun {
                     policy: policy.name().into(),
                     prefetch: false,
                     capacity,
                     fraction,
-                    cache_bytes: (capacity * config.format.row_bytes(dim)) as u64,
+                    cache_bytes: cache.bytes(),
                     hit_rate: s.hit_rate(),
                     evictions: s.evictions,
-                    bytes_uploaded_per_lookup: (s.misses * config.format.row_bytes(dim) as u64) as f64 / s.lookups.max(1) as f64,
+                    bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
                     staged_share_of_misses: 0.0,
-                    lookups_per_second: None,
-                    ratio_to_resident: None,
-                    batch_p50_s: None,
-                    batch_p99_s: None,
-                    resident_batch_p50_s: None,
-                    resident_batch_p99_s: None,
+                    lookups_per_second: Some(timed_ids / cached_s),
+                    ratio_to_resident: Some(resident_s / cached_s),
+                    batch_p50_s: quantile(&cached_each, 0.5),
+                    batch_p99_s: quantile(&cached_each, 0.99),
+                    resident_batch_p50_s: quantile(&resident_each, 0.5),
+                    resident_batch_p99_s: quantile(&resident_each, 0.99),
                 });
             }
         }
+        bench.resident_lookups_per_second = Some(timed_ids * bench.runs.len() as f64 / resident_seconds);
+        bench.equals_resident = Some(equal);
         return Ok(bench);
     };
 
