@@ -428,7 +428,8 @@ fn host_cache_returns_resident_rows_and_counts_as_the_slot_map() {
 /// network), counting the rows it reads and failing on demand.
 #[derive(Clone)]
 struct Gated {
-    table: std::sync::Arc<edo::PackedTable>,
+    /// Read as it is when a read starts (a read under way keeps the rows it started with).
+    table: std::sync::Arc<std::sync::Mutex<std::sync::Arc<edo::PackedTable>>>,
     open: std::sync::Arc<std::sync::atomic::AtomicBool>,
     fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
     wakers: std::sync::Arc<std::sync::Mutex<Vec<std::task::Waker>>>,
@@ -437,7 +438,13 @@ struct Gated {
 
 impl Gated {
     fn new(table: edo::PackedTable) -> Gated {
-        Gated { table: std::sync::Arc::new(table), open: Default::default(), fail: Default::default(), wakers: Default::default(), reads: Default::default() }
+        Gated {
+            table: std::sync::Arc::new(std::sync::Mutex::new(std::sync::Arc::new(table))),
+            open: Default::default(),
+            fail: Default::default(),
+            wakers: Default::default(),
+            reads: Default::default(),
+        }
     }
     fn set_open(&self, open: bool) {
         self.open.store(open, std::sync::atomic::Ordering::SeqCst);
@@ -448,19 +455,26 @@ impl Gated {
     fn rows_read(&self) -> usize {
         self.reads.lock().unwrap().len()
     }
+    fn table(&self) -> std::sync::Arc<edo::PackedTable> {
+        self.table.lock().unwrap().clone()
+    }
+    fn waiting(&self) -> usize {
+        self.wakers.lock().unwrap().len()
+    }
 }
 
 impl edo::cache::RowSource for Gated {
     fn format(&self) -> edo::Format {
-        self.table.format()
+        self.table().format()
     }
     fn rows(&self) -> usize {
-        self.table.rows()
+        self.table().rows()
     }
     fn dim(&self) -> usize {
-        self.table.dim()
+        self.table().dim()
     }
     async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), edo::Error> {
+        let table = self.table();
         std::future::poll_fn(|cx| {
             let mut wakers = self.wakers.lock().unwrap();
             if self.open.load(std::sync::atomic::Ordering::SeqCst) {
@@ -475,7 +489,7 @@ impl edo::cache::RowSource for Gated {
         }
         self.reads.lock().unwrap().extend_from_slice(rows);
         for &r in rows {
-            out.extend_from_slice(self.table.row(r as usize));
+            out.extend_from_slice(table.row(r as usize));
         }
         Ok(())
     }
@@ -483,7 +497,8 @@ impl edo::cache::RowSource for Gated {
 
 /// Two lookups at once on two threads: the second takes the rows the first is reading from that
 /// read, and nothing is read twice; a failed read fails both and leaves no row cached; a lookup
-/// dropped while reading leaves the cache as if it had not run.
+/// dropped while reading leaves the cache as if it had not run, and one joined to its read reads
+/// the rows itself; a refresh during a read keeps its rows out of the cache.
 #[test]
 fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
     use edo::cache::{CacheSpec, HostCache};
@@ -552,6 +567,44 @@ fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
     cache.refresh_rows(&late[..10]);
     block_on(cache.gather(&late, Bounds::Error)).unwrap();
     assert_eq!(source.rows_read(), before + 10);
+
+    // A lookup joined to a read whose own lookup is dropped reads the rows itself.
+    source.set_open(false);
+    let orphaned: Vec<u32> = (3500..3540).collect();
+    std::thread::scope(|s| {
+        let mut first = Box::pin(cache.gather(&orphaned, Bounds::Error));
+        let polled = std::future::Future::poll(first.as_mut(), &mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(polled.is_pending());
+        let shared = cache.stats().shared_reads;
+        let second = s.spawn(|| block_on(cache.gather(&orphaned, Bounds::Error)));
+        wait_for("the second lookup to join", &|| cache.stats().shared_reads == shared + 40);
+        drop(first);
+        wait_for("the second lookup's own read", &|| source.waiting() == 2);
+        source.set_open(true);
+        assert_eq!(second.join().unwrap().unwrap(), edo::cpu::gather(&table, &orphaned, Bounds::Error).unwrap());
+    });
+
+    // Rows changed and refreshed while a read of them is under way: that read's lookup gets what
+    // it read, a later lookup reads the new rows, and only the new rows are cached.
+    let changed = PackedTable::quantize(Format::Int8, &synth::embedding_table(rows, dim, 9), rows, dim).unwrap();
+    let hot: Vec<u32> = (4000..4020).collect();
+    source.set_open(false);
+    std::thread::scope(|s| {
+        let old = s.spawn(|| block_on(cache.gather(&hot, Bounds::Error)));
+        wait_for("the read of the old rows", &|| source.waiting() > 0);
+        *source.table.lock().unwrap() = std::sync::Arc::new(changed.clone());
+        cache.refresh_rows(&hot);
+        let shared = cache.stats().shared_reads;
+        let new = s.spawn(|| block_on(cache.gather(&hot, Bounds::Error)));
+        wait_for("the read of the new rows", &|| source.waiting() == 2);
+        assert_eq!(cache.stats().shared_reads, shared, "a refreshed row is not taken from the old read");
+        source.set_open(true);
+        assert_eq!(old.join().unwrap().unwrap(), edo::cpu::gather(&table, &hot, Bounds::Error).unwrap());
+        assert_eq!(new.join().unwrap().unwrap(), edo::cpu::gather(&changed, &hot, Bounds::Error).unwrap());
+    });
+    let before = source.rows_read();
+    assert_eq!(block_on(cache.gather(&hot, Bounds::Error)).unwrap(), edo::cpu::gather(&changed, &hot, Bounds::Error).unwrap());
+    assert_eq!(source.rows_read(), before, "the new rows are cached");
 }
 
 /// A cache placed on the CPU path is a cache: hits counted, rows equal to the table's.

@@ -46,56 +46,81 @@ struct State {
     map: SlotMap,
     /// The packed rows, slot `s` at `s * row_words` (grown as slots are first used).
     words: Vec<u32>,
-    /// Per slot: the row a flight is reading into it, or `EMPTY` when its words are its row's.
-    filling: Vec<u32>,
+    /// Per slot: the row a flight is reading into it and that flight's number, or `NOT_FILLING`
+    /// when its words are its row's. Only that flight fills it: a read that a refresh disowned
+    /// never writes a slot a later read of the same row is filling.
+    filling: Vec<(u32, u64)>,
     /// Rows being read now, with the read and the row's place in it.
     flights: FxHashMap<u32, (Arc<Flight>, usize)>,
-    /// Misses that took their row from another lookup's read.
+    /// The next flight's number.
+    next_flight: u64,
+    /// Lookups (ids) that took their row from another lookup's read.
     shared_reads: u64,
 }
 
+const NOT_FILLING: (u32, u64) = (EMPTY, 0);
+
+/// How a flight ended: its rows' words, its read's error, or — its lookup dropped mid-read —
+/// nothing (those waiting read the rows themselves).
+type Outcome = Result<Arc<Vec<u32>>, Option<Error>>;
+
 /// One lookup's read of the rows it missed: its result, and who waits for it.
-#[derive(Default)]
 struct Flight {
+    number: u64,
     state: Mutex<FlightState>,
 }
 
 #[derive(Default)]
 struct FlightState {
-    done: Option<Result<Arc<Vec<u32>>, Error>>,
+    done: Option<Outcome>,
     wakers: Vec<Waker>,
 }
 
 impl Flight {
-    fn finish(&self, result: Result<Arc<Vec<u32>>, Error>) {
+    fn finish(&self, outcome: Outcome) {
         let wakers = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            st.done = Some(result);
+            st.done = Some(outcome);
             std::mem::take(&mut st.wakers)
         };
         wakers.into_iter().for_each(Waker::wake);
     }
 }
 
-/// The words of a finished flight.
+/// The outcome of a flight, once it has landed.
 struct Landed(Arc<Flight>);
 
 impl Future for Landed {
-    type Output = Result<Arc<Vec<u32>>, Error>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    type Output = Outcome;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
         let mut st = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
         match &st.done {
             Some(done) => Poll::Ready(done.clone()),
             None => {
-                st.wakers.push(cx.waker().clone());
+                if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    st.wakers.push(cx.waker().clone());
+                }
                 Poll::Pending
             }
         }
     }
 }
 
+/// Finishes a flight when dropped — after its slots are filled, or while unwinding from a panic
+/// in between, so those waiting never wait forever.
+struct Finish<'a>(&'a Flight, Option<Outcome>);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.1.take() {
+            self.0.finish(outcome);
+        }
+    }
+}
+
 /// Ends a lookup's flight however the lookup ends: with its rows, its error, or — when the lookup
-/// is dropped while reading — an error for those waiting, and the slots it was filling emptied.
+/// is dropped while reading — the slots it was filling emptied and those waiting told to read
+/// the rows themselves.
 struct Pilot<'a, S> {
     cache: &'a HostCache<S>,
     flight: Arc<Flight>,
@@ -104,39 +129,40 @@ struct Pilot<'a, S> {
 }
 
 impl<S> Pilot<'_, S> {
-    /// Puts the read rows in the slots still waiting for them (or empties those slots on an
-    /// error), retires the flight, and wakes those waiting.
-    fn land(&mut self, result: Result<Arc<Vec<u32>>, Error>) {
-        self.landed = true;
-        let rw = self.cache.row_words;
-        {
-            let mut st = self.cache.lock();
-            for (i, &row) in self.rows.iter().enumerate() {
-                if st.flights.get(&row).is_some_and(|(f, _)| Arc::ptr_eq(f, &self.flight)) {
-                    st.flights.remove(&row);
+    /// Puts the read rows in the slots still waiting for this read (or empties those slots when
+    /// it brought none), retires the flight, and wakes those waiting.
+    fn land(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.landed, true) {
+            return;
+        }
+        let finish = Finish(&self.flight, Some(outcome));
+        let outcome = finish.1.as_ref().expect("set above");
+        let (rw, number) = (self.cache.row_words, self.flight.number);
+        let mut st = self.cache.lock();
+        for (i, &row) in self.rows.iter().enumerate() {
+            if st.flights.get(&row).is_some_and(|(f, _)| Arc::ptr_eq(f, &self.flight)) {
+                st.flights.remove(&row);
+            }
+            // The slot that holds the row now, if it still waits for this read (it may have been
+            // evicted, given to another row, or refreshed while the read was under way).
+            let Some(slot) = st.map.slot(row).filter(|&s| st.filling[s as usize] == (row, number)) else { continue };
+            st.filling[slot as usize] = NOT_FILLING;
+            match outcome {
+                Ok(words) => {
+                    let at = slot as usize * rw;
+                    st.words[at..at + rw].copy_from_slice(&words[i * rw..(i + 1) * rw]);
                 }
-                // The slot that holds the row now, if it still waits for this read (it may have
-                // been evicted, or given to another row, while the read was under way).
-                let Some(slot) = st.map.slot(row).filter(|&s| st.filling[s as usize] == row) else { continue };
-                st.filling[slot as usize] = EMPTY;
-                match &result {
-                    Ok(words) => {
-                        let at = slot as usize * rw;
-                        st.words[at..at + rw].copy_from_slice(&words[i * rw..(i + 1) * rw]);
-                    }
-                    Err(_) => st.map.invalidate([slot]),
-                }
+                Err(_) => st.map.invalidate([slot]),
             }
         }
-        self.flight.finish(result);
+        drop(st);
+        drop(finish);
     }
 }
 
 impl<S> Drop for Pilot<'_, S> {
     fn drop(&mut self) {
-        if !self.landed {
-            self.land(Err(Error::Busy { what: "the row cache (the lookup reading these rows was cancelled; look them up again)" }));
-        }
+        self.land(Err(None));
     }
 }
 
@@ -148,7 +174,10 @@ impl<S> HostCache<S> {
             let mut st = poisoned.into_inner();
             let slots: Vec<u32> = st.map.entries().map(|(_, s)| s).collect();
             st.map.invalidate(slots);
-            st.filling.fill(EMPTY);
+            st.filling.fill(NOT_FILLING);
+            // Reads under way still land (into no slot); a read whose lookup panicked before it
+            // began is forgotten, so nobody waits on it.
+            st.flights.clear();
             st
         })
     }
@@ -168,7 +197,7 @@ impl<S: RowSource> HostCache<S> {
         }
         let capacity = spec.capacity.min(rows.max(1));
         let map = SlotMap::new(capacity, format.row_bytes(dim) as u64, spec.policy.build())?.for_rows(rows);
-        let state = State { map, words: Vec::new(), filling: vec![EMPTY; capacity], flights: FxHashMap::default(), shared_reads: 0 };
+        let state = State { map, words: Vec::new(), filling: vec![NOT_FILLING; capacity], flights: FxHashMap::default(), next_flight: 1, shared_reads: 0 };
         Ok(HostCache { row_words: format.row_words(dim), spec, state: Mutex::new(state) })
     }
 
@@ -223,13 +252,17 @@ impl<S: RowSource> HostCache<S> {
     }
 
     /// Forgets the cached copies of rows `ids` after the host table changed them: they are read
-    /// again when looked up. Rows not cached need nothing.
+    /// again when looked up, also where a read of them is under way (the lookup that started it
+    /// still gets what it read; nothing later takes its rows from that read).
     pub fn refresh_rows(&self, ids: &[u32]) {
         let mut st = self.lock();
-        let slots: Vec<u32> = ids.iter().filter_map(|&r| st.map.slot(r)).collect();
-        for &s in &slots {
-            // A read under way may return the old row: its slot is not filled from it.
-            st.filling[s as usize] = EMPTY;
+        let mut slots = Vec::new();
+        for &r in ids {
+            st.flights.remove(&r);
+            if let Some(s) = st.map.slot(r) {
+                st.filling[s as usize] = NOT_FILLING;
+                slots.push(s);
+            }
         }
         st.map.invalidate(slots);
     }
@@ -245,10 +278,11 @@ impl<S: RowSource> HostCache<S> {
         let mut packed: Vec<u32> = crate::alloc::zeroed(ids.len().saturating_mul(rw), "a cached lookup's packed rows")?;
         // Positions whose row comes from a flight: (position, flight, the row's place in it).
         let mut waits: Vec<(usize, Arc<Flight>, usize)> = Vec::new();
-        let flight = Arc::new(Flight::default());
         let mut mine: Vec<u32> = Vec::new();
-        {
+        let flight = {
             let mut st = self.lock();
+            let flight = Arc::new(Flight { number: st.next_flight, state: Mutex::default() });
+            st.next_flight += 1;
             let mut slots = Vec::new();
             let parts = st.map.lookup(&resolved, &mut slots);
             let st = &mut *st;
@@ -266,48 +300,74 @@ impl<S: RowSource> HostCache<S> {
             // later part may give a slot to another row only after this part's ids have read it.
             for part in &parts {
                 for &(row, slot) in &part.loads {
-                    st.filling[slot as usize] = row;
-                    if let std::collections::hash_map::Entry::Vacant(e) = st.flights.entry(row) {
-                        e.insert((flight.clone(), mine.len()));
-                        mine.push(row);
-                    }
+                    // A row another lookup is reading (evicted meanwhile, loaded again here) is
+                    // taken from that read; any other is read by this lookup.
+                    let number = match st.flights.get(&row) {
+                        Some((f, _)) => f.number,
+                        None => {
+                            st.flights.insert(row, (flight.clone(), mine.len()));
+                            mine.push(row);
+                            flight.number
+                        }
+                    };
+                    st.filling[slot as usize] = (row, number);
                 }
                 for pos in part.ids.clone() {
                     let Some(row) = resolved[pos] else { continue };
                     let slot = slots[pos] as usize;
-                    if st.filling[slot] == row {
-                        let (f, i) = match st.flights.get(&row) {
-                            Some(entry) => entry.clone(),
-                            // Its flight was retired by a reset: read the row again.
-                            None => {
-                                st.flights.insert(row, (flight.clone(), mine.len()));
-                                mine.push(row);
-                                (flight.clone(), mine.len() - 1)
-                            }
-                        };
-                        if !Arc::ptr_eq(&f, &flight) {
-                            st.shared_reads += 1;
-                        }
-                        waits.push((pos, f, i));
-                    } else {
+                    let (filling, number) = st.filling[slot];
+                    if filling != row {
                         packed[pos * rw..(pos + 1) * rw].copy_from_slice(&st.words[slot * rw..(slot + 1) * rw]);
+                        continue;
                     }
+                    let (f, i) = match st.flights.get(&row) {
+                        Some((f, i)) if f.number == number => (f.clone(), *i),
+                        // Not expected (a slot being filled has its flight): read the row here
+                        // rather than wait on nothing.
+                        _ => {
+                            st.flights.insert(row, (flight.clone(), mine.len()));
+                            st.filling[slot] = (row, flight.number);
+                            mine.push(row);
+                            (flight.clone(), mine.len() - 1)
+                        }
+                    };
+                    if !Arc::ptr_eq(&f, &flight) {
+                        st.shared_reads += 1;
+                    }
+                    waits.push((pos, f, i));
                 }
             }
-        }
+            flight
+        };
         if !mine.is_empty() {
             let mut pilot = Pilot { cache: self, flight: flight.clone(), rows: mine, landed: false };
             let mut words = Vec::new();
             let read = match self.spec.source.read_rows(&pilot.rows, &mut words).await {
                 Ok(()) if words.len() == pilot.rows.len() * rw => Ok(Arc::new(words)),
-                Ok(()) => Err(Error::ShapeMismatch { what: "words a row source returned", expected: pilot.rows.len() * rw, actual: words.len() }),
-                Err(e) => Err(e),
+                Ok(()) => Err(Some(Error::ShapeMismatch { what: "words a row source returned", expected: pilot.rows.len() * rw, actual: words.len() })),
+                Err(e) => Err(Some(e)),
             };
             pilot.land(read);
         }
+        // Rows whose read was dropped with its lookup: read here, not cached.
+        let mut orphans: Vec<usize> = Vec::new();
         for (pos, f, i) in waits {
-            let words = Landed(f).await?;
-            packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[i * rw..(i + 1) * rw]);
+            match Landed(f).await {
+                Ok(words) => packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[i * rw..(i + 1) * rw]),
+                Err(Some(e)) => return Err(e),
+                Err(None) => orphans.push(pos),
+            }
+        }
+        if !orphans.is_empty() {
+            let rows: Vec<u32> = orphans.iter().filter_map(|&p| resolved[p]).collect();
+            let mut words = Vec::new();
+            self.spec.source.read_rows(&rows, &mut words).await?;
+            if words.len() != rows.len() * rw {
+                return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * rw, actual: words.len() });
+            }
+            for (k, &pos) in orphans.iter().enumerate() {
+                packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[k * rw..(k + 1) * rw]);
+            }
         }
         // Decode as the CPU path decodes a resident table: position p of the lookup is row p of
         // the packed rows; a zero row of the bounds policy is an id past them.

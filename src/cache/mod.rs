@@ -60,8 +60,10 @@ pub struct CacheStats {
     /// Packed bytes sent from the host to the GPU: misses not staged, and prefetches. (For a
     /// [`HostCache`]: packed bytes loaded into the cache.)
     pub bytes_uploaded: u64,
-    /// Misses of a [`HostCache`] that took their row from a read another lookup had under way
-    /// (nothing read twice). Always 0 on the GPU.
+    /// Ids looked up in a [`HostCache`] whose row was neither in the cache nor read by their own
+    /// lookup: taken from a read another lookup had under way (nothing read twice). Counted per
+    /// id, repeats included; most are counted as hits too (the row had its slot already), and
+    /// they are hits on a row still on its way. Always 0 on the GPU.
     pub shared_reads: u64,
 }
 

@@ -757,8 +757,9 @@ impl RangeReader for FetchReader {
     }
 }
 
-/// A hot-row cache over a table in WASM memory (see `EdoEngine.cache`). One lookup at a time:
-/// a call made while another is pending is refused with an error.
+/// A hot-row cache over a table in WASM memory or a remote file (see `EdoEngine.cache` and
+/// `cacheRemote`). On WebGPU one lookup at a time: a call made while another is pending is
+/// refused with an error. On the CPU path lookups may overlap (they share their fetches).
 #[wasm_bindgen]
 pub struct EdoCache {
     inner: RefCell<CacheInner>,
@@ -819,9 +820,13 @@ impl EdoCache {
     }
 
     /// Stages the rows of the next batch on the GPU (call it while the current one runs); the
-    /// next `gather` copies them into the cache instead of uploading them. Returns how many.
+    /// next `gather` copies them into the cache instead of uploading them. Returns how many (0 on
+    /// the CPU path, which reads its misses when they are looked up).
     #[allow(clippy::await_holding_refcell_ref)] // as in `gather`
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, Failure> {
+        if self.backend == "cpu" {
+            return Ok(0); // nothing to stage: the CPU path reads its misses when looked up
+        }
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
             CacheInner::Local(c) => c.prefetch(&ids).await.map_err(err),
@@ -830,8 +835,9 @@ impl EdoCache {
     }
 
     /// Hits, misses, evictions, bytes loaded into the cache (`bytesUploaded`), hit rate,
-    /// capacity, rows cached and — on the CPU path — misses served by another lookup's fetch
-    /// (`sharedReads`), as JSON; a remote table's requests and bytes fetched too.
+    /// capacity, rows cached and — on the CPU path — ids whose row came from another overlapping
+    /// lookup's fetch (`sharedReads`, per id), as JSON; a remote table's requests and bytes
+    /// fetched too.
     #[wasm_bindgen(getter)]
     pub fn stats(&self) -> Result<String, Failure> {
         let inner = self.inner.try_borrow().map_err(|_| busy())?;

@@ -198,7 +198,7 @@ export interface CacheStats {
   hitRate?: number;
   capacity?: number;
   cachedRows?: number;
-  /** CPU path: misses served by a fetch another overlapping lookup had under way. */
+  /** CPU path: ids whose row came from a fetch another overlapping lookup had under way (per id). */
   sharedReads?: number;
   requests?: number;
   bytesFetched?: number;
