@@ -92,9 +92,9 @@ fn main() -> Result<(), edo::Error> {
             acc.1 += file.served.load(Ordering::Relaxed) - s0;
         }
     }
+    let s = cache.stats();
     let last = batches[batches.len() - 1];
     assert_eq!(block_on(cache.gather(last, Bounds::Error))?, edo::cpu::gather(&table, last, Bounds::Error)?, "the cache returns the table's rows");
-    let s = cache.stats();
     println!("LFU cache of {capacity} rows ({} % of the rows) in host memory: hit rate {:.4}", (100.0 * fraction) as u32, s.hit_rate());
     println!("{:<16} {:>14} {:>18} {:>22}", "", "requests/batch", "bytes fetched/id", "ms per batch p50 / p99");
     for (name, (requests, bytes, times)) in [("remote, direct", &direct), ("through the cache", &cached)] {
