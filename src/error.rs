@@ -67,6 +67,16 @@ pub enum Error {
         /// Rows of the table.
         rows: usize,
     },
+    /// An order that is not a permutation of a table's rows: an entry out of range or repeated.
+    #[error("order[{index}] = {value}: not a permutation of the table's {rows} rows (out of range or repeated)")]
+    NotAPermutation {
+        /// The position of the bad entry.
+        index: usize,
+        /// The entry.
+        value: u32,
+        /// Rows of the table.
+        rows: usize,
+    },
     /// A size exceeds a device or platform limit.
     #[error("{what}: {requested} exceeds the limit of {max}")]
     LimitExceeded {
@@ -355,6 +365,10 @@ pub enum Unsupported {
     /// Rescoring with a table placed on another backend than the codes.
     #[error("rescoring with a table placed on another backend than the codes")]
     RescoringAcrossBackends,
+    /// A table file whose rows are reordered (it has an id map) opened as a plain table: its rows
+    /// are not in id order.
+    #[error("a table file whose rows are reordered (it holds an id map): open it with PrunedTable::open or PrunedTable::from_file_bytes, which apply the map")]
+    ReorderedTableFile,
     /// Metadata keys starting with "edo." are reserved.
     #[error("metadata keys starting with \"edo.\" are reserved")]
     ReservedMetadataKey,

@@ -1,5 +1,10 @@
 //! Pruned tables: rows that were cut (rarely used, or zero after training) take no memory; an
 //! id → compact-row remap (FBGEMM's index remapping) sends their ids to a zero row.
+//!
+//! The same remap carries a **reordered** table: every row kept, stored in another order — the
+//! most looked-up first ([`PrunedTable::reorder`], [`frequency_order`]) — so lookups keep the
+//! user's ids. Such a table round-trips through `.edo` files with its map
+//! ([`PrunedTable::to_file`], [`PrunedTable::open`]).
 
 use crate::format::PackedTable;
 use crate::{Bounds, Error};
@@ -73,6 +78,78 @@ impl PrunedTable {
         self.remap.len() as u64 * self.table.format().row_bytes(self.table.dim()) as u64
     }
 
+    /// `table` with its rows stored in `order` (row `k` of the result holds `table`'s row
+    /// `order[k]`), looked up by the original ids through the remap. `order` must be a
+    /// permutation of the table's rows ([`Error::NotAPermutation`] names the first entry that
+    /// is out of range or repeated).
+    pub fn reorder(table: &PackedTable, order: &[u32]) -> Result<PrunedTable, Error> {
+        let rows = table.rows();
+        if order.len() != rows {
+            return Err(Error::ShapeMismatch { what: "order (one entry per row of the table)", expected: rows, actual: order.len() });
+        }
+        let mut remap = vec![ABSENT; rows];
+        for (k, &id) in order.iter().enumerate() {
+            match remap.get_mut(id as usize) {
+                Some(slot) if *slot == ABSENT => *slot = k as u32,
+                _ => return Err(Error::NotAPermutation { index: k, value: id, rows }),
+            }
+        }
+        let rw = table.row_words();
+        let mut words = crate::alloc::zeroed::<u32>(rows * rw, "reordered rows")?;
+        for (dst, &id) in words.chunks_exact_mut(rw.max(1)).zip(order) {
+            dst.copy_from_slice(table.row(id as usize));
+        }
+        let table = PackedTable::from_words(table.format(), rows, table.dim(), words)?;
+        Ok(PrunedTable { table, remap })
+    }
+
+    /// Whether every original row is kept (a reordering, not a pruning): the remap is a
+    /// permutation of the stored rows.
+    pub fn is_reordering(&self) -> bool {
+        self.remap.len() == self.table.rows() && self.remap.iter().all(|&r| r != ABSENT)
+    }
+
+    /// The rows in their original order again (for a pruned table, its pruned rows as zeros in
+    /// the format's encoding of zero).
+    pub fn original_order(&self) -> Result<PackedTable, Error> {
+        let rw = self.table.row_words();
+        let zero = PackedTable::quantize(self.table.format(), &vec![0.0; self.dim()], 1, self.dim())?;
+        let mut words = crate::alloc::zeroed::<u32>(self.remap.len() * rw, "rows in their original order")?;
+        for (dst, &r) in words.chunks_exact_mut(rw.max(1)).zip(&self.remap) {
+            dst.copy_from_slice(if r == ABSENT { zero.row(0) } else { self.table.row(r as usize) });
+        }
+        PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)
+    }
+
+    /// A `.edo` file of a reordered table: its stored rows and its id map, so a reader gets the
+    /// same rows for the same ids. Only a reordering is stored (a pruned table's remap has absent
+    /// rows, which the file format does not hold): otherwise [`Error::NotAPermutation`].
+    pub fn to_file(&self) -> Result<crate::file::TableFile, Error> {
+        check_permutation(&self.remap, self.table.rows())?;
+        Ok(crate::file::TableFile::new(self.table.clone()).with_id_map(self.remap.clone()))
+    }
+
+    /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map: a
+    /// permutation of the stored rows. A file without a map opens too (the identity map).
+    #[cfg(native)]
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<PrunedTable, Error> {
+        Self::from_table_file(crate::file::TableFile::open_any(path)?)
+    }
+
+    /// [`PrunedTable::open`] from the file's bytes.
+    pub fn from_file_bytes(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<PrunedTable, Error> {
+        Self::from_table_file(crate::file::TableFile::from_bytes_any(bytes)?)
+    }
+
+    fn from_table_file(file: crate::file::TableFile) -> Result<PrunedTable, Error> {
+        let remap = match file.id_map() {
+            Some(map) => map.to_vec(),
+            None => (0..file.table().rows() as u32).collect(),
+        };
+        check_permutation(&remap, file.table().rows())?;
+        Ok(PrunedTable { table: file.into_table(), remap })
+    }
+
     /// Ids of the original table → rows of the compact one, [`ABSENT`] for pruned rows and, under
     /// [`Bounds::Zero`], for ids out of range. Fails under [`Bounds::Error`] on the first id out
     /// of range of the original rows.
@@ -80,4 +157,37 @@ impl PrunedTable {
         bounds.check(ids, self.original_rows())?;
         Ok(ids.iter().map(|&id| bounds.resolve(id, self.original_rows()).map_or(ABSENT, |r| self.remap[r])).collect())
     }
+}
+
+/// Checks that `remap` sends the `rows` stored rows' ids to each stored row exactly once.
+fn check_permutation(remap: &[u32], rows: usize) -> Result<(), Error> {
+    if remap.len() != rows {
+        return Err(Error::ShapeMismatch { what: "id map (one entry per stored row)", expected: rows, actual: remap.len() });
+    }
+    let mut seen = vec![false; rows];
+    for (index, &value) in remap.iter().enumerate() {
+        match seen.get_mut(value as usize) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(Error::NotAPermutation { index, value, rows }),
+        }
+    }
+    Ok(())
+}
+
+/// Rows ordered by `counts`, the most counted first (ties by row): the order that
+/// [`PrunedTable::reorder`] takes to put the most looked-up rows together.
+pub fn frequency_order(counts: &[u64]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..counts.len() as u32).collect();
+    order.sort_by_key(|&r| (std::cmp::Reverse(counts[r as usize]), r));
+    order
+}
+
+/// How often each of `rows` rows is looked up in `ids` (a trace); an id past the table is
+/// [`Error::IdOutOfRange`].
+pub fn lookup_counts(ids: &[u32], rows: usize) -> Result<Vec<u64>, Error> {
+    let mut counts = vec![0u64; rows];
+    for (index, &id) in ids.iter().enumerate() {
+        *counts.get_mut(id as usize).ok_or(Error::IdOutOfRange { index, id, rows })? += 1;
+    }
+    Ok(counts)
 }

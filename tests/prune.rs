@@ -57,3 +57,105 @@ fn clamping_into_a_table_with_no_rows_is_an_error_not_a_panic() {
     assert!(matches!(p.gather(&[3], Bounds::Clamp), Err(Error::IdOutOfRange { index: 0, id: 3, rows: 0 })));
     assert_eq!(p.gather(&[3], Bounds::Zero).unwrap(), vec![0.0, 0.0]);
 }
+
+/// A table reordered by lookup frequency: every id still reads its own row (gathers bit for bit,
+/// bags too), the most looked-up rows come first, and the table round-trips through an `.edo`
+/// file with its id map — which every reader of plain tables refuses.
+#[test]
+fn reordered_tables_keep_their_ids_and_round_trip_through_files() {
+    use edo::prune::{frequency_order, lookup_counts};
+    let (rows, dim) = (3001, 20);
+    let data = embedding_table(rows, dim, 6);
+    // Popular rows scattered over the table: Zipf ranks through a fixed shuffle.
+    let scatter: Vec<u32> = (0..rows as u32).map(|r| (r * 1237 + 11) % rows as u32).collect();
+    let trace: Vec<u32> = edo::synth::zipf_ids(20_000, rows, 1.1, 4).iter().map(|&r| scatter[r as usize]).collect();
+    let counts = lookup_counts(&trace, rows).unwrap();
+    let order = frequency_order(&counts);
+    assert!(order.windows(2).all(|w| (counts[w[0] as usize], std::cmp::Reverse(w[0])) >= (counts[w[1] as usize], std::cmp::Reverse(w[1]))));
+    assert_eq!(order[0], scatter[0], "the hottest row first");
+    for format in [Format::Int8, Format::F16, Format::Int4, Format::Q8_0, Format::BinaryScaled] {
+        // Q8_0 needs whole 32-value blocks.
+        let dim = if format == Format::Q8_0 { 32 } else { dim };
+        let data: Vec<f32> = if dim == 20 { data.clone() } else { embedding_table(rows, dim, 6) };
+        let full = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let reordered = PrunedTable::reorder(&full, &order).unwrap();
+        assert!(reordered.is_reordering());
+        assert_eq!(reordered.table().row(0), full.row(order[0] as usize));
+        let ids: Vec<u32> = (0..rows as u32).rev().chain(trace.iter().copied().take(500)).collect();
+        assert_eq!(reordered.gather(&ids, Bounds::Error).unwrap(), edo::cpu::gather(&full, &ids, Bounds::Error).unwrap(), "{format}");
+        let offsets: Vec<u32> = (0..=100u32).map(|b| b * 7).collect();
+        let bags = Bags::new(&ids[..700], &offsets).include_last_offset(true);
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            assert_eq!(reordered.bag(&bags, pooling, Bounds::Error).unwrap(), full.bag(&bags, pooling, Bounds::Error).unwrap(), "{format} {pooling:?}");
+        }
+        assert_eq!(reordered.original_order().unwrap(), full);
+
+        // The file: the same rows for the same ids after the round trip.
+        let bytes = reordered.to_file().unwrap().with_chunk_bytes(4096).unwrap().to_bytes();
+        let back = PrunedTable::from_file_bytes(bytes.clone()).unwrap();
+        assert_eq!(back, reordered, "{format}");
+        assert!(matches!(edo::file::TableFile::from_bytes(bytes.clone()), Err(Error::Unsupported(edo::Unsupported::ReorderedTableFile))));
+        // A plain table file opens as a reordering by the identity.
+        let plain = PrunedTable::from_file_bytes(edo::file::TableFile::new(full.clone()).to_bytes()).unwrap();
+        assert_eq!(plain.gather(&ids, Bounds::Error).unwrap(), edo::cpu::gather(&full, &ids, Bounds::Error).unwrap());
+        // A damaged map (its last entry made a repeat of its first; the map is the last tensor) is
+        // refused, never read as a wrong row.
+        let mut damaged = bytes.clone();
+        let n = damaged.len();
+        let first = reordered.remap()[0].to_le_bytes();
+        damaged[n - 4..].copy_from_slice(&first);
+        assert!(matches!(PrunedTable::from_file_bytes(damaged), Err(Error::NotAPermutation { .. })), "{format}");
+    }
+
+    // Bad input: typed errors.
+    let full = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    assert!(matches!(PrunedTable::reorder(&full, &order[1..]), Err(Error::ShapeMismatch { .. })));
+    let mut twice = order.clone();
+    twice[5] = twice[4];
+    assert!(matches!(PrunedTable::reorder(&full, &twice), Err(Error::NotAPermutation { index: 5, .. })));
+    let mut beyond = order.clone();
+    beyond[9] = rows as u32;
+    assert!(matches!(PrunedTable::reorder(&full, &beyond), Err(Error::NotAPermutation { index: 9, .. })));
+    assert!(matches!(lookup_counts(&[1, 2, rows as u32], rows), Err(Error::IdOutOfRange { index: 2, .. })));
+    let keep: Vec<bool> = (0..rows).map(|r| r % 2 == 0).collect();
+    let pruned = PrunedTable::quantize(Format::Int8, &data, rows, dim, &keep).unwrap();
+    assert!(!pruned.is_reordering());
+    assert!(matches!(pruned.to_file(), Err(Error::ShapeMismatch { .. } | Error::NotAPermutation { .. })));
+}
+
+/// The version marks a file with an id map: an old-version file with a map, or a new-version one
+/// without, is malformed; the remote reader refuses a reordered file.
+#[test]
+fn an_id_map_and_its_version_come_together() {
+    let (rows, dim) = (100, 8);
+    let full = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 2), rows, dim).unwrap();
+    let order: Vec<u32> = (0..rows as u32).rev().collect();
+    let bytes = PrunedTable::reorder(&full, &order).unwrap().to_file().unwrap().to_bytes();
+    let edit = |from: &str, to: &str| {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap().trim_end().to_string();
+        assert!(header.contains(from), "{from} not in {header}");
+        let mut new = header.replace(from, to).into_bytes();
+        new.resize(new.len().next_multiple_of(8), b' ');
+        let mut out = (new.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&new);
+        out.extend_from_slice(&bytes[8 + n..]);
+        out
+    };
+    for bad in [edit("\"edo.version\":\"2\"", "\"edo.version\":\"1\""), edit("\"id_map\"", "\"id_mop\"")] {
+        assert!(matches!(PrunedTable::from_file_bytes(bad), Err(Error::BadFile { .. })));
+    }
+    assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"3\"")), Err(Error::UnsupportedVersion { .. })));
+    struct Mem(Vec<u8>);
+    impl edo::file::remote::RangeReader for Mem {
+        async fn read(&self, range: std::ops::Range<u64>) -> Result<(Vec<u8>, u64), Error> {
+            let len = self.0.len() as u64;
+            Ok((self.0[range.start.min(len) as usize..range.end.min(len) as usize].to_vec(), len))
+        }
+        fn name(&self) -> String {
+            "memory".into()
+        }
+    }
+    let e = edo::block_on(edo::file::remote::RemoteTable::open(Mem(bytes))).err().expect("refused");
+    assert!(e.to_string().contains("reordered"), "{e}");
+}

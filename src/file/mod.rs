@@ -60,6 +60,11 @@ use crate::Error;
 
 /// The table-file version this edo writes and reads.
 pub const VERSION: u32 = 1;
+
+/// The version a file with an id map (a reordered table, [`crate::PrunedTable::to_file`])
+/// declares, so that a reader that does not apply the map refuses it instead of returning rows
+/// in their stored order.
+pub const ID_MAP_VERSION: u32 = 2;
 /// Bytes of `rows` covered by one CRC-32.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
@@ -128,6 +133,8 @@ pub struct TableFile {
     chunk_bytes: usize,
     verified: Vec<AtomicBool>,
     model: Option<ModelParts>,
+    /// A reordered table's id → stored row map.
+    id_map: Option<Vec<u32>>,
 }
 
 /// What a model file holds beside its table: the settings (JSON) and the `model.*` tensors, by
@@ -172,7 +179,7 @@ impl TableFile {
         let bytes: &[u8] = bytemuck::cast_slice(table.words());
         let crcs = chunk_crcs(bytes, CHUNK_BYTES);
         let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
-        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None }
+        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None, id_map: None }
     }
 
     /// The table as a model's, with the model's settings and tensors (names start `model.`).
@@ -180,6 +187,18 @@ impl TableFile {
         debug_assert!(parts.tensors.keys().all(|k| k.starts_with("model.")));
         self.model = Some(parts);
         self
+    }
+
+    /// The table as a reordered one's, with its id → stored row map (checked by the caller).
+    pub(crate) fn with_id_map(mut self, map: Vec<u32>) -> TableFile {
+        self.id_map = Some(map);
+        self
+    }
+
+    /// A reordered table's id → stored row map, if the file has one (only
+    /// [`crate::PrunedTable::open`] and [`crate::PrunedTable::from_file_bytes`] open such a file).
+    pub fn id_map(&self) -> Option<&[u32]> {
+        self.id_map.as_deref()
     }
 
     /// A model file's settings and tensors.
@@ -288,6 +307,18 @@ impl TableFile {
         TableFile::from_shared(Arc::new(bytes))
     }
 
+    /// [`TableFile::from_bytes`], also of a file with an id map.
+    pub(crate) fn from_bytes_any(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<TableFile, Error> {
+        TableFile::from_shared_any(Arc::new(bytes))
+    }
+
+    /// [`TableFile::open`], also of a file with an id map.
+    #[cfg(native)]
+    pub(crate) fn open_any(path: impl AsRef<std::path::Path>) -> Result<TableFile, Error> {
+        let path = path.as_ref();
+        TableFile::from_shared_any(Arc::new(map_file(path)?)).map_err(|e| in_file(path, e))
+    }
+
     /// Memory-maps a table file. Only the header is read now; rows are paged in as they are used.
     ///
     /// The file must not be modified while mapped (edo's own writer replaces files by renaming,
@@ -298,9 +329,20 @@ impl TableFile {
         TableFile::from_shared(Arc::new(map_file(path)?)).map_err(|e| in_file(path, e))
     }
 
+    /// A table file; one whose rows are reordered (it has an id map) is refused: its rows are
+    /// not in id order, and every reader of a plain `TableFile` reads them as if they were.
     fn from_shared(bytes: SharedBytes) -> Result<TableFile, Error> {
+        let file = TableFile::from_shared_any(bytes)?;
+        if file.id_map.is_some() {
+            return Err(Error::Unsupported(crate::Unsupported::ReorderedTableFile));
+        }
+        Ok(file)
+    }
+
+    fn from_shared_any(bytes: SharedBytes) -> Result<TableFile, Error> {
         let buf: &[u8] = (*bytes).as_ref();
         let h = Header::parse(buf, buf.len() as u64)?;
+        let id_map = h.id_map.clone().map(|r| crate::format::words_le(&buf[r]));
         let crcs = crate::format::words_le(&buf[h.crc.clone()]);
         let vocab = match &h.vocab {
             None => None,
@@ -328,7 +370,7 @@ impl TableFile {
         };
         let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model })
+        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map })
     }
 
     /// Checks every row against the checksums.
@@ -381,7 +423,7 @@ impl TableFile {
     fn views(&self) -> (Vec<(String, Tensor<'_>)>, BTreeMap<String, String>) {
         let t = &self.table;
         let mut info = self.metadata.clone();
-        info.insert("edo.version".into(), VERSION.to_string());
+        info.insert("edo.version".into(), if self.id_map.is_some() { ID_MAP_VERSION } else { VERSION }.to_string());
         info.insert("edo.format".into(), t.format().name().into());
         info.insert("edo.rows".into(), t.rows().to_string());
         info.insert("edo.dim".into(), t.dim().to_string());
@@ -398,6 +440,9 @@ impl TableFile {
         });
         views.push(("crc32".to_string(), Tensor { dtype: Dtype::U32, shape: vec![self.crcs.len()], data: bytemuck::cast_slice(&self.crcs).to_vec().into() }));
         views.push(("rows".to_string(), Tensor { dtype: Dtype::U32, shape: vec![t.rows(), t.row_words()], data: bytemuck::cast_slice(t.words()).into() }));
+        if let Some(map) = &self.id_map {
+            views.push(("id_map".to_string(), Tensor { dtype: Dtype::U32, shape: vec![map.len()], data: bytemuck::cast_slice(map).to_vec().into() }));
+        }
         let mut bytes_last = Vec::new();
         if let Some(model) = &self.model {
             info.insert("edo.model".into(), model.settings.clone());
@@ -448,6 +493,8 @@ pub(crate) struct Header {
     #[allow(clippy::type_complexity)]
     pub model: Option<(String, Vec<(String, Dtype, Vec<usize>, Range<usize>)>, String)>,
     pub metadata: BTreeMap<String, String>,
+    /// A reordered table's id map (version [`ID_MAP_VERSION`] files only).
+    pub id_map: Option<Range<usize>>,
 }
 
 impl Header {
@@ -480,9 +527,11 @@ impl Header {
         let Some(version) = kv.get("edo.version") else {
             return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
         };
-        if version.trim() != VERSION.to_string() {
-            return Err(Error::UnsupportedVersion { found: version.clone(), supported: VERSION });
-        }
+        let mapped = match version.trim().parse::<u32>() {
+            Ok(VERSION) => false,
+            Ok(ID_MAP_VERSION) => true,
+            _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: ID_MAP_VERSION }),
+        };
         let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
         let number = |key: &str| -> Result<usize, Error> {
             let v = get(key)?;
@@ -543,8 +592,20 @@ impl Header {
             None if model_tensors.is_empty() => None,
             None => return Err(bad(format!("tensor {:?} without the edo.model settings", model_tensors[0].0))),
         };
+        let id_map = match (mapped, meta.info("id_map")) {
+            (true, Some(_)) => {
+                let info = tensor("id_map", Dtype::U32)?;
+                if info.shape != [rows] {
+                    return Err(bad(format!("tensor \"id_map\" has shape {:?}, expected [{rows}]", info.shape)));
+                }
+                Some(range(info))
+            }
+            (true, None) => return Err(bad(format!("a version {ID_MAP_VERSION} file (a reordered table) without its \"id_map\""))),
+            (false, Some(_)) => return Err(bad(format!("an \"id_map\" in a version {VERSION} file (a reordered table is version {ID_MAP_VERSION})"))),
+            (false, None) => None,
+        };
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model })
+        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map })
     }
 }
 

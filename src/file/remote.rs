@@ -147,6 +147,10 @@ impl<R: RangeReader> RemoteTable<R> {
             head.extend_from_slice(&rest);
         }
         let h = Header::parse(&head, file_len).map_err(in_file)?;
+        if h.id_map.is_some() {
+            // A reordered table: its rows are not in id order, and a remote table reads by id.
+            return Err(in_file(Error::Unsupported(crate::Unsupported::ReorderedTableFile)));
+        }
         Ok(RemoteTable {
             format: h.format,
             rows: h.rows,

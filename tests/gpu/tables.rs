@@ -31,6 +31,29 @@ fn pruned_gathers_and_bags_match_the_cpu() {
     }
 }
 
+/// A table reordered by frequency (`edo reorder`), after its file round trip: on the GPU the same
+/// rows for the same ids as the original table on the CPU path, bit for bit, bags too.
+#[test]
+fn reordered_tables_gather_their_original_rows() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(4 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (1337, 24);
+    let data = embedding_table(rows, dim, 5);
+    let ids = uniform_ids(3001, rows, 2);
+    let order = edo::prune::frequency_order(&edo::prune::lookup_counts(&ids, rows).unwrap());
+    for format in [Format::Int8, Format::F16, Format::Int4] {
+        let full = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        let bytes = PrunedTable::reorder(&full, &order).unwrap().to_file().unwrap().to_bytes();
+        let reordered = PrunedTable::from_file_bytes(bytes).unwrap();
+        let gpu = block_on(GpuPrunedTable::upload(&engine, &reordered)).unwrap();
+        let got = run_job(block_on(gpu.prepare_gather(&ids, Bounds::Error)).unwrap());
+        assert_bits_eq(&got, &edo::cpu::gather(&full, &ids, Bounds::Error).unwrap(), &format!("reordered gather {format}"));
+        let (indices, offsets) = random_bags(170, rows, 9, false, 6);
+        let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+        let got = run_job(block_on(gpu.prepare_bag(&bags, Pooling::Max, Bounds::Error)).unwrap());
+        assert_bits_eq(&got, &full.bag(&bags, Pooling::Max, Bounds::Error).unwrap(), &format!("reordered max bag {format}"));
+    }
+}
+
 /// quantize → table file → memory map → GPU gather: the same rows as the in-memory table, on
 /// the GPU and on the CPU, with the mapped table split into several shards.
 #[test]
