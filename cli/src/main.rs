@@ -47,6 +47,9 @@ enum Command {
     Inspect(tables::InspectArgs),
     /// Print rows of an .edo file by id or by token.
     Lookup(tables::LookupArgs),
+    /// Store a table's rows by how often a trace (or counts) looks them up, the most looked-up
+    /// first, with an id map so lookups keep the same ids.
+    Reorder(tables::ReorderArgs),
     /// Write an .edo file's table as .npy, .safetensors (FBGEMM / packbits layouts or dense
     /// f32), a GGUF file or word2vec text.
     Export(tables::ExportArgs),
@@ -237,6 +240,7 @@ fn main() -> ExitCode {
         Command::Quantize(a) => tables::quantize(a),
         Command::Inspect(a) => tables::inspect(a),
         Command::Lookup(a) => tables::lookup(a),
+        Command::Reorder(a) => tables::reorder(a),
         Command::Export(a) => tables::export(a),
         Command::Eval(a) => search::eval(a),
         Command::SearchBench(a) => search::search_bench(a),

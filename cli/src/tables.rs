@@ -499,7 +499,10 @@ fn parse_ids<'a>(items: impl Iterator<Item = &'a str>, code: u8) -> Result<Vec<u
 }
 
 pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
-    let file = open_table(&a.file)?;
+    let file = match open_table(&a.file) {
+        Err(f) if f.message.contains("rows are reordered") => return lookup_reordered(a),
+        other => other?,
+    };
     let t = file.table();
     let ids: Vec<u32> = if let Some(path) = &a.ids_file {
         let text = if path.as_os_str() == "-" {
@@ -536,6 +539,105 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
             let name = token(id).map_or(String::new(), |t| format!(" {t:?}"));
             println!("{id}{name}: [{}{more}]", shown.join(", "));
         }
+    }
+    Ok(())
+}
+
+/// `edo lookup` of a reordered table (`edo reorder`): ids go through its id map.
+fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
+    let pruned = edo::PrunedTable::open(&a.file)?;
+    if !a.tokens.is_empty() {
+        return Err(Failure::new(exit::USAGE, format!("{} is a reordered table: look rows up with --ids", a.file.display())));
+    }
+    let ids = match &a.ids_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
+            parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?
+        }
+        None => parse_ids(a.ids.iter().map(String::as_str), exit::USAGE)?,
+    };
+    Bounds::Error.check(&ids, pruned.original_rows())?;
+    let values = if a.gpu {
+        let engine = edo::Engine::new_blocking(edo::EngineOptions::default())?;
+        let gpu = edo::block_on(edo::GpuPrunedTable::upload(&engine, &pruned))?;
+        edo::block_on(edo::block_on(gpu.gather(&ids, Bounds::Error))?.read())?
+    } else {
+        edo::Lookup::gather(&pruned, &ids, Bounds::Error)?
+    };
+    let dim = pruned.dim();
+    if a.json {
+        let rows: Vec<_> = ids.iter().zip(values.chunks_exact(dim)).map(|(&id, row)| json!({ "id": id, "values": row })).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "format": pruned.table().format().name(), "dim": dim, "reordered": true, "rows": rows })).expect("JSON")
+        );
+    } else {
+        for (&id, row) in ids.iter().zip(values.chunks_exact(dim)) {
+            let shown: Vec<String> = row.iter().take(a.show).map(|v| format!("{v:.5}")).collect();
+            let more = if dim > a.show { format!(", … {} more", dim - a.show) } else { String::new() };
+            println!("{id}: [{}{more}]", shown.join(", "));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ReorderArgs {
+    /// The .edo table file.
+    file: PathBuf,
+    /// The reordered table file to write (its rows stored most looked-up first, with the id map
+    /// that keeps lookups by the same ids).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// A trace of looked-up ids (one a line, or a 1-D .npy of ids): rows are ordered by how often
+    /// it looks them up.
+    #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
+    trace: Option<PathBuf>,
+    /// Lookup counts, one per row of the table (one a line, or a 1-D .npy).
+    #[arg(long)]
+    counts: Option<PathBuf>,
+}
+
+/// `edo reorder`: the table's rows stored by frequency, the most looked-up first.
+pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
+    let file = open_table(&a.file)?;
+    file.verify()?;
+    let t = file.table();
+    let rows = t.rows();
+    let read = |path: &Path| std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())));
+    // As `edo bench cache --trace`: a trace or counts file that does not fit is a usage error.
+    let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
+    let counts: Vec<u64> = match (&a.trace, &a.counts) {
+        (Some(path), _) => {
+            let ids = edo::cache::parse_trace(&read(path)?, Some(rows)).map_err(|e| in_file(path, e))?;
+            edo::prune::lookup_counts(&ids, rows).map_err(|e| in_file(path, e))?
+        }
+        (None, Some(path)) => {
+            let counts = edo::cache::parse_trace(&read(path)?, None).map_err(|e| in_file(path, e))?;
+            if counts.len() != rows {
+                return Err(in_file(path, Error::ShapeMismatch { what: "lookup counts (one per row of the table)", expected: rows, actual: counts.len() }));
+            }
+            counts.into_iter().map(u64::from).collect()
+        }
+        (None, None) => return Err(Failure::new(exit::USAGE, "give --trace or --counts")),
+    };
+    let order = edo::prune::frequency_order(&counts);
+    let reordered = edo::PrunedTable::reorder(t, &order)?;
+    let mut out = reordered.to_file()?.with_chunk_bytes(file.chunk_bytes())?;
+    for (k, v) in file.metadata() {
+        out.set_metadata(k.clone(), v.clone())?;
+    }
+    out.write(&a.output).map_err(write_failure)?;
+    let total = counts.iter().sum::<u64>().max(1) as f64;
+    let share = |n: usize| order[..n.min(rows)].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
+    println!(
+        "{}: {rows} rows reordered by lookup count; the first 1 % of the stored rows take {:.1} % of the lookups, the first 10 % {:.1} %",
+        a.output.display(),
+        100.0 * share(rows.div_ceil(100)),
+        100.0 * share(rows.div_ceil(10))
+    );
+    if file.vocab().is_some() {
+        println!("(the vocabulary is not carried over: a reordered table is looked up by id)");
     }
     Ok(())
 }

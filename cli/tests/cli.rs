@@ -800,3 +800,45 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
     let out = edo(&["bench", "suite", "--ops", "embed"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `edo reorder`: a table stored by lookup frequency, looked up by the same ids as before (with
+/// `edo lookup`, which applies the id map); counts or a trace that do not fit are refused.
+#[test]
+fn reorder_stores_rows_by_frequency_and_keeps_ids() {
+    let dir = Scratch::new("reorder");
+    let (rows, dim) = (500, 16);
+    let table = edo::PackedTable::quantize(edo::Format::Int8, &edo::synth::embedding_table(rows, dim, 3), rows, dim).unwrap();
+    let src = dir.path("t.edo");
+    edo::file::TableFile::new(table.clone()).write(&src).unwrap();
+    let trace = dir.path("trace.txt");
+    let ids: Vec<String> = edo::synth::zipf_ids(5000, rows, 1.1, 2).iter().map(|&r| ((r * 7 + 3) % rows as u32).to_string()).collect();
+    std::fs::write(&trace, ids.join("\n")).unwrap();
+    let out_path = dir.path("hot.edo");
+    let (s, o) = (src.to_str().unwrap(), out_path.to_str().unwrap());
+    let text = ok(&["reorder", s, "--trace", trace.to_str().unwrap(), "-o", o]);
+    assert!(text.contains("500 rows reordered") && text.contains("first 10 %"), "{text}");
+    let reordered = edo::PrunedTable::open(&out_path).unwrap();
+    assert!(reordered.is_reordering());
+    assert_eq!(reordered.table().row(0), table.row(3), "the hottest id (rank 0 → 3) first");
+    // The same rows for the same ids, through the CLI.
+    let want = edo::cpu::gather(&table, &[3, 499, 0], edo::Bounds::Error).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&["lookup", o, "--ids", "3,499,0", "--json"])).unwrap();
+    let got: Vec<f32> =
+        json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    assert_eq!(got, want);
+    // Counts: one per row.
+    let counts = dir.path("counts.txt");
+    std::fs::write(&counts, (0..rows).map(|r| (r % 5).to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+    ok(&["reorder", s, "--counts", counts.to_str().unwrap(), "-o", o]);
+    assert_eq!(edo::PrunedTable::open(&out_path).unwrap().table().row(0), table.row(4));
+    for (bytes, flag, needle) in [("1\n2\n", "--counts", "one per row"), ("1\n500\n", "--trace", "out of range"), ("x\n", "--trace", "line 1")] {
+        std::fs::write(&counts, bytes).unwrap();
+        let bad = edo(&["reorder", s, flag, counts.to_str().unwrap(), "-o", o]);
+        assert_eq!(bad.status.code(), Some(2), "{needle}: {}", String::from_utf8_lossy(&bad.stderr));
+        assert!(String::from_utf8_lossy(&bad.stderr).contains(needle), "{needle}: {}", String::from_utf8_lossy(&bad.stderr));
+    }
+    // A reordered file is not reordered again, nor read as a plain table.
+    let again = edo(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", dir.path("x.edo").to_str().unwrap()]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("reordered"), "{}", String::from_utf8_lossy(&again.stderr));
+}
