@@ -129,8 +129,9 @@ impl PrunedTable {
         Ok(crate::file::TableFile::new(self.table.clone()).with_id_map(self.remap.clone()))
     }
 
-    /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map: a
-    /// permutation of the stored rows. A file without a map opens too (the identity map).
+    /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map (a
+    /// permutation of the stored rows) and every row's checksum (the whole file is read once).
+    /// A file without a map opens too (the identity map).
     #[cfg(native)]
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<PrunedTable, Error> {
         Self::from_table_file(crate::file::TableFile::open_any(path)?)
@@ -141,7 +142,10 @@ impl PrunedTable {
         Self::from_table_file(crate::file::TableFile::from_bytes_any(bytes)?)
     }
 
+    /// Checks every row against its checksum first: a `PrunedTable` keeps no file to verify
+    /// rows lazily from, so a damaged file is refused here, not read as wrong rows later.
     fn from_table_file(file: crate::file::TableFile) -> Result<PrunedTable, Error> {
+        file.verify()?;
         let remap = match file.id_map() {
             Some(map) => map.to_vec(),
             None => (0..file.table().rows() as u32).collect(),

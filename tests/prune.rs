@@ -105,6 +105,11 @@ fn reordered_tables_keep_their_ids_and_round_trip_through_files() {
         let first = reordered.remap()[0].to_le_bytes();
         damaged[n - 4..].copy_from_slice(&first);
         assert!(matches!(PrunedTable::from_file_bytes(damaged), Err(Error::NotAPermutation { .. })), "{format}");
+        // A damaged row is refused on open (its checksum), never read later as a wrong row.
+        let mut damaged = bytes.clone();
+        let at = n - 4 * rows - 1;
+        damaged[at] ^= 0x40;
+        assert!(matches!(PrunedTable::from_file_bytes(damaged), Err(Error::Checksum { .. })), "{format}");
     }
 
     // Bad input: typed errors.
