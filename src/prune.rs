@@ -4,7 +4,7 @@
 //! The same remap carries a **reordered** table: every row kept, stored in another order — the
 //! most looked-up first ([`PrunedTable::reorder`], [`frequency_order`]) — so lookups keep the
 //! user's ids. Such a table round-trips through `.edo` files with its map
-//! ([`PrunedTable::to_file`], [`PrunedTable::open`]).
+//! ([`PrunedTable::to_bytes`], [`PrunedTable::write`], [`PrunedTable::open`]).
 
 use crate::format::PackedTable;
 use crate::{Bounds, Error};
@@ -106,7 +106,7 @@ impl PrunedTable {
     /// Whether every original row is kept (a reordering, not a pruning): the remap is a
     /// permutation of the stored rows.
     pub fn is_reordering(&self) -> bool {
-        self.remap.len() == self.table.rows() && self.remap.iter().all(|&r| r != ABSENT)
+        check_permutation(&self.remap, self.table.rows()).is_ok()
     }
 
     /// The rows in their original order again (for a pruned table, its pruned rows as zeros in
@@ -121,12 +121,40 @@ impl PrunedTable {
         PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)
     }
 
-    /// A `.edo` file of a reordered table: its stored rows and its id map, so a reader gets the
-    /// same rows for the same ids. Only a reordering is stored (a pruned table's remap has absent
-    /// rows, which the file format does not hold): otherwise [`Error::NotAPermutation`].
-    pub fn to_file(&self) -> Result<crate::file::TableFile, Error> {
+    /// The `.edo` file's bytes of a reordered table: its stored rows and its id map, so a reader
+    /// gets the same rows for the same ids. `chunk_bytes` as in
+    /// [`crate::file::TableFile::with_chunk_bytes`] (None: 1 MiB), `metadata` as in
+    /// [`crate::file::TableFile::set_metadata`]. Only a reordering is stored: a pruned table's
+    /// remap (absent rows, which the format does not hold) is [`Error::ShapeMismatch`], a
+    /// remap that is not a permutation [`Error::NotAPermutation`].
+    pub fn to_bytes(&self, chunk_bytes: Option<usize>, metadata: &std::collections::BTreeMap<String, String>) -> Result<Vec<u8>, Error> {
+        Ok(self.file(chunk_bytes, metadata)?.to_bytes())
+    }
+
+    /// [`PrunedTable::to_bytes`], written to `path` (through a temporary file renamed into
+    /// place, as [`crate::file::TableFile::write`]).
+    #[cfg(native)]
+    pub fn write(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        chunk_bytes: Option<usize>,
+        metadata: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        self.file(chunk_bytes, metadata)?.write(path)
+    }
+
+    /// The file, kept inside: a `TableFile` holding an id map serves its rows in stored order
+    /// (`table()`, its `RowSource`), so none is handed out.
+    fn file(&self, chunk_bytes: Option<usize>, metadata: &std::collections::BTreeMap<String, String>) -> Result<crate::file::TableFile, Error> {
         check_permutation(&self.remap, self.table.rows())?;
-        Ok(crate::file::TableFile::new(self.table.clone()).with_id_map(self.remap.clone()))
+        let mut file = crate::file::TableFile::new(self.table.clone());
+        if let Some(bytes) = chunk_bytes {
+            file = file.with_chunk_bytes(bytes)?;
+        }
+        for (k, v) in metadata {
+            file.set_metadata(k.clone(), v.clone())?;
+        }
+        Ok(file.with_id_map(self.remap.clone()))
     }
 
     /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map (a

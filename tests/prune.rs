@@ -91,7 +91,7 @@ fn reordered_tables_keep_their_ids_and_round_trip_through_files() {
         assert_eq!(reordered.original_order().unwrap(), full);
 
         // The file: the same rows for the same ids after the round trip.
-        let bytes = reordered.to_file().unwrap().with_chunk_bytes(4096).unwrap().to_bytes();
+        let bytes = reordered.to_bytes(Some(4096), &Default::default()).unwrap();
         let back = PrunedTable::from_file_bytes(bytes.clone()).unwrap();
         assert_eq!(back, reordered, "{format}");
         assert!(matches!(edo::file::TableFile::from_bytes(bytes.clone()), Err(Error::Unsupported(edo::Unsupported::ReorderedTableFile))));
@@ -125,7 +125,11 @@ fn reordered_tables_keep_their_ids_and_round_trip_through_files() {
     let keep: Vec<bool> = (0..rows).map(|r| r % 2 == 0).collect();
     let pruned = PrunedTable::quantize(Format::Int8, &data, rows, dim, &keep).unwrap();
     assert!(!pruned.is_reordering());
-    assert!(matches!(pruned.to_file(), Err(Error::ShapeMismatch { .. } | Error::NotAPermutation { .. })));
+    assert!(matches!(pruned.to_bytes(None, &Default::default()), Err(Error::ShapeMismatch { .. })));
+    // A remap that repeats a stored row is no reordering, and is not stored as one.
+    let twice = PrunedTable::from_remap(PackedTable::quantize(Format::Int8, &data[..2 * dim], 2, dim).unwrap(), vec![0, 0]).unwrap();
+    assert!(!twice.is_reordering());
+    assert!(matches!(twice.to_bytes(None, &Default::default()), Err(Error::NotAPermutation { index: 1, .. })));
 }
 
 /// The version marks a file with an id map: an old-version file with a map, or a new-version one
@@ -135,7 +139,7 @@ fn an_id_map_and_its_version_come_together() {
     let (rows, dim) = (100, 8);
     let full = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 2), rows, dim).unwrap();
     let order: Vec<u32> = (0..rows as u32).rev().collect();
-    let bytes = PrunedTable::reorder(&full, &order).unwrap().to_file().unwrap().to_bytes();
+    let bytes = PrunedTable::reorder(&full, &order).unwrap().to_bytes(None, &Default::default()).unwrap();
     let edit = |from: &str, to: &str| {
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap().trim_end().to_string();

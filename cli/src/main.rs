@@ -203,7 +203,9 @@ impl From<edo::Error> for Failure {
             | E::NonFiniteWeight { .. }
             | E::Tokenizer { .. }
             | E::UnsupportedTokenizer { .. }
-            | E::TokenizerPart { .. } => exit::DATA,
+            | E::TokenizerPart { .. }
+            | E::NotAPermutation { .. }
+            | E::Unsupported(edo::Unsupported::ReorderedTableFile) => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,

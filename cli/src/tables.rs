@@ -94,11 +94,35 @@ fn size_ratio(packed: u64, f32_bytes: u64) -> String {
 }
 
 fn open_table(path: &Path) -> Result<TableFile, Failure> {
+    open_table_or_reordered(path)?.map_err(|e| Failure::new(exit::DATA, format!("{}: {}", path.display(), Error::Unsupported(e))))
+}
+
+/// The table file at `path`, or (inside) that it is a reordered table (`edo reorder`), which
+/// only `edo lookup` reads.
+fn open_table_or_reordered(path: &Path) -> Result<Result<TableFile, edo::Unsupported>, Failure> {
     require_input(path)?;
     if FileKind::from_path(path) != Some(FileKind::Edo) {
         return Err(Failure::new(exit::DATA, format!("{}: expected an .edo table file (make one with `edo quantize`)", path.display())));
     }
-    Ok(TableFile::open(path)?)
+    match TableFile::open(path) {
+        Err(Error::Unsupported(edo::Unsupported::ReorderedTableFile)) => Ok(Err(edo::Unsupported::ReorderedTableFile)),
+        other => Ok(Ok(other?)),
+    }
+}
+
+/// The ids of `edo lookup` from --ids or --ids-file (`-`: standard input).
+fn lookup_ids(a: &LookupArgs) -> Result<Vec<u32>, Failure> {
+    match &a.ids_file {
+        Some(path) => {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
+            } else {
+                std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?
+            };
+            parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)
+        }
+        None => parse_ids(a.ids.iter().map(String::as_str), exit::USAGE),
+    }
 }
 
 fn write_failure(e: Error) -> Failure {
@@ -499,20 +523,10 @@ fn parse_ids<'a>(items: impl Iterator<Item = &'a str>, code: u8) -> Result<Vec<u
 }
 
 pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
-    let file = match open_table(&a.file) {
-        Err(f) if f.message.contains("rows are reordered") => return lookup_reordered(a),
-        other => other?,
-    };
+    let Ok(file) = open_table_or_reordered(&a.file)? else { return lookup_reordered(a) };
     let t = file.table();
-    let ids: Vec<u32> = if let Some(path) = &a.ids_file {
-        let text = if path.as_os_str() == "-" {
-            std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
-        } else {
-            std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?
-        };
-        parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?
-    } else if a.tokens.is_empty() {
-        parse_ids(a.ids.iter().map(String::as_str), exit::USAGE)?
+    let ids: Vec<u32> = if a.tokens.is_empty() {
+        lookup_ids(&a)?
     } else {
         let vocab = file.vocab().ok_or_else(|| Failure::new(exit::USAGE, format!("{} has no vocabulary; look rows up with --ids", a.file.display())))?;
         a.tokens.iter().map(|tok| vocab.id(tok)).collect::<Result<_, _>>()?
@@ -549,13 +563,7 @@ fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
     if !a.tokens.is_empty() {
         return Err(Failure::new(exit::USAGE, format!("{} is a reordered table: look rows up with --ids", a.file.display())));
     }
-    let ids = match &a.ids_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
-            parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?
-        }
-        None => parse_ids(a.ids.iter().map(String::as_str), exit::USAGE)?,
-    };
+    let ids = lookup_ids(&a)?;
     Bounds::Error.check(&ids, pruned.original_rows())?;
     let values = if a.gpu {
         let engine = edo::Engine::new_blocking(edo::EngineOptions::default())?;
@@ -601,6 +609,12 @@ pub struct ReorderArgs {
 /// `edo reorder`: the table's rows stored by frequency, the most looked-up first.
 pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
     let file = open_table(&a.file)?;
+    if file.is_model() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("{} is a model file: reorder a table file (a model's tokenizer and weights would not follow)", a.file.display()),
+        ));
+    }
     file.verify()?;
     let t = file.table();
     let rows = t.rows();
@@ -623,11 +637,7 @@ pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
     };
     let order = edo::prune::frequency_order(&counts);
     let reordered = edo::PrunedTable::reorder(t, &order)?;
-    let mut out = reordered.to_file()?.with_chunk_bytes(file.chunk_bytes())?;
-    for (k, v) in file.metadata() {
-        out.set_metadata(k.clone(), v.clone())?;
-    }
-    out.write(&a.output).map_err(write_failure)?;
+    reordered.write(&a.output, Some(file.chunk_bytes()), file.metadata()).map_err(write_failure)?;
     let total = counts.iter().sum::<u64>().max(1) as f64;
     let share = |n: usize| order[..n.min(rows)].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
     println!(

@@ -61,7 +61,7 @@ use crate::Error;
 /// The table-file version this edo writes and reads.
 pub const VERSION: u32 = 1;
 
-/// The version a file with an id map (a reordered table, [`crate::PrunedTable::to_file`])
+/// The version a file with an id map (a reordered table, [`crate::PrunedTable::to_bytes`])
 /// declares, so that a reader that does not apply the map refuses it instead of returning rows
 /// in their stored order.
 pub const ID_MAP_VERSION: u32 = 2;
@@ -527,9 +527,9 @@ impl Header {
         let Some(version) = kv.get("edo.version") else {
             return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
         };
-        let mapped = match version.trim().parse::<u32>() {
-            Ok(VERSION) => false,
-            Ok(ID_MAP_VERSION) => true,
+        let mapped = match version.trim() {
+            v if v == VERSION.to_string() => false,
+            v if v == ID_MAP_VERSION.to_string() => true,
             _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: ID_MAP_VERSION }),
         };
         let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));

@@ -42,7 +42,7 @@ fn reordered_tables_gather_their_original_rows() {
     let order = edo::prune::frequency_order(&edo::prune::lookup_counts(&ids, rows).unwrap());
     for format in [Format::Int8, Format::F16, Format::Int4] {
         let full = PackedTable::quantize(format, &data, rows, dim).unwrap();
-        let bytes = PrunedTable::reorder(&full, &order).unwrap().to_file().unwrap().to_bytes();
+        let bytes = PrunedTable::reorder(&full, &order).unwrap().to_bytes(None, &Default::default()).unwrap();
         let reordered = PrunedTable::from_file_bytes(bytes).unwrap();
         let gpu = block_on(GpuPrunedTable::upload(&engine, &reordered)).unwrap();
         let got = run_job(block_on(gpu.prepare_gather(&ids, Bounds::Error)).unwrap());
