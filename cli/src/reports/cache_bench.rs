@@ -250,26 +250,9 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                     cached_each.push(t.elapsed().as_secs_f64());
                 }
                 equal &= last_out.as_deref().is_some_and(|got| got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
-                let (cached_s, resident_s) = (cached_each.iter().sum::<f64>(), resident_each.iter().sum::<f64>());
-                resident_seconds += resident_s;
-                let s = cache.stats();
-                bench.runs.push(CacheRun {
-                    policy: policy.name().into(),
-                    prefetch: false,
-                    capacity,
-                    fraction,
-                    cache_bytes: cache.bytes(),
-                    hit_rate: s.hit_rate(),
-                    evictions: s.evictions,
-                    bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
-                    staged_share_of_misses: 0.0,
-                    lookups_per_second: Some(timed_ids / cached_s),
-                    ratio_to_resident: Some(resident_s / cached_s),
-                    batch_p50_s: quantile(&cached_each, 0.5),
-                    batch_p99_s: quantile(&cached_each, 0.99),
-                    resident_batch_p50_s: quantile(&resident_each, 0.5),
-                    resident_batch_p99_s: quantile(&resident_each, 0.99),
-                });
+                resident_seconds += resident_each.iter().sum::<f64>();
+                let run = Timed { cached: &cached_each, resident: &resident_each, ids: timed_ids };
+                bench.runs.push(run.into_run(policy, false, capacity, fraction, cache.bytes(), cache.stats()));
             }
         }
         bench.resident_lookups_per_second = Some(timed_ids * bench.runs.len() as f64 / resident_seconds);
@@ -304,7 +287,6 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 engine.wait_idle()?;
             }
             cache.reset_stats();
-            let (mut cached_s, mut resident_s) = (0.0, 0.0);
             let (mut cached_each, mut resident_each) = (Vec::new(), Vec::new());
             let mut last_out = None;
             for (i, b) in timed_batches.iter().enumerate() {
@@ -312,7 +294,6 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 edo::block_on(resident.gather(b, Bounds::Error))?;
                 engine.wait_idle()?;
                 resident_each.push(t.elapsed().as_secs_f64());
-                resident_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let out = edo::block_on(cache.gather(b, Bounds::Error))?;
                 if prefetch {
@@ -322,37 +303,52 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
                 }
                 engine.wait_idle()?;
                 cached_each.push(t.elapsed().as_secs_f64());
-                cached_s += t.elapsed().as_secs_f64();
                 if i + 1 == timed_batches.len() {
                     last_out = Some(out);
                 }
             }
-            resident_seconds += resident_s;
+            resident_seconds += resident_each.iter().sum::<f64>();
             let s = cache.stats();
             let got = last_out.expect("batches ≥ 1").read_blocking()?;
             equal &= got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && got.len() == want.len();
-            bench.runs.push(CacheRun {
-                policy: policy.name().into(),
-                prefetch,
-                capacity,
-                fraction,
-                cache_bytes: cache.bytes(),
-                hit_rate: s.hit_rate(),
-                evictions: s.evictions,
-                bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
-                staged_share_of_misses: s.served_from_staging as f64 / s.misses.max(1) as f64,
-                lookups_per_second: Some(timed_ids / cached_s),
-                ratio_to_resident: Some(resident_s / cached_s),
-                batch_p50_s: quantile(&cached_each, 0.5),
-                batch_p99_s: quantile(&cached_each, 0.99),
-                resident_batch_p50_s: quantile(&resident_each, 0.5),
-                resident_batch_p99_s: quantile(&resident_each, 0.99),
-            });
+            let run = Timed { cached: &cached_each, resident: &resident_each, ids: timed_ids };
+            bench.runs.push(run.into_run(policy, prefetch, capacity, fraction, cache.bytes(), s));
         }
     }
     bench.resident_lookups_per_second = Some(timed_ids * bench.runs.len() as f64 / resident_seconds);
     bench.equals_resident = Some(equal);
     Ok(bench)
+}
+
+/// The times of one cache's timed batches and of the resident table's gathers of the same
+/// batches, over `ids` looked-up ids: the figures of a run, on the GPU or the CPU path.
+struct Timed<'a> {
+    cached: &'a [f64],
+    resident: &'a [f64],
+    ids: f64,
+}
+
+impl Timed<'_> {
+    fn into_run(self, policy: PolicyKind, prefetch: bool, capacity: usize, fraction: f64, cache_bytes: u64, s: edo::cache::CacheStats) -> CacheRun {
+        let (cached_s, resident_s) = (self.cached.iter().sum::<f64>(), self.resident.iter().sum::<f64>());
+        CacheRun {
+            policy: policy.name().into(),
+            prefetch,
+            capacity,
+            fraction,
+            cache_bytes,
+            hit_rate: s.hit_rate(),
+            evictions: s.evictions,
+            bytes_uploaded_per_lookup: s.bytes_uploaded as f64 / s.lookups.max(1) as f64,
+            staged_share_of_misses: s.served_from_staging as f64 / s.misses.max(1) as f64,
+            lookups_per_second: Some(self.ids / cached_s),
+            ratio_to_resident: Some(resident_s / cached_s),
+            batch_p50_s: quantile(self.cached, 0.5),
+            batch_p99_s: quantile(self.cached, 0.99),
+            resident_batch_p50_s: quantile(self.resident, 0.5),
+            resident_batch_p99_s: quantile(self.resident, 0.99),
+        }
+    }
 }
 
 fn capacity_of(fraction: f64, rows: usize) -> usize {
