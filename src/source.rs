@@ -21,6 +21,16 @@ pub trait RowSource {
     fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> impl std::future::Future<Output = Result<(), Error>>;
 }
 
+/// Appends the packed words of `rows` from `source` to `out` (empty), checking that the source
+/// returned a whole row of `row_words` words for each: what a cache loads its misses with.
+pub(crate) async fn read_whole_rows<S: RowSource + ?Sized>(source: &S, row_words: usize, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
+    source.read_rows(rows, out).await?;
+    if out.len() != rows.len() * row_words {
+        return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * row_words, actual: out.len() });
+    }
+    Ok(())
+}
+
 /// Decoded rows of `ids` read straight from `source` on the host (the CPU path over any row
 /// source: a remote table, a mapped file), each row fetched once per id.
 pub async fn gather_rows<S: RowSource + ?Sized>(source: &S, ids: &[u32], bounds: crate::Bounds) -> Result<Vec<f32>, Error> {

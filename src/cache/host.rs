@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::{CacheSpec, CacheStats, SlotMap, EMPTY};
 use crate::format::PackedTable;
-use crate::source::RowSource;
+use crate::source::{read_whole_rows, RowSource};
 use crate::{Bounds, Error};
 
 /// A row cache in host memory over `spec.source`: `spec.capacity` rows (at most the table's)
@@ -342,9 +342,8 @@ impl<S: RowSource> HostCache<S> {
         if !mine.is_empty() {
             let mut pilot = Pilot { cache: self, flight: flight.clone(), rows: mine, landed: false };
             let mut words = Vec::new();
-            let read = match self.spec.source.read_rows(&pilot.rows, &mut words).await {
-                Ok(()) if words.len() == pilot.rows.len() * rw => Ok(Arc::new(words)),
-                Ok(()) => Err(Some(Error::ShapeMismatch { what: "words a row source returned", expected: pilot.rows.len() * rw, actual: words.len() })),
+            let read = match read_whole_rows(&self.spec.source, rw, &pilot.rows, &mut words).await {
+                Ok(()) => Ok(Arc::new(words)),
                 Err(e) => Err(Some(e)),
             };
             pilot.land(read);
@@ -361,10 +360,7 @@ impl<S: RowSource> HostCache<S> {
         if !orphans.is_empty() {
             let rows: Vec<u32> = orphans.iter().filter_map(|&p| resolved[p]).collect();
             let mut words = Vec::new();
-            self.spec.source.read_rows(&rows, &mut words).await?;
-            if words.len() != rows.len() * rw {
-                return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * rw, actual: words.len() });
-            }
+            read_whole_rows(&self.spec.source, rw, &rows, &mut words).await?;
             for (k, &pos) in orphans.iter().enumerate() {
                 packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[k * rw..(k + 1) * rw]);
             }

@@ -365,15 +365,7 @@ impl<S: RowSource> GpuCache<S> {
     }
 }
 
-/// Appends the packed words of `rows` from `source` to `out` (empty), checking that the source
-/// returned a whole row of `row_words` words for each.
-async fn read_host_rows(source: &impl RowSource, row_words: usize, rows: &[u32], out: &mut Vec<u32>) -> Result<(), Error> {
-    source.read_rows(rows, out).await?;
-    if out.len() != rows.len() * row_words {
-        return Err(Error::ShapeMismatch { what: "words a row source returned", expected: rows.len() * row_words, actual: out.len() });
-    }
-    Ok(())
-}
+use crate::source::read_whole_rows;
 
 impl CacheState {
     /// Refuses a call while a prepared lookup holds the slots: its claim would otherwise have to
@@ -464,7 +456,7 @@ impl CacheState {
             return Ok(0);
         }
         let mut words = Vec::new();
-        read_host_rows(source, self.row_words, &wanted, &mut words).await?;
+        read_whole_rows(source, self.row_words, &wanted, &mut words).await?;
         let buffer = ctx.create_buffer("cache staging", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words))).await?;
         ctx.registry.set_owner([&buffer], &self.name);
         self.map.note_staged(wanted.len());
@@ -564,7 +556,7 @@ impl CacheState {
             if !group.is_empty() {
                 let rows: Vec<u32> = group.iter().map(|&(row, _)| row).collect();
                 words.clear();
-                read_host_rows(source, self.row_words, &rows, &mut words).await?;
+                read_whole_rows(source, self.row_words, &rows, &mut words).await?;
                 let upload = ctx
                     .pooled("scatter rows", 4 * words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(&words)), super::Fit::Class)
                     .await?;
