@@ -77,6 +77,34 @@ pub enum Error {
         /// Rows of the table.
         rows: usize,
     },
+    /// Too few rows for what was asked of them (training an ITQ rotation needs more rows than
+    /// values per row).
+    #[error("{what}: {rows} rows, at least {needed} needed")]
+    TooFewRows {
+        /// What the rows were for.
+        what: &'static str,
+        /// Rows given.
+        rows: usize,
+        /// The fewest that work.
+        needed: usize,
+    },
+    /// A rotation (a stored code transform's) that is not orthogonal: `error` is the largest entry
+    /// of `|R·Rᵀ − I|`.
+    #[error("a rotation that is not orthogonal: |R·Rᵀ − I| reaches {error}, beyond {tolerance}")]
+    NotOrthogonal {
+        /// The largest entry of `|R·Rᵀ − I|` (NaN if it could not be computed).
+        error: f32,
+        /// The most allowed.
+        tolerance: f32,
+    },
+    /// Training (of a code transform's rotation) failed on these rows.
+    #[error("training {what} failed: {reason}")]
+    Training {
+        /// What was trained.
+        what: &'static str,
+        /// Why it failed.
+        reason: &'static str,
+    },
     /// A size exceeds a device or platform limit.
     #[error("{what}: {requested} exceeds the limit of {max}")]
     LimitExceeded {
@@ -329,6 +357,9 @@ pub enum Unsupported {
     /// Hamming search needs binary codes (Format::Binary or BinaryScaled).
     #[error("Hamming search needs binary codes (Format::Binary or BinaryScaled)")]
     HammingOfNonBinaryCodes,
+    /// A code transform (centred or ITQ codes) for rows that are not Format::Binary.
+    #[error("a code transform (centred or ITQ codes) for rows that are not Format::Binary")]
+    CodeTransformOfNonBinary,
     /// Hashed bags on the CPU path of the browser build (its API has none).
     #[error("hashed bags on the CPU path of the browser build (its API has none)")]
     HashedBagsInBrowserCpuPath,

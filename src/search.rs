@@ -15,7 +15,11 @@
 //!   queries first for cosine similarity. Summation order differs between the CPU (eight partial
 //!   sums) and the GPU (column order), so scores agree within `2·dim·ε·Σ|qᵢ·x̂ᵢ|`, not bit for bit.
 
+pub mod codes;
+
 use std::marker::PhantomData;
+
+pub use codes::{CodeTransform, ItqOptions};
 
 use crate::format::{dispatch, Codec, Format, PackedTable};
 use crate::simd::{Kernel, Lanes};
@@ -75,6 +79,16 @@ impl Scored {
 pub fn binarize(queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
     let n = queries.len().checked_div(dim).unwrap_or(0);
     PackedTable::quantize(Format::Binary, queries, n, dim)
+}
+
+/// The binary codes of float `queries`: through `transform` if there is one (its dim must be
+/// `dim`), else their signs.
+pub(crate) fn query_codes(transform: Option<&CodeTransform>, queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
+    match transform {
+        None => binarize(queries, dim),
+        Some(t) if t.dim() != dim => Err(Error::ShapeMismatch { what: "code transform values per row (the corpus dim)", expected: dim, actual: t.dim() }),
+        Some(t) => t.encode(queries),
+    }
 }
 
 /// Whether codes of `format` and `dim` bits can be searched: binary, at most [`MAX_BITS`] bits.
@@ -426,12 +440,25 @@ fn split_scored(out: Vec<(u32, f32)>, k: usize) -> Scored {
 /// with rescoring in one call. `multiplier = 1` with the binary table itself is plain binary
 /// search ordered by the asymmetric score.
 pub fn search_rescored(corpus: &PackedTable, queries: &[f32], table: &PackedTable, k: usize, multiplier: usize) -> Result<Scored, Error> {
+    search_rescored_with(corpus, None, queries, table, k, multiplier)
+}
+
+/// [`search_rescored`] over codes made through `transform` (centred or ITQ codes): the queries go
+/// through it before their signs are taken; rescoring uses the queries as given.
+pub fn search_rescored_with(
+    corpus: &PackedTable,
+    transform: Option<&CodeTransform>,
+    queries: &[f32],
+    table: &PackedTable,
+    k: usize,
+    multiplier: usize,
+) -> Result<Scored, Error> {
     check_k(k)?;
     if table.rows() != corpus.rows() || table.dim() != corpus.dim() {
         return Err(Error::ShapeMismatch { what: "rows of the rescoring table (the corpus rows)", expected: corpus.rows(), actual: table.rows() });
     }
     check_queries(queries, corpus.dim())?;
-    let codes = binarize(queries, corpus.dim())?;
+    let codes = query_codes(transform, queries, corpus.dim())?;
     let kc = k.saturating_mul(multiplier.max(1)).min(MAX_K * 8);
     check_codes(corpus.format(), corpus.dim(), &codes, 1)?;
     let candidates = hamming_unchecked(corpus, &codes, kc);

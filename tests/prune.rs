@@ -154,7 +154,7 @@ fn an_id_map_and_its_version_come_together() {
     for bad in [edit("\"edo.version\":\"2\"", "\"edo.version\":\"1\""), edit("\"id_map\"", "\"id_mop\"")] {
         assert!(matches!(PrunedTable::from_file_bytes(bad), Err(Error::BadFile { .. })));
     }
-    assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"3\"")), Err(Error::UnsupportedVersion { .. })));
+    assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"4\"")), Err(Error::UnsupportedVersion { .. })));
     struct Mem(Vec<u8>);
     impl edo::file::remote::RangeReader for Mem {
         async fn read(&self, range: std::ops::Range<u64>) -> Result<(Vec<u8>, u64), Error> {

@@ -56,6 +56,7 @@ use std::sync::Arc;
 use safetensors::tensor::{Dtype, TensorInfo};
 
 use crate::format::{Format, PackedTable, SharedBytes};
+use crate::search::CodeTransform;
 use crate::Error;
 
 /// The table-file version this edo writes and reads.
@@ -65,6 +66,10 @@ pub const VERSION: u32 = 1;
 /// declares, so that a reader that does not apply the map refuses it instead of returning rows
 /// in their stored order.
 pub const ID_MAP_VERSION: u32 = 2;
+/// The version a binary table with a code transform (centred or ITQ codes,
+/// [`crate::search::CodeTransform`]) declares, so that a reader that would search it with plain
+/// sign codes of its queries refuses it instead.
+pub const CODE_TRANSFORM_VERSION: u32 = 3;
 /// Bytes of `rows` covered by one CRC-32.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
@@ -135,6 +140,8 @@ pub struct TableFile {
     model: Option<ModelParts>,
     /// A reordered table's id → stored row map.
     id_map: Option<Vec<u32>>,
+    /// What the codes of a binary table went through (queries go through it too).
+    code_transform: Option<CodeTransform>,
 }
 
 /// What a model file holds beside its table: the settings (JSON) and the `model.*` tensors, by
@@ -179,7 +186,7 @@ impl TableFile {
         let bytes: &[u8] = bytemuck::cast_slice(table.words());
         let crcs = chunk_crcs(bytes, CHUNK_BYTES);
         let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
-        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None, id_map: None }
+        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None, id_map: None, code_transform: None }
     }
 
     /// The table as a model's, with the model's settings and tensors (names start `model.`).
@@ -199,6 +206,26 @@ impl TableFile {
     /// [`crate::PrunedTable::open`] and [`crate::PrunedTable::from_file_bytes`] open such a file).
     pub fn id_map(&self) -> Option<&[u32]> {
         self.id_map.as_deref()
+    }
+
+    /// The codes as made through `transform` (centred or ITQ codes, [`CodeTransform::encode`]):
+    /// stored with them, so that a searcher puts its queries through the same transform. The
+    /// table must be [`Format::Binary`] of the transform's dim.
+    pub fn with_code_transform(mut self, transform: CodeTransform) -> Result<TableFile, Error> {
+        if self.table.format() != Format::Binary {
+            return Err(Error::Unsupported(crate::Unsupported::CodeTransformOfNonBinary));
+        }
+        if transform.dim() != self.table.dim() {
+            return Err(Error::ShapeMismatch { what: "code transform values per row (the table's dim)", expected: self.table.dim(), actual: transform.dim() });
+        }
+        self.code_transform = Some(transform);
+        Ok(self)
+    }
+
+    /// What the binary codes went through, if the file has a code transform: search the table
+    /// with queries encoded by it ([`crate::search::search_rescored_with`]).
+    pub fn code_transform(&self) -> Option<&CodeTransform> {
+        self.code_transform.as_ref()
     }
 
     /// A model file's settings and tensors.
@@ -368,9 +395,24 @@ impl TableFile {
                 Some(parts)
             }
         };
+        let code_transform = match h.codes {
+            None => None,
+            Some((mean, rotation, expected)) => {
+                let mut crc = crc32fast::Hasher::new();
+                crc.update(&buf[mean.clone()]);
+                if let Some(r) = &rotation {
+                    crc.update(&buf[r.clone()]);
+                }
+                if expected.parse::<u32>().ok() != Some(crc.finalize()) {
+                    return Err(bad("the code transform does not match its checksum".into()));
+                }
+                let floats = |r: Range<usize>| -> Vec<f32> { crate::format::words_le(&buf[r]).into_iter().map(f32::from_bits).collect() };
+                Some(CodeTransform::from_parts(floats(mean), rotation.map(floats))?)
+            }
+        };
         let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map })
+        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map, code_transform })
     }
 
     /// Checks every row against the checksums.
@@ -423,7 +465,14 @@ impl TableFile {
     fn views(&self) -> (Vec<(String, Tensor<'_>)>, BTreeMap<String, String>) {
         let t = &self.table;
         let mut info = self.metadata.clone();
-        info.insert("edo.version".into(), if self.id_map.is_some() { ID_MAP_VERSION } else { VERSION }.to_string());
+        let version = if self.code_transform.is_some() {
+            CODE_TRANSFORM_VERSION
+        } else if self.id_map.is_some() {
+            ID_MAP_VERSION
+        } else {
+            VERSION
+        };
+        info.insert("edo.version".into(), version.to_string());
         info.insert("edo.format".into(), t.format().name().into());
         info.insert("edo.rows".into(), t.rows().to_string());
         info.insert("edo.dim".into(), t.dim().to_string());
@@ -442,6 +491,19 @@ impl TableFile {
         views.push(("rows".to_string(), Tensor { dtype: Dtype::U32, shape: vec![t.rows(), t.row_words()], data: bytemuck::cast_slice(t.words()).into() }));
         if let Some(map) = &self.id_map {
             views.push(("id_map".to_string(), Tensor { dtype: Dtype::U32, shape: vec![map.len()], data: bytemuck::cast_slice(map).to_vec().into() }));
+        }
+        if let Some(ct) = &self.code_transform {
+            let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+            let mut crc = crc32fast::Hasher::new();
+            let mean = le(ct.mean());
+            crc.update(&mean);
+            views.push(("codes.mean".to_string(), Tensor { dtype: Dtype::F32, shape: vec![ct.dim()], data: mean.into() }));
+            if let Some(r) = ct.rotation() {
+                let r = le(r);
+                crc.update(&r);
+                views.push(("codes.rotation".to_string(), Tensor { dtype: Dtype::F32, shape: vec![ct.dim(), ct.dim()], data: r.into() }));
+            }
+            info.insert("edo.codes_crc32".into(), crc.finalize().to_string());
         }
         let mut bytes_last = Vec::new();
         if let Some(model) = &self.model {
@@ -495,6 +557,9 @@ pub(crate) struct Header {
     pub metadata: BTreeMap<String, String>,
     /// A reordered table's id map (version [`ID_MAP_VERSION`] files only).
     pub id_map: Option<Range<usize>>,
+    /// A binary table's code transform: its mean, rotation and checksum (as written) (version
+    /// [`CODE_TRANSFORM_VERSION`] files only).
+    pub codes: Option<(Range<usize>, Option<Range<usize>>, String)>,
 }
 
 impl Header {
@@ -527,10 +592,11 @@ impl Header {
         let Some(version) = kv.get("edo.version") else {
             return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
         };
-        let mapped = match version.trim() {
-            v if v == VERSION.to_string() => false,
-            v if v == ID_MAP_VERSION.to_string() => true,
-            _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: ID_MAP_VERSION }),
+        let (mapped, coded) = match version.trim() {
+            v if v == VERSION.to_string() => (false, false),
+            v if v == ID_MAP_VERSION.to_string() => (true, false),
+            v if v == CODE_TRANSFORM_VERSION.to_string() => (false, true),
+            _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: CODE_TRANSFORM_VERSION }),
         };
         let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
         let number = |key: &str| -> Result<usize, Error> {
@@ -601,11 +667,38 @@ impl Header {
                 Some(range(info))
             }
             (true, None) => return Err(bad(format!("a version {ID_MAP_VERSION} file (a reordered table) without its \"id_map\""))),
-            (false, Some(_)) => return Err(bad(format!("an \"id_map\" in a version {VERSION} file (a reordered table is version {ID_MAP_VERSION})"))),
+            (false, Some(_)) => return Err(bad(format!("an \"id_map\" in a version {version} file (a reordered table is version {ID_MAP_VERSION})"))),
             (false, None) => None,
         };
+        let codes = match (coded, meta.info("codes.mean")) {
+            (true, Some(_)) => {
+                if format != Format::Binary {
+                    return Err(bad(format!("a code transform for {format} rows (it belongs to binary codes)")));
+                }
+                let mean = tensor("codes.mean", Dtype::F32)?;
+                if mean.shape != [dim] {
+                    return Err(bad(format!("tensor \"codes.mean\" has shape {:?}, expected [{dim}]", mean.shape)));
+                }
+                let rotation = match meta.info("codes.rotation") {
+                    None => None,
+                    Some(_) => {
+                        let r = tensor("codes.rotation", Dtype::F32)?;
+                        if r.shape != [dim, dim] {
+                            return Err(bad(format!("tensor \"codes.rotation\" has shape {:?}, expected [{dim}, {dim}]", r.shape)));
+                        }
+                        Some(range(r))
+                    }
+                };
+                Some((range(mean), rotation, get("edo.codes_crc32")?.clone()))
+            }
+            (true, None) => return Err(bad(format!("a version {CODE_TRANSFORM_VERSION} file (binary codes with a transform) without its \"codes.mean\""))),
+            (false, _) if meta.info("codes.mean").is_some() || meta.info("codes.rotation").is_some() => {
+                return Err(bad(format!("a code transform in a version {version} file (binary codes with a transform are version {CODE_TRANSFORM_VERSION})")));
+            }
+            (false, _) => None,
+        };
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map })
+        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map, codes })
     }
 }
 

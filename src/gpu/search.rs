@@ -108,12 +108,27 @@ impl GpuCodes {
     /// `table` (INT8 or FP32 rows of the same corpus, or the binary rows for asymmetric scores).
     /// Scores match [`search::search_rescored`]'s within rounding (the GPU sums in column order).
     pub async fn search_rescored(&self, queries: &[f32], table: &GpuTable, k: usize, multiplier: usize) -> Result<Scored, Error> {
+        self.search_rescored_with(None, queries, table, k, multiplier).await
+    }
+
+    /// [`GpuCodes::search_rescored`] over codes made through `transform` (centred or ITQ codes,
+    /// [`search::CodeTransform`]): the queries go through it on the CPU before their signs are
+    /// taken; rescoring uses the queries as given. The same results as
+    /// [`search::search_rescored_with`].
+    pub async fn search_rescored_with(
+        &self,
+        transform: Option<&search::CodeTransform>,
+        queries: &[f32],
+        table: &GpuTable,
+        k: usize,
+        multiplier: usize,
+    ) -> Result<Scored, Error> {
         search::check_k(k)?;
         let dim = self.dim();
         if table.rows() != self.rows() || table.dim() != dim {
             return Err(Error::ShapeMismatch { what: "rows of the rescoring table (the corpus rows)", expected: self.rows(), actual: table.rows() });
         }
-        let codes = search::binarize(queries, dim)?; // also checks finiteness and shape
+        let codes = search::query_codes(transform, queries, dim)?; // also checks finiteness and shape
         let kc = k.saturating_mul(multiplier.max(1)).min(self.rows());
         if kc > MAX_CANDIDATES {
             return Err(Error::LimitExceeded { what: "rescoring candidates (k × multiplier)", requested: kc as u64, max: MAX_CANDIDATES as u64 });

@@ -99,3 +99,34 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
         }
     }
 }
+
+/// Centred and ITQ codes on the GPU: queries go through the transform on the CPU, so the Hamming
+/// neighbours equal the CPU path's exactly and the rescored ones within rounding.
+#[test]
+fn searches_through_a_code_transform_on_the_gpu_equal_the_cpu_path() {
+    use edo::search::{CodeTransform, ItqOptions};
+    let Some(engine) = engine() else { return };
+    let (rows, dim, nq) = (2500, 40, 21);
+    let shifted = |v: Vec<f32>| -> Vec<f32> { v.iter().enumerate().map(|(i, x)| x + 0.03 * (i % 7) as f32).collect() };
+    let data = shifted(embedding_table(rows, dim, 6));
+    let queries = shifted(embedding_table(nq, dim, 7));
+    let int8 = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let gpu_int8 = block_on(GpuTable::upload(&engine, &int8)).unwrap();
+    for t in [CodeTransform::centered(&data, dim).unwrap(), CodeTransform::itq(&data, dim, &ItqOptions { iterations: 10, ..Default::default() }).unwrap()] {
+        let codes = t.encode(&data).unwrap();
+        let gpu_codes = block_on(edo::GpuCodes::upload(&engine, &codes)).unwrap();
+        let query_codes = t.encode(&queries).unwrap();
+        assert_eq!(block_on(gpu_codes.hamming_topk(&query_codes, 33)).unwrap(), edo::search::hamming_topk(&codes, &query_codes, 33).unwrap(), "{}", t.kind());
+        let want = edo::search::search_rescored_with(&codes, Some(&t), &queries, &int8, 10, 4).unwrap();
+        let got = block_on(gpu_codes.search_rescored_with(Some(&t), &queries, &gpu_int8, 10, 4)).unwrap();
+        assert_eq!(got.k, want.k);
+        for (j, ((gid, gs), (wid, ws))) in got.ids.iter().zip(&got.scores).zip(want.ids.iter().zip(&want.scores)).enumerate() {
+            assert!((gs - ws).abs() <= 1e-4 * ws.abs().max(1.0), "{}: result {j}: GPU {gid} {gs} vs CPU {wid} {ws}", t.kind());
+        }
+        let same = got.ids.iter().zip(&want.ids).filter(|(a, b)| a == b).count();
+        assert!(same * 10 >= got.ids.len() * 9, "{}: {same} of {} ids agree", t.kind(), got.ids.len());
+        // A transform of another dim is refused, as on the CPU path.
+        let other = CodeTransform::centered(&data[..10 * (dim + 2)], dim + 2).unwrap();
+        assert!(matches!(block_on(gpu_codes.search_rescored_with(Some(&other), &queries, &gpu_int8, 10, 4)), Err(Error::ShapeMismatch { .. })));
+    }
+}
