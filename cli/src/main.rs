@@ -205,6 +205,9 @@ impl From<edo::Error> for Failure {
             | E::UnsupportedTokenizer { .. }
             | E::TokenizerPart { .. }
             | E::NotAPermutation { .. }
+            | E::TooFewRows { .. }
+            | E::NotOrthogonal { .. }
+            | E::Training { .. }
             | E::Unsupported(edo::Unsupported::ReorderedTableFile) => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,

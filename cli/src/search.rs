@@ -103,10 +103,10 @@ pub fn eval(a: EvalArgs) -> Result<(), Failure> {
     println!("edo eval — {} × {} corpus, {} queries, cosine similarity; ground truth: exact FP32 top-100", report.rows, report.dim, report.queries);
     println!("GPU: {}", report.adapter.as_deref().unwrap_or("none (CPU path only)"));
     println!();
-    println!("{:<28} {:>4} {:>11} {:>8} {:>10} {:>9} {:>9} {:>9}", "method", "path", "memory", "vs fp32", "ms/query", "recall@1", "@10", "@100");
+    println!("{:<36} {:>4} {:>11} {:>8} {:>10} {:>9} {:>9} {:>9}", "method", "path", "memory", "vs fp32", "ms/query", "recall@1", "@10", "@100");
     for m in &report.methods {
         println!(
-            "{:<28} {:>4} {:>11} {:>8.3} {:>10.3} {:>9.3} {:>9.3} {:>9.3}",
+            "{:<36} {:>4} {:>11} {:>8.3} {:>10.3} {:>9.3} {:>9.3} {:>9.3}",
             m.name,
             m.path,
             human_bytes(m.bytes),

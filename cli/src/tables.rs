@@ -157,6 +157,18 @@ pub struct QuantizeArgs {
     /// whose outliers it may clip; other formats are unchanged.
     #[arg(long)]
     min_error: bool,
+    /// Binary codes of the rows minus their mean (--format binary): more of each bit is spent
+    /// telling rows apart. Queries go through the same centring (the mean is stored in the file).
+    #[arg(long, conflicts_with = "itq")]
+    center: bool,
+    /// Binary codes of the centred rows rotated by ITQ (iterative quantisation, trained on the
+    /// table; --format binary). The mean and the dim × dim rotation are stored in the file, and
+    /// queries go through them too.
+    #[arg(long)]
+    itq: bool,
+    /// Training iterations of --itq.
+    #[arg(long, default_value_t = 50, requires = "itq")]
+    itq_iterations: usize,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -189,10 +201,29 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             a.format.row_bytes(dim) as f64 / (4 * dim) as f64
         );
     }
+    if (a.center || a.itq) && a.format != Format::Binary {
+        return Err(Failure::new(exit::USAGE, format!("--center and --itq make binary codes: use them with --format binary, not {}", a.format)));
+    }
     // Decoded once (a packed source): the values to quantise and to measure the error against.
     let values = imported.values();
+    let transform = if a.itq {
+        let options = edo::search::ItqOptions { iterations: a.itq_iterations, ..Default::default() };
+        if !a.json {
+            eprintln!("  … training an ITQ rotation ({dim} × {dim}, {} iterations)", options.iterations);
+        }
+        Some(edo::search::CodeTransform::itq(&values, dim, &options)?)
+    } else if a.center {
+        Some(edo::search::CodeTransform::centered(&values, dim)?)
+    } else {
+        None
+    };
+    // With a transform, the codes are the transformed rows' signs, and the error is against those.
+    let values = match &transform {
+        Some(t) => std::borrow::Cow::Owned(t.apply(&values)?),
+        None => values,
+    };
     let table = match &imported.table {
-        import::Table::Packed(t) if t.format() == a.format => t.clone(),
+        import::Table::Packed(t) if t.format() == a.format && transform.is_none() => t.clone(),
         _ => quantize_with_progress(&values, rows, dim, a.format, a.min_error)?,
     };
     // The documented bound holds for tables edo quantised from floats by minimum and maximum.
@@ -201,6 +232,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     drop(values);
 
     let mut file = TableFile::new(table);
+    if let Some(t) = transform {
+        file = file.with_code_transform(t)?;
+    }
     if let Some(kib) = a.chunk_kib {
         if kib == 0 || kib > 1 << 20 {
             return Err(Failure::new(exit::USAGE, "--chunk-kib must be between 1 and 1048576"));
@@ -243,6 +277,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes,
             "ratio_to_fp32": t.bytes() as f64 / t.f32_bytes().max(1) as f64,
             "vocab": file.vocab().map(|v| v.len()), "error": stats, "seconds": started.elapsed().as_secs_f64(),
+            "codes": file.code_transform().map(|t| t.kind()),
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
@@ -254,7 +289,11 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             size_ratio(t.bytes(), t.f32_bytes()),
             file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
         );
-        println!("error against the source: max |x − x̂| {:.3e}, RMSE {:.3e}, mean cosine {:.6}", stats.max_abs, stats.rmse, stats.mean_cosine);
+        if let Some(t) = file.code_transform() {
+            println!("codes: {} (the signs of (x − mean){}; queries go through the same)", t.kind(), if t.rotation().is_some() { "·R" } else { "" });
+        }
+        let against = if file.code_transform().is_some() { "the transformed source" } else { "the source" };
+        println!("error against {against}: max |x − x̂| {:.3e}, RMSE {:.3e}, mean cosine {:.6}", stats.max_abs, stats.rmse, stats.mean_cosine);
         println!("took {:.2} s; see it with: edo inspect {}", started.elapsed().as_secs_f64(), a.output.display());
     }
     Ok(())
@@ -349,7 +388,11 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             None
         }
     };
-    let source_values = source.as_ref().map(|s| s.values());
+    // Codes made through a transform are compared with the transformed source.
+    let source_values = match (source.as_ref().map(|s| s.values()), file.code_transform()) {
+        (Some(v), Some(ct)) => Some(std::borrow::Cow::Owned(ct.apply(&v)?)),
+        (v, _) => v,
+    };
     let stats: Option<ErrorStats> = source_values.as_ref().map(|v| {
         let bound = source.as_ref().is_some_and(|s| s.format() == Format::F32).then_some(t.format());
         table_error_stats(v, t, bound)
@@ -372,6 +415,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             "file": a.file, "format": t.format().name(), "rows": t.rows(), "dim": t.dim(),
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
+            "codes": file.code_transform().map(|c| c.kind()),
             "source": source_path, "error": stats, "png": png, "picture": legend,
             "model": model.as_ref().map(|m| json!({
                 "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(),
@@ -381,7 +425,12 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
         println!("{}", a.file.display());
-        println!("  format      {} (edo table file v{})", t.format(), edo::file::VERSION);
+        let version = if file.code_transform().is_some() { edo::file::CODE_TRANSFORM_VERSION } else { edo::file::VERSION };
+        println!("  format      {} (edo table file v{version})", t.format());
+        if let Some(ct) = file.code_transform() {
+            let how = if ct.rotation().is_some() { "centred and rotated by ITQ: the signs of (x − mean)·R" } else { "centred: the signs of x − mean" };
+            println!("  codes       {} ({how}; search with queries through the same)", ct.kind());
+        }
         println!("  shape       {} rows × {} dim", t.rows(), t.dim());
         println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
@@ -409,7 +458,8 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         }
         match (&stats, &source_path) {
             (Some(s), Some(p)) => {
-                println!("error against {}{}:", p.display(), read.tensor.as_ref().map_or(String::new(), |t| format!(" [{t}]")));
+                let transformed = if file.code_transform().is_some() { " through the code transform" } else { "" };
+                println!("error against {}{}{transformed}:", p.display(), read.tensor.as_ref().map_or(String::new(), |t| format!(" [{t}]")));
                 println!("  max |x − x̂|        {:.4e}", s.max_abs);
                 println!("  mean |x − x̂|       {:.4e}", s.mean_abs);
                 println!("  RMSE               {:.4e}", s.rmse);

@@ -213,6 +213,11 @@ fn eval_prints_recall_memory_and_latency_per_method() {
     if r["adapter"].is_string() {
         assert_eq!(by("binary + int8 rescore", "GPU")["recall_at_10"].as_f64().unwrap(), rescored);
     }
+    // Centred and ITQ codes, alone and rescored.
+    for name in ["binary centred hamming", "binary itq hamming", "binary centred + int8 rescore ×4", "binary itq + int8 rescore ×4"] {
+        assert!(by(name, "CPU")["recall_at_10"].as_f64().unwrap() > 0.0, "{name}");
+    }
+    assert!(by("binary itq + int8 rescore", "CPU")["recall_at_10"].as_f64().unwrap() >= 0.9);
     // A table from a file: its last rows are the queries.
     let out = ok(&["eval", "--input", &fixture("glove.txt"), "--queries", "5", "--iters", "1", "--cpu"]);
     assert!(out.contains("32 × 13 corpus, 5 queries"), "{out}");
@@ -856,4 +861,48 @@ fn reorder_stores_rows_by_frequency_and_keeps_ids() {
     let again = edo(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", dir.path("x.edo").to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(65), "a data error");
     assert!(String::from_utf8_lossy(&again.stderr).contains("reordered"), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// `edo quantize --format binary --center / --itq`: codes through a transform that the file
+/// keeps (version 3), equal to the library's; `edo inspect` names it and measures against the
+/// transformed source; the flags belong to binary codes only.
+#[test]
+fn quantize_makes_centred_and_itq_codes_that_the_file_keeps() {
+    use edo::search::{CodeTransform, ItqOptions};
+    let dir = Scratch::new("codes");
+    let (rows, dim) = (600, 24);
+    let values: Vec<f32> = edo::synth::embedding_table(rows, dim, 8).iter().enumerate().map(|(i, x)| x + 0.02 * (i % dim) as f32).collect();
+    let npy = dir.path("t.npy");
+    std::fs::write(&npy, edo::file::npy::write(edo::file::npy::Dtype::F32, &[rows, dim], bytemuck::cast_slice(&values))).unwrap();
+    let src = npy.to_str().unwrap();
+    for (flag, want) in
+        [("--center", CodeTransform::centered(&values, dim).unwrap()), ("--itq", CodeTransform::itq(&values, dim, &ItqOptions::default()).unwrap())]
+    {
+        let out = dir.path(&format!("codes{flag}.edo"));
+        let o = out.to_str().unwrap();
+        let text = ok(&["quantize", src, "--format", "binary", flag, "-o", o]);
+        assert!(text.contains(&format!("codes: {}", want.kind())), "{text}");
+        let file = edo::file::TableFile::open(&out).unwrap();
+        assert_eq!(file.code_transform(), Some(&want));
+        assert_eq!(file.table().words(), want.encode(&values).unwrap().words());
+        let text = ok(&["inspect", o, "--no-png"]);
+        assert!(text.contains("edo table file v3") && text.contains(&format!("codes       {}", want.kind())), "{text}");
+        assert!(text.contains("through the code transform"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&ok(&["inspect", o, "--no-png", "--json"])).unwrap();
+        assert_eq!(json["codes"], want.kind());
+        // Against the transformed source, the codes' cosine is that of signs (well above 0).
+        assert!(json["error"]["mean_cosine"].as_f64().unwrap() > 0.6, "{json}");
+    }
+    let out = dir.path("x.edo");
+    for args in [["--format", "int8", "--itq"], ["--format", "binary_scaled", "--center"], ["--format", "binary", "--itq-iterations=3"]] {
+        let mut a = vec!["quantize", src, "-o", out.to_str().unwrap()];
+        a.extend(args);
+        assert_eq!(edo(&a).status.code(), Some(2), "{a:?}");
+    }
+    // Too few rows for a rotation: a data error that says so.
+    let few = dir.path("few.npy");
+    std::fs::write(&few, edo::file::npy::write(edo::file::npy::Dtype::F32, &[10, dim], bytemuck::cast_slice(&values[..10 * dim]))).unwrap();
+    let r = edo(&["quantize", few.to_str().unwrap(), "--format", "binary", "--itq", "-o", out.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("10 rows, at least 25 needed"), "{}", String::from_utf8_lossy(&r.stderr));
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
-use edo::search::{self, Scored};
+use edo::search::{self, CodeTransform, ItqOptions, Scored};
 use edo::{Engine, Error, GpuCodes, GpuTable};
 use edo_bench::measure::timed;
 
@@ -117,6 +117,22 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
     add(&rescore_name, "CPU", bits.bytes() + int8.bytes(), s, &r.ids, r.k);
     let (r, s) = timed(iters, || search::dot_topk(&scaled, queries, K))?;
     add("binary+scale asymmetric", "CPU", scaled.bytes(), s, &r.ids, r.k);
+    // Codes that keep more neighbours: centred, and centred then rotated by ITQ (trained on the
+    // corpus; the transform's bytes count with the codes').
+    let mut transforms = vec![("centred", CodeTransform::centered(corpus, dim)?)];
+    // A rotation needs more rows than values per row to train on.
+    if rows > dim {
+        transforms.push(("itq", CodeTransform::itq(corpus, dim, &ItqOptions::default())?));
+    }
+    for (name, transform) in &transforms {
+        let t_bytes = 4 * (transform.mean().len() + transform.rotation().map_or(0, <[f32]>::len)) as u64;
+        let t_bits = transform.encode(corpus)?;
+        let t_codes = transform.encode(queries)?;
+        let (r, s) = timed(iters, || search::hamming_topk(&t_bits, &t_codes, K))?;
+        add(&format!("binary {name} hamming"), "CPU", t_bits.bytes() + t_bytes, s, &r.ids, r.k);
+        let (r, s) = timed(iters, || search::search_rescored_with(&t_bits, Some(transform), queries, &int8, K, config.multiplier))?;
+        add(&format!("binary {name} + int8 rescore ×{}", config.multiplier), "CPU", t_bits.bytes() + t_bytes + int8.bytes(), s, &r.ids, r.k);
+    }
 
     if let Some(engine) = engine {
         let gpu_bits = edo::block_on(GpuCodes::upload(engine, &bits))?;
