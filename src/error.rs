@@ -88,11 +88,11 @@ pub enum Error {
         /// The fewest that work.
         needed: usize,
     },
-    /// A rotation (a stored code transform's) that is not orthogonal: `error` is the largest entry
-    /// of `|R·Rᵀ − I|`.
-    #[error("a rotation that is not orthogonal: |R·Rᵀ − I| reaches {error}, beyond {tolerance}")]
+    /// A rotation (a stored code transform's) that is not orthogonal: `error` is the most
+    /// `‖x·R·Rᵀ − x‖ / ‖x‖` of edo's probe vectors.
+    #[error("a rotation that is not orthogonal: ‖x·R·Rᵀ − x‖/‖x‖ reaches {error}, beyond {tolerance}")]
     NotOrthogonal {
-        /// The largest entry of `|R·Rᵀ − I|` (NaN if it could not be computed).
+        /// The most `‖x·R·Rᵀ − x‖ / ‖x‖` of the probes (NaN if it could not be computed).
         error: f32,
         /// The most allowed.
         tolerance: f32,

@@ -164,6 +164,7 @@ fn bad_transforms_and_files_are_refused_with_typed_errors() {
     let e = CodeTransform::itq(&data[..dim * dim], dim, &ItqOptions::default()).unwrap_err();
     assert!(matches!(e, Error::TooFewRows { rows: 8, needed: 9, .. }), "{e}");
     assert!(matches!(CodeTransform::centered(&[], dim), Err(Error::TooFewRows { .. })));
+    assert!(matches!(CodeTransform::itq(&vec![0.5; 1025], 1025, &ItqOptions::default()), Err(Error::LimitExceeded { max: 1024, .. })));
     assert!(matches!(CodeTransform::centered(&data[..dim + 1], dim), Err(Error::ShapeMismatch { .. })));
     assert!(matches!(CodeTransform::centered(&data, 0), Err(Error::ZeroDim)));
     // A rotation of the wrong shape, or not orthogonal.
@@ -173,6 +174,10 @@ fn bad_transforms_and_files_are_refused_with_typed_errors() {
     let mut scaled = r.clone();
     scaled.iter_mut().for_each(|x| *x *= 1.1);
     assert!(matches!(CodeTransform::from_parts(t.mean().to_vec(), Some(scaled)), Err(Error::NotOrthogonal { .. })));
+    // Any orthogonal matrix is a rotation here: a permutation with a sign flipped.
+    let mut perm = vec![0f32; dim * dim];
+    (0..dim).for_each(|i| perm[i * dim + (i + 3) % dim] = if i == 2 { -1.0 } else { 1.0 });
+    assert!(CodeTransform::from_parts(t.mean().to_vec(), Some(perm)).is_ok());
     let mut inf = r.clone();
     inf[10] = f32::INFINITY;
     assert!(matches!(CodeTransform::from_parts(t.mean().to_vec(), Some(inf)), Err(Error::NonFinite { row: 1, col: 2, .. })));
