@@ -14,6 +14,7 @@
 
 use edo::file::import::{self, FileKind, FileLayout};
 use edo::file::{TableFile, Vocab};
+use edo::search::{CodeTransform, ItqOptions};
 use std::cell::RefCell;
 
 use edo::cache::PolicyKind;
@@ -354,7 +355,7 @@ impl EdoEngine {
     /// Makes binary codes resident for Hamming search.
     #[wasm_bindgen(js_name = uploadCodes)]
     pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, Failure> {
-        Ok(EdoCodes { inner: self.backend.place(codes.inner.clone()).await.map_err(err)? })
+        Ok(EdoCodes { inner: self.backend.place(codes.inner.clone()).await.map_err(err)?, transform: codes.codes.clone() })
     }
 }
 
@@ -363,6 +364,8 @@ impl EdoEngine {
 pub struct EdoTable {
     inner: PackedTable,
     vocab: Option<Vocab>,
+    /// What binary codes went through (centred or ITQ codes); queries go through it too.
+    codes: Option<CodeTransform>,
 }
 
 #[wasm_bindgen]
@@ -370,12 +373,12 @@ impl EdoTable {
     /// Quantises a row-major `rows × dim` table to `format`.
     #[wasm_bindgen(js_name = fromFloat32)]
     pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str) -> Result<EdoTable, Failure> {
-        Ok(EdoTable { inner: PackedTable::quantize(format_of(format)?, data, rows, dim).map_err(err)?, vocab: None })
+        Ok(EdoTable { inner: PackedTable::quantize(format_of(format)?, data, rows, dim).map_err(err)?, vocab: None, codes: None })
     }
 
     /// edo's built-in synthetic table (the demo's default), as f32.
     pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, Failure> {
-        Ok(EdoTable { inner: edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?, vocab: None })
+        Ok(EdoTable { inner: edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?, vocab: None, codes: None })
     }
 
     /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
@@ -391,11 +394,13 @@ impl EdoTable {
             None | Some("") => FileLayout::Dense,
             Some(l) => FileLayout::from_name(l, None).ok_or_else(|| Failure::arg(format!("unknown layout {l:?}")))?,
         };
+        let mut codes = None;
         let imported = match kind {
             FileKind::Edo => {
                 let file = TableFile::from_bytes(bytes).map_err(err)?;
                 file.verify().map_err(err)?;
                 let vocab = file.vocab().cloned();
+                codes = file.code_transform().cloned();
                 import::Imported { table: import::Table::Packed(file.into_table()), vocab, lossy_tokens: 0 }
             }
             FileKind::Npy => import::npy(&bytes, layout).map_err(err)?,
@@ -410,13 +415,44 @@ impl EdoTable {
             Some(f) if !f.is_empty() => format_of(f)?,
             _ => imported.format(),
         };
-        Ok(EdoTable { inner: imported.to_format(target).map_err(err)?, vocab: imported.vocab })
+        let inner = imported.to_format(target).map_err(err)?;
+        // Codes keep their transform only as they are (requantised, they are other values).
+        let codes = codes.filter(|_| target == Format::Binary);
+        Ok(EdoTable { inner, vocab: imported.vocab, codes })
     }
 
     /// The same table in another format (decoded and requantised).
     pub fn quantize(&self, format: &str) -> Result<EdoTable, Failure> {
-        let inner = self.inner.requantize(format_of(format)?).map_err(err)?;
-        Ok(EdoTable { inner, vocab: self.vocab.clone() })
+        let format = format_of(format)?;
+        let inner = self.inner.requantize(format).map_err(err)?;
+        let codes = self.codes.clone().filter(|_| format == Format::Binary && self.inner.format() == Format::Binary);
+        Ok(EdoTable { inner, vocab: self.vocab.clone(), codes })
+    }
+
+    /// Binary codes of this table's rows that keep more neighbours than their signs: `kind`
+    /// "centered" (the mean row subtracted first) or "itq" (centred, then rotated by a rotation
+    /// trained on the rows, `iterations` steps, default 50; needs more rows than dim). The codes
+    /// keep their transform: `uploadCodes` searches with queries put through it, and `toBytes`
+    /// stores it.
+    #[wasm_bindgen(js_name = quantizeCodes)]
+    pub fn quantize_codes(&self, kind: &str, iterations: Option<usize>) -> Result<EdoTable, Failure> {
+        let values = self.inner.dequantize();
+        let dim = self.inner.dim();
+        let transform = match kind {
+            "centered" | "centred" => CodeTransform::centered(&values, dim),
+            "itq" => CodeTransform::itq(&values, dim, &ItqOptions { iterations: iterations.unwrap_or(50), ..Default::default() }),
+            _ => return Err(Failure::arg(format!("unknown codes {kind:?} (centered, itq)"))),
+        }
+        .map_err(err)?;
+        let inner = transform.encode(&values).map_err(err)?;
+        Ok(EdoTable { inner, vocab: self.vocab.clone(), codes: Some(transform) })
+    }
+
+    /// The transform binary codes went through: "centered", "itq", or undefined (plain signs, or
+    /// not codes).
+    #[wasm_bindgen(getter)]
+    pub fn codes(&self) -> Option<String> {
+        self.codes.as_ref().map(|t| t.kind().to_string())
     }
 
     #[wasm_bindgen(getter)]
@@ -463,6 +499,9 @@ impl EdoTable {
         }
         if let Some(v) = &self.vocab {
             file = file.with_vocab(v.clone()).map_err(err)?;
+        }
+        if let Some(t) = &self.codes {
+            file = file.with_code_transform(t.clone()).map_err(err)?;
         }
         Ok(file.to_bytes())
     }
@@ -870,6 +909,8 @@ impl EdoCache {
 #[wasm_bindgen]
 pub struct EdoCodes {
     inner: Placed<GpuCodes>,
+    /// The codes' transform: queries go through it.
+    transform: Option<CodeTransform>,
 }
 
 /// Search results: `ids` and `distances`, `k` per query, nearest first.
@@ -898,9 +939,15 @@ impl EdoNeighbors {
 
 #[wasm_bindgen]
 impl EdoCodes {
-    /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`), ties to the lower row.
+    /// Exact Hamming top-`k` of the float `queries` (binarised, `x > 0`, after the codes'
+    /// transform if they have one), ties to the lower row.
     pub async fn search(&self, queries: Vec<f32>, k: usize) -> Result<EdoNeighbors, Failure> {
-        let queries = edo::search::binarize(&queries, self.inner.host().dim()).map_err(err)?;
+        let dim = self.inner.host().dim();
+        let queries = match &self.transform {
+            Some(t) => t.encode(&queries),
+            None => edo::search::binarize(&queries, dim),
+        }
+        .map_err(err)?;
         let n = self.inner.hamming_topk(&queries, k).await.map_err(err)?;
         Ok(EdoNeighbors { k: n.k, ids: n.ids, distances: n.distances })
     }

@@ -173,6 +173,42 @@ async fn bags_and_search_agree_with_the_cpu_path() {
     assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries).await, "Hamming top-k is exact");
 }
 
+/// Centred and ITQ codes made in the browser equal the library's, search with queries through
+/// their transform (on WebGPU and on the CPU path alike), and keep it through `.edo` bytes.
+#[wasm_bindgen_test]
+async fn centred_and_itq_codes_search_through_their_transform() {
+    use edo::search::{CodeTransform, ItqOptions};
+    let (rows, dim) = (1200, 32);
+    let values: Vec<f32> = data(rows, dim, 6).iter().enumerate().map(|(i, x)| x + 0.05 * (i % 5) as f32).collect();
+    let queries = data(11, dim, 7);
+    let engine = EdoEngine::create(None, None).await;
+    let cpu = EdoEngine::create(Some(false), None).await;
+    let table = EdoTable::from_float32(&values, rows, dim, "fp32").unwrap();
+    assert_eq!(table.codes(), None);
+    let f32_table = edo::PackedTable::quantize(edo::Format::F32, &values, rows, dim).unwrap();
+    let values = f32_table.dequantize();
+    for (kind, want) in [
+        ("centered", CodeTransform::centered(&values, dim).unwrap()),
+        ("itq", CodeTransform::itq(&values, dim, &ItqOptions { iterations: 8, ..Default::default() }).unwrap()),
+    ] {
+        let codes = table.quantize_codes(kind, Some(8)).unwrap();
+        assert_eq!((codes.format(), codes.codes().as_deref()), ("binary".to_string(), Some(kind)));
+        let (ids, distances) = search(&engine, &codes, queries.clone()).await;
+        assert_eq!((ids.clone(), distances.clone()), search(&cpu, &codes, queries.clone()).await, "{kind}: WebGPU and CPU path");
+        let lib = edo::search::hamming_topk(&want.encode(&values).unwrap(), &want.encode(&queries).unwrap(), 17).unwrap();
+        assert_eq!((ids.clone(), distances), (lib.ids, lib.distances), "{kind}: the library's codes and queries");
+        let back = EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", None, None, None).unwrap();
+        assert_eq!(back.codes().as_deref(), Some(kind));
+        assert_eq!(search(&cpu, &back, queries.clone()).await.0, ids, "{kind}: through .edo bytes");
+        // Other formats do not keep a transform.
+        assert_eq!(codes.quantize("int8").unwrap().codes(), None);
+    }
+    assert!(table.quantize_codes("pca", None).is_err());
+    let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32").unwrap();
+    let e = few.quantize_codes("itq", None).err().expect("too few rows");
+    assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
+}
+
 #[wasm_bindgen_test]
 async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let engine = EdoEngine::create(None, None).await;

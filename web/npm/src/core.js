@@ -388,10 +388,27 @@ export class Table extends Resource {
   async quantize(format) {
     return guardedSync(() => new Table(this._raw().quantize(text(format, 'format'))));
   }
+  /**
+   * Binary codes that keep more neighbours than plain signs: `kind` 'centered' (the mean row
+   * subtracted first) or 'itq' (centred, then rotated by a rotation trained on the rows;
+   * `options.iterations`, default 50; needs more rows than dim). The codes keep their transform:
+   * `Engine.uploadCodes` searches with queries put through it, and `toBytes` stores it.
+   */
+  async quantizeCodes(kind, options = {}) {
+    const k = text(kind, 'kind');
+    if (k !== 'centered' && k !== 'itq') throw invalid(`kind is ${JSON.stringify(k)}, not 'centered' or 'itq'`);
+    const { iterations } = plainObject(options, 'quantizeCodes(options)');
+    const it = iterations === undefined ? undefined : integer(iterations, 'options.iterations', { min: 1, max: 10000 });
+    return guardedSync(() => new Table(this._raw().quantizeCodes(k, it)));
+  }
   /** Decoded rows of `ids` on the CPU path: `ids.length × dim` values. */
   async gather(rowIds) {
     const i = ids(rowIds, 'ids');
     return guardedSync(() => this._raw().gather(i));
+  }
+  /** The transform binary codes went through: 'centered', 'itq', or null (plain signs, or not codes). */
+  get codes() {
+    return this._raw().codes ?? null;
   }
   /** The row of `token`, if the table has a vocabulary holding it. */
   idOf(token) {
@@ -524,7 +541,7 @@ export class BinaryCodes extends Resource {
     super(raw, 'binary codes');
     this.#dim = dim;
   }
-  /** Exact Hamming top-`k` of float `queries` (`n × dim`, binarised `x > 0`), ties to the lower row. */
+  /** Exact Hamming top-`k` of float `queries` (`n × dim`, binarised `x > 0` after the codes' transform, if any), ties to the lower row. */
   async search(queries, k) {
     const q = floats(queries, 'queries');
     if (q.length % this.#dim !== 0) throw invalid(`queries has ${q.length} values, not a multiple of the codes' dim ${this.#dim}`);

@@ -146,7 +146,11 @@ export class Table implements Disposable {
   readonly bytes: number;
   readonly f32Bytes: number;
   readonly disposed: boolean;
+  /** The transform binary codes went through: 'centered', 'itq', or null (plain signs, or not codes). */
+  readonly codes: 'centered' | 'itq' | null;
   quantize(format: string): Promise<Table>;
+  /** Binary codes that keep more neighbours than plain signs (centred, or rotated by ITQ); they keep their transform. */
+  quantizeCodes(kind: 'centered' | 'itq', options?: { iterations?: number }): Promise<Table>;
   gather(ids: Ids): Promise<Float32Array>;
   idOf(token: string): number | null;
   toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;

@@ -154,6 +154,31 @@ test('tables: lookups equal the CPU path, bad arguments are typed errors naming 
   engine.dispose();
 });
 
+test('centred and ITQ codes keep their transform through search and .edo bytes', async () => {
+  const engine = await edo.createEngine();
+  const rows = 400;
+  const dim = 24;
+  const data = Float32Array.from({ length: rows * dim }, (_, i) => Math.sin(i * 0.37) * 3 + 0.5);
+  const queries = data.slice(0, 5 * dim);
+  const fp32 = await edo.createTable(data, { rows, dim });
+  assert.equal(fp32.codes, null);
+  for (const kind of ['centered', 'itq']) {
+    const codes = await fp32.quantizeCodes(kind, { iterations: 5 });
+    assert.deepEqual([codes.format, codes.codes], ['binary', kind]);
+    const found = await (await engine.uploadCodes(codes)).search(queries, 3);
+    // A row is its own nearest code.
+    assert.deepEqual([...found.ids].filter((_, i) => i % 3 === 0), [0, 1, 2, 3, 4]);
+    assert.deepEqual([...found.distances].filter((_, i) => i % 3 === 0), [0, 0, 0, 0, 0]);
+    const back = await edo.readTable(await codes.toBytes(), { name: 'codes.edo' });
+    assert.equal(back.codes, kind);
+    assert.deepEqual((await (await engine.uploadCodes(back)).search(queries, 3)).ids, found.ids);
+  }
+  await rejects(fp32.quantizeCodes('pca'), 'INVALID_ARGUMENT', /'centered' or 'itq'/);
+  const few = await edo.createTable(data.slice(0, 10 * dim), { rows: 10, dim });
+  await rejects(few.quantizeCodes('itq'), 'INVALID_ARGUMENT', /10 rows, at least 25 needed/);
+  engine.dispose();
+});
+
 test('a model2vec folder from a URL: progress, model2vec vectors, a cache that makes the next load request nothing', async () => {
   const store = memoryStore();
   const progress = [];
