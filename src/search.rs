@@ -91,6 +91,17 @@ pub(crate) fn query_codes(transform: Option<&CodeTransform>, queries: &[f32], di
     }
 }
 
+/// The queries rescoring scores when the codes went through `transform`: the queries as given
+/// for a table of values, and the transformed queries (`Some`) for a binary table, which is
+/// taken to hold the codes themselves (their decoded ±1 or ±scale values live in the transformed
+/// space).
+pub(crate) fn rescoring_queries(transform: Option<&CodeTransform>, table_format: Format, queries: &[f32]) -> Result<Option<Vec<f32>>, Error> {
+    match transform {
+        Some(t) if matches!(table_format, Format::Binary | Format::BinaryScaled) => Ok(Some(t.apply(queries)?)),
+        _ => Ok(None),
+    }
+}
+
 /// Whether codes of `format` and `dim` bits can be searched: binary, at most [`MAX_BITS`] bits.
 pub fn check_corpus(format: Format, dim: usize) -> Result<(), Error> {
     if !matches!(format, Format::Binary | Format::BinaryScaled) {
@@ -444,7 +455,9 @@ pub fn search_rescored(corpus: &PackedTable, queries: &[f32], table: &PackedTabl
 }
 
 /// [`search_rescored`] over codes made through `transform` (centred or ITQ codes): the queries go
-/// through it before their signs are taken; rescoring uses the queries as given.
+/// through it before their signs are taken. Rescoring with a table of values (INT8, FP32, …)
+/// scores the queries as given; with a binary table (the codes themselves, for asymmetric
+/// scores) it scores the transformed queries.
 pub fn search_rescored_with(
     corpus: &PackedTable,
     transform: Option<&CodeTransform>,
@@ -462,7 +475,10 @@ pub fn search_rescored_with(
     let kc = k.saturating_mul(multiplier.max(1)).min(MAX_K * 8);
     check_codes(corpus.format(), corpus.dim(), &codes, 1)?;
     let candidates = hamming_unchecked(corpus, &codes, kc);
-    rescore(queries, &candidates, table, k)
+    match rescoring_queries(transform, table.format(), queries)? {
+        Some(transformed) => rescore(&transformed, &candidates, table, k),
+        None => rescore(queries, &candidates, table, k),
+    }
 }
 
 /// Exhaustive dot-product top-k of float queries against every row of `table` (decoded): the

@@ -56,6 +56,11 @@ fn centred_and_itq_codes_keep_more_neighbours_than_signs() {
     let candidates = search::hamming_topk(&codes, &itq.encode(queries).unwrap(), 40).unwrap();
     assert_eq!(rescored, search::rescore(queries, &candidates, &int8, 10).unwrap());
     assert!(search::recall(&rescored.ids, rescored.k, &truth.ids, truth.k, 10) > r_itq);
+    // Rescoring with the codes themselves (asymmetric scores) scores the transformed queries,
+    // which live where the codes' ±1 values do.
+    let asym = search::search_rescored_with(&codes, Some(&itq), queries, &codes, 10, 4).unwrap();
+    assert_eq!(asym, search::rescore(&itq.apply(queries).unwrap(), &candidates, &codes, 10).unwrap());
+    assert!(search::recall(&asym.ids, asym.k, &truth.ids, truth.k, 10) > r_itq - 0.02);
     // Without the transform the same call searches with plain signs: another answer.
     assert_ne!(search::search_rescored_with(&codes, None, queries, &int8, 10, 4).unwrap().ids, rescored.ids);
 }

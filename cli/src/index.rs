@@ -94,7 +94,8 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
     let codes = PackedTable::quantize(Format::Binary, &table.dequantize(), table.rows(), table.dim())?;
     let query = model.encode(&[a.query.as_str()])?;
-    let found = edo::search::search_rescored(&codes, &query, table, a.k.min(table.rows()), a.multiplier)?;
+    // A binary index made through a transform (edo quantize --itq) searches with it.
+    let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, a.k.min(table.rows()), a.multiplier)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     println!("{} of {} lines for {:?} ({ms:.1} ms, binary candidates rescored in INT8):", found.k, table.rows(), a.query);
     for (rank, (&id, &score)) in found.ids.iter().zip(&found.scores).enumerate() {

@@ -201,6 +201,16 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             a.format.row_bytes(dim) as f64 / (4 * dim) as f64
         );
     }
+    if FileKind::from_path(&a.input) == Some(FileKind::Edo) {
+        if let Ok(Ok(f)) = open_table_or_reordered(&a.input) {
+            if let Some(t) = f.code_transform() {
+                return Err(Failure::new(
+                    exit::DATA,
+                    format!("{} holds {} codes (signs of transformed rows): quantise the table they were made from instead", a.input.display(), t.kind()),
+                ));
+            }
+        }
+    }
     if (a.center || a.itq) && a.format != Format::Binary {
         return Err(Failure::new(exit::USAGE, format!("--center and --itq make binary codes: use them with --format binary, not {}", a.format)));
     }
@@ -659,6 +669,16 @@ pub struct ReorderArgs {
 /// `edo reorder`: the table's rows stored by frequency, the most looked-up first.
 pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
     let file = open_table(&a.file)?;
+    if let Some(t) = file.code_transform() {
+        return Err(Failure::new(
+            exit::DATA,
+            format!(
+                "{} holds {} codes: a reordered file would not keep their transform (reorder the table before quantising it to codes)",
+                a.file.display(),
+                t.kind()
+            ),
+        ));
+    }
     if file.is_model() {
         return Err(Failure::new(
             exit::USAGE,
@@ -727,6 +747,14 @@ pub struct ExportArgs {
 pub fn export(a: ExportArgs) -> Result<(), Failure> {
     let file = open_table(&a.file)?;
     file.verify()?;
+    if let Some(ct) = file.code_transform() {
+        eprintln!(
+            "edo: warning: {} holds {} codes; the export has the codes but not their transform (queries must go through (x − mean){} before their signs)",
+            a.file.display(),
+            ct.kind(),
+            if ct.rotation().is_some() { "·R" } else { "" }
+        );
+    }
     let t = file.table();
     let array = || if a.dense { exp::dense_array(t) } else { exp::packed_array(t) };
     let (bytes, what) = match FileKind::from_path(&a.output) {

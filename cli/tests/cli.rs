@@ -218,6 +218,11 @@ fn eval_prints_recall_memory_and_latency_per_method() {
         assert!(by(name, "CPU")["recall_at_10"].as_f64().unwrap() > 0.0, "{name}");
     }
     assert!(by("binary itq + int8 rescore", "CPU")["recall_at_10"].as_f64().unwrap() >= 0.9);
+    // Rows wider than ITQ trains: the report goes on without its rows.
+    let wide: serde_json::Value =
+        serde_json::from_str(&ok(&["eval", "--rows", "1100", "--dim", "1030", "--queries", "3", "--iters", "1", "--cpu", "--json"])).unwrap();
+    let names: Vec<&str> = wide["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"binary centred hamming") && !names.iter().any(|n| n.contains("itq")), "{names:?}");
     // A table from a file: its last rows are the queries.
     let out = ok(&["eval", "--input", &fixture("glove.txt"), "--queries", "5", "--iters", "1", "--cpu"]);
     assert!(out.contains("32 × 13 corpus, 5 queries"), "{out}");
@@ -893,6 +898,17 @@ fn quantize_makes_centred_and_itq_codes_that_the_file_keeps() {
         // Against the transformed source, the codes' cosine is that of signs (well above 0).
         assert!(json["error"]["mean_cosine"].as_f64().unwrap() > 0.6, "{json}");
     }
+    // Codes are not a table to quantise, reorder or (silently) export again.
+    let coded = dir.path("codes--itq.edo");
+    let c = coded.to_str().unwrap();
+    let r = edo(&["quantize", c, "--format", "binary", "-o", dir.path("again.edo").to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(65), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("holds itq codes"), "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::write(dir.path("counts.txt"), "1\n".repeat(rows)).unwrap();
+    let r = edo(&["reorder", c, "--counts", dir.path("counts.txt").to_str().unwrap(), "-o", dir.path("r.edo").to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(65), "{}", String::from_utf8_lossy(&r.stderr));
+    let r = edo(&["export", c, "-o", dir.path("codes.npy").to_str().unwrap()]);
+    assert!(r.status.success() && String::from_utf8_lossy(&r.stderr).contains("not their transform"), "{}", String::from_utf8_lossy(&r.stderr));
     let out = dir.path("x.edo");
     for args in [["--format", "int8", "--itq"], ["--format", "binary_scaled", "--center"], ["--format", "binary", "--itq-iterations=3"]] {
         let mut a = vec!["quantize", src, "-o", out.to_str().unwrap()];

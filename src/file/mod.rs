@@ -218,6 +218,10 @@ impl TableFile {
         if transform.dim() != self.table.dim() {
             return Err(Error::ShapeMismatch { what: "code transform values per row (the table's dim)", expected: self.table.dim(), actual: transform.dim() });
         }
+        if self.id_map.is_some() {
+            // A file holds one or the other (its version says which).
+            return Err(Error::Unsupported(crate::Unsupported::ReorderedTableFile));
+        }
         self.code_transform = Some(transform);
         Ok(self)
     }

@@ -213,7 +213,8 @@ pub(crate) fn train_itq(rows: &[f32], dim: usize, options: &ItqOptions) -> Resul
     }
     let mean = mean(rows, dim);
     let max_train = options.max_train_rows.unwrap_or((10 * dim).max(32_768)).max(dim + 1);
-    let picked: Vec<usize> = if n > max_train { (0..max_train).map(|i| i * n / max_train).collect() } else { (0..n).collect() };
+    // In u64: i·n passes usize on wasm32 for tables of a few hundred thousand rows.
+    let picked: Vec<usize> = if n > max_train { (0..max_train).map(|i| (i as u64 * n as u64 / max_train as u64) as usize).collect() } else { (0..n).collect() };
     // Centred and L2-normalised training rows, as faiss's ITQTransform trains on.
     let mut v = Vec::with_capacity(picked.len() * dim);
     for &i in &picked {
@@ -242,7 +243,13 @@ pub(crate) fn train_itq(rows: &[f32], dim: usize, options: &ItqOptions) -> Resul
         m.iter_mut().zip(&r).for_each(|(a, b)| *a += scale * b);
         r = polar(&m, dim)?;
     }
-    let rotation = r.iter().map(|&x| x as f32).collect();
+    let rotation: Vec<f32> = r.iter().map(|&x| x as f32).collect();
+    // The polar iteration converges for any invertible matrix; should it not have, the rotation
+    // would be refused when read back, so it is refused here.
+    let error = orthogonality_error(&rotation, dim);
+    if error.is_nan() || error > ORTHOGONAL_TOLERANCE {
+        return Err(Error::Training { what: "an ITQ rotation", reason: "the rotation did not converge to an orthogonal matrix" });
+    }
     Ok((CodeTransform { mean, rotation: Some(rotation) }, losses))
 }
 
@@ -280,7 +287,8 @@ fn transpose_times(v: &[f32], b: &[f32], dim: usize) -> Vec<f64> {
         const T: usize = 8;
         for (p, m) in block.chunks_exact_mut(dim * dim).enumerate() {
             let part = first + p;
-            let (r0, r1) = (part * n / parts, (part + 1) * n / parts);
+            let share = |p: usize| (p as u64 * n as u64 / parts as u64) as usize;
+            let (r0, r1) = (share(part), share(part + 1));
             for i0 in (r0..r1).step_by(T) {
                 let i1 = (i0 + T).min(r1);
                 for j in 0..dim {

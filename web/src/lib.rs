@@ -436,6 +436,10 @@ impl EdoTable {
     /// stores it.
     #[wasm_bindgen(js_name = quantizeCodes)]
     pub fn quantize_codes(&self, kind: &str, iterations: Option<usize>) -> Result<EdoTable, Failure> {
+        if matches!(self.inner.format(), Format::Binary | Format::BinaryScaled) {
+            // Their values are ±1 (or ±scale) signs already, of rows no longer here.
+            return Err(Failure::arg(format!("quantizeCodes of a {} table: make codes from the table of values they came from", self.inner.format())));
+        }
         let values = self.inner.dequantize();
         let dim = self.inner.dim();
         let transform = match kind {

@@ -204,6 +204,10 @@ async fn centred_and_itq_codes_search_through_their_transform() {
         assert_eq!(codes.quantize("int8").unwrap().codes(), None);
     }
     assert!(table.quantize_codes("pca", None).is_err());
+    // Codes are signs already: no codes of codes.
+    let signs = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let e = signs.quantize_codes("centered", None).err().expect("codes of codes");
+    assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
     let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32").unwrap();
     let e = few.quantize_codes("itq", None).err().expect("too few rows");
     assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));

@@ -120,9 +120,12 @@ pub fn evaluate(corpus: &[f32], rows: usize, dim: usize, queries: &[f32], config
     // Codes that keep more neighbours: centred, and centred then rotated by ITQ (trained on the
     // corpus; the transform's bytes count with the codes').
     let mut transforms = vec![("centred", CodeTransform::centered(corpus, dim)?)];
-    // A rotation needs more rows than values per row to train on.
-    if rows > dim {
-        transforms.push(("itq", CodeTransform::itq(corpus, dim, &ItqOptions::default())?));
+    // A rotation needs more rows than values per row, at most MAX_ITQ_DIM of them, and rows
+    // that do not all coincide; without one, the report goes on without ITQ's rows.
+    if rows > dim && dim <= search::codes::MAX_ITQ_DIM {
+        if let Ok(t) = CodeTransform::itq(corpus, dim, &ItqOptions::default()) {
+            transforms.push(("itq", t));
+        }
     }
     for (name, transform) in &transforms {
         let t_bytes = 4 * (transform.mean().len() + transform.rotation().map_or(0, <[f32]>::len)) as u64;
