@@ -1,6 +1,19 @@
 //! Binary search on the GPU: exact Hamming top-k over sharded codes, and rescoring of the
 //! candidates with a table of the same corpus, in one submission.
 //!
+//! Up to [`ONE_PASS_MAX_K`] results (or rescoring candidates) per query, one pass over the codes
+//! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`), per batch of queries:
+//! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory)
+//!    and a block of 1024 rows, reads each code word once for the whole tile, and keeps the
+//!    block's k nearest per query (a histogram of the distances, the k-th distance off its prefix
+//!    sums, the rows at it ranked by position), in row order, in the query's list;
+//! 2. `hamming_topk_merge`: the k nearest of each 1024 entries of those lists, again, until one
+//!    list of k is left per query (one level per factor of 1024/k);
+//! 3. with rescoring, `rescore`; then `sort_pairs`.
+//!
+//! Each list keeps rows in order and each selection breaks ties by position, so the result is
+//! the CPU path's exactly. Larger k takes the histogram passes, which read the codes three times:
+//!
 //! Kernels (`shaders/hamming_*.wgsl`, `sort_pairs.wgsl`, `rescore.wgsl`), per batch of queries:
 //! 1. `hamming_hist`: each workgroup counts the distances of 1024 rows to one query in workgroup
 //!    memory and adds them to the query's histogram;
@@ -49,8 +62,38 @@ struct SearchParams {
 }
 const _: () = assert!(std::mem::size_of::<SearchParams>() == 80);
 
-/// Rows per chunk (`CHUNK` in the shaders).
+/// The uniform block of the one-pass kernels (`TopkParams` in `shaders/topk_common.wgsl`).
+#[repr(C)]
+#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct TopkParams {
+    n_queries: u32,
+    code_words: u32,
+    corpus_row_words: u32,
+    query_row_words: u32,
+    bins: u32,
+    k: u32,
+    tile: u32,
+    shard_first: u32,
+    shard_rows: u32,
+    block_base: u32,
+    in_len: u32,
+    off_in: u32,
+    off_out: u32,
+    out_stride: u32,
+    pad_to: u32,
+    _pad0: u32,
+}
+const _: () = assert!(std::mem::size_of::<TopkParams>() == 64);
+
+/// Rows per chunk (`CHUNK` in the shaders), and entries per block of the one-pass kernels.
 const CHUNK: u64 = 1024;
+/// The most results per query the one-pass kernels keep per block (larger `k` takes the
+/// histogram passes).
+pub const ONE_PASS_MAX_K: usize = 256;
+/// Queries per workgroup of the one-pass scan at most (`MAX_TILE` in `hamming_topk_scan.wgsl`),
+/// and the code words its tile of queries may take (`QTILE_WORDS`).
+const MAX_TILE: u32 = 8;
+const QTILE_WORDS: u32 = 896;
 /// What a result slot holds until a kernel writes it (no row has this index).
 const UNWRITTEN: u32 = 0xffff_fffe;
 /// The most candidates rescoring takes per query.
@@ -113,8 +156,8 @@ impl GpuCodes {
 
     /// [`GpuCodes::search_rescored`] over codes made through `transform` (centred or ITQ codes,
     /// [`search::CodeTransform`]): the queries go through it on the CPU before their signs are
-    /// taken; rescoring uses the queries as given. The same results as
-    /// [`search::search_rescored_with`].
+    /// taken; rescoring scores them as [`search::search_rescored_with`] does (transformed for a
+    /// binary table). The same results as [`search::search_rescored_with`].
     pub async fn search_rescored_with(
         &self,
         transform: Option<&search::CodeTransform>,
@@ -129,6 +172,8 @@ impl GpuCodes {
             return Err(Error::ShapeMismatch { what: "rows of the rescoring table (the corpus rows)", expected: self.rows(), actual: table.rows() });
         }
         let codes = search::query_codes(transform, queries, dim)?; // also checks finiteness and shape
+        let transformed = search::rescoring_queries(transform, table.format(), queries)?;
+        let queries = transformed.as_deref().unwrap_or(queries);
         let kc = k.saturating_mul(multiplier.max(1)).min(self.rows());
         if kc > MAX_CANDIDATES {
             return Err(Error::LimitExceeded { what: "rescoring candidates (k × multiplier)", requested: kc as u64, max: MAX_CANDIDATES as u64 });
@@ -159,8 +204,10 @@ impl GpuCodes {
         let seg = kc.next_power_of_two() as u64;
         let bins = self.dim() as u64 + 1;
         let chunks: u64 = self.shard_rows().map(|r| r.div_ceil(CHUNK)).sum();
+        let one_pass = kc <= ONE_PASS_MAX_K;
+        let (a_pairs, b_pairs) = topk_lists(chunks, kc as u64);
         // Queries per submission: the workspace fits one binding and a grid dimension.
-        let per_query = bins + 4 + chunks + 2 * seg;
+        let per_query = if one_pass { 2 * (seg + a_pairs + b_pairs) } else { bins + 4 + chunks + 2 * seg };
         let max_words = ctx.max_binding_bytes.min(ctx.limits.max_buffer_size) / 4;
         let batch = (max_words / per_query).min(ctx.limits.max_compute_workgroups_per_dimension as u64);
         if batch == 0 {
@@ -169,13 +216,204 @@ impl GpuCodes {
         let mut out = Vec::with_capacity(nq * kc);
         for q0 in (0..nq).step_by(batch as usize) {
             let n = (batch as usize).min(nq - q0);
-            let pairs = self.run_batch(ctx, codes, q0, n, kc, seg, bins, chunks, rescore).await?;
+            let pairs = if one_pass {
+                self.run_batch_one_pass(ctx, codes, q0, n, kc, seg, chunks, rescore).await?
+            } else {
+                self.run_batch(ctx, codes, q0, n, kc, seg, bins, chunks, rescore).await?
+            };
             for q in 0..n {
                 let s = &pairs[q * seg as usize..];
                 out.extend_from_slice(&s[..kc]);
             }
         }
         Ok(out)
+    }
+
+    /// One batch of queries by the one-pass kernels (`kc ≤ ONE_PASS_MAX_K`): one scan of the
+    /// codes per tile of queries, keeping each block's `kc` nearest; merges of those lists until
+    /// one is left per query; rescoring if asked; the sort. Returns each query's `seg` pairs.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_batch_one_pass(
+        &self,
+        ctx: &Context,
+        codes: &PackedTable,
+        q0: usize,
+        nq: usize,
+        kc: usize,
+        seg: u64,
+        blocks: u64,
+        rescore: Option<(&[f32], &GpuTable)>,
+    ) -> Result<Vec<(u32, u32)>, Error> {
+        let (nq64, k) = (nq as u64, kc as u64);
+        let (a_pairs, b_pairs) = topk_lists(blocks, k);
+        // Workspace: the results (nq × seg pairs, what rescoring and the sort read), then the
+        // blocks' lists, then the first merge's.
+        let off_out = 0u64;
+        let off_a = off_out + nq64 * seg * 2;
+        let off_b = off_a + nq64 * a_pairs * 2;
+        let ws_words = off_b + nq64 * b_pairs * 2;
+        let qrw = codes.row_words();
+        let query_words = &codes.words()[q0 * qrw..(q0 + nq) * qrw];
+        let queries = ctx
+            .pooled("search queries", 4 * query_words.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(query_words)), super::Fit::Class)
+            .await?;
+        let ws = ctx
+            .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
+            .await?;
+        let placement = self.res.tables[0];
+        let tile = (QTILE_WORDS / placement.code_words.max(1)).clamp(1, MAX_TILE);
+        let base = TopkParams {
+            n_queries: nq as u32,
+            code_words: placement.code_words,
+            corpus_row_words: placement.row_words,
+            query_row_words: qrw as u32,
+            bins: self.dim() as u32 + 1,
+            k: kc as u32,
+            tile,
+            ..Default::default()
+        };
+        let mut uniforms = Vec::new();
+        // The scan, shard by shard; a single block writes the results directly.
+        let (out0, stride0, pad0) = if blocks == 1 { (off_out, seg, seg) } else { (off_a, a_pairs, k) };
+        let mut scans = Vec::new();
+        let mut block_base = 0u64;
+        for (shard, rows) in self.res.shards.iter().zip(self.shard_rows()) {
+            let params = TopkParams {
+                shard_first: shard.word_start / placement.row_words,
+                shard_rows: rows as u32,
+                block_base: block_base as u32,
+                off_out: out0 as u32,
+                out_stride: stride0 as u32,
+                pad_to: pad0 as u32,
+                ..base
+            };
+            let (group, uniform) = topk_bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
+            uniforms.push(uniform);
+            scans.push((group, ctx.grid("blocks of one search shard", rows.div_ceil(CHUNK), 1)?));
+            block_base += rows.div_ceil(CHUNK);
+        }
+        // Merges, alternating between the two lists, until one group of entries is left.
+        let mut merges = Vec::new();
+        if blocks > 1 {
+            let (mut off_in, mut in_len, mut other) = (off_a, a_pairs, off_b);
+            loop {
+                let groups = in_len.div_ceil(CHUNK);
+                let last = groups == 1;
+                let (o, stride, pad) = if last { (off_out, seg, seg) } else { (other, groups * k, k) };
+                let params =
+                    TopkParams { in_len: in_len as u32, off_in: off_in as u32, off_out: o as u32, out_stride: stride as u32, pad_to: pad as u32, ..base };
+                let (group, uniform) = topk_bind_group(ctx, params, &queries, &self.res.shards[0].buffer, &ws).await?;
+                uniforms.push(uniform);
+                merges.push((group, ctx.grid("groups of a search merge", groups, 1)?));
+                if last {
+                    break;
+                }
+                (off_in, other) = (other, off_in);
+                in_len = groups * k;
+            }
+        }
+        // Rescoring and the sort read the results as the histogram passes leave them.
+        let search = SearchParams {
+            n_queries: nq as u32,
+            code_words: placement.code_words,
+            corpus_row_words: placement.row_words,
+            query_row_words: qrw as u32,
+            bins: base.bins,
+            k: kc as u32,
+            seg: seg as u32,
+            off_out: off_out as u32,
+            ..Default::default()
+        };
+        let (sort_group, uniform) = bind_group(ctx, search, &queries, &self.res.shards[0].buffer, &ws).await?;
+        uniforms.push(uniform);
+        let (rescore_groups, rescore_pipeline, _fqueries) = self.rescore_groups(ctx, search, rescore, q0, nq, &ws, &mut uniforms).await?;
+        let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
+        let (scan, merge, sort) = (pipe(SearchKernel::TopkScan).await?, pipe(SearchKernel::TopkMerge).await?, pipe(SearchKernel::Sort).await?);
+
+        // Result slots start as a sentinel no kernel writes, so a slot left unwritten is caught
+        // below instead of passing for row 0.
+        ctx.queue.write_buffer(&ws, 4 * off_out, bytemuck::cast_slice(&vec![UNWRITTEN; (nq64 * seg * 2) as usize]));
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo search") });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("edo search"), timestamp_writes: None });
+            pass.set_pipeline(&scan);
+            for (group, (gx, gy)) in &scans {
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(*gx, *gy, nq.div_ceil(tile as usize) as u32);
+            }
+            pass.set_pipeline(&merge);
+            for (group, (gx, gy)) in &merges {
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(*gx, *gy, nq as u32);
+            }
+            if let Some(p) = &rescore_pipeline {
+                pass.set_pipeline(p);
+                for group in &rescore_groups {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.dispatch_workgroups(kc.div_ceil(64) as u32, nq as u32, 1);
+                }
+            }
+            pass.set_pipeline(&sort);
+            pass.set_bind_group(0, &sort_group, &[]);
+            pass.dispatch_workgroups(nq as u32, 1, 1);
+        }
+        super::checked_submit(ctx, "hamming search submission", || {
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })
+        .await?;
+        drop(uniforms); // submitted: the work keeps what it reads
+        let words: Vec<u32> = super::read_buffer(ctx, &ws, 4 * off_out, (nq64 * seg * 2) as usize).await?;
+        let pairs: Vec<(u32, u32)> = words.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        for q in 0..nq {
+            if pairs[q * seg as usize..][..kc].iter().any(|&(_, id)| id == UNWRITTEN || id == u32::MAX) {
+                return Err(Error::gpu("hamming search", format!("query {}: a result slot was never written", q0 + q)));
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// The rescoring pass's bind groups (one per shard of `table`), its pipeline and its float
+    /// queries' buffer, if there is rescoring; `search` gives the results' place in `ws`.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    async fn rescore_groups(
+        &self,
+        ctx: &Context,
+        search: SearchParams,
+        rescore: Option<(&[f32], &GpuTable)>,
+        q0: usize,
+        nq: usize,
+        ws: &wgpu::Buffer,
+        uniforms: &mut Vec<super::Buffer>,
+    ) -> Result<(Vec<wgpu::BindGroup>, Option<wgpu::ComputePipeline>, Option<super::Buffer>), Error> {
+        let Some((fq, table)) = rescore else { return Ok((Vec::new(), None, None)) };
+        let dim = table.dim();
+        let fbuf = ctx
+            .pooled(
+                "search float queries",
+                4 * (nq * dim) as u64,
+                wgpu::BufferUsages::STORAGE,
+                Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])),
+                super::Fit::Class,
+            )
+            .await?;
+        let tp = table.res.tables[0];
+        let mut groups = Vec::new();
+        for shard in &table.res.shards {
+            let params = SearchParams {
+                shard_first: shard.word_start / tp.row_words,
+                shard_rows: (shard.word_end - shard.word_start) / tp.row_words,
+                dim: dim as u32,
+                table_row_words: tp.row_words,
+                table_code_words: tp.code_words,
+                ..search
+            };
+            let (group, uniform) = bind_group(ctx, params, &fbuf, &shard.buffer, ws).await?;
+            groups.push(group);
+            uniforms.push(uniform);
+        }
+        let pipeline = ctx.pipeline(ShaderId::Rescore { format: table.format() }, (64, 1)).await?;
+        Ok((groups, Some(pipeline), Some(fbuf)))
     }
 
     fn shard_rows(&self) -> impl Iterator<Item = u64> + '_ {
@@ -238,37 +476,7 @@ impl GpuCodes {
             shard_groups.push((group, grid));
             chunk_base += rows.div_ceil(CHUNK);
         }
-        let mut rescore_groups = Vec::new();
-        let mut rescore_pipeline = None;
-        let mut _fqueries = None;
-        if let Some((fq, table)) = rescore {
-            let dim = table.dim();
-            let fbuf = ctx
-                .pooled(
-                    "search float queries",
-                    4 * (nq * dim) as u64,
-                    wgpu::BufferUsages::STORAGE,
-                    Some(bytemuck::cast_slice(&fq[q0 * dim..(q0 + nq) * dim])),
-                    super::Fit::Class,
-                )
-                .await?;
-            let tp = table.res.tables[0];
-            for shard in &table.res.shards {
-                let params = SearchParams {
-                    shard_first: shard.word_start / tp.row_words,
-                    shard_rows: (shard.word_end - shard.word_start) / tp.row_words,
-                    dim: dim as u32,
-                    table_row_words: tp.row_words,
-                    table_code_words: tp.code_words,
-                    ..base
-                };
-                let (group, uniform) = bind_group(ctx, params, &fbuf, &shard.buffer, &ws).await?;
-                rescore_groups.push(group);
-                uniforms.push(uniform);
-            }
-            rescore_pipeline = Some(ctx.pipeline(ShaderId::Rescore { format: table.format() }, (64, 1)).await?);
-            _fqueries = Some(fbuf);
-        }
+        let (rescore_groups, rescore_pipeline, _fqueries) = self.rescore_groups(ctx, base, rescore, q0, nq, &ws, &mut uniforms).await?;
         let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
         let (hist, select, ties, scan, collect, sort) = (
             pipe(SearchKernel::Hist).await?,
@@ -331,6 +539,14 @@ impl GpuCodes {
     }
 }
 
+/// Pairs per query of the one-pass kernels' two scratch lists: the blocks' (`blocks × k`, none
+/// for a single block, which writes the results directly) and the first merge's.
+fn topk_lists(blocks: u64, k: u64) -> (u64, u64) {
+    let a = if blocks > 1 { blocks * k } else { 0 };
+    let b = if a > CHUNK { a.div_ceil(CHUNK) * k } else { 0 };
+    (a, b)
+}
+
 /// A search bind group and its parameters' buffer, which must outlive the submission (a buffer
 /// is destroyed when its last handle goes, and a bind group is not one).
 async fn bind_group(
@@ -341,6 +557,23 @@ async fn bind_group(
     ws: &wgpu::Buffer,
 ) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
     let uniform = ctx.pooled("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
+    let group = ctx.bind_group(
+        "edo search",
+        &ctx.gather_layout,
+        &[uniform.as_entire_binding(), buffer_range(input, 0, input.size()), shard.as_entire_binding(), ws.as_entire_binding()],
+    );
+    Ok((group, uniform))
+}
+
+/// A one-pass kernel's bind group and its parameters' buffer (kept until submitted).
+async fn topk_bind_group(
+    ctx: &Context,
+    params: TopkParams,
+    input: &wgpu::Buffer,
+    shard: &wgpu::Buffer,
+    ws: &wgpu::Buffer,
+) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
+    let uniform = ctx.pooled("search params", 64, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
     let group = ctx.bind_group(
         "edo search",
         &ctx.gather_layout,
@@ -384,6 +617,27 @@ mod layout_tests {
                 table_row_words,
                 table_code_words,
                 _pad
+            }
+        );
+        super::super::shaders::assert_wgsl_layout!(
+            ShaderId::Search(crate::gpu::SearchKernel::TopkScan),
+            TopkParams {
+                n_queries,
+                code_words,
+                corpus_row_words,
+                query_row_words,
+                bins,
+                k,
+                tile,
+                shard_first,
+                shard_rows,
+                block_base,
+                in_len,
+                off_in,
+                off_out,
+                out_stride,
+                pad_to,
+                _pad0
             }
         );
     }

@@ -25,6 +25,12 @@ pub enum Src {
     SearchCommon,
     /// `hamming_common.wgsl`: the Hamming passes' bindings.
     HammingCommon,
+    /// `topk_common.wgsl`: the one-pass top-k kernels' parameters, bindings and block selection.
+    TopkCommon,
+    /// `hamming_topk_scan.wgsl`: the one pass over the codes, a tile of queries at a time.
+    HammingTopkScan,
+    /// `hamming_topk_merge.wgsl`: the blocks' kept pairs, merged.
+    HammingTopkMerge,
     /// `gather_rows.wgsl`.
     GatherRows,
     /// `gather_rows4.wgsl`.
@@ -76,6 +82,9 @@ impl Src {
             Src::HashCommon => wgsl!("hash_common.wgsl"),
             Src::SearchCommon => wgsl!("search_common.wgsl"),
             Src::HammingCommon => wgsl!("hamming_common.wgsl"),
+            Src::TopkCommon => wgsl!("topk_common.wgsl"),
+            Src::HammingTopkScan => wgsl!("hamming_topk_scan.wgsl"),
+            Src::HammingTopkMerge => wgsl!("hamming_topk_merge.wgsl"),
             Src::GatherRows => wgsl!("gather_rows.wgsl"),
             Src::GatherRows4 => wgsl!("gather_rows4.wgsl"),
             Src::GatherRows4F32 => wgsl!("gather_rows4_f32.wgsl"),
@@ -215,6 +224,10 @@ pub mod kernels {
     pub const HAMMING_SCAN: Kernel = search_kernel("hamming_scan", Src::HammingScan, 256);
     /// Hamming search: the candidates, collected.
     pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", Src::HammingCollect, 256);
+    /// One-pass Hamming top-k: each block's k nearest per query of a tile.
+    pub const HAMMING_TOPK_SCAN: Kernel = Kernel { helpers: &[Src::TopkCommon], ..search_kernel("hamming_topk_scan", Src::HammingTopkScan, 256) };
+    /// One-pass Hamming top-k: the blocks' lists merged.
+    pub const HAMMING_TOPK_MERGE: Kernel = Kernel { helpers: &[Src::TopkCommon], ..search_kernel("hamming_topk_merge", Src::HammingTopkMerge, 256) };
     /// Sorts (distance, row) pairs per query.
     pub const SORT_PAIRS: Kernel = Kernel { helpers: &[Src::SearchCommon], ..search_kernel("sort_pairs", Src::SortPairs, 256) };
     /// Scores of candidates against rows of a table.
@@ -236,12 +249,24 @@ pub enum SearchKernel {
     Collect,
     /// The results, sorted.
     Sort,
+    /// One pass over the codes: each block's k nearest per query (k ≤ 256).
+    TopkScan,
+    /// The blocks' k nearest, merged level by level.
+    TopkMerge,
 }
 
 impl SearchKernel {
-    /// Every pass, in order.
-    pub const ALL: [SearchKernel; 6] =
-        [SearchKernel::Hist, SearchKernel::Select, SearchKernel::Ties, SearchKernel::Scan, SearchKernel::Collect, SearchKernel::Sort];
+    /// Every pass: the histogram passes in order, the sort, the one-pass kernels.
+    pub const ALL: [SearchKernel; 8] = [
+        SearchKernel::Hist,
+        SearchKernel::Select,
+        SearchKernel::Ties,
+        SearchKernel::Scan,
+        SearchKernel::Collect,
+        SearchKernel::Sort,
+        SearchKernel::TopkScan,
+        SearchKernel::TopkMerge,
+    ];
 }
 
 /// Every compute kernel edo runs: a [`Kernel`], and the table format for kernels that decode.
@@ -338,6 +363,8 @@ impl ShaderId {
                     SearchKernel::Scan => &HAMMING_SCAN,
                     SearchKernel::Collect => &HAMMING_COLLECT,
                     SearchKernel::Sort => &SORT_PAIRS,
+                    SearchKernel::TopkScan => &HAMMING_TOPK_SCAN,
+                    SearchKernel::TopkMerge => &HAMMING_TOPK_MERGE,
                 },
                 None,
             ),

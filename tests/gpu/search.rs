@@ -58,6 +58,32 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
     assert!(matches!(block_on(edo::GpuCodes::upload(&engine, &f32_table)), Err(Error::Unsupported { .. })));
 }
 
+/// The one-pass kernels (k ≤ 256) at their edges: lists long enough for two levels of merges,
+/// k of exactly 256, the widest codes (a tile of seven queries), a partial last tile, many shards;
+/// and k = 257, the first the histogram passes take.
+#[test]
+fn one_pass_search_equals_the_cpu_path_at_its_edges() {
+    let Some(engine) = engine() else { return };
+    let Some(sharded) = engine_with(EngineOptions { max_binding_bytes: Some(40 << 10), ..Default::default() }) else { return };
+    let cases = [
+        (30_001, 96, 64, Format::Binary),
+        (5_000, 40, 256, Format::Binary),
+        (2_500, 4_000, 20, Format::BinaryScaled),
+        (9_000, 33, 257, Format::Binary),
+        (1_024, 64, 3, Format::Binary),
+    ];
+    for (rows, dim, k, format) in cases {
+        let corpus = tied_codes(rows, dim, rows as u64 + 5, format);
+        let queries = tied_codes(19, dim, 3 + rows as u64, Format::Binary);
+        let want = edo::search::hamming_topk(&corpus, &queries, k).unwrap();
+        for (what, e) in [("one shard", &engine), ("sharded", &sharded)] {
+            let codes = block_on(edo::GpuCodes::upload(e, &corpus)).unwrap();
+            let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
+            assert!(got == want, "{rows} × {dim} k {k} {what} ({} shards): GPU and CPU differ", codes.shard_count());
+        }
+    }
+}
+
 /// Rescoring on the GPU: the candidates are the CPU path's, and the scores its scores within
 /// rounding (the summation orders differ), so the ranking agrees wherever scores are apart.
 #[test]

@@ -1,0 +1,24 @@
+// hamming_topk_merge: the k nearest of each group of 1024 entries of a query's list (the blocks'
+// kept pairs, in row order), kept again (topk_common.wgsl): lists shrink by 1024/k a level until
+// one group is left, whose k are the query's. Grid: x·y over the groups, z over queries.
+// Bindings: as topk_common.wgsl: 0 params, 3 ws (1 and 2 are bound but unused).
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let g = block_of(wid, nwg);
+    let q = wid.z;
+    if (g * BLOCK >= params.in_len) {
+        return;
+    }
+    var d = array<u32, 4>(NONE, NONE, NONE, NONE);
+    var row = array<u32, 4>(NONE, NONE, NONE, NONE);
+    for (var j = 0u; j < 4u; j++) {
+        let p = g * BLOCK + j * 256u + lid.x;
+        if (p < params.in_len) {
+            let a = params.off_in + (q * params.in_len + p) * 2u;
+            d[j] = ws[a];
+            row[j] = ws[a + 1u];
+        }
+    }
+    keep_nearest(lid.x, d, row, params.off_out + (q * params.out_stride + g * params.k) * 2u);
+}
