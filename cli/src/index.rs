@@ -97,7 +97,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     // A binary index made through a transform (edo quantize --itq) searches with it.
     let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, a.k.min(table.rows()), a.multiplier)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    println!("{} of {} lines for {:?} ({ms:.1} ms, binary candidates rescored in INT8):", found.k, table.rows(), a.query);
+    println!("{} of {} lines for {:?} ({ms:.1} ms, binary candidates rescored in {}):", found.k, table.rows(), a.query, table.format());
     for (rank, (&id, &score)) in found.ids.iter().zip(&found.scores).enumerate() {
         println!("{:>3}. {score:+.4}  {}", rank + 1, lines.token(id).unwrap_or("?"));
     }

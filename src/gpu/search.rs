@@ -1,7 +1,8 @@
 //! Binary search on the GPU: exact Hamming top-k over sharded codes, and rescoring of the
 //! candidates with a table of the same corpus, in one submission.
 //!
-//! Up to [`ONE_PASS_MAX_K`] results (or rescoring candidates) per query, one pass over the codes
+//! Up to [`ONE_PASS_MAX_K`] results (or rescoring candidates) per query, where the blocks' lists
+//! leave room for at least eight queries a submission, one pass over the codes
 //! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`), per batch of queries:
 //! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory)
 //!    and a block of 1024 rows, reads each code word once for the whole tile, and keeps the
@@ -204,12 +205,16 @@ impl GpuCodes {
         let seg = kc.next_power_of_two() as u64;
         let bins = self.dim() as u64 + 1;
         let chunks: u64 = self.shard_rows().map(|r| r.div_ceil(CHUNK)).sum();
-        let one_pass = kc <= ONE_PASS_MAX_K;
         let (a_pairs, b_pairs) = topk_lists(chunks, kc as u64);
-        // Queries per submission: the workspace fits one binding and a grid dimension.
-        let per_query = if one_pass { 2 * (seg + a_pairs + b_pairs) } else { bins + 4 + chunks + 2 * seg };
+        // Queries per submission: the workspace fits one binding and a grid dimension. The
+        // one-pass kernels' lists grow with the corpus (k pairs per block): where they would
+        // leave fewer than eight queries a submission, the histogram passes take the search.
         let max_words = ctx.max_binding_bytes.min(ctx.limits.max_buffer_size) / 4;
-        let batch = (max_words / per_query).min(ctx.limits.max_compute_workgroups_per_dimension as u64);
+        let max_z = ctx.limits.max_compute_workgroups_per_dimension as u64;
+        let one_pass_batch = (max_words / (2 * (seg + a_pairs + b_pairs))).min(max_z);
+        let one_pass = kc <= ONE_PASS_MAX_K && one_pass_batch >= (nq as u64).min(8);
+        let per_query = if one_pass { 2 * (seg + a_pairs + b_pairs) } else { bins + 4 + chunks + 2 * seg };
+        let batch = (max_words / per_query).min(max_z);
         if batch == 0 {
             return Err(Error::LimitExceeded { what: "search workspace bytes for one query", requested: 4 * per_query, max: 4 * max_words });
         }
