@@ -395,16 +395,21 @@ pub(crate) fn dot(q: &[f32], x: &[f32]) -> f32 {
 }
 
 fn check_queries(queries: &[f32], dim: usize) -> Result<usize, Error> {
+    check_finite_rows(queries, dim, "query values (a multiple of dim)")
+}
+
+/// The rows of `values`, `dim` finite values each (`what` names them in a shape error).
+pub(crate) fn check_finite_rows(values: &[f32], dim: usize, what: &'static str) -> Result<usize, Error> {
     if dim == 0 {
         return Err(Error::ZeroDim);
     }
-    if !queries.len().is_multiple_of(dim) {
-        return Err(Error::ShapeMismatch { what: "query values (a multiple of dim)", expected: queries.len().next_multiple_of(dim), actual: queries.len() });
+    if !values.len().is_multiple_of(dim) {
+        return Err(Error::ShapeMismatch { what, expected: values.len().next_multiple_of(dim), actual: values.len() });
     }
-    if let Some(i) = queries.iter().position(|x| !x.is_finite()) {
-        return Err(Error::NonFinite { row: i / dim, col: i % dim, value: queries[i] });
+    if let Some(i) = values.iter().position(|x| !x.is_finite()) {
+        return Err(Error::NonFinite { row: i / dim, col: i % dim, value: values[i] });
     }
-    Ok(queries.len() / dim)
+    Ok(values.len() / dim)
 }
 
 /// Rescores Hamming candidates: the dot product of each float query with the candidates' rows of

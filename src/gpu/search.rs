@@ -292,7 +292,7 @@ impl GpuCodes {
                 pad_to: pad0 as u32,
                 ..base
             };
-            let (group, uniform) = topk_bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
+            let (group, uniform) = bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
             uniforms.push(uniform);
             scans.push((group, ctx.grid("blocks of one search shard", rows.div_ceil(CHUNK), 1)?));
             block_base += rows.div_ceil(CHUNK);
@@ -307,7 +307,7 @@ impl GpuCodes {
                 let (o, stride, pad) = if last { (off_out, seg, seg) } else { (other, groups * k, k) };
                 let params =
                     TopkParams { in_len: in_len as u32, off_in: off_in as u32, off_out: o as u32, out_stride: stride as u32, pad_to: pad as u32, ..base };
-                let (group, uniform) = topk_bind_group(ctx, params, &queries, &self.res.shards[0].buffer, &ws).await?;
+                let (group, uniform) = bind_group(ctx, params, &queries, &self.res.shards[0].buffer, &ws).await?;
                 uniforms.push(uniform);
                 merges.push((group, ctx.grid("groups of a search merge", groups, 1)?));
                 if last {
@@ -552,33 +552,18 @@ fn topk_lists(blocks: u64, k: u64) -> (u64, u64) {
     (a, b)
 }
 
-/// A search bind group and its parameters' buffer, which must outlive the submission (a buffer
-/// is destroyed when its last handle goes, and a bind group is not one).
-async fn bind_group(
+/// A search bind group (any search kernel's: `SearchParams` or `TopkParams`) and its parameters'
+/// buffer, which must outlive the submission (a buffer is destroyed when its last handle goes,
+/// and a bind group is not one).
+async fn bind_group<P: bytemuck::Pod>(
     ctx: &Context,
-    params: SearchParams,
+    params: P,
     input: &wgpu::Buffer,
     shard: &wgpu::Buffer,
     ws: &wgpu::Buffer,
 ) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
-    let uniform = ctx.pooled("search params", 80, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
-    let group = ctx.bind_group(
-        "edo search",
-        &ctx.gather_layout,
-        &[uniform.as_entire_binding(), buffer_range(input, 0, input.size()), shard.as_entire_binding(), ws.as_entire_binding()],
-    );
-    Ok((group, uniform))
-}
-
-/// A one-pass kernel's bind group and its parameters' buffer (kept until submitted).
-async fn topk_bind_group(
-    ctx: &Context,
-    params: TopkParams,
-    input: &wgpu::Buffer,
-    shard: &wgpu::Buffer,
-    ws: &wgpu::Buffer,
-) -> Result<(wgpu::BindGroup, super::Buffer), Error> {
-    let uniform = ctx.pooled("search params", 64, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
+    let bytes = bytemuck::bytes_of(&params);
+    let uniform = ctx.pooled("search params", bytes.len() as u64, wgpu::BufferUsages::UNIFORM, Some(bytes), super::Fit::Class).await?;
     let group = ctx.bind_group(
         "edo search",
         &ctx.gather_layout,

@@ -138,16 +138,7 @@ impl CodeTransform {
 
 /// Rows of a `dim`-wide table of finite values.
 fn check_rows(rows: &[f32], dim: usize) -> Result<usize, Error> {
-    if dim == 0 {
-        return Err(Error::ZeroDim);
-    }
-    if !rows.len().is_multiple_of(dim) {
-        return Err(Error::ShapeMismatch { what: "values (a multiple of dim)", expected: rows.len().next_multiple_of(dim), actual: rows.len() });
-    }
-    if let Some(i) = rows.iter().position(|x| !x.is_finite()) {
-        return Err(Error::NonFinite { row: i / dim, col: i % dim, value: rows[i] });
-    }
-    Ok(rows.len() / dim)
+    super::check_finite_rows(rows, dim, "values (a multiple of dim)")
 }
 
 /// The mean row, summed in f64.
