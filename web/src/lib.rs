@@ -415,18 +415,23 @@ impl EdoTable {
             Some(f) if !f.is_empty() => format_of(f)?,
             _ => imported.format(),
         };
+        // Codes made through a transform stay binary codes: in another format their values would
+        // be the transformed rows' signs, searched without the transform.
+        if let (Some(t), true) = (&codes, target != Format::Binary) {
+            return Err(Failure::arg(format!("{name} holds {} codes: they stay binary (make {target} rows from the table they came from)", t.kind())));
+        }
         let inner = imported.to_format(target).map_err(err)?;
-        // Codes keep their transform only as they are (requantised, they are other values).
-        let codes = codes.filter(|_| target == Format::Binary);
         Ok(EdoTable { inner, vocab: imported.vocab, codes })
     }
 
     /// The same table in another format (decoded and requantised).
     pub fn quantize(&self, format: &str) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
+        if let (Some(t), true) = (&self.codes, format != Format::Binary) {
+            return Err(Failure::arg(format!("these are {} codes: they stay binary (make {format} rows from the table they came from)", t.kind())));
+        }
         let inner = self.inner.requantize(format).map_err(err)?;
-        let codes = self.codes.clone().filter(|_| format == Format::Binary && self.inner.format() == Format::Binary);
-        Ok(EdoTable { inner, vocab: self.vocab.clone(), codes })
+        Ok(EdoTable { inner, vocab: self.vocab.clone(), codes: self.codes.clone() })
     }
 
     /// Binary codes of this table's rows that keep more neighbours than their signs: `kind`

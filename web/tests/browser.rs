@@ -200,8 +200,10 @@ async fn centred_and_itq_codes_search_through_their_transform() {
         let back = EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", None, None, None).unwrap();
         assert_eq!(back.codes().as_deref(), Some(kind));
         assert_eq!(search(&cpu, &back, queries.clone()).await.0, ids, "{kind}: through .edo bytes");
-        // Other formats do not keep a transform.
-        assert_eq!(codes.quantize("int8").unwrap().codes(), None);
+        // Codes stay binary: another format would lose the transform.
+        assert!(codes.quantize("int8").is_err());
+        assert!(EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", Some("binary+scale".into()), None, None).is_err());
+        assert_eq!(codes.quantize("binary").unwrap().codes().as_deref(), Some(kind));
     }
     assert!(table.quantize_codes("pca", None).is_err());
     // Codes are signs already: no codes of codes.
