@@ -182,6 +182,18 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         ));
     }
     let started = Instant::now();
+    // Codes made through a transform are not values to quantise (checked from the header, before
+    // the rows are read).
+    if FileKind::from_path(&a.input) == Some(FileKind::Edo) {
+        if let Ok(Ok(f)) = open_table_or_reordered(&a.input) {
+            if let Some(t) = f.code_transform() {
+                return Err(Failure::new(
+                    exit::DATA,
+                    format!("{} holds {} codes (signs of transformed rows): quantise the table they were made from instead", a.input.display(), t.kind()),
+                ));
+            }
+        }
+    }
     let imported = a.source.read(&a.input)?;
     let (rows, dim) = (imported.rows(), imported.dim());
     if imported.lossy_tokens > 0 {
@@ -200,16 +212,6 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             a.format.row_bytes(dim),
             a.format.row_bytes(dim) as f64 / (4 * dim) as f64
         );
-    }
-    if FileKind::from_path(&a.input) == Some(FileKind::Edo) {
-        if let Ok(Ok(f)) = open_table_or_reordered(&a.input) {
-            if let Some(t) = f.code_transform() {
-                return Err(Failure::new(
-                    exit::DATA,
-                    format!("{} holds {} codes (signs of transformed rows): quantise the table they were made from instead", a.input.display(), t.kind()),
-                ));
-            }
-        }
     }
     if (a.center || a.itq) && a.format != Format::Binary {
         return Err(Failure::new(exit::USAGE, format!("--center and --itq make binary codes: use them with --format binary, not {}", a.format)));
