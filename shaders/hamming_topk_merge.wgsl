@@ -10,8 +10,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (g * BLOCK >= params.in_len) {
         return;
     }
-    var d = array<u32, 4>(NONE, NONE, NONE, NONE);
-    var row = array<u32, 4>(NONE, NONE, NONE, NONE);
+    var d = vec4<u32>(NONE);
+    var row = vec4<u32>(NONE);
     for (var j = 0u; j < 4u; j++) {
         let p = g * BLOCK + j * 256u + lid.x;
         if (p < params.in_len) {
@@ -20,5 +20,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             row[j] = ws[a + 1u];
         }
     }
-    keep_nearest(lid.x, d, row, params.off_out + (q * params.out_stride + g * params.k) * 2u);
+    hist_clear(lid.x, 1u);
+    hist_add(0u, d);
+    pick_thresholds(lid.x, 1u);
+    count_flags(lid.x, 1u, flags_of(0u, d), 0u);
+    keep_nearest(lid.x, 0u, d, row, params.off_out + (q * params.out_stride + g * params.k) * 2u);
 }

@@ -1,14 +1,48 @@
 // hamming_topk_scan: the one pass over the codes. A workgroup takes a tile of queries (staged in
 // workgroup memory) and a block of 1024 consecutive rows of one shard; each invocation reads four
-// rows (consecutive invocations, consecutive rows), each code word once for every query of the
-// tile, and the block's k nearest per query are kept (topk_common.wgsl) in the query's list at
+// rows (consecutive invocations, consecutive rows), each code word once for the whole tile (one
+// vec4 XOR and popcount per four queries), and the block's k nearest per query are kept (topk_common.wgsl) in the query's list at
 // the block's place. Grid: x·y over the shard's blocks, z over query tiles.
 // Bindings: as topk_common.wgsl: 0 params, 1 the query codes, 2 one shard of corpus codes, 3 ws.
 
 const MAX_TILE: u32 = 8u;
-const QTILE_WORDS: u32 = 896u;
 
-var<workgroup> qtile: array<u32, 896>;
+// The tile, word-major: word w of queries 0–3 is qtile[2w] and of queries 4–7 qtile[2w + 1]
+// (tiles of more than four queries, code words ≤ 112), or word w of queries 0–3 is qtile[w]
+// (tiles of four or fewer, code words ≤ 224). Queries past the tile read zeros.
+var<workgroup> qtile: array<vec4<u32>, 224>;
+
+// One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the shard).
+struct Dists {
+    a: vec4<u32>,
+    b: vec4<u32>,
+}
+
+fn row_dists(r: u32, wide: bool) -> Dists {
+    var out = Dists(vec4<u32>(NONE), vec4<u32>(NONE));
+    if (r < params.shard_rows) {
+        let rb = r * params.corpus_row_words;
+        var a = vec4<u32>(0u);
+        var b = vec4<u32>(0u);
+        if (wide) {
+            for (var w = 0u; w < params.code_words; w++) {
+                let x = vec4<u32>(shard[rb + w]);
+                a += countOneBits(x ^ qtile[2u * w]);
+                b += countOneBits(x ^ qtile[2u * w + 1u]);
+            }
+        } else {
+            for (var w = 0u; w < params.code_words; w++) {
+                a += countOneBits(vec4<u32>(shard[rb + w]) ^ qtile[w]);
+            }
+        }
+        out = Dists(a, b);
+    }
+    return out;
+}
+
+fn dist_of(x: Dists, qi: u32) -> u32 {
+    return select(x.b[qi & 3u], x.a[qi & 3u], qi < 4u);
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -16,8 +50,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let q0 = wid.z * params.tile;
     let nt = min(params.tile, params.n_queries - q0);
     let cw = params.code_words;
-    for (var i = lid.x; i < nt * cw; i += 256u) {
-        qtile[i] = queries[(q0 + i / cw) * params.query_row_words + i % cw];
+    let wide = params.tile > 4u;
+    let lanes = select(4u, 8u, wide);
+    for (var i = lid.x; i < lanes * cw; i += 256u) {
+        let qi = select(i % 4u, (i / 4u) % 2u * 4u + i % 4u, wide);
+        let w = select(i / 4u, i / 8u, wide);
+        var x = 0u;
+        if (qi < nt) {
+            x = queries[(q0 + qi) * params.query_row_words + w];
+        }
+        qtile[i / 4u][i % 4u] = x;
     }
     workgroupBarrier();
     // Grid padding past the shard's blocks (a whole workgroup) writes nothing: that place in the
@@ -25,30 +67,39 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (block * BLOCK >= params.shard_rows) {
         return;
     }
-    var d: array<u32, 32>; // d[j·8 + qi]: row j of this invocation, query qi of the tile
-    var row: array<u32, 4>;
-    for (var j = 0u; j < 4u; j++) {
-        let r = block * BLOCK + j * 256u + lid.x;
-        row[j] = params.shard_first + r;
-        var acc = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
-        if (r < params.shard_rows) {
-            let rb = r * params.corpus_row_words;
-            for (var w = 0u; w < cw; w++) {
-                let x = shard[rb + w];
-                for (var qi = 0u; qi < MAX_TILE; qi++) {
-                    if (qi < nt) {
-                        acc[qi] += countOneBits(x ^ qtile[qi * cw + w]);
-                    }
-                }
+    let r = block * BLOCK + lid.x;
+    let d0 = row_dists(r, wide);
+    let d1 = row_dists(r + 256u, wide);
+    let d2 = row_dists(r + 512u, wide);
+    let d3 = row_dists(r + 768u, wide);
+    let row = vec4<u32>(params.shard_first + r) + vec4<u32>(0u, 256u, 512u, 768u);
+    // The tile's queries in batches whose histograms fit together.
+    let bs = batch_size();
+    for (var b0 = 0u; b0 < nt; b0 += bs) {
+        let nb = min(bs, nt - b0);
+        hist_clear(lid.x, nb);
+        for (var qb = 0u; qb < nb; qb++) {
+            let qi = b0 + qb;
+            hist_add(qb, vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi)));
+        }
+        pick_thresholds(lid.x, nb);
+        var lo = 0u;
+        var hi = 0u;
+        for (var qb = 0u; qb < nb; qb++) {
+            let qi = b0 + qb;
+            let f = flags_of(qb, vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi)));
+            if (qb < 4u) {
+                lo |= f << (8u * qb);
+            } else {
+                hi |= f << (8u * (qb - 4u));
             }
         }
-        for (var qi = 0u; qi < MAX_TILE; qi++) {
-            d[j * 8u + qi] = select(NONE, acc[qi], r < params.shard_rows);
+        count_flags(lid.x, nb, lo, hi);
+        for (var qb = 0u; qb < nb; qb++) {
+            let qi = b0 + qb;
+            let dq = vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi));
+            let out = params.off_out + ((q0 + qi) * params.out_stride + (params.block_base + block) * params.k) * 2u;
+            keep_nearest(lid.x, qb, dq, row, out);
         }
-    }
-    for (var qi = 0u; qi < nt; qi++) {
-        let dq = array<u32, 4>(d[qi], d[8u + qi], d[16u + qi], d[24u + qi]);
-        let out = params.off_out + ((q0 + qi) * params.out_stride + (params.block_base + block) * params.k) * 2u;
-        keep_nearest(lid.x, dq, row, out);
     }
 }

@@ -3,10 +3,19 @@
 // in workgroup memory.
 //
 // A block is up to 1024 entries in order; invocation `lid` of the 256 holds positions
-// j·256 + lid (j < 4), so consecutive invocations read consecutive rows. Its k nearest, ties to
-// the earlier position (the lower row), are written in position order: lists of blocks in row
-// order stay in row order, and merging them again keeps the CPU path's tie rule.
+// j·256 + lid (j < 4, "stripe" j), so consecutive invocations read consecutive rows. Its k
+// nearest, ties to the earlier position (the lower row), are written in position order: lists of
+// blocks in row order stay in row order, and merging them again keeps the CPU path's tie rule.
 // Workspace pairs are (distance, row); NONE marks padding.
+//
+// The selection runs for a batch of up to eight queries at once, so its barriers are paid once a
+// batch, not once a query (seven in all; where invocations are emulated, as on lavapipe, each
+// barrier costs more than the block's reads):
+//   hist_clear, then hist_add per query: each query's distance histogram (16-bit counts);
+//   pick_thresholds: each query's threshold t, the distance of its want-th nearest entry;
+//   count_flags: each invocation's entries flagged nearer than t or at t, per query and stripe,
+//     and counted per group of 16 invocations;
+//   keep_nearest per query: each kept entry's place from the counts before it, and its write.
 // Bindings: 0 params, 1 the query codes, 2 one shard of corpus codes, 3 ws (the search workspace).
 
 struct TopkParams {
@@ -16,7 +25,7 @@ struct TopkParams {
     query_row_words: u32,   // words per query row
     bins: u32,              // bits + 1: the distances there can be
     k: u32,                 // entries kept per block (≤ 256)
-    tile: u32,              // scan: queries per workgroup (≤ MAX_TILE, tile·code_words ≤ QTILE_WORDS)
+    tile: u32,              // scan: queries per workgroup (8, or 4 where code_words > 112)
     shard_first: u32,       // scan: first corpus row of the bound shard
     shard_rows: u32,        // scan: rows of the bound shard
     block_base: u32,        // scan: the shard's first block among all shards'
@@ -36,130 +45,232 @@ struct TopkParams {
 const NONE: u32 = 0xffffffffu;
 const BLOCK: u32 = 1024u;
 
-// Workgroup memory: 8 KiB of histogram (4096 distances, 16-bit counts two to a word; a block's
-// count never passes 1024), 4.25 KiB of scan, and the scan kernel's 3.5 KiB of queries: 15.8 KiB
-// (16 136 bytes with the rest), under the 16 KiB every WebGPU device gives.
+// Workgroup memory: 8 KiB of histograms (4096 counts, 16 bits each, two to a word; a block's count
+// never passes 1024), 4 KiB of flags and counts, 256 bytes of thresholds and totals and the scan
+// kernel's 3.5 KiB of queries: 16 128 bytes, under the 16 KiB every WebGPU device gives.
 var<workgroup> hist: array<atomic<u32>, 2048>;
-var<workgroup> scan4: array<vec4<u32>, 256>;
-var<workgroup> picked: vec2<u32>;
+// .x: an invocation's partial histogram sum (pick_thresholds); .x and .y: its flags, a byte a
+// query, then at g·8 + q the counts before group g; .zw: the counts of group g (count_flags).
+var<workgroup> scratch: array<vec4<u32>, 256>;
+// Per query of the batch: the threshold distance t, the entries nearer than t, and how many to
+// keep (want = min(k, entries)).
+var<workgroup> picked: array<vec4<u32>, 8>;
+
+// The most queries a batch takes.
+const MAX_BATCH: u32 = 8u;
 
 fn block_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.y * nwg.x + wid.x;
 }
 
-// What scan_exclusive gives each invocation: the sums of the values before its own, and of all.
-struct Scan {
-    before: vec4<u32>,
-    total: vec4<u32>,
+// Histogram words per query: (bins + 1) / 2; a batch's histograms lie side by side.
+fn hist_words() -> u32 {
+    return (params.bins + 1u) / 2u;
 }
 
-var<workgroup> group_sums: array<vec4<u32>, 16>;
-
-// Exclusive prefix sums of `v` over the 256 invocations, four at once: sixteen invocations sum
-// sixteen values each, then each invocation adds the groups before its own and the values before
-// it in its group. Three barriers (a log-step scan takes seventeen, which costs more than the
-// reads on a GPU and far more where invocations are emulated). Call from uniform control flow.
-fn scan_exclusive(lid: u32, v: vec4<u32>) -> Scan {
-    workgroupBarrier(); // the previous call's values have been read
-    scan4[lid] = v;
-    workgroupBarrier();
-    if (lid < 16u) {
-        var acc = vec4<u32>(0u);
-        for (var i = lid * 16u; i < lid * 16u + 16u; i++) {
-            acc += scan4[i];
-        }
-        group_sums[lid] = acc;
-    }
-    workgroupBarrier();
-    let g = lid / 16u;
-    var out: Scan;
-    for (var i = 0u; i < 16u; i++) {
-        let s = group_sums[i];
-        out.total += s;
-        if (i < g) {
-            out.before += s;
-        }
-    }
-    for (var i = g * 16u; i < lid; i++) {
-        out.before += scan4[i];
-    }
-    return out;
+// Queries whose histograms fit at once (1 to MAX_BATCH).
+fn batch_size() -> u32 {
+    return clamp(2048u / hist_words(), 1u, MAX_BATCH);
 }
 
 fn count_at(b: u32) -> u32 {
     return (atomicLoad(&hist[b >> 1u]) >> ((b & 1u) * 16u)) & 0xffffu;
 }
 
-// Keeps the min(k, entries) nearest of the block held in `d` and `row` (distance NONE: no entry),
-// ties to the earlier position, and writes them in position order to the pairs at ws[out], then
-// NONE up to params.pad_to pairs. Call from uniform control flow.
-fn keep_nearest(lid: u32, d: array<u32, 4>, row: array<u32, 4>, out: u32) {
-    for (var w = lid; w < (params.bins + 1u) / 2u; w += 256u) {
+// Starts the histograms of a batch of `nb` queries. Call from uniform control flow, then add each
+// query's entries with hist_add.
+fn hist_clear(lid: u32, nb: u32) {
+    workgroupBarrier(); // the previous batch's histograms, flags and counts have been read
+    for (var w = lid; w < nb * hist_words(); w += 256u) {
         atomicStore(&hist[w], 0u);
     }
     workgroupBarrier();
+}
+
+// Counts this invocation's entries `d` (NONE: no entry) in query qb's histogram.
+fn hist_add(qb: u32, d: vec4<u32>) {
+    let base = 2u * qb * hist_words();
     for (var j = 0u; j < 4u; j++) {
         if (d[j] != NONE) {
-            atomicAdd(&hist[d[j] >> 1u], 1u << ((d[j] & 1u) * 16u));
+            let b = base + d[j];
+            atomicAdd(&hist[b >> 1u], 1u << ((b & 1u) * 16u));
         }
     }
-    workgroupBarrier();
-    // The threshold t: the distance of the want-th nearest; `below` entries are nearer.
-    let per = (params.bins + 255u) / 256u;
-    let b0 = min(lid * per, params.bins);
+}
+
+// For each of the batch's `nb` queries, the distance t of its want-th nearest entry, from its
+// histogram: 32 invocations a query each sum a 32nd of the bins, then each adds the sums before
+// its own, and the one whose bins hold the want-th finds it. Call from uniform control flow after
+// the batch's hist_add calls.
+fn pick_thresholds(lid: u32, nb: u32) {
+    workgroupBarrier(); // the histograms are complete
+    let q = lid / 32u;
+    let part = lid % 32u;
+    let per = (params.bins + 31u) / 32u;
+    let b0 = min(part * per, params.bins);
     let b1 = min(b0 + per, params.bins);
+    let base = 2u * q * hist_words();
     var s = 0u;
-    for (var b = b0; b < b1; b++) {
-        s += count_at(b);
-    }
-    let sums = scan_exclusive(lid, vec4<u32>(s, 0u, 0u, 0u));
-    let before = sums.before.x;
-    let want = min(params.k, sums.total.x);
-    if (want > 0u && before < want && want <= before + s) {
-        var acc = before;
+    if (q < nb) {
         for (var b = b0; b < b1; b++) {
-            let c = count_at(b);
-            if (acc + c >= want) {
-                picked = vec2<u32>(b, acc);
-                break;
+            s += count_at(base + b);
+        }
+    }
+    scratch[lid].x = s;
+    workgroupBarrier();
+    if (q < nb) {
+        var before = 0u;
+        var total = 0u;
+        for (var i = 0u; i < 32u; i++) {
+            let v = scratch[q * 32u + i].x;
+            total += v;
+            if (i < part) {
+                before += v;
             }
-            acc += c;
+        }
+        let want = min(params.k, total);
+        if (want == 0u && part == 0u) {
+            picked[q] = vec4<u32>(0u);
+        }
+        if (want > 0u && before < want && want <= before + s) {
+            var acc = before;
+            for (var b = b0; b < b1; b++) {
+                let c = count_at(base + b);
+                if (acc + c >= want) {
+                    picked[q] = vec4<u32>(b, acc, want, 0u);
+                    break;
+                }
+                acc += c;
+            }
         }
     }
     workgroupBarrier();
-    var t = 0u;
-    var need = 0u;
-    if (want > 0u) {
-        t = picked.x;
-        need = want - picked.y;
-    }
-    // Per stripe j: entries nearer than t (low half) and at t (high half), then their prefixes.
-    var v = vec4<u32>(0u);
-    for (var j = 0u; j < 4u; j++) {
-        if (want > 0u && d[j] < t) {
-            v[j] = 1u;
-        } else if (want > 0u && d[j] == t) {
-            v[j] = 1u << 16u;
+}
+
+// Query qb's flags of this invocation's entries `d`: bit j, entry j nearer than the threshold;
+// bit 4 + j, entry j at it.
+fn flags_of(qb: u32, d: vec4<u32>) -> u32 {
+    let pick = picked[qb];
+    var f = 0u;
+    if (pick.z > 0u) {
+        for (var j = 0u; j < 4u; j++) {
+            f |= select(0u, 1u << j, d[j] < pick.x) | select(0u, 16u << j, d[j] == pick.x);
         }
     }
-    let stripes = scan_exclusive(lid, v);
-    let ex = stripes.before;
-    let tot = stripes.total;
-    var lt_base = 0u;
-    var tie_base = 0u;
-    for (var j = 0u; j < 4u; j++) {
-        let lt_before = lt_base + (ex[j] & 0xffffu);
-        let tie_before = tie_base + (ex[j] >> 16u);
-        if (v[j] == 1u || (v[j] != 0u && tie_before < need)) {
-            let pos = lt_before + min(tie_before, need);
-            ws[out + 2u * pos] = d[j];
-            ws[out + 2u * pos + 1u] = row[j];
+    return f;
+}
+
+// Four flag bits spread to the low bits of four bytes, one a stripe.
+fn spread(f: u32) -> u32 {
+    return (f & 1u) | ((f & 2u) << 7u) | ((f & 4u) << 14u) | ((f & 8u) << 21u);
+}
+
+// Four byte counts (each ≤ 15) as four nibbles, and back.
+fn nibbles(x: u32) -> u32 {
+    return (x & 0xfu) | ((x >> 4u) & 0xf0u) | ((x >> 8u) & 0xf00u) | ((x >> 12u) & 0xf000u);
+}
+
+fn spread_nibbles(x: u32) -> u32 {
+    return (x & 0xfu) | ((x & 0xf0u) << 4u) | ((x & 0xf00u) << 8u) | ((x & 0xf000u) << 12u);
+}
+
+fn flag_byte(i: u32, qb: u32) -> u32 {
+    let w = select(scratch[i].y, scratch[i].x, qb < 4u);
+    return (w >> ((qb & 3u) * 8u)) & 0xffu;
+}
+
+// Per query of the batch: the entries nearer than the threshold in each stripe, a byte a stripe
+// (fewer than want ≤ 256, so a byte holds them), and those at it, 16 bits a stripe (a stripe
+// can hold 256): stripes 0 and 2 in .y, 1 and 3 in .z.
+var<workgroup> totals: array<vec4<u32>, 8>;
+
+// Publishes this invocation's flags (`lo`: queries 0–3 of the batch, a byte each; `hi`: 4–7) and
+// turns every query's flags into counts before each entry, so keep_nearest places an entry in
+// constant time. Invocations 0–127 work, one per group of 16 invocations g and query q (the others
+// skip together): first the counts of the flags before each invocation of the group, per stripe
+// and kind (a nibble each: ≤ 15), stored in the histograms' words (free once the thresholds are
+// picked) at lid·8 + q, and the group's counts (a byte each: ≤ 16) at scratch[g·8 + q].zw; then
+// the counts of the groups before g (≤ 255, a byte each) at scratch[g·8 + q].xy, and the
+// totals. Call from uniform control flow after pick_thresholds.
+fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
+    scratch[lid].x = lo; // pick_thresholds' partial sums were read before its last barrier
+    scratch[lid].y = hi;
+    workgroupBarrier();
+    let g = lid / 8u;
+    let q = lid % 8u;
+    let busy = lid < 128u && q < nb;
+    if (busy) {
+        var lt = 0u;
+        var at = 0u;
+        for (var i = g * 16u; i < g * 16u + 16u; i++) {
+            let f = flag_byte(i, q);
+            atomicStore(&hist[i * 8u + q], nibbles(lt) | (nibbles(at) << 16u));
+            lt += spread(f & 15u);
+            at += spread(f >> 4u);
         }
-        lt_base += tot[j] & 0xffffu;
-        tie_base += tot[j] >> 16u;
+        scratch[g * 8u + q].z = lt;
+        scratch[g * 8u + q].w = at;
     }
+    workgroupBarrier();
+    if (busy) {
+        var lt_before = 0u;
+        var at_before = 0u;
+        var lt_total = 0u;
+        var at02 = 0u;
+        var at13 = 0u;
+        for (var i = 0u; i < 16u; i++) {
+            let c = scratch[i * 8u + q].zw;
+            lt_total += c.x;
+            at02 += c.y & 0x00ff00ffu;
+            at13 += (c.y >> 8u) & 0x00ff00ffu;
+            if (i < g) {
+                lt_before += c.x;
+                at_before += c.y;
+            }
+        }
+        scratch[g * 8u + q].x = lt_before;
+        scratch[g * 8u + q].y = at_before;
+        if (g == 0u) {
+            totals[q] = vec4<u32>(lt_total, at02, at13, 0u);
+        }
+    }
+    workgroupBarrier();
+}
+
+// Keeps query qb's min(k, entries) nearest of the block, this invocation's entries being `d` and
+// `row`, ties to the earlier position, and writes them in position order to the pairs at ws[out],
+// then NONE up to params.pad_to pairs. Call after count_flags.
+fn keep_nearest(lid: u32, qb: u32, d: vec4<u32>, row: vec4<u32>, out: u32) {
+    let pick = picked[qb];
+    let want = pick.z;
+    let need = want - pick.y;
     for (var p = want + lid; p < params.pad_to; p += 256u) {
         ws[out + 2u * p] = NONE;
         ws[out + 2u * p + 1u] = NONE;
+    }
+    let own = flags_of(qb, d);
+    if (own == 0u) {
+        return; // most invocations: none of their entries is kept
+    }
+    // Entries nearer than t, and at t, before this invocation's in each stripe: the groups'
+    // before its group, then the group's before it.
+    let groups = scratch[(lid / 16u) * 8u + qb].xy;
+    let within = atomicLoad(&hist[lid * 8u + qb]);
+    let lt_before = groups.x + spread_nibbles(within & 0xffffu);
+    let at_before = groups.y + spread_nibbles(within >> 16u);
+    let tot = totals[qb];
+    let at_total = vec4<u32>(tot.y & 0xffffu, tot.z & 0xffffu, tot.y >> 16u, tot.z >> 16u);
+    var lt_base = 0u;
+    var at_base = 0u;
+    for (var j = 0u; j < 4u; j++) {
+        let lt = lt_base + ((lt_before >> (8u * j)) & 0xffu);
+        let at = at_base + ((at_before >> (8u * j)) & 0xffu);
+        if ((own & (1u << j)) != 0u || ((own & (16u << j)) != 0u && at < need)) {
+            let pos = lt + min(at, need);
+            ws[out + 2u * pos] = d[j];
+            ws[out + 2u * pos + 1u] = row[j];
+        }
+        lt_base += (tot.x >> (8u * j)) & 0xffu;
+        at_base += at_total[j];
     }
 }

@@ -4,10 +4,12 @@
 //! Up to [`ONE_PASS_MAX_K`] results (or rescoring candidates) per query, where the blocks' lists
 //! leave room for at least eight queries a submission, one pass over the codes
 //! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`), per batch of queries:
-//! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory)
-//!    and a block of 1024 rows, reads each code word once for the whole tile, and keeps the
-//!    block's k nearest per query (a histogram of the distances, the k-th distance off its prefix
-//!    sums, the rows at it ranked by position), in row order, in the query's list;
+//! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory,
+//!    word-major, so each code word meets four queries in one vec4 operation) and a block of 1024
+//!    rows, reads each code word once for the whole tile, and keeps the block's k nearest per
+//!    query (a histogram of the distances, the k-th distance off its sums, the kept rows placed by
+//!    the counts of kept rows before them), in row order, in the query's list. The selection runs
+//!    for up to eight queries at once, so its seven barriers are paid per batch, not per query;
 //! 2. `hamming_topk_merge`: the k nearest of each 1024 entries of those lists, again, until one
 //!    list of k is left per query (one level per factor of 1024/k);
 //! 3. with rescoring, `rescore`; then `sort_pairs`.
@@ -91,10 +93,10 @@ const CHUNK: u64 = 1024;
 /// The most results per query the one-pass kernels keep per block (larger `k` takes the
 /// histogram passes).
 pub const ONE_PASS_MAX_K: usize = 256;
-/// Queries per workgroup of the one-pass scan at most (`MAX_TILE` in `hamming_topk_scan.wgsl`),
-/// and the code words its tile of queries may take (`QTILE_WORDS`).
+/// Queries per workgroup of the one-pass scan (`MAX_TILE` in `hamming_topk_scan.wgsl`): eight
+/// where their code words fit its tile (two vec4s a word, 224 in all), else four (one a word).
 const MAX_TILE: u32 = 8;
-const QTILE_WORDS: u32 = 896;
+const WIDE_TILE_MAX_WORDS: u32 = 112;
 /// What a result slot holds until a kernel writes it (no row has this index).
 const UNWRITTEN: u32 = 0xffff_fffe;
 /// The most candidates rescoring takes per query.
@@ -266,7 +268,8 @@ impl GpuCodes {
             .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
         let placement = self.res.tables[0];
-        let tile = (QTILE_WORDS / placement.code_words.max(1)).clamp(1, MAX_TILE);
+        // search::MAX_BITS keeps code words ≤ 128, within a four-query tile.
+        let tile = if placement.code_words <= WIDE_TILE_MAX_WORDS { MAX_TILE } else { MAX_TILE / 2 };
         let base = TopkParams {
             n_queries: nq as u32,
             code_words: placement.code_words,

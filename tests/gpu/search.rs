@@ -59,7 +59,8 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 }
 
 /// The one-pass kernels (k ≤ 256) at their edges: lists long enough for two levels of merges,
-/// k of exactly 256, the widest codes (a tile of seven queries), a partial last tile, shards;
+/// k of exactly 256, codes too wide for a tile of eight queries (four, one histogram a batch), the
+/// widest that take eight (3 584 bits), a partial last tile, shards;
 /// bindings too small for the lists (the histogram passes take over); and k = 257, the first the
 /// histogram passes take.
 #[test]
@@ -75,6 +76,7 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
         (9_000, 33, 200, Format::Binary),
         (5_000, 40, 256, Format::Binary),
         (2_500, 4_000, 20, Format::BinaryScaled),
+        (1_200, 3_584, 30, Format::Binary),
         (9_000, 33, 257, Format::Binary),
         (1_024, 64, 3, Format::Binary),
     ];
@@ -93,6 +95,22 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
             let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
             assert!(got == want, "{rows} × {dim} k {k} {what} ({} shards): GPU and CPU differ", codes.shard_count());
         }
+    }
+}
+
+/// Every row at the same distance: a block's 1024 entries all tie, so a stripe of 256 ties (a
+/// count that needs nine bits) sits before the kept ones; k below, at and past a stripe's width.
+#[test]
+fn one_pass_search_keeps_the_lowest_rows_when_every_row_ties() {
+    let Some(engine) = engine() else { return };
+    let (rows, dim) = (2_500, 64);
+    let corpus = PackedTable::quantize(Format::Binary, &vec![1.0; rows * dim], rows, dim).unwrap();
+    let queries = tied_codes(9, dim, 11, Format::Binary);
+    let codes = block_on(edo::GpuCodes::upload(&engine, &corpus)).unwrap();
+    for k in [255, 256, 200, 1] {
+        let want = edo::search::hamming_topk(&corpus, &queries, k).unwrap();
+        let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
+        assert!(got == want, "all rows tied, k {k}: GPU and CPU differ");
     }
 }
 
