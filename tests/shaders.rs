@@ -57,6 +57,17 @@ fn every_shader_validates_and_translates_to_every_backend() {
             let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants)
                 .unwrap_or_else(|e| panic!("{} {constants:?}: {e}", shader.name()));
             let wg = module.entry_points[0].workgroup_size;
+            let mut layouter = naga::proc::Layouter::default();
+            layouter.update(module.to_ctx()).unwrap();
+            let shared: u32 = module
+                .global_variables
+                .iter()
+                .filter(|&(h, v)| v.space == naga::AddressSpace::WorkGroup && !info.get_entry_point(0)[h].is_empty())
+                .map(|(_, v)| layouter[v.ty].size.next_multiple_of(16))
+                .sum();
+            // The workgroup memory the kernel uses, at most what the engine asks of every device
+            // (REQUIRED_LIMITS): WebGPU's and Vulkan's minimum.
+            assert!(shared <= 16384, "{}: {shared} bytes of workgroup memory", shader.name());
             let want = match shader.kernel().0.shape {
                 Shape::Fixed(size) => size as f64,
                 Shape::Flat => constants["WG"],
