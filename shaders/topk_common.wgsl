@@ -9,7 +9,7 @@
 // Workspace pairs are (distance, row); NONE marks padding.
 //
 // The selection runs for a batch of up to eight queries at once, so its barriers are paid once a
-// batch, not once a query (seven in all; where invocations are emulated, as on lavapipe, each
+// batch, not once a query (eight in all; where invocations are emulated, as on lavapipe, each
 // barrier costs more than the block's reads):
 //   hist_clear, then hist_add per query: each query's distance histogram (16-bit counts);
 //   pick_thresholds: each query's threshold t, the distance of its want-th nearest entry;

@@ -9,7 +9,7 @@
 //!    rows, reads each code word once for the whole tile, and keeps the block's k nearest per
 //!    query (a histogram of the distances, the k-th distance off its sums, the kept rows placed by
 //!    the counts of kept rows before them), in row order, in the query's list. The selection runs
-//!    for up to eight queries at once, so its seven barriers are paid per batch, not per query;
+//!    for up to eight queries at once, so its eight barriers are paid per batch, not per query;
 //! 2. `hamming_topk_merge`: the k nearest of each 1024 entries of those lists, again, until one
 //!    list of k is left per query (one level per factor of 1024/k);
 //! 3. with rescoring, `rescore`; then `sort_pairs`.
