@@ -192,6 +192,12 @@ pub fn search_bench(a: SearchBenchArgs) -> Result<(), Failure> {
                 b.cpu_seconds / s,
                 if b.gpu_equals_cpu == Some(true) { "yes" } else { "NO" }
             );
+            if let (Some(reads), Some(ratio)) = (b.gpu_corpus_reads, b.gpu_read_ratio_to_copy) {
+                println!(
+                    "GPU reads of the corpus per batch: {reads} ({:.2} queries a read); bytes read {ratio:.3} of the device's copy",
+                    b.queries as f64 / reads.max(1) as f64
+                );
+            }
             if b.gpu_equals_cpu != Some(true) {
                 return Err(Failure::new(exit::FAILURE, "the GPU's neighbours differ from the CPU path's"));
             }

@@ -237,6 +237,9 @@ fn search_bench_checks_the_gpu_against_the_cpu() {
     if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
         assert_eq!(r["gpu_equals_cpu"], true);
         assert!(r["gpu_scan_ratio_to_copy"].as_f64().unwrap() > 0.0);
+        // Seven queries in one tile of up to eight: one read of the corpus.
+        assert_eq!(r["gpu_corpus_reads"], 1);
+        assert!(r["gpu_read_ratio_to_copy"].as_f64().unwrap() > 0.0);
     }
 }
 

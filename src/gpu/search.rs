@@ -97,6 +97,20 @@ pub const ONE_PASS_MAX_K: usize = 256;
 /// where their code words fit its tile (two vec4s a word, 224 in all), else four (one a word).
 const MAX_TILE: u32 = 8;
 const WIDE_TILE_MAX_WORDS: u32 = 112;
+/// What [`GpuCodes::plan`] chose for a search.
+struct Plan {
+    /// The one-pass kernels, not the histogram passes.
+    one_pass: bool,
+    /// Queries per submission.
+    batch: u64,
+    /// Pairs per query in the output lists: `kc` rounded up to a power of two.
+    seg: u64,
+    /// Distances there can be: bits + 1.
+    bins: u64,
+    /// Blocks of 1024 rows over all shards.
+    chunks: u64,
+}
+
 /// What a result slot holds until a kernel writes it (no row has this index).
 const UNWRITTEN: u32 = 0xffff_fffe;
 /// The most candidates rescoring takes per query.
@@ -195,15 +209,39 @@ impl GpuCodes {
         Ok(Scored { k: k_out, ids, scores })
     }
 
-    /// Runs the kernels for every query, `kc` results each (`kc ≤ rows`), and returns the first
-    /// `kc` (key, row) pairs of each query, sorted.
-    async fn run(&self, codes: &PackedTable, kc: usize, rescore: Option<(&[f32], &GpuTable)>) -> Result<Vec<(u32, u32)>, Error> {
-        let ctx = &self.res.ctx;
-        ctx.check_lost()?;
-        let nq = codes.rows();
-        if kc == 0 || nq == 0 {
-            return Ok(Vec::new());
+    /// How many times a search of `queries` query rows for `candidates` results (or rescoring
+    /// candidates, `k × multiplier`) each reads the corpus of codes: once per tile of up to eight
+    /// queries where the one-pass kernels take it, three times per query where the histogram
+    /// passes do (`candidates` > [`ONE_PASS_MAX_K`], or lists too long for the bindings).
+    pub fn corpus_reads(&self, queries: usize, candidates: usize) -> Result<u64, Error> {
+        let kc = candidates.min(self.rows());
+        if kc == 0 || queries == 0 {
+            return Ok(0);
         }
+        let plan = self.plan(queries, kc)?;
+        let tile = self.tile() as u64;
+        Ok(if plan.one_pass {
+            let (full, last) = (queries as u64 / plan.batch, queries as u64 % plan.batch);
+            full * plan.batch.div_ceil(tile) + last.div_ceil(tile)
+        } else {
+            3 * queries as u64
+        })
+    }
+
+    /// Queries per workgroup of the one-pass scan.
+    fn tile(&self) -> u32 {
+        // search::MAX_BITS keeps code words ≤ 128, within a four-query tile.
+        if self.res.tables[0].code_words <= WIDE_TILE_MAX_WORDS {
+            MAX_TILE
+        } else {
+            MAX_TILE / 2
+        }
+    }
+
+    /// Which kernels search `nq` queries for `kc` results (`0 < kc ≤ rows`), and how many queries
+    /// a submission takes.
+    fn plan(&self, nq: usize, kc: usize) -> Result<Plan, Error> {
+        let ctx = &self.res.ctx;
         let seg = kc.next_power_of_two() as u64;
         let bins = self.dim() as u64 + 1;
         let chunks: u64 = self.shard_rows().map(|r| r.div_ceil(CHUNK)).sum();
@@ -220,6 +258,19 @@ impl GpuCodes {
         if batch == 0 {
             return Err(Error::LimitExceeded { what: "search workspace bytes for one query", requested: 4 * per_query, max: 4 * max_words });
         }
+        Ok(Plan { one_pass, batch, seg, bins, chunks })
+    }
+
+    /// Runs the kernels for every query, `kc` results each (`kc ≤ rows`), and returns the first
+    /// `kc` (key, row) pairs of each query, sorted.
+    async fn run(&self, codes: &PackedTable, kc: usize, rescore: Option<(&[f32], &GpuTable)>) -> Result<Vec<(u32, u32)>, Error> {
+        let ctx = &self.res.ctx;
+        ctx.check_lost()?;
+        let nq = codes.rows();
+        if kc == 0 || nq == 0 {
+            return Ok(Vec::new());
+        }
+        let Plan { one_pass, batch, seg, bins, chunks } = self.plan(nq, kc)?;
         let mut out = Vec::with_capacity(nq * kc);
         for q0 in (0..nq).step_by(batch as usize) {
             let n = (batch as usize).min(nq - q0);
@@ -268,8 +319,7 @@ impl GpuCodes {
             .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
         let placement = self.res.tables[0];
-        // search::MAX_BITS keeps code words ≤ 128, within a four-query tile.
-        let tile = if placement.code_words <= WIDE_TILE_MAX_WORDS { MAX_TILE } else { MAX_TILE / 2 };
+        let tile = self.tile();
         let base = TopkParams {
             n_queries: nq as u32,
             code_words: placement.code_words,

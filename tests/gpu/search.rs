@@ -98,6 +98,29 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     }
 }
 
+/// How often a search reads the corpus: once per tile of eight queries (four for codes wider than
+/// 3 584 bits) in one pass, three times a query for the histogram passes.
+#[test]
+fn corpus_reads_count_the_tiles_or_the_passes() {
+    let Some(engine) = engine() else { return };
+    let Some(tiny) = engine_with(EngineOptions { max_binding_bytes: Some(16 << 10), ..Default::default() }) else { return };
+    let narrow = tied_codes(3_000, 256, 1, Format::Binary);
+    let wide = tied_codes(1_100, 4_000, 2, Format::Binary);
+    let codes = block_on(edo::GpuCodes::upload(&engine, &narrow)).unwrap();
+    assert_eq!(codes.corpus_reads(32, 10).unwrap(), 4);
+    assert_eq!(codes.corpus_reads(33, 256).unwrap(), 5);
+    assert_eq!(codes.corpus_reads(1, 1).unwrap(), 1);
+    assert_eq!(codes.corpus_reads(32, 257).unwrap(), 96);
+    assert_eq!(codes.corpus_reads(0, 10).unwrap(), 0);
+    assert_eq!(codes.corpus_reads(5, 0).unwrap(), 0);
+    let wide_codes = block_on(edo::GpuCodes::upload(&engine, &wide)).unwrap();
+    assert_eq!(wide_codes.corpus_reads(19, 20).unwrap(), 5);
+    // As in one_pass_search_equals_the_cpu_path_at_its_edges: lists too long for 16 KiB
+    // bindings, so the histogram passes.
+    let long = block_on(edo::GpuCodes::upload(&tiny, &tied_codes(30_001, 96, 3, Format::Binary))).unwrap();
+    assert_eq!(long.corpus_reads(19, 64).unwrap(), 57);
+}
+
 /// Every row at the same distance: a block's 1024 entries all tie, so a stripe of 256 ties (a
 /// count that needs nine bits) sits before the kept ones; k below, at and past a stripe's width.
 #[test]

@@ -179,6 +179,12 @@ pub struct SearchBench {
     pub gpu_copy_gbps: Option<f64>,
     /// `gpu_scan_gbps / gpu_copy_gbps`.
     pub gpu_scan_ratio_to_copy: Option<f64>,
+    /// Times the GPU read the corpus per batch ([`GpuCodes::corpus_reads`]: once per tile of up
+    /// to eight queries in one pass, three times per query otherwise).
+    pub gpu_corpus_reads: Option<u64>,
+    /// Corpus bytes the GPU actually read per second (`gpu_corpus_reads` × corpus bytes per
+    /// batch), over `gpu_copy_gbps`.
+    pub gpu_read_ratio_to_copy: Option<f64>,
     /// Whether the GPU's ids and distances equal the CPU path's.
     pub gpu_equals_cpu: Option<bool>,
     /// Ids and distances of the CPU path (`queries × k`), for peers to compare.
@@ -208,6 +214,8 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
         gpu_scan_gbps: None,
         gpu_copy_gbps: None,
         gpu_scan_ratio_to_copy: None,
+        gpu_corpus_reads: None,
+        gpu_read_ratio_to_copy: None,
         gpu_equals_cpu: None,
         ids: Vec::new(),
         distances: Vec::new(),
@@ -223,6 +231,9 @@ pub fn search_bench(corpus: &PackedTable, queries: &PackedTable, k: usize, iters
         b.gpu_scan_gbps = Some(scan);
         b.gpu_copy_gbps = Some(copy);
         b.gpu_scan_ratio_to_copy = Some(scan / copy);
+        let reads = codes.corpus_reads(queries.rows(), k)?;
+        b.gpu_corpus_reads = Some(reads);
+        b.gpu_read_ratio_to_copy = Some(code_bytes * reads as f64 / s / 1e9 / copy);
         b.gpu_equals_cpu = Some(gpu == cpu);
     }
     b.ids = cpu.ids;
