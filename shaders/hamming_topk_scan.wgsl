@@ -40,6 +40,15 @@ fn row_dists(r: u32, wide: bool) -> Dists {
     return out;
 }
 
+// Word w of query qi of the tile starting at query q0 (nt queries), zero past the tile.
+fn query_word(q0: u32, nt: u32, qi: u32, w: u32) -> u32 {
+    var x = 0u;
+    if (qi < nt) {
+        x = queries[(q0 + qi) * params.query_row_words + w];
+    }
+    return x;
+}
+
 fn dist_of(x: Dists, qi: u32) -> u32 {
     return select(x.b[qi & 3u], x.a[qi & 3u], qi < 4u);
 }
@@ -52,14 +61,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let cw = params.code_words;
     let wide = params.tile > 4u;
     let lanes = select(4u, 8u, wide);
-    for (var i = lid.x; i < lanes * cw; i += 256u) {
-        let qi = select(i % 4u, (i / 4u) % 2u * 4u + i % 4u, wide);
-        let w = select(i / 4u, i / 8u, wide);
-        var x = 0u;
-        if (qi < nt) {
-            x = queries[(q0 + qi) * params.query_row_words + w];
-        }
-        qtile[i / 4u][i % 4u] = x;
+    // Each invocation writes whole vec4s: writes of one vector's components by different
+    // invocations would race (a backend may store a component as the whole vector).
+    for (var e = lid.x; e < lanes / 4u * cw; e += 256u) {
+        let first = select(0u, e % 2u * 4u, wide);
+        let w = select(e, e / 2u, wide);
+        qtile[e] = vec4<u32>(query_word(q0, nt, first, w), query_word(q0, nt, first + 1u, w), query_word(q0, nt, first + 2u, w), query_word(q0, nt, first + 3u, w));
     }
     workgroupBarrier();
     // Grid padding past the shard's blocks (a whole workgroup) writes nothing: that place in the

@@ -46,12 +46,15 @@ const NONE: u32 = 0xffffffffu;
 const BLOCK: u32 = 1024u;
 
 // Workgroup memory: 8 KiB of histograms (4096 counts, 16 bits each, two to a word; a block's count
-// never passes 1024), 4 KiB of flags and counts, 256 bytes of thresholds and totals and the scan
-// kernel's 3.5 KiB of queries: 16 128 bytes, under the 16 KiB every WebGPU device gives.
+// never passes 1024), 3 KiB of flags and counts, 256 bytes of thresholds and totals and the scan
+// kernel's 3.5 KiB of queries: 15 104 bytes, under the 16 KiB every WebGPU device gives.
 var<workgroup> hist: array<atomic<u32>, 2048>;
-// .x: an invocation's partial histogram sum (pick_thresholds); .x and .y: its flags, a byte a
-// query, then at g·8 + q the counts before group g; .zw: the counts of group g (count_flags).
-var<workgroup> scratch: array<vec4<u32>, 256>;
+// .x: an invocation's partial histogram sum (pick_thresholds); then its flags, a byte a query
+// (queries 0–3 in .x, 4–7 in .y); then at g·8 + q the counts before group g (count_flags).
+var<workgroup> scratch: array<vec2<u32>, 256>;
+// At g·8 + q: the counts of group g's flags (count_flags). Apart from `scratch`, which other
+// invocations read meanwhile: a write to one component of a vector may touch the whole vector.
+var<workgroup> group_counts: array<vec2<u32>, 128>;
 // Per query of the batch: the threshold distance t, the entries nearer than t, and how many to
 // keep (want = min(k, entries)).
 var<workgroup> picked: array<vec4<u32>, 8>;
@@ -116,7 +119,7 @@ fn pick_thresholds(lid: u32, nb: u32) {
             s += count_at(base + b);
         }
     }
-    scratch[lid].x = s;
+    scratch[lid] = vec2<u32>(s, 0u);
     workgroupBarrier();
     if (q < nb) {
         var before = 0u;
@@ -189,12 +192,11 @@ var<workgroup> totals: array<vec4<u32>, 8>;
 // constant time. Invocations 0–127 work, one per group of 16 invocations g and query q (the others
 // skip together): first the counts of the flags before each invocation of the group, per stripe
 // and kind (a nibble each: ≤ 15), stored in the histograms' words (free once the thresholds are
-// picked) at lid·8 + q, and the group's counts (a byte each: ≤ 16) at scratch[g·8 + q].zw; then
-// the counts of the groups before g (≤ 255, a byte each) at scratch[g·8 + q].xy, and the
+// picked) at lid·8 + q, and the group's counts (a byte each: ≤ 16) at group_counts[g·8 + q];
+// then the counts of the groups before g (≤ 255, a byte each) at scratch[g·8 + q], and the
 // totals. Call from uniform control flow after pick_thresholds.
 fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
-    scratch[lid].x = lo; // pick_thresholds' partial sums were read before its last barrier
-    scratch[lid].y = hi;
+    scratch[lid] = vec2<u32>(lo, hi); // pick_thresholds' partial sums were read before its last barrier
     workgroupBarrier();
     let g = lid / 8u;
     let q = lid % 8u;
@@ -208,8 +210,7 @@ fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
             lt += spread(f & 15u);
             at += spread(f >> 4u);
         }
-        scratch[g * 8u + q].z = lt;
-        scratch[g * 8u + q].w = at;
+        group_counts[g * 8u + q] = vec2<u32>(lt, at);
     }
     workgroupBarrier();
     if (busy) {
@@ -219,7 +220,7 @@ fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
         var at02 = 0u;
         var at13 = 0u;
         for (var i = 0u; i < 16u; i++) {
-            let c = scratch[i * 8u + q].zw;
+            let c = group_counts[i * 8u + q];
             lt_total += c.x;
             at02 += c.y & 0x00ff00ffu;
             at13 += (c.y >> 8u) & 0x00ff00ffu;
@@ -228,8 +229,7 @@ fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
                 at_before += c.y;
             }
         }
-        scratch[g * 8u + q].x = lt_before;
-        scratch[g * 8u + q].y = at_before;
+        scratch[g * 8u + q] = vec2<u32>(lt_before, at_before);
         if (g == 0u) {
             totals[q] = vec4<u32>(lt_total, at02, at13, 0u);
         }
@@ -254,7 +254,7 @@ fn keep_nearest(lid: u32, qb: u32, d: vec4<u32>, row: vec4<u32>, out: u32) {
     }
     // Entries nearer than t, and at t, before this invocation's in each stripe: the groups'
     // before its group, then the group's before it.
-    let groups = scratch[(lid / 16u) * 8u + qb].xy;
+    let groups = scratch[(lid / 16u) * 8u + qb];
     let within = atomicLoad(&hist[lid * 8u + qb]);
     let lt_before = groups.x + spread_nibbles(within & 0xffffu);
     let at_before = groups.y + spread_nibbles(within >> 16u);
