@@ -1,8 +1,9 @@
 // hamming_topk_scan: the one pass over the codes. A workgroup takes a tile of queries (staged in
 // workgroup memory) and a block of 1024 consecutive rows of one shard; each invocation reads four
 // rows (consecutive invocations, consecutive rows), each code word once for the whole tile (one
-// vec4 XOR and popcount per four queries), and the block's k nearest per query are kept (topk_common.wgsl) in the query's list at
-// the block's place. Grid: x·y over the shard's blocks, z over query tiles.
+// vec4 XOR and popcount per four queries), and the block's k nearest per query are kept
+// (topk_common.wgsl) in the query's list at the block's place. Grid: x·y over the shard's blocks,
+// z over query tiles.
 // Bindings: as topk_common.wgsl: 0 params, 1 the query codes, 2 one shard of corpus codes, 3 ws.
 
 const MAX_TILE: u32 = 8u;
@@ -60,7 +61,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let nt = min(params.tile, params.n_queries - q0);
     let cw = params.code_words;
     let wide = params.tile > 4u;
-    let lanes = select(4u, 8u, wide);
+    let lanes = select(MAX_TILE / 2u, MAX_TILE, wide);
     // Each invocation writes whole vec4s: writes of one vector's components by different
     // invocations would race (a backend may store a component as the whole vector).
     for (var e = lid.x; e < lanes / 4u * cw; e += 256u) {

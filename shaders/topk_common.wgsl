@@ -187,16 +187,17 @@ fn flag_byte(i: u32, qb: u32) -> u32 {
 // can hold 256): stripes 0 and 2 in .y, 1 and 3 in .z.
 var<workgroup> totals: array<vec4<u32>, 8>;
 
-// Publishes this invocation's flags (`lo`: queries 0–3 of the batch, a byte each; `hi`: 4–7) and
-// turns every query's flags into counts before each entry, so keep_nearest places an entry in
-// constant time. Invocations 0–127 work, one per group of 16 invocations g and query q (the others
-// skip together): first the counts of the flags before each invocation of the group, per stripe
-// and kind (a nibble each: ≤ 15), stored in the histograms' words (free once the thresholds are
-// picked) at lid·8 + q, and the group's counts (a byte each: ≤ 16) at group_counts[g·8 + q];
-// then the counts of the groups before g (≤ 255, a byte each) at scratch[g·8 + q], and the
-// totals. Call from uniform control flow after pick_thresholds.
+// Publishes this invocation's flags (`lo`: queries 0–3 of the batch, a byte each; `hi`: 4–7)
+// and turns every query's flags into counts before each entry, so keep_nearest places an entry
+// in constant time. Invocations 0–127 work, one per group of 16 invocations g and query q (the
+// others skip together): first the counts of the flags before each invocation i of the group,
+// per stripe and kind (a nibble each: ≤ 15), stored in the histograms' words (free once the
+// thresholds are picked) at i·8 + q, and the group's counts (a byte each: ≤ 16) at
+// group_counts[g·8 + q]; then the counts of the groups before g (≤ 255, a byte each) at
+// scratch[g·8 + q], and the totals. Call from uniform control flow after pick_thresholds.
 fn count_flags(lid: u32, nb: u32, lo: u32, hi: u32) {
-    scratch[lid] = vec2<u32>(lo, hi); // pick_thresholds' partial sums were read before its last barrier
+    // pick_thresholds' partial sums were read before its last barrier.
+    scratch[lid] = vec2<u32>(lo, hi);
     workgroupBarrier();
     let g = lid / 8u;
     let q = lid % 8u;
