@@ -96,7 +96,9 @@ pub const ONE_PASS_MAX_K: usize = 256;
 /// Queries per workgroup of the one-pass scan (`MAX_TILE` in `hamming_topk_scan.wgsl`): eight
 /// where their code words fit its tile (two vec4s a word, 224 in all), else four (one a word).
 const MAX_TILE: u32 = 8;
+/// The most code words a tile of eight queries takes (two vec4s a word of the shader's 224).
 const WIDE_TILE_MAX_WORDS: u32 = 112;
+
 /// What [`GpuCodes::plan`] chose for a search.
 struct Plan {
     /// The one-pass kernels, not the histogram passes.
