@@ -131,6 +131,23 @@ def run_rounds(old, new, page, files, rounds, chrome_args):
     return results
 
 
+def webgpu_rounds(page):
+    """The command line of a WebGPU comparison (OLD NEW [--rounds N]), its rounds run with WebGPU
+    on (`run_rounds`), each checked to have run on WebGPU, not the CPU path. Returns (rounds,
+    results)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    results = run_rounds(a.old, a.new, page, {}, a.rounds, ["--enable-unsafe-webgpu"])
+    for name in ("old", "new"):
+        backends = {r["backend"] for r in results[name]}
+        if backends != {"webgpu"}:
+            sys.exit(f"{name}: ran on {backends}, not WebGPU")
+    return a.rounds, results
+
+
 def save_results(results, name):
     """Writes the rounds' results to target/NAME and says where."""
     out = os.path.join(ROOT, "target", name)

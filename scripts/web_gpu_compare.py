@@ -12,12 +12,11 @@ for several rounds; the best round of each is printed.
 Writes target/web-gpu-compare.json.
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_cpu_compare import run_rounds, save_results  # noqa: E402
+from web_cpu_compare import save_results, webgpu_rounds  # noqa: E402
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>edo WebGPU round trip</title><pre id="out">running</pre>
 <script type="module">
@@ -59,18 +58,9 @@ document.getElementById('out').textContent = 'done';
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("old")
-    p.add_argument("new")
-    p.add_argument("--rounds", type=int, default=3)
-    a = p.parse_args()
-    results = run_rounds(a.old, a.new, PAGE, {}, a.rounds, ["--enable-unsafe-webgpu"])
-    for name in ("old", "new"):
-        backends = {r["backend"] for r in results[name]}
-        if backends != {"webgpu"}:
-            sys.exit(f"{name}: ran on {backends}, not WebGPU")
+    rounds, results = webgpu_rounds(PAGE)
     best = lambda name, n, key: min(r["sizes"][str(n)][key] for r in results[name])
-    print(f"\nheadless Chromium, WebGPU (SwiftShader), best of {a.rounds} rounds of 300 calls each; ms per call (old / new = speed-up)")
+    print(f"\nheadless Chromium, WebGPU (SwiftShader), best of {rounds} rounds of 300 calls each; ms per call (old / new = speed-up)")
     print(f"{'gather, 100 000 × 128 INT8':<28} {'P50 old':>9} {'P50 new':>9} {'speed-up':>9} {'P99 old':>9} {'P99 new':>9}")
     for n in (1, 64, 1024):
         o, w = best("old", n, "p50"), best("new", n, "p50")

@@ -13,12 +13,11 @@ same ids and distances.
 Writes target/web-search-compare.json.
 """
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_cpu_compare import run_rounds, save_results  # noqa: E402
+from web_cpu_compare import save_results, webgpu_rounds  # noqa: E402
 
 ROWS, DIM, QUERIES, KS = 65536, 256, 32, (10, 100)
 
@@ -65,17 +64,8 @@ document.getElementById('out').textContent = 'done';
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("old")
-    p.add_argument("new")
-    p.add_argument("--rounds", type=int, default=3)
-    a = p.parse_args()
-    results = run_rounds(a.old, a.new, PAGE, {}, a.rounds, ["--enable-unsafe-webgpu"])
-    for name in ("old", "new"):
-        backends = {r["backend"] for r in results[name]}
-        if backends != {"webgpu"}:
-            sys.exit(f"{name}: ran on {backends}, not WebGPU")
-    print(f"\nheadless Chromium, WebGPU (SwiftShader), best of {a.rounds} rounds (each the median of 5 searches)")
+    rounds, results = webgpu_rounds(PAGE)
+    print(f"\nheadless Chromium, WebGPU (SwiftShader), best of {rounds} rounds (each the median of 5 searches)")
     print(f"{f'{QUERIES} queries, {ROWS} × {DIM} bits':<30} {'ms old':>9} {'ms new':>9} {'speed-up':>9} {'same results':>13}")
     same_all = True
     for k in KS:
