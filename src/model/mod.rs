@@ -721,70 +721,105 @@ fn load_tokenizer(bytes: &[u8]) -> Result<tokenizers::Tokenizer, Error> {
 
 impl Vocabulary {
     fn parse(bytes: &[u8]) -> Result<Vocabulary, Error> {
-        // The model's kind: only this field, not a tree of the whole file.
-        #[derive(serde::Deserialize)]
-        struct File {
-            model: Option<Model>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Model {
-            #[serde(rename = "type")]
-            kind: Option<String>,
-        }
         std::str::from_utf8(bytes).map_err(|e| bad(format!("tokenizer.json is not UTF-8 text: {e}")))?;
         let depth = json_depth(bytes);
         if depth > MAX_JSON_DEPTH {
             return Err(bad(format!("tokenizer.json nests {depth} arrays and objects deep (at most {MAX_JSON_DEPTH})")));
         }
-        let file: File = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-        let kind = file.model.and_then(|m| m.kind).unwrap_or_default();
-        if !matches!(kind.as_str(), "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
-            return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind } });
-        }
-        let (tokenizer, vocab, unk): (Tokenizer, Vec<(String, u32)>, Option<u32>) = match Pipeline::from_json(bytes) {
-            Ok(parsed) => (Tokenizer::Own(Arc::new(parsed.pipeline)), parsed.vocab.into_iter().collect(), parsed.unk),
-            #[cfg(native)]
-            Err(_) => {
-                // A part only `tokenizers` runs (or a file it may read where edo's parse is
-                // stricter): it reads the file, or says why not.
-                let tokenizer = load_tokenizer(bytes)?;
-                #[derive(serde::Deserialize)]
-                struct Unk {
-                    model: UnkModel,
-                }
-                #[derive(serde::Deserialize)]
-                struct UnkModel {
-                    unk_token: Option<String>,
-                    unk_id: Option<u64>,
-                }
-                let m: Unk = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
-                let unk = match kind.as_str() {
-                    "Unigram" => m.model.unk_id.map(|u| u as u32),
-                    _ => m.model.unk_token.as_deref().and_then(|t| tokenizer.token_to_id(t)),
-                };
-                let vocab = tokenizer.get_vocab(true).into_iter().collect();
-                (Tokenizer::Hf(Box::new(tokenizer)), vocab, unk)
+        // edo's own tokenizer first; the model's kind is read on its own (a second pass over the
+        // file) only when that refuses the file.
+        let (tokenizer, (vocab_size, median_token_length), unk, wordpiece) = match Pipeline::from_json(bytes) {
+            Ok(parsed) => {
+                let tokens = parsed.vocab.iter().map(|(t, &id)| (t.as_str(), id)).chain(parsed.added.iter().map(|(t, id)| (t.as_str(), *id)));
+                let stats = vocab_stats(tokens);
+                let wordpiece = parsed.pipeline.is_wordpiece();
+                (Tokenizer::Own(Arc::new(parsed.pipeline)), stats, parsed.unk, wordpiece)
             }
-            #[cfg(web)]
-            Err(pipeline::Refusal::Unsupported(part)) => return Err(Error::TokenizerPart { part }),
-            #[cfg(web)]
-            Err(pipeline::Refusal::Bad(why)) => return Err(bad(format!("tokenizer.json: {why}"))),
-        };
-        let mut vocab = vocab;
-        vocab.sort_by_key(|(_, id)| *id);
-        let vocab_size = vocab.iter().map(|(_, id)| *id as usize + 1).max().unwrap_or(0);
-        // model2vec: int(np.median(lengths in characters)), the vocabulary in id order.
-        let mut lengths: Vec<usize> = vocab.iter().map(|(t, _)| t.chars().count()).collect();
-        lengths.sort_unstable();
-        let median_token_length = match lengths.len() {
-            0 => 0,
-            n if n % 2 == 1 => lengths[n / 2],
-            n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
+            Err(refusal) => {
+                let kind = model_kind(bytes)?;
+                if !matches!(kind.as_str(), "WordPiece" | "BPE" | "Unigram" | "WordLevel") {
+                    return Err(Error::UnsupportedTokenizer { model: if kind.is_empty() { "none".into() } else { kind } });
+                }
+                let (tokenizer, stats, unk) = fallback_tokenizer(bytes, &kind, refusal)?;
+                (tokenizer, stats, unk, kind == "WordPiece")
+            }
         };
         // Its own parse of the file (the vocabulary as JSON): only for a WordPiece model.
-        let fast = if kind == "WordPiece" { FastWordPiece::from_json(bytes).map(Arc::new) } else { None };
+        let fast = if wordpiece { FastWordPiece::from_json(bytes).map(Arc::new) } else { None };
         Ok(Vocabulary { tokenizer, vocab_size, median_token_length, unk, fast })
     }
+}
+
+/// The `type` of a tokenizer.json's model ("" when it names none).
+fn model_kind(bytes: &[u8]) -> Result<String, Error> {
+    // Only this field, not a tree of the whole file.
+    #[derive(serde::Deserialize)]
+    struct File {
+        model: Option<Model>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    let file: File = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+    Ok(file.model.and_then(|m| m.kind).unwrap_or_default())
+}
+
+/// A tokenizer, its vocabulary's size and median token length ([`vocab_stats`]), and its unknown
+/// token's id.
+type Fallback = (Tokenizer, (usize, usize), Option<u32>);
+
+/// A tokenizer whose file edo's own tokenizer refuses (a model of a supported kind): the
+/// `tokenizers` crate's natively, with its vocabulary's figures and unknown token; in the browser,
+/// the refusal as an error.
+#[cfg(native)]
+fn fallback_tokenizer(bytes: &[u8], kind: &str, _: pipeline::Refusal) -> Result<Fallback, Error> {
+    // A part only `tokenizers` runs (or a file it may read where edo's parse is stricter): it
+    // reads the file, or says why not.
+    let tokenizer = load_tokenizer(bytes)?;
+    #[derive(serde::Deserialize)]
+    struct Unk {
+        model: UnkModel,
+    }
+    #[derive(serde::Deserialize)]
+    struct UnkModel {
+        unk_token: Option<String>,
+        unk_id: Option<u64>,
+    }
+    let m: Unk = serde_json::from_slice(bytes).map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+    let unk = match kind {
+        "Unigram" => m.model.unk_id.map(|u| u as u32),
+        _ => m.model.unk_token.as_deref().and_then(|t| tokenizer.token_to_id(t)),
+    };
+    let stats = vocab_stats(tokenizer.get_vocab(true).iter().map(|(t, &id)| (t.as_str(), id)));
+    Ok((Tokenizer::Hf(Box::new(tokenizer)), stats, unk))
+}
+
+#[cfg(web)]
+fn fallback_tokenizer(_: &[u8], _: &str, refusal: pipeline::Refusal) -> Result<Fallback, Error> {
+    Err(match refusal {
+        pipeline::Refusal::Unsupported(part) => Error::TokenizerPart { part },
+        pipeline::Refusal::Bad(why) => bad(format!("tokenizer.json: {why}")),
+    })
+}
+
+/// A vocabulary's size (one past its largest id) and model2vec's median token length
+/// (`int(np.median(lengths in characters))`), from its `(token, id)` pairs.
+fn vocab_stats<'a>(tokens: impl Iterator<Item = (&'a str, u32)>) -> (usize, usize) {
+    let mut vocab_size = 0;
+    let mut lengths = Vec::with_capacity(tokens.size_hint().0);
+    for (t, id) in tokens {
+        vocab_size = vocab_size.max(id as usize + 1);
+        lengths.push(t.chars().count());
+    }
+    lengths.sort_unstable();
+    let median = match lengths.len() {
+        0 => 0,
+        n if n % 2 == 1 => lengths[n / 2],
+        n => (lengths[n / 2 - 1] + lengths[n / 2]) / 2,
+    };
+    (vocab_size, median)
 }
 
 /// A `mapping` (token id → row), checked: one entry per token id, each a row of the table.

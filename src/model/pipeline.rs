@@ -20,6 +20,7 @@
 //! build loading it fails with [`Error::TokenizerPart`](crate::Error::TokenizerPart).
 
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use unicode_normalization_alignments::UnicodeNormalization;
@@ -42,7 +43,10 @@ pub(crate) struct Pipeline {
 /// vocabulary and the added tokens, as `tokenizers`' `get_vocab(true)`).
 pub(crate) struct Parsed {
     pub(crate) pipeline: Pipeline,
-    pub(crate) vocab: FxHashMap<String, u32>,
+    /// The model's vocabulary (shared with the model, not a copy).
+    pub(crate) vocab: Arc<FxHashMap<String, u32>>,
+    /// Added tokens outside it, with the ids they were given past it.
+    pub(crate) added: Vec<(String, u32)>,
     /// The unknown token's id.
     pub(crate) unk: Option<u32>,
 }
@@ -98,7 +102,7 @@ enum Model {
     WordPiece(Pieces),
     Bpe(Bpe),
     Unigram(Unigram),
-    WordLevel { vocab: FxHashMap<String, u32>, unk: Option<u32> },
+    WordLevel { vocab: Arc<FxHashMap<String, u32>>, unk: Option<u32> },
 }
 
 #[derive(serde::Deserialize)]
@@ -143,11 +147,40 @@ struct ModelJson {
     dropout: Option<f64>,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
+/// A model's vocabulary: token → id (WordPiece, BPE, WordLevel), or `[token, score]` pairs in id
+/// order (Unigram).
 enum VocabJson {
     Map(FxHashMap<String, u32>),
     Scored(Vec<(String, f64)>),
+}
+
+// Read by hand rather than as an untagged enum, which first copies the whole vocabulary into
+// serde's buffered form (every token a string of its own) and then again into the map.
+impl<'de> serde::Deserialize<'de> for VocabJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<VocabJson, D::Error> {
+        struct Vocab;
+        impl<'de> serde::de::Visitor<'de> for Vocab {
+            type Value = VocabJson;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a vocabulary: an object of token ids, or a list of [token, score]")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<VocabJson, A::Error> {
+                let mut vocab = FxHashMap::with_capacity_and_hasher(map.size_hint().unwrap_or(0), Default::default());
+                while let Some((token, id)) = map.next_entry::<String, u32>()? {
+                    vocab.insert(token, id);
+                }
+                Ok(VocabJson::Map(vocab))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<VocabJson, A::Error> {
+                let mut pieces = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(piece) = seq.next_element::<(String, f64)>()? {
+                    pieces.push(piece);
+                }
+                Ok(VocabJson::Scored(pieces))
+            }
+        }
+        d.deserialize_any(Vocab)
+    }
 }
 
 /// A BPE merge as a tokenizer.json writes it: `["a", "b"]` or the older `"a b"`.
@@ -209,8 +242,9 @@ impl Pipeline {
         if let Some(p) = &json.pre_tokenizer {
             pre_tokenizer(p, &mut pre_tokenizers)?;
         }
-        let (model, mut vocab, unk_token, unk_id) = model(json.model, bytes)?;
+        let (model, vocab, unk_token, unk_id) = model(json.model, bytes)?;
         let model_size = vocab.len() as u32;
+        let mut added = Vec::new();
 
         // `tokenizers`' AddedVocabulary::add_tokens: a token already in the vocabulary keeps its
         // id, a new one takes the next id past the vocabulary.
@@ -227,11 +261,11 @@ impl Pipeline {
             let id = match vocab.get(&t.content) {
                 Some(&id) => id,
                 None => {
+                    added.push((t.content.clone(), next));
                     next += 1;
                     next - 1
                 }
             };
-            vocab.insert(t.content.clone(), id);
             let token = AddedToken { id, lstrip: t.lstrip, rstrip: t.rstrip };
             if t.normalized {
                 let mut content = String::new();
@@ -244,8 +278,13 @@ impl Pipeline {
         pipeline.raw.finish();
         pipeline.normalized.finish();
         // The unknown token's id as `tokenizers`' `token_to_id` gives it (added tokens included).
-        let unk = unk_id.or_else(|| unk_token.and_then(|t| vocab.get(&t).copied()));
-        Ok(Parsed { pipeline, vocab, unk })
+        let unk = unk_id.or_else(|| unk_token.and_then(|t| vocab.get(&t).copied().or_else(|| added.iter().find(|(a, _)| *a == t).map(|&(_, id)| id))));
+        Ok(Parsed { pipeline, vocab, added, unk })
+    }
+
+    /// Whether its model is a WordPiece one.
+    pub(crate) fn is_wordpiece(&self) -> bool {
+        matches!(self.model, Model::WordPiece(_))
     }
 
     /// Appends the ids of `text` to `ids`.
@@ -573,9 +612,9 @@ fn pre_tokenizer(p: &serde_json::Value, out: &mut Vec<PreTokenizer>) -> Result<(
     Ok(())
 }
 
-/// The model of a tokenizer.json, its vocabulary, and its unknown token (by name, or a Unigram
-/// model's by id).
-type ModelParts = (Model, FxHashMap<String, u32>, Option<String>, Option<u32>);
+/// The model of a tokenizer.json, its vocabulary (shared with the model), and its unknown token (by
+/// name, or a Unigram model's by id).
+type ModelParts = (Model, Arc<FxHashMap<String, u32>>, Option<String>, Option<u32>);
 
 fn model(mut m: ModelJson, bytes: &[u8]) -> Result<ModelParts, Refusal> {
     let kind = m.kind.clone().unwrap_or_default();
@@ -589,13 +628,14 @@ fn model(mut m: ModelJson, bytes: &[u8]) -> Result<ModelParts, Refusal> {
             }
             let only: Only = serde_json::from_slice(bytes).map_err(|e| Refusal::Bad(e.to_string()))?;
             match Pieces::from_json(&only.model) {
-                Some(p) => Ok((Model::WordPiece(p), vocab, unk_token, None)),
+                Some(p) => Ok((Model::WordPiece(p), Arc::new(vocab), unk_token, None)),
                 None => bad("a WordPiece model without its unknown token in the vocabulary"),
             }
         }
         ("WordLevel", Some(VocabJson::Map(vocab))) => {
             // `tokenizers`' WordLevel falls back on "<unk>" when the file names no unknown token.
             let fallback = vocab.get(m.unk_token.as_deref().unwrap_or("<unk>")).copied();
+            let vocab = Arc::new(vocab);
             Ok((Model::WordLevel { vocab: vocab.clone(), unk: fallback }, vocab, unk_token, None))
         }
         ("BPE", Some(VocabJson::Map(vocab))) => {
@@ -603,7 +643,8 @@ fn model(mut m: ModelJson, bytes: &[u8]) -> Result<ModelParts, Refusal> {
                 return unsupported("BPE dropout");
             }
             let merges = m.merges.take().unwrap_or_default();
-            let bpe = Bpe::new(&vocab, merges, &m)?;
+            let bpe = Bpe::new(Arc::new(vocab), &merges, &m)?;
+            let vocab = bpe.vocab.clone();
             Ok((Model::Bpe(bpe), vocab, unk_token, None))
         }
         ("Unigram", Some(VocabJson::Scored(pieces))) => {
@@ -708,7 +749,7 @@ impl Added {
 /// A BPE model (`tokenizers`' `BPE` without dropout; words are cached per thread, in a [`WordCache`]).
 #[derive(Clone, Debug)]
 struct Bpe {
-    vocab: FxHashMap<String, u32>,
+    vocab: Arc<FxHashMap<String, u32>>,
     /// Pair of ids → (rank, merged id).
     merges: FxHashMap<(u32, u32), (u32, u32)>,
     /// The id of each byte's `<0xXX>` token, when byte fallback is on and all 256 exist.
@@ -754,9 +795,9 @@ impl PartialOrd for Merge {
 }
 
 impl Bpe {
-    fn new(vocab: &FxHashMap<String, u32>, merges: Vec<MergeJson>, m: &ModelJson) -> Result<Bpe, Refusal> {
+    fn new(vocab: Arc<FxHashMap<String, u32>>, merges: &[MergeJson], m: &ModelJson) -> Result<Bpe, Refusal> {
         let prefix_len = m.continuing_subword_prefix.as_ref().map_or(0, String::len);
-        let mut map = FxHashMap::default();
+        let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
         let mut rank = 0u32;
         // A merge whose right token starts with `▁` and whose left one ends with another
         // character would join across a `▁`.
@@ -764,15 +805,16 @@ impl Bpe {
         let mut joins_across = false;
         let mut merged_token = String::new();
         for merge in merges {
-            let (a, b) = match merge {
+            let (a, b): (&str, &str) = match merge {
                 MergeJson::Pair(a, b) => (a, b),
                 MergeJson::Line(line) => {
                     if line.starts_with("#version") {
                         continue;
                     }
-                    let mut parts = line.split(' ');
-                    match (parts.next(), parts.next(), parts.next()) {
-                        (Some(a), Some(b), None) => (a.to_string(), b.to_string()),
+                    // Byte by byte: a merge line is a few bytes, shorter than `split`'s searcher
+                    // takes to set up (a tenth of a Llama tokenizer's load).
+                    match line.bytes().position(|c| c == b' ').map(|i| line.split_at(i)) {
+                        Some((a, b)) if !b[1..].bytes().any(|c| c == b' ') => (a, &b[1..]),
                         _ => return bad(format!("merge {} is not two tokens", rank + 1)),
                     }
                 }
@@ -782,16 +824,15 @@ impl Bpe {
                 return bad(format!("the merge token {b:?} is shorter than the subword prefix"));
             };
             merged_token.clear();
-            merged_token.push_str(&a);
+            merged_token.push_str(a);
             merged_token.push_str(tail);
             let merged = id(&merged_token)?;
             joins_across |= b.starts_with(METASPACE) && !a.ends_with(METASPACE);
-            map.insert((id(&a)?, id(&b)?), (rank, merged));
+            map.insert((id(a)?, id(b)?), (rank, merged));
             rank += 1;
         }
         let bytes = m.byte_fallback.unwrap_or(false).then(|| (0..=255u8).map(|b| vocab.get(&format!("<0x{b:02X}>")).copied()).collect());
         Ok(Bpe {
-            vocab: vocab.clone(),
             merges: map,
             bytes,
             unk: m.unk_token.as_ref().map(|t| vocab.get(t).copied().ok_or_else(|| format!("BPE: the unknown token {t:?} is not in the vocabulary"))),
@@ -810,6 +851,7 @@ impl Bpe {
                 && vocab.contains_key(METASPACE.encode_utf8(&mut [0; 4]) as &str))
             .then_some(METASPACE),
             cache_id: new_cache_id(),
+            vocab,
         })
     }
 
@@ -941,7 +983,7 @@ impl Bpe {
 struct Unigram {
     scores: Vec<f64>,
     /// Each piece's id (the last listed, for a piece listed twice).
-    ids: FxHashMap<String, u32>,
+    ids: Arc<FxHashMap<String, u32>>,
     trie: Trie,
     unk: Option<u32>,
     unk_score: f64,
@@ -978,7 +1020,7 @@ impl Unigram {
         let bytes = byte_fallback.then(|| (0..=255u8).map(|b| ids.get(&format!("<0x{b:02X}>")).copied()).collect());
         Ok(Unigram {
             scores: pieces.into_iter().map(|(_, s)| s).collect(),
-            ids,
+            ids: Arc::new(ids),
             trie,
             unk: unk.map(|u| u as u32),
             unk_score: min - UNK_PENALTY,
