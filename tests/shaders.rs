@@ -120,7 +120,7 @@ fn shader_files_document_their_layout() {
         if text.contains("@compute") {
             assert!(text.contains("// Bindings:"), "{name} is a driver and documents its bindings");
             drivers += 1;
-        } else if name == "hamming_common.wgsl" || name == "gather_driver.wgsl" || name == "topk_common.wgsl" {
+        } else if ["hamming_common.wgsl", "gather_driver.wgsl", "topk_common.wgsl", "decode_f32_bag4.wgsl"].contains(&name.as_str()) {
             assert!(text.contains("// Bindings:"), "{name} declares the bindings its kernels share");
         } else {
             assert!(!has_bindings, "{name} is helpers only");
@@ -142,7 +142,10 @@ fn shader_files_document_their_layout() {
     assert_eq!(sources.len(), pairs.len());
     let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver.text()).collect();
     assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()));
+    // The vec4 bag of FP32 reads its rows through a decoder of its own, a helper with a binding
+    // (decode_f32_bag4.wgsl): one more source, beside the bag's pair with decode_f32.
+    assert_eq!(ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF32Bag4]);
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 1);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -194,6 +197,13 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert_eq!(u32_loads(wide).1, 1, "one vec4<u32> load: the quad of a step");
     assert_eq!(u32_loads(ShaderId::Gather { format: Format::F32, vec4: false }).1, 0);
     assert_eq!(u32_loads(ShaderId::Gather { format: Format::Int8, vec4: true }).1, 0, "INT8 rows are 4-byte words yet");
+    // The vec4 bag of FP32: its decoder reads a row's quad with one 16-byte load (naga keeps
+    // functions, so the four rows a step calls it for are one load in the SPIR-V; POOL_NONE's
+    // one-value read is a u32 of the same binding); the other formats' bags read u32 words.
+    let bag = ShaderId::Bag { format: Format::F32, vec4: true };
+    assert_eq!(u32_loads(bag).1, 1, "decode4: one vec4<u32> load");
+    assert_eq!(u32_loads(ShaderId::Bag { format: Format::F32, vec4: false }).1, 0);
+    assert_eq!(u32_loads(ShaderId::Bag { format: Format::Int8, vec4: true }).1, 0);
 
     let source = wide.source();
     let module = naga::front::wgsl::parse_str(&source).unwrap();

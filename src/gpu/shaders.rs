@@ -39,6 +39,8 @@ pub enum Src {
     GatherRows4F32,
     /// `bag.wgsl`.
     Bag,
+    /// `decode_f32_bag4.wgsl`: FP32 rows for the vec4 bag, a 16-byte load a quad.
+    DecodeF32Bag4,
     /// `qr.wgsl`.
     Qr,
     /// `hash_ids.wgsl`.
@@ -89,6 +91,7 @@ impl Src {
             Src::GatherRows4 => wgsl!("gather_rows4.wgsl"),
             Src::GatherRows4F32 => wgsl!("gather_rows4_f32.wgsl"),
             Src::Bag => wgsl!("bag.wgsl"),
+            Src::DecodeF32Bag4 => wgsl!("decode_f32_bag4.wgsl"),
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
             Src::Remap => wgsl!("remap.wgsl"),
@@ -204,6 +207,16 @@ pub mod kernels {
     pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
     /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, a quad per lane and accumulator.
     pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 4) };
+    /// `BAG4` over FP32 tables: a 16-byte load a quad (its own decoder, which binds the shard as
+    /// vec4 words).
+    pub const BAG4_F32: Kernel = Kernel {
+        name: "bag4",
+        helpers: &[Src::GatherCommon, Src::DecodeF32Bag4],
+        decodes: false,
+        binds: Binds::Bag,
+        constants: &[("VEC4", 1.0)],
+        ..rows_kernel("", Src::Bag, 4)
+    };
     /// Quotient-remainder lookup.
     pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
     /// Raw ids → hashed rows.
@@ -348,6 +361,7 @@ impl ShaderId {
             ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
             ShaderId::GatherF16 { format, vec4 } => (if vec4 { &GATHER_ROWS4_F16 } else { &GATHER_ROWS_F16 }, Some(format)),
             ShaderId::PackF16 => (&PACK_F16, None),
+            ShaderId::Bag { format: Format::F32, vec4: true } => (&BAG4_F32, Some(Format::F32)),
             ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
             ShaderId::Qr { format } => (&QR, Some(format)),
             ShaderId::Rescore { format } => (&RESCORE, Some(format)),
