@@ -226,12 +226,12 @@ impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placed<GpuCache<S>> {
         }
     }
 
-    /// Stages the rows of the next batch ([`GpuCache::prefetch`]); how many. Nothing on the CPU
-    /// path (its misses are read when looked up).
+    /// Stages the rows of the next batch: [`GpuCache::prefetch`] on a GPU, [`HostCache::prefetch`]
+    /// on the CPU path; how many rows were read.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
         match self {
             Placed::Gpu(c) => c.run(async |c| c.prefetch(ids).await).await,
-            Placed::Cpu(_) => Ok(0),
+            Placed::Cpu(c) => c.prefetch(ids).await,
         }
     }
 

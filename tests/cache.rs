@@ -631,3 +631,110 @@ fn a_cache_placed_on_the_cpu_path_caches() {
     placed.reset_stats();
     assert_eq!(placed.stats().lookups, 0);
 }
+
+/// Issue 35: the CPU path's cache prefetches as the GPU's does. The next batch's misses are read
+/// ahead and staged, and the lookup then reads nothing, with every row equal to the table's. Held
+/// rows, rows out of range and repeats are not read. A lookup that misses a row the prefetch is
+/// still reading waits for that read. A failed prefetch stages nothing. A refresh drops a staged
+/// row, and a refresh during a prefetch's read stages nothing. A lookup consumes the staging.
+#[test]
+fn host_cache_prefetches_the_next_batch() {
+    use edo::cache::{CacheSpec, HostCache};
+    use edo::{block_on, Backend, Bounds, Format, GpuCache, PackedTable};
+    use std::time::{Duration, Instant};
+    let (rows, dim) = (4000, 24);
+    let table = PackedTable::quantize(Format::Q8_0, &synth::embedding_table(rows, dim, 3), rows, dim).unwrap();
+    let source = Gated::new(table.clone());
+    source.set_open(true);
+    let cache = HostCache::new(CacheSpec { source: source.clone(), capacity: 600, policy: PolicyKind::Lru }).unwrap();
+    let want = |ids: &[u32]| edo::cpu::gather(&table, ids, Bounds::Zero).unwrap();
+    let first: Vec<u32> = (0..300).collect();
+    block_on(cache.gather(&first, Bounds::Error)).unwrap();
+    // The next batch: 100 held rows, 200 new ones (each twice), and an id past the table.
+    let next: Vec<u32> = (200..300).chain((1000..1200).flat_map(|r| [r, r])).chain([rows as u32]).collect();
+    let before = source.rows_read();
+    assert_eq!(block_on(cache.prefetch(&next)).unwrap(), 200);
+    assert_eq!(source.rows_read(), before + 200, "only the rows not held, once each");
+    assert!(!cache.is_cached(1000), "staging evicts nothing and caches nothing");
+    assert_eq!(block_on(cache.gather(&next, Bounds::Zero)).unwrap(), want(&next));
+    assert_eq!(source.rows_read(), before + 200, "the lookup read nothing");
+    let stats = cache.stats();
+    assert_eq!((stats.prefetched, stats.served_from_staging, stats.misses), (200, 200, 300 + 200));
+    assert_eq!(stats.bytes_uploaded, 500 * Format::Q8_0.row_bytes(dim) as u64, "a staged row is loaded once");
+    // A lookup consumes the staging: rows staged and not taken by the next lookup are read again.
+    assert_eq!(block_on(cache.prefetch(&[2000, 2001])).unwrap(), 2);
+    block_on(cache.gather(&[5], Bounds::Error)).unwrap();
+    let before = source.rows_read();
+    assert_eq!(block_on(cache.gather(&[2000], Bounds::Error)).unwrap(), want(&[2000]));
+    assert_eq!(source.rows_read(), before + 1);
+
+    // A refreshed row is dropped from the staging; the others stay staged.
+    let changed = PackedTable::quantize(Format::Q8_0, &synth::embedding_table(rows, dim, 4), rows, dim).unwrap();
+    let ahead: Vec<u32> = (3000..3010).collect();
+    block_on(cache.prefetch(&ahead)).unwrap();
+    *source.table.lock().unwrap() = std::sync::Arc::new(changed.clone());
+    cache.refresh_rows(&ahead[..3]);
+    let before = source.rows_read();
+    let got = block_on(cache.gather(&ahead, Bounds::Error)).unwrap();
+    assert_eq!(got[..3 * dim], edo::cpu::gather(&changed, &ahead[..3], Bounds::Error).unwrap());
+    assert_eq!(got[3 * dim..], want(&ahead[3..]));
+    assert_eq!(source.rows_read(), before + 3, "only the refreshed rows are read again");
+    *source.table.lock().unwrap() = std::sync::Arc::new(table.clone());
+    cache.refresh_rows(&ahead[..3]);
+
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    // A lookup during the prefetch's read waits for it: nothing is read twice.
+    let slow: Vec<u32> = (3500..3550).collect();
+    source.set_open(false);
+    let before = source.rows_read();
+    std::thread::scope(|s| {
+        let prefetch = s.spawn(|| block_on(cache.prefetch(&slow)));
+        wait_for("the prefetch's read", &|| source.waiting() > 0);
+        let shared = cache.stats().shared_reads;
+        let lookup = s.spawn(|| block_on(cache.gather(&slow[..20], Bounds::Error)));
+        wait_for("the lookup to join", &|| cache.stats().shared_reads == shared + 20);
+        source.set_open(true);
+        assert_eq!(prefetch.join().unwrap().unwrap(), 50);
+        assert_eq!(lookup.join().unwrap().unwrap(), want(&slow[..20]));
+    });
+    assert_eq!(source.rows_read(), before + 50, "each row read once");
+    block_on(cache.gather(&slow, Bounds::Error)).unwrap();
+    assert_eq!(source.rows_read(), before + 50, "the rest were staged");
+
+    // A refresh while a prefetch reads: nothing is staged, and the lookup reads the rows anew.
+    let racing: Vec<u32> = (3600..3610).collect();
+    source.set_open(false);
+    std::thread::scope(|s| {
+        let prefetch = s.spawn(|| block_on(cache.prefetch(&racing)));
+        wait_for("the prefetch's read", &|| source.waiting() > 0);
+        cache.refresh_rows(&[3605]);
+        source.set_open(true);
+        assert_eq!(prefetch.join().unwrap().unwrap(), 10);
+    });
+    let before = source.rows_read();
+    let staged = cache.stats().prefetched;
+    block_on(cache.gather(&racing, Bounds::Error)).unwrap();
+    assert_eq!(source.rows_read(), before + 10);
+    assert_eq!(cache.stats().prefetched, staged);
+
+    // A failed prefetch is an error and stages nothing.
+    source.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(block_on(cache.prefetch(&[3700, 3701])), Err(edo::Error::Remote { .. })));
+    source.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let before = source.rows_read();
+    assert_eq!(block_on(cache.gather(&[3700, 3701], Bounds::Error)).unwrap(), want(&[3700, 3701]));
+    assert_eq!(source.rows_read(), before + 2);
+
+    // Placed on the CPU path, `prefetch` is the HostCache's.
+    let placed = block_on(Backend::cpu("test").place::<GpuCache<Gated>>(CacheSpec { source: source.clone(), capacity: 100, policy: PolicyKind::Lfu })).unwrap();
+    assert_eq!(block_on(placed.prefetch(&[7, 8, 9])).unwrap(), 3);
+    let before = source.rows_read();
+    assert_eq!(block_on(placed.gather(&[7, 8, 9], Bounds::Error)).unwrap(), want(&[7, 8, 9]));
+    assert_eq!(source.rows_read(), before);
+}

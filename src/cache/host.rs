@@ -8,6 +8,11 @@
 //! and takes the row from it — natively across threads, in a browser across the promises of one
 //! thread. Each lookup reads all of its own misses in one call of [`RowSource::read_rows`], which
 //! a remote table turns into as few range requests as the rows' chunks allow.
+//!
+//! [`HostCache::prefetch`] reads the next batch's misses ahead, as the GPU cache's does: a read
+//! like a lookup's (a lookup that misses those rows meanwhile waits for it instead of reading
+//! them again), whose rows are then kept beside the cache — staged, evicting nothing — until the
+//! next lookup takes the ones it misses.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,6 +61,16 @@ struct State {
     next_flight: u64,
     /// Lookups (ids) that took their row from another lookup's read.
     shared_reads: u64,
+    /// The last prefetch's rows, until the next lookup.
+    staged: Option<Staged>,
+    /// Calls of `refresh_rows` so far: a prefetch that read across one stages nothing.
+    refreshes: u64,
+}
+
+/// Rows a prefetch read: each row's place in `words`.
+struct Staged {
+    index: FxHashMap<u32, usize>,
+    words: Arc<Vec<u32>>,
 }
 
 const NOT_FILLING: (u32, u64) = (EMPTY, 0);
@@ -197,7 +212,16 @@ impl<S: RowSource> HostCache<S> {
         }
         let capacity = spec.capacity.min(rows.max(1));
         let map = SlotMap::new(capacity, format.row_bytes(dim) as u64, spec.policy.build())?.for_rows(rows);
-        let state = State { map, words: Vec::new(), filling: vec![NOT_FILLING; capacity], flights: FxHashMap::default(), next_flight: 1, shared_reads: 0 };
+        let state = State {
+            map,
+            words: Vec::new(),
+            filling: vec![NOT_FILLING; capacity],
+            flights: FxHashMap::default(),
+            next_flight: 1,
+            shared_reads: 0,
+            staged: None,
+            refreshes: 0,
+        };
         Ok(HostCache { row_words: format.row_words(dim), spec, state: Mutex::new(state) })
     }
 
@@ -256,9 +280,13 @@ impl<S: RowSource> HostCache<S> {
     /// still gets what it read; nothing later takes its rows from that read).
     pub fn refresh_rows(&self, ids: &[u32]) {
         let mut st = self.lock();
+        st.refreshes += 1;
         let mut slots = Vec::new();
         for &r in ids {
             st.flights.remove(&r);
+            if let Some(staged) = &mut st.staged {
+                staged.index.remove(&r);
+            }
             if let Some(s) = st.map.slot(r) {
                 st.filling[s as usize] = NOT_FILLING;
                 slots.push(s);
@@ -267,9 +295,63 @@ impl<S: RowSource> HostCache<S> {
         st.map.invalidate(slots);
     }
 
+    /// Reads the rows of `ids` that are neither cached nor being read (the next batch's misses)
+    /// and stages them beside the cache, as [`crate::gpu::GpuCache::prefetch`] does on the GPU:
+    /// call it while the current batch is being used, and the next lookup takes its misses that
+    /// were staged without reading the source. Staging evicts nothing and does not touch the
+    /// policy; each prefetch replaces the previous staging, and a lookup consumes it. A lookup
+    /// that misses a row while its prefetch is still reading waits for that read. Ids out of
+    /// range are skipped (the lookup applies its bounds policy); at most `capacity` distinct rows
+    /// are staged. Returns how many rows were read; a failed read stages nothing.
+    pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
+        let rows = self.rows();
+        let (flight, wanted, refreshes) = {
+            let mut st = self.lock();
+            st.staged = None;
+            let limit = st.map.capacity();
+            let mut wanted = Vec::new();
+            let mut seen = rustc_hash::FxHashSet::default();
+            for &id in ids {
+                if wanted.len() == limit {
+                    break;
+                }
+                if (id as usize) < rows && st.map.slot(id).is_none() && !st.flights.contains_key(&id) && seen.insert(id) {
+                    wanted.push(id);
+                }
+            }
+            if wanted.is_empty() {
+                return Ok(0);
+            }
+            let flight = Arc::new(Flight { number: st.next_flight, state: Mutex::default() });
+            st.next_flight += 1;
+            for (i, &row) in wanted.iter().enumerate() {
+                st.flights.insert(row, (flight.clone(), i));
+            }
+            (flight, wanted, st.refreshes)
+        };
+        let n = wanted.len();
+        let mut pilot = Pilot { cache: self, flight, rows: wanted, landed: false };
+        let mut words = Vec::new();
+        if let Err(e) = read_whole_rows(&self.spec.source, self.row_words, &pilot.rows, &mut words).await {
+            pilot.land(Err(Some(e.clone())));
+            return Err(e);
+        }
+        let words = Arc::new(words);
+        // Lookups that missed these rows meanwhile take them from the read; the rest are staged,
+        // unless a refresh came while they were read (any row of them may have changed).
+        pilot.land(Ok(words.clone()));
+        let mut st = self.lock();
+        if st.refreshes == refreshes {
+            let index = pilot.rows.iter().enumerate().map(|(i, &row)| (row, i)).collect();
+            st.staged = Some(Staged { index, words });
+            st.map.note_staged(n);
+        }
+        Ok(n)
+    }
+
     /// Decoded rows of `ids` (checked by `bounds`, as [`crate::cpu::gather`] does): hits copied
-    /// from the cache, misses read from the source (those another lookup is reading, taken from
-    /// its read) and admitted by the policy.
+    /// from the cache, misses taken from the last prefetch's rows or read from the source (those
+    /// another lookup is reading, taken from its read) and admitted by the policy.
     pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
         let (rows, dim, format) = (self.rows(), self.dim(), self.spec.source.format());
         bounds.check(ids, rows)?;
@@ -286,6 +368,9 @@ impl<S: RowSource> HostCache<S> {
             let mut slots = Vec::new();
             let parts = st.map.lookup(&resolved, &mut slots);
             let st = &mut *st;
+            // The staging serves this lookup (or is not needed): the next prefetch stages anew.
+            let staged = st.staged.take();
+            let mut from_staging = 0;
             let top = parts.iter().flat_map(|p| p.loads.iter().map(|&(_, s)| s as usize + 1)).max().unwrap_or(0);
             if st.words.len() < top * rw {
                 let more = top * rw - st.words.len();
@@ -300,6 +385,14 @@ impl<S: RowSource> HostCache<S> {
             // later part may give a slot to another row only after this part's ids have read it.
             for part in &parts {
                 for &(row, slot) in &part.loads {
+                    // A staged row is copied into its slot now.
+                    if let Some((s, &k)) = staged.as_ref().and_then(|s| Some(s).zip(s.index.get(&row))) {
+                        let at = slot as usize * rw;
+                        st.words[at..at + rw].copy_from_slice(&s.words[k * rw..(k + 1) * rw]);
+                        st.filling[slot as usize] = NOT_FILLING;
+                        from_staging += 1;
+                        continue;
+                    }
                     // A row another lookup is reading (evicted meanwhile, loaded again here) is
                     // taken from that read; any other is read by this lookup.
                     let number = match st.flights.get(&row) {
@@ -337,6 +430,7 @@ impl<S: RowSource> HostCache<S> {
                     waits.push((pos, f, i));
                 }
             }
+            st.map.note_served_from_staging(from_staging);
             flight
         };
         if !mine.is_empty() {

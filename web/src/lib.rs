@@ -867,13 +867,18 @@ impl EdoCache {
         }
     }
 
-    /// Stages the rows of the next batch on the GPU (call it while the current one runs); the
-    /// next `gather` copies them into the cache instead of uploading them. Returns how many (0 on
-    /// the CPU path, which reads its misses when they are looked up).
+    /// Stages the rows of the next batch that are not cached (call it while the current one is
+    /// used): on WebGPU uploaded beside the cache, on the CPU path fetched and kept beside it. The
+    /// next `gather` takes them instead of loading them; a `gather` on the CPU path that misses a
+    /// row this prefetch is still fetching waits for that fetch. Returns how many rows.
     #[allow(clippy::await_holding_refcell_ref)] // as in `gather`
     pub async fn prefetch(&self, ids: Vec<u32>) -> Result<usize, Failure> {
         if self.backend == "cpu" {
-            return Ok(0); // nothing to stage: the CPU path reads its misses when looked up
+            let inner = self.inner.try_borrow().map_err(|_| busy())?;
+            return match &*inner {
+                CacheInner::Local(c) => c.prefetch(&ids).await.map_err(err),
+                CacheInner::Remote(c) => c.prefetch(&ids).await.map_err(err),
+            };
         }
         let mut inner = self.inner.try_borrow_mut().map_err(|_| busy())?;
         match &mut *inner {
@@ -883,7 +888,8 @@ impl EdoCache {
     }
 
     /// Hits, misses, evictions, bytes loaded into the cache (`bytesUploaded`), hit rate,
-    /// capacity, rows cached and — on the CPU path — ids whose row came from another overlapping
+    /// capacity, rows cached, rows prefetches staged (`prefetched`) and misses served from them
+    /// (`servedFromStaging`) and — on the CPU path — ids whose row came from another overlapping
     /// lookup's fetch (`sharedReads`, per id), as JSON; a remote table's requests and bytes
     /// fetched too.
     #[wasm_bindgen(getter)]
@@ -897,13 +903,15 @@ impl EdoCache {
             let (s, (cached, capacity)) = (c.stats(), c.occupancy());
             let traffic = traffic.map_or(String::new(), |(r, b)| format!(r#","requests":{r},"bytesFetched":{b}"#));
             Ok(format!(
-                r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{capacity},"cachedRows":{cached},"sharedReads":{}{traffic}}}"#,
+                r#"{{"hits":{},"misses":{},"evictions":{},"bytesUploaded":{},"hitRate":{},"capacity":{capacity},"cachedRows":{cached},"sharedReads":{},"prefetched":{},"servedFromStaging":{}{traffic}}}"#,
                 s.hits,
                 s.misses,
                 s.evictions,
                 s.bytes_uploaded,
                 s.hit_rate(),
-                s.shared_reads
+                s.shared_reads,
+                s.prefetched,
+                s.served_from_staging
             ))
         }
         match &*inner {

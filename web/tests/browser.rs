@@ -330,6 +330,18 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let stats = both.stats().unwrap();
     assert_eq!(requests(&stats), once, "the second lookup took its rows from the first one's fetches: {stats}");
     assert_eq!(field(&stats, "sharedReads"), 200.0, "{stats}");
+    // A prefetch fetches the next batch's misses; the gather then fetches nothing, and takes them
+    // from the staging.
+    let ahead = cpu.cache_remote(url.clone(), 400, None).await.unwrap();
+    let opened = requests(&ahead.stats().unwrap());
+    let distinct = lookup.iter().collect::<std::collections::HashSet<_>>().len();
+    assert_eq!(ahead.prefetch(lookup.clone()).await.unwrap(), distinct);
+    let staged = ahead.stats().unwrap();
+    assert!(requests(&staged) > opened, "{staged}");
+    assert_eq!(ahead.gather(lookup.clone()).await.unwrap(), table.gather(&lookup).unwrap());
+    let stats = ahead.stats().unwrap();
+    assert_eq!(requests(&stats), requests(&staged), "the gather fetched nothing: {stats}");
+    assert_eq!((field(&stats, "prefetched"), field(&stats, "servedFromStaging")), (distinct as f64, distinct as f64), "{stats}");
     web_sys::Url::revoke_object_url(&url).unwrap();
     // The file is gone (fetch fails as on a dropped connection): retried, then an error that says so.
     let cold: Vec<u32> = (29_000..29_010).collect();

@@ -519,7 +519,7 @@ export class RowCache extends Resource {
     const i = ids(rowIds, 'ids');
     return guarded(() => this._raw().gather(i));
   }
-  /** Stages the rows of the next batch; resolves to how many. */
+  /** Stages the rows of the next batch that are not cached (WebGPU: uploaded; CPU path: fetched); resolves to how many. */
   async prefetch(rowIds) {
     const i = ids(rowIds, 'ids');
     return guarded(() => this._raw().prefetch(i));

@@ -204,6 +204,9 @@ export interface CacheStats {
   cachedRows?: number;
   /** CPU path: ids whose row came from a fetch another overlapping lookup had under way (per id). */
   sharedReads?: number;
+  /** Rows prefetches staged, and the misses lookups took from them. */
+  prefetched?: number;
+  servedFromStaging?: number;
   requests?: number;
   bytesFetched?: number;
 }
