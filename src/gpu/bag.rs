@@ -139,7 +139,11 @@ impl Resident {
             }
         }
         let dims: Vec<usize> = self.tables.iter().map(|p| p.dim as usize).collect();
-        let vec4 = pooling != Pooling::None && dims.iter().all(|d| d % 4 == 0);
+        // FP32's vec4 bag binds each shard as 16-byte words: a shard under 16 bytes (the empty
+        // gathered part of a bag pass with no indices) takes the one-column kernel.
+        let vec4 = pooling != Pooling::None
+            && dims.iter().all(|d| d % 4 == 0)
+            && (self.format != Format::F32 || self.shards.iter().all(|s| s.buffer.inner.size() >= 16));
         let shader = ShaderId::Bag { format: self.format, vec4 };
         let max_dim = dims.iter().copied().max().unwrap_or(1);
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;

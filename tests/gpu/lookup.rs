@@ -96,6 +96,12 @@ fn cache_and_qr_bags_equal_their_oracles() {
     }
     let bad = [1u32, 3000];
     assert!(matches!(block_on(cache.bag(&Bags::new(&bad, &[0]), Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { index: 1, .. })));
+    // Bags with no index at all: the gathered rows are an empty buffer, pooled by the FP32 bag
+    // (dim a multiple of 4) into zeros.
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+        let got = block_on(cache.bag(&Bags::new(&[] as &[u32], &[0, 0, 0]), pooling, Bounds::Error)).unwrap().read_blocking().unwrap();
+        assert_eq!(got, vec![0.0; 3 * dim], "empty bags {pooling:?}");
+    }
 
     let m = 97;
     let quotient = PackedTable::quantize(Format::F16, &embedding_table(40, dim, 6), 40, dim).unwrap();
