@@ -432,6 +432,8 @@ struct Gated {
     table: std::sync::Arc<std::sync::Mutex<std::sync::Arc<edo::PackedTable>>>,
     open: std::sync::Arc<std::sync::atomic::AtomicBool>,
     fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Reads to fail from now on, one each, before any other.
+    fail_next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     wakers: std::sync::Arc<std::sync::Mutex<Vec<std::task::Waker>>>,
     reads: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
@@ -442,6 +444,7 @@ impl Gated {
             table: std::sync::Arc::new(std::sync::Mutex::new(std::sync::Arc::new(table))),
             open: Default::default(),
             fail: Default::default(),
+            fail_next: Default::default(),
             wakers: Default::default(),
             reads: Default::default(),
         }
@@ -484,7 +487,8 @@ impl edo::cache::RowSource for Gated {
             std::task::Poll::Pending
         })
         .await;
-        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+        let once = self.fail_next.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if once || self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(edo::Error::Remote { location: "gated".into(), message: "refused".into() });
         }
         self.reads.lock().unwrap().extend_from_slice(rows);
@@ -634,9 +638,10 @@ fn a_cache_placed_on_the_cpu_path_caches() {
 
 /// Issue 35: the CPU path's cache prefetches as the GPU's does. The next batch's misses are read
 /// ahead and staged, and the lookup then reads nothing, with every row equal to the table's. Held
-/// rows, rows out of range and repeats are not read. A lookup that misses a row the prefetch is
-/// still reading waits for that read. A failed prefetch stages nothing. A refresh drops a staged
-/// row, and a refresh during a prefetch's read stages nothing. A lookup consumes the staging.
+/// rows, rows out of range and repeats are not read. Prefetches before a lookup add up, to at most
+/// the capacity. A lookup that misses a row the prefetch is still reading waits for that read (and
+/// reads it itself if that read fails). A refresh drops a staged row, and a refresh during a
+/// prefetch's read stages nothing. A lookup consumes the staging.
 #[test]
 fn host_cache_prefetches_the_next_batch() {
     use edo::cache::{CacheSpec, HostCache};
@@ -689,10 +694,24 @@ fn host_cache_prefetches_the_next_batch() {
             std::thread::sleep(Duration::from_millis(2));
         }
     };
-    // A lookup during the prefetch's read waits for it: nothing is read twice.
+    // Two prefetches before a lookup both stage; together at most the capacity.
+    let (a, b): (Vec<u32>, Vec<u32>) = ((3100..3200).collect(), (3150..3300).collect());
+    assert_eq!(block_on(cache.prefetch(&a)).unwrap(), 100);
+    assert_eq!(block_on(cache.prefetch(&b)).unwrap(), 100, "rows staged already are not read again");
+    let before = source.rows_read();
+    let both: Vec<u32> = (3100..3300).collect();
+    assert_eq!(block_on(cache.gather(&both, Bounds::Error)).unwrap(), want(&both));
+    assert_eq!(source.rows_read(), before);
+    block_on(cache.prefetch(&(0..4000).collect::<Vec<u32>>())).unwrap();
+    assert_eq!(block_on(cache.prefetch(&[3999])).unwrap(), 0, "staging is full: {} rows", cache.capacity());
+    block_on(cache.gather(&[0], Bounds::Error)).unwrap();
+
+    // A lookup during the prefetch's read waits for it: nothing is read twice, and the rows it
+    // took are not counted as staged.
     let slow: Vec<u32> = (3500..3550).collect();
     source.set_open(false);
     let before = source.rows_read();
+    let staged = cache.stats().prefetched;
     std::thread::scope(|s| {
         let prefetch = s.spawn(|| block_on(cache.prefetch(&slow)));
         wait_for("the prefetch's read", &|| source.waiting() > 0);
@@ -704,32 +723,48 @@ fn host_cache_prefetches_the_next_batch() {
         assert_eq!(lookup.join().unwrap().unwrap(), want(&slow[..20]));
     });
     assert_eq!(source.rows_read(), before + 50, "each row read once");
-    block_on(cache.gather(&slow, Bounds::Error)).unwrap();
+    assert_eq!(cache.stats().prefetched, staged + 30);
+    assert_eq!(block_on(cache.gather(&slow, Bounds::Error)).unwrap(), want(&slow));
     assert_eq!(source.rows_read(), before + 50, "the rest were staged");
 
     // A refresh while a prefetch reads: nothing is staged, and the lookup reads the rows anew.
     let racing: Vec<u32> = (3600..3610).collect();
     source.set_open(false);
+    let staged = cache.stats().prefetched;
     std::thread::scope(|s| {
         let prefetch = s.spawn(|| block_on(cache.prefetch(&racing)));
         wait_for("the prefetch's read", &|| source.waiting() > 0);
+        *source.table.lock().unwrap() = std::sync::Arc::new(changed.clone());
         cache.refresh_rows(&[3605]);
         source.set_open(true);
         assert_eq!(prefetch.join().unwrap().unwrap(), 10);
     });
     let before = source.rows_read();
-    let staged = cache.stats().prefetched;
-    block_on(cache.gather(&racing, Bounds::Error)).unwrap();
+    let got = block_on(cache.gather(&racing, Bounds::Error)).unwrap();
+    assert_eq!(got[5 * dim..6 * dim], edo::cpu::gather(&changed, &[3605], Bounds::Error).unwrap(), "the refreshed row is the new one");
     assert_eq!(source.rows_read(), before + 10);
     assert_eq!(cache.stats().prefetched, staged);
+    *source.table.lock().unwrap() = std::sync::Arc::new(table.clone());
+    cache.refresh_rows(&racing);
 
-    // A failed prefetch is an error and stages nothing.
-    source.fail.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert!(matches!(block_on(cache.prefetch(&[3700, 3701])), Err(edo::Error::Remote { .. })));
-    source.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    // A failed prefetch is its caller's error only: a lookup that waited for its read reads the
+    // rows itself, and nothing is staged.
+    let failing: Vec<u32> = (3700..3720).collect();
+    source.set_open(false);
+    source.fail_next.store(1, std::sync::atomic::Ordering::SeqCst);
+    std::thread::scope(|s| {
+        let prefetch = s.spawn(|| block_on(cache.prefetch(&failing)));
+        wait_for("the prefetch's read", &|| source.waiting() > 0);
+        let shared = cache.stats().shared_reads;
+        let lookup = s.spawn(|| block_on(cache.gather(&failing[..5], Bounds::Error)));
+        wait_for("the lookup to join", &|| cache.stats().shared_reads == shared + 5);
+        source.set_open(true);
+        assert!(matches!(prefetch.join().unwrap(), Err(edo::Error::Remote { .. })));
+        assert_eq!(lookup.join().unwrap().unwrap(), want(&failing[..5]));
+    });
     let before = source.rows_read();
-    assert_eq!(block_on(cache.gather(&[3700, 3701], Bounds::Error)).unwrap(), want(&[3700, 3701]));
-    assert_eq!(source.rows_read(), before + 2);
+    assert_eq!(block_on(cache.gather(&failing, Bounds::Error)).unwrap(), want(&failing));
+    assert_eq!(source.rows_read(), before + 20, "nothing was staged or cached");
 
     // Placed on the CPU path, `prefetch` is the HostCache's.
     let placed = block_on(Backend::cpu("test").place::<GpuCache<Gated>>(CacheSpec { source: source.clone(), capacity: 100, policy: PolicyKind::Lfu })).unwrap();

@@ -61,16 +61,16 @@ struct State {
     next_flight: u64,
     /// Lookups (ids) that took their row from another lookup's read.
     shared_reads: u64,
-    /// The last prefetch's rows, until the next lookup.
+    /// The rows of the prefetches since the last lookup, until the next lookup.
     staged: Option<Staged>,
     /// Calls of `refresh_rows` so far: a prefetch that read across one stages nothing.
     refreshes: u64,
 }
 
-/// Rows a prefetch read: each row's place in `words`.
+/// Rows prefetches read: each row's read, and its place in that read's words.
 struct Staged {
-    index: FxHashMap<u32, usize>,
-    words: Arc<Vec<u32>>,
+    index: FxHashMap<u32, (usize, usize)>,
+    reads: Vec<Arc<Vec<u32>>>,
 }
 
 const NOT_FILLING: (u32, u64) = (EMPTY, 0);
@@ -191,8 +191,10 @@ impl<S> HostCache<S> {
             st.map.invalidate(slots);
             st.filling.fill(NOT_FILLING);
             // Reads under way still land (into no slot); a read whose lookup panicked before it
-            // began is forgotten, so nobody waits on it.
+            // began is forgotten, so nobody waits on it. A refresh may have panicked half way:
+            // staged rows go too.
             st.flights.clear();
+            st.staged = None;
             st
         })
     }
@@ -277,7 +279,8 @@ impl<S: RowSource> HostCache<S> {
 
     /// Forgets the cached copies of rows `ids` after the host table changed them: they are read
     /// again when looked up, also where a read of them is under way (the lookup that started it
-    /// still gets what it read; nothing later takes its rows from that read).
+    /// still gets what it read; nothing later takes its rows from that read). Staged copies of
+    /// them are dropped, and a prefetch reading now stages nothing.
     pub fn refresh_rows(&self, ids: &[u32]) {
         let mut st = self.lock();
         st.refreshes += 1;
@@ -299,23 +302,28 @@ impl<S: RowSource> HostCache<S> {
     /// and stages them beside the cache, as [`crate::gpu::GpuCache::prefetch`] does on the GPU:
     /// call it while the current batch is being used, and the next lookup takes its misses that
     /// were staged without reading the source. Staging evicts nothing and does not touch the
-    /// policy; each prefetch replaces the previous staging, and a lookup consumes it. A lookup
+    /// policy; the next lookup consumes the staging, whatever it takes of it (prefetches before
+    /// that lookup add to it, a prefetch never reading a row one before it is reading). A lookup
     /// that misses a row while its prefetch is still reading waits for that read. Ids out of
-    /// range are skipped (the lookup applies its bounds policy); at most `capacity` distinct rows
-    /// are staged. Returns how many rows were read; a failed read stages nothing.
+    /// range are skipped (the lookup applies its bounds policy); at most `capacity` rows are
+    /// staged at once. Returns how many rows were read. A failed read stages nothing, and a lookup that
+    /// waited for it reads its rows itself: a prefetch is a guess, its error is its caller's only.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
         let rows = self.rows();
         let (flight, wanted, refreshes) = {
             let mut st = self.lock();
-            st.staged = None;
-            let limit = st.map.capacity();
+            // Staged rows count against the capacity: prefetches without a lookup between them
+            // hold at most `capacity` rows beside the cache.
+            let staged = st.staged.as_ref().map_or(0, |s| s.index.len());
+            let limit = st.map.capacity().saturating_sub(staged);
             let mut wanted = Vec::new();
             let mut seen = rustc_hash::FxHashSet::default();
             for &id in ids {
                 if wanted.len() == limit {
                     break;
                 }
-                if (id as usize) < rows && st.map.slot(id).is_none() && !st.flights.contains_key(&id) && seen.insert(id) {
+                let held = st.map.slot(id).is_some() || st.flights.contains_key(&id) || st.staged.as_ref().is_some_and(|s| s.index.contains_key(&id));
+                if (id as usize) < rows && !held && seen.insert(id) {
                     wanted.push(id);
                 }
             }
@@ -333,18 +341,24 @@ impl<S: RowSource> HostCache<S> {
         let mut pilot = Pilot { cache: self, flight, rows: wanted, landed: false };
         let mut words = Vec::new();
         if let Err(e) = read_whole_rows(&self.spec.source, self.row_words, &pilot.rows, &mut words).await {
-            pilot.land(Err(Some(e.clone())));
+            pilot.land(Err(None));
             return Err(e);
         }
         let words = Arc::new(words);
-        // Lookups that missed these rows meanwhile take them from the read; the rest are staged,
-        // unless a refresh came while they were read (any row of them may have changed).
+        // Lookups that missed these rows meanwhile take them from the read (and load them); the
+        // rest are staged, unless a refresh came while they were read (any row of them may have
+        // changed).
         pilot.land(Ok(words.clone()));
         let mut st = self.lock();
         if st.refreshes == refreshes {
-            let index = pilot.rows.iter().enumerate().map(|(i, &row)| (row, i)).collect();
-            st.staged = Some(Staged { index, words });
-            st.map.note_staged(n);
+            let fresh: Vec<(u32, usize)> = pilot.rows.iter().enumerate().filter(|&(_, &row)| st.map.slot(row).is_none()).map(|(i, &row)| (row, i)).collect();
+            if !fresh.is_empty() {
+                st.map.note_staged(fresh.len());
+                let staged = st.staged.get_or_insert_with(|| Staged { index: FxHashMap::default(), reads: Vec::new() });
+                let read = staged.reads.len();
+                staged.reads.push(words);
+                staged.index.extend(fresh.into_iter().map(|(row, i)| (row, (read, i))));
+            }
         }
         Ok(n)
     }
@@ -386,9 +400,9 @@ impl<S: RowSource> HostCache<S> {
             for part in &parts {
                 for &(row, slot) in &part.loads {
                     // A staged row is copied into its slot now.
-                    if let Some((s, &k)) = staged.as_ref().and_then(|s| Some(s).zip(s.index.get(&row))) {
+                    if let Some((s, &(read, k))) = staged.as_ref().and_then(|s| Some(s).zip(s.index.get(&row))) {
                         let at = slot as usize * rw;
-                        st.words[at..at + rw].copy_from_slice(&s.words[k * rw..(k + 1) * rw]);
+                        st.words[at..at + rw].copy_from_slice(&s.reads[read][k * rw..(k + 1) * rw]);
                         st.filling[slot as usize] = NOT_FILLING;
                         from_staging += 1;
                         continue;

@@ -47,10 +47,12 @@ pub struct CacheStats {
     pub misses: u64,
     /// Rows evicted to make room.
     pub evictions: u64,
-    /// Rows a prefetch staged for the next lookup, and the misses that lookup served from the
-    /// staging (copied on the GPU, nothing read from the host while it waited).
+    /// Rows a prefetch staged for the next lookup (on the GPU uploaded beside the cache; in a
+    /// [`HostCache`] read and kept beside it, rows a lookup took from the read meanwhile not
+    /// counted).
     pub prefetched: u64,
-    /// Misses served from rows a prefetch had staged on the GPU.
+    /// Misses served from rows a prefetch had staged: nothing read from the source (or, on the
+    /// GPU, uploaded from the host) while the lookup waited.
     pub served_from_staging: u64,
     /// Batches looked up, and the parts they were split into (`parts > batches` when a batch had
     /// more distinct rows than the cache has slots).
@@ -61,7 +63,7 @@ pub struct CacheStats {
     /// [`HostCache`]: packed bytes loaded into the cache.)
     pub bytes_uploaded: u64,
     /// Ids looked up in a [`HostCache`] whose row was neither in the cache nor read by their own
-    /// lookup: taken from a read another lookup had under way (nothing read twice). Counted per
+    /// lookup: taken from a read another lookup (or a prefetch) had under way (nothing read twice). Counted per
     /// id, repeats included; most are counted as hits too (the row had its slot already), and
     /// they are hits on a row still on its way. Always 0 on the GPU.
     pub shared_reads: u64,
