@@ -39,8 +39,8 @@ pub(crate) struct Pipeline {
     normalized: Added,
 }
 
-/// What a tokenizer.json holds besides its pipeline: every token with its id (the model's
-/// vocabulary and the added tokens, as `tokenizers`' `get_vocab(true)`).
+/// What a tokenizer.json holds besides its pipeline: every token with its id (`vocab` and
+/// `added` together are `tokenizers`' `get_vocab(true)`).
 pub(crate) struct Parsed {
     pub(crate) pipeline: Pipeline,
     /// The model's vocabulary (shared with the model, not a copy).
