@@ -253,6 +253,11 @@ def main():
                     print(f"  benchmark: {bench['status']} {bench['charts']} charts")
                     kinds = sorted({b["kind"] for b in results["backends"]})
                     check(kinds == (["cpu", "gpu"] if want == "webgpu" else ["cpu"]), f"benchmark backends {kinds}")
+                    if want == "webgpu":
+                        # Chromium grants `timestamp-query` (SwiftShader's adapter has it): the device
+                        # cases are timed by the device's own clock, not around submit and wait.
+                        clocks = [b.get("clock") for b in results["backends"] if b["kind"] == "gpu"]
+                        check(clocks == ["timestamps"], f"the WebGPU cases' clock: {clocks}")
                     check(results["machine"]["user_agent"] and "Chrome" in results["machine"]["user_agent"], "the results name the browser")
                     check(bench["charts"] >= 5, f"{bench['charts']} benchmark charts")
                     check(bench["download"].startswith("blob:"), "a download link for the results")

@@ -3,6 +3,9 @@
 //! because absolute times on shared machines (and on lavapipe) mean little. The same timing
 //! serves `edo bench …` natively and the benchmark suite in a browser tab (`web-time`'s clock).
 
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
 use web_time::Instant;
 
 use edo::{Engine, Error};
@@ -72,8 +75,9 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 /// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
 /// submission of four repetitions, then `reps` submissions of at least four each (more when four
 /// take less than [`MIN_SAMPLE_S`]). Timed by the device's timestamps around the repetitions
-/// where it has them (natively, [`device_clock`]), else by the wall clock around submit and wait,
-/// which includes the submission overhead a caller pays too.
+/// where it has them ([`device_clock`]; in a browser too, where `timestamp-query` is granted),
+/// else by the wall clock around submit and wait, which includes the submission overhead a
+/// caller pays too.
 pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
     let stamps = Stamps::new(engine);
     let submit = |per: usize| {
@@ -95,7 +99,11 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     let seconds = async |t: Instant| -> Result<f64, Error> {
         engine.work_done().await?;
         let wall = t.elapsed().as_secs_f64();
-        Ok(stamps.as_ref().and_then(|s| s.seconds(engine)).unwrap_or(wall))
+        let device = match &stamps {
+            Some(s) => s.seconds(engine).await,
+            None => None,
+        };
+        Ok(device.unwrap_or(wall))
     };
     let mut per = 4;
     let mut took = seconds(submit(per)).await?;
@@ -111,9 +119,10 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
 }
 
 /// How the device cases time `engine`'s work: `"timestamps"` (the device's own, around the
-/// work) or `"wall clock"` (around submit and wait).
+/// work; a browser's are coarsened, to 100 µs in Chrome, well under a sample's
+/// [`MIN_SAMPLE_S`]) or `"wall clock"` (around submit and wait).
 pub fn device_clock(engine: &Engine) -> &'static str {
-    if cfg!(native) && engine.device().features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+    if engine.device().features().contains(wgpu::Features::TIMESTAMP_QUERY) {
         "timestamps"
     } else {
         "wall clock"
@@ -130,8 +139,7 @@ struct Stamps {
 }
 
 impl Stamps {
-    /// Natively, where the device has timestamps (a browser's are coarsened, and reading them
-    /// back would need an await per sample there).
+    /// Where the device has timestamps.
     fn new(engine: &Engine) -> Option<Stamps> {
         if device_clock(engine) != "timestamps" {
             return None;
@@ -157,25 +165,44 @@ impl Stamps {
 
     /// Seconds between the two timestamps of the finished submission; `None` if they cannot be
     /// read or make no sense (then the wall clock is used).
-    fn seconds(&self, engine: &Engine) -> Option<f64> {
+    async fn seconds(&self, engine: &Engine) -> Option<f64> {
+        let slice = self.read.slice(..);
+        // Set by the mapping's callback: whether it mapped, and who waits for it.
+        let state: Arc<Mutex<(Option<bool>, Option<Waker>)>> = Arc::default();
+        let done = state.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let mut st = done.lock().unwrap_or_else(|p| p.into_inner());
+            st.0 = Some(r.is_ok());
+            if let Some(w) = st.1.take() {
+                w.wake();
+            }
+        });
+        // Natively the device is polled for the callback; a browser calls it on its own.
         #[cfg(native)]
-        {
-            let slice = self.read.slice(..);
-            slice.map_async(wgpu::MapMode::Read, |_| {});
-            engine.device().poll(wgpu::PollType::wait_indefinitely()).ok()?;
-            let ticks = {
-                let view = slice.get_mapped_range().ok()?;
-                let tick = |at: usize| u64::from_le_bytes(view[at..at + 8].try_into().expect("8 bytes"));
-                [tick(0), tick(8)]
-            };
-            self.read.unmap();
-            (ticks[1] > ticks[0]).then(|| (ticks[1] - ticks[0]) as f64 * self.period * 1e-9)
-        }
+        engine.device().poll(wgpu::PollType::wait_indefinitely()).ok()?;
         #[cfg(not(native))]
-        {
-            let _ = (engine, self.period);
-            None
+        let _ = engine;
+        let mapped = std::future::poll_fn(|cx| {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            match st.0 {
+                Some(ok) => Poll::Ready(ok),
+                None => {
+                    st.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        if !mapped {
+            return None;
         }
+        let ticks = {
+            let view = slice.get_mapped_range().ok()?;
+            let tick = |at: usize| u64::from_le_bytes(view[at..at + 8].try_into().expect("8 bytes"));
+            [tick(0), tick(8)]
+        };
+        self.read.unmap();
+        (ticks[1] > ticks[0]).then(|| (ticks[1] - ticks[0]) as f64 * self.period * 1e-9)
     }
 }
 

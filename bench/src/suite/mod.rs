@@ -247,7 +247,8 @@ pub struct BackendInfo {
     /// Bytes copied to measure it.
     pub copy_bytes: u64,
     /// How a GPU's device cases (and its copy) are timed: `timestamps` (the device's own,
-    /// around the work) or `wall clock` (around submit and wait). Absent for the CPU path and in
+    /// around the work, natively or in a browser that grants `timestamp-query`) or `wall clock`
+    /// (around submit and wait). Absent for the CPU path and in
     /// older files.
     #[serde(default)]
     pub clock: Option<String>,
