@@ -119,8 +119,8 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
 }
 
 /// How the device cases time `engine`'s work: `"timestamps"` (the device's own, around the
-/// work; a browser's are coarsened, to 100 µs in Chrome, well under a sample's
-/// [`MIN_SAMPLE_S`]) or `"wall clock"` (around submit and wait).
+/// work; a browser's are coarsened, to 100 µs in Chrome, a hundredth of a browser sample's
+/// 10 ms) or `"wall clock"` (around submit and wait).
 pub fn device_clock(engine: &Engine) -> &'static str {
     if engine.device().features().contains(wgpu::Features::TIMESTAMP_QUERY) {
         "timestamps"
