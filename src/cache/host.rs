@@ -306,8 +306,9 @@ impl<S: RowSource> HostCache<S> {
     /// that lookup add to it, a prefetch never reading a row one before it is reading). A lookup
     /// that misses a row while its prefetch is still reading waits for that read. Ids out of
     /// range are skipped (the lookup applies its bounds policy); at most `capacity` rows are
-    /// staged at once. Returns how many rows were read. A failed read stages nothing, and a lookup that
-    /// waited for it reads its rows itself: a prefetch is a guess, its error is its caller's only.
+    /// staged at once. Returns how many rows were read. A failed read stages nothing, and a
+    /// lookup that waited for it reads its rows itself: a prefetch is a guess, its error is its
+    /// caller's only.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
         let rows = self.rows();
         let (flight, wanted, refreshes) = {
@@ -364,8 +365,8 @@ impl<S: RowSource> HostCache<S> {
     }
 
     /// Decoded rows of `ids` (checked by `bounds`, as [`crate::cpu::gather`] does): hits copied
-    /// from the cache, misses taken from the last prefetch's rows or read from the source (those
-    /// another lookup is reading, taken from its read) and admitted by the policy.
+    /// from the cache, misses taken from the rows prefetches staged or read from the source (those
+    /// another lookup or a prefetch is reading, taken from that read) and admitted by the policy.
     pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
         let (rows, dim, format) = (self.rows(), self.dim(), self.spec.source.format());
         bounds.check(ids, rows)?;
