@@ -499,6 +499,16 @@ impl edo::cache::RowSource for Gated {
     }
 }
 
+/// Waits (up to 20 s, then fails naming `what`) until `done()` holds: for another thread's lookup
+/// or read to reach a point the test needs.
+fn wait_for(what: &str, done: &dyn Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Two lookups at once on two threads: the second takes the rows the first is reading from that
 /// read, and nothing is read twice; a failed read fails both and leaves no row cached; a lookup
 /// dropped while reading leaves the cache as if it had not run, and one joined to its read reads
@@ -507,7 +517,6 @@ impl edo::cache::RowSource for Gated {
 fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
     use edo::cache::{CacheSpec, HostCache};
     use edo::{block_on, Bounds, Format, PackedTable};
-    use std::time::{Duration, Instant};
     let (rows, dim) = (5000, 16);
     let table = PackedTable::quantize(Format::Int8, &synth::embedding_table(rows, dim, 8), rows, dim).unwrap();
     let source = Gated::new(table.clone());
@@ -515,13 +524,6 @@ fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
     let ids: Vec<u32> = (0..400).map(|i| (i * 37 % 900) as u32).collect();
     let distinct = ids.iter().collect::<std::collections::HashSet<_>>().len();
     let want = edo::cpu::gather(&table, &ids, Bounds::Error).unwrap();
-    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
-        let start = Instant::now();
-        while !done() {
-            assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    };
     std::thread::scope(|s| {
         let first = s.spawn(|| block_on(cache.gather(&ids, Bounds::Error)));
         wait_for("the first read", &|| !source.wakers.lock().unwrap().is_empty());
@@ -646,7 +648,6 @@ fn a_cache_placed_on_the_cpu_path_caches() {
 fn host_cache_prefetches_the_next_batch() {
     use edo::cache::{CacheSpec, HostCache};
     use edo::{block_on, Backend, Bounds, Format, GpuCache, PackedTable};
-    use std::time::{Duration, Instant};
     let (rows, dim) = (4000, 24);
     let table = PackedTable::quantize(Format::Q8_0, &synth::embedding_table(rows, dim, 3), rows, dim).unwrap();
     let source = Gated::new(table.clone());
@@ -687,13 +688,6 @@ fn host_cache_prefetches_the_next_batch() {
     *source.table.lock().unwrap() = std::sync::Arc::new(table.clone());
     cache.refresh_rows(&ahead[..3]);
 
-    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
-        let start = Instant::now();
-        while !done() {
-            assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    };
     // Two prefetches before a lookup both stage; together at most the capacity.
     let (a, b): (Vec<u32>, Vec<u32>) = ((3100..3200).collect(), (3150..3300).collect());
     assert_eq!(block_on(cache.prefetch(&a)).unwrap(), 100);
