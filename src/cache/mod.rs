@@ -63,9 +63,9 @@ pub struct CacheStats {
     /// [`HostCache`]: packed bytes loaded into the cache.)
     pub bytes_uploaded: u64,
     /// Ids looked up in a [`HostCache`] whose row was neither in the cache nor read by their own
-    /// lookup: taken from a read another lookup (or a prefetch) had under way (nothing read twice). Counted per
-    /// id, repeats included; most are counted as hits too (the row had its slot already), and
-    /// they are hits on a row still on its way. Always 0 on the GPU.
+    /// lookup: taken from a read another lookup (or a prefetch) had under way (nothing read
+    /// twice). Counted per id, repeats included; most are counted as hits too (the row had its
+    /// slot already), and they are hits on a row still on its way. Always 0 on the GPU.
     pub shared_reads: u64,
 }
 
