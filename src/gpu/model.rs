@@ -80,21 +80,22 @@ impl GpuStaticModel {
 }
 
 impl Engine {
-    /// Compiles the kernels a static model whose table is in `format` with `dim` values runs (its
-    /// bag kernel fused with the decoder, and the normalisation) now rather than at its first
-    /// embedding. In a browser the compiler runs in the GPU process: a page can start this, read
-    /// the model file meanwhile, and find the kernels ready ([`crate::file::table_shape`] gives
-    /// the format and dim from the file's first bytes).
+    /// Compiles the kernels of a static model's first embedding of a few texts (its bag kernel
+    /// fused with the decoder, in a small batch's shape, and the normalisation), for a model
+    /// whose table is in `format` with `dim` values, now rather than at that embedding. In a
+    /// browser the compiler runs in the GPU process: a page can start this, read the model file
+    /// meanwhile, and find the kernels ready ([`crate::file::table_shape`] gives the format and
+    /// dim from the file's first bytes). A large batch (over 32 768 lanes' worth of bags at four
+    /// quads a lane: 2 048 texts at dim 256) runs the bag kernel in another shape, compiled at its
+    /// first use, so a page that embeds a query at a time never pays for it (on a software
+    /// adapter such as SwiftShader each shape takes most of a second to compile).
     pub async fn prepare_model(&self, format: Format, dim: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
-        // Both shapes: a small batch's (a text or a few) and a large one's.
         let shader = ShaderId::Bag { format, vec4: dim.is_multiple_of(4) };
-        for n_bags in [1, u64::MAX] {
-            ctx.pipeline(shader, super::bag::bag_shape(ctx, shader, dim, n_bags)).await?;
-        }
+        ctx.pipeline(shader, super::bag::bag_shape(ctx, shader, dim, 1)).await?;
         ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }
 }

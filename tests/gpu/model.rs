@@ -38,7 +38,7 @@ fn gpu_sentence_vectors_equal_the_cpu_paths() {
 }
 
 #[test]
-fn prepare_model_compiles_what_the_first_embedding_uses() {
+fn prepare_model_compiles_what_the_first_embedding_uses_and_a_large_batch_its_own_shape() {
     // An engine of its own: the shared one has compiled other tests' pipelines.
     let Some(engine) = engine_with(EngineOptions::default()) else { return };
     let dir = |name: &str| format!("{}/tests/data/models/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -53,5 +53,14 @@ fn prepare_model_compiles_what_the_first_embedding_uses() {
         let got = block_on(gpu.encode(&["naïve café", "the quick fox"])).unwrap().read_blocking().unwrap();
         assert_eq!(got.len(), 2 * host.dim());
         assert_eq!(engine.pipeline_count(), compiled, "{format} dim {}: the first embedding compiled a kernel prepare_model had not", host.dim());
+        if format == Format::F32 {
+            // A large batch (32 768 bags of a quad a lane's worth at dim 16) compiles its own
+            // shape of the bag kernel, once.
+            let texts = vec!["fox"; 1 << 15];
+            for _ in 0..2 {
+                assert_eq!(block_on(gpu.encode(&texts)).unwrap().rows(), texts.len());
+                assert_eq!(engine.pipeline_count(), compiled + 1, "a large batch's bag shape, compiled at its first use");
+            }
+        }
     }
 }

@@ -1071,9 +1071,11 @@ impl EdoEngine {
 
 #[wasm_bindgen]
 impl EdoEngine {
-    /// Compiles the kernels a model whose table is in `format` with `dim` values runs, ahead of
-    /// its first embedding: start it, read the model file meanwhile (`tableShape` gives the format
-    /// and dim from the file's first bytes), then await it. Resolves at once on the CPU path.
+    /// Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a
+    /// few texts, ahead of its first embedding: start it, read the model file meanwhile
+    /// (`tableShape` gives the format and dim from the file's first bytes), then await it. A
+    /// batch of thousands of texts compiles its own shape of the bag kernel at its first use.
+    /// Resolves at once on the CPU path.
     #[wasm_bindgen(js_name = prepareModel)]
     pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), Failure> {
         let format = format_of(&format)?;
