@@ -4,7 +4,8 @@
 // vec4 XOR and popcount per four queries), and the block's k nearest per query are kept
 // (topk_common.wgsl) in the query's list at the block's place. Grid: x·y over the shard's blocks,
 // z over query tiles.
-// Bindings: as topk_common.wgsl: 0 params, 1 the query codes, 2 one shard of corpus codes, 3 ws.
+// Bindings: as topk_common.wgsl: 0 params, 1 the query codes, 2 one shard of corpus codes (as
+// u32 words, or vec4s where rows are whole vec4s: topk_rows*.wgsl), 3 ws.
 
 const MAX_TILE: u32 = 8u;
 
@@ -13,32 +14,11 @@ const MAX_TILE: u32 = 8u;
 // (tiles of four or fewer, code words ≤ 224). Queries past the tile read zeros.
 var<workgroup> qtile: array<vec4<u32>, 224>;
 
-// One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the shard).
+// One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the shard);
+// `row_dists(r, wide)` (topk_rows.wgsl or topk_rows4.wgsl) gives them.
 struct Dists {
     a: vec4<u32>,
     b: vec4<u32>,
-}
-
-fn row_dists(r: u32, wide: bool) -> Dists {
-    var out = Dists(vec4<u32>(NONE), vec4<u32>(NONE));
-    if (r < params.shard_rows) {
-        let rb = r * params.corpus_row_words;
-        var a = vec4<u32>(0u);
-        var b = vec4<u32>(0u);
-        if (wide) {
-            for (var w = 0u; w < params.code_words; w++) {
-                let x = vec4<u32>(shard[rb + w]);
-                a += countOneBits(x ^ qtile[2u * w]);
-                b += countOneBits(x ^ qtile[2u * w + 1u]);
-            }
-        } else {
-            for (var w = 0u; w < params.code_words; w++) {
-                a += countOneBits(vec4<u32>(shard[rb + w]) ^ qtile[w]);
-            }
-        }
-        out = Dists(a, b);
-    }
-    return out;
 }
 
 // Word w of query qi of the tile starting at query q0 (nt queries), zero past the tile.

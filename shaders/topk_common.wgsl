@@ -16,7 +16,8 @@
 //   count_flags: each invocation's entries flagged nearer than t or at t, per query and stripe,
 //     and counted per group of 16 invocations;
 //   keep_nearest per query: each kept entry's place from the counts before it, and its write.
-// Bindings: 0 params, 1 the query codes, 2 one shard of corpus codes, 3 ws (the search workspace).
+// Bindings: 0 params, 1 the query codes, 2 one shard of corpus codes (declared by the scan's
+// topk_rows*.wgsl, as u32 words or vec4s), 3 ws (the search workspace).
 
 struct TopkParams {
     n_queries: u32,
@@ -39,7 +40,6 @@ struct TopkParams {
 
 @group(0) @binding(0) var<uniform> params: TopkParams;
 @group(0) @binding(1) var<storage, read> queries: array<u32>;
-@group(0) @binding(2) var<storage, read> shard: array<u32>;
 @group(0) @binding(3) var<storage, read_write> ws: array<u32>;
 
 const NONE: u32 = 0xffffffffu;

@@ -104,8 +104,8 @@ fn every_shader_validates_and_translates_to_every_backend() {
 }
 
 /// Each shader file starts with a comment stating its layout; only the drivers declare bindings
-/// and entry points (STYLE: shaders document their bindings; helpers have none, but for the three
-/// that hold the bindings a family of drivers shares).
+/// and entry points (STYLE: shaders document their bindings; helpers have none, but for those
+/// that hold the bindings a family of drivers shares, or a driver's shard in another type).
 #[test]
 fn shader_files_document_their_layout() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
@@ -120,7 +120,9 @@ fn shader_files_document_their_layout() {
         if text.contains("@compute") {
             assert!(text.contains("// Bindings:"), "{name} is a driver and documents its bindings");
             drivers += 1;
-        } else if ["hamming_common.wgsl", "gather_driver.wgsl", "topk_common.wgsl", "decode_f32_bag4.wgsl"].contains(&name.as_str()) {
+        } else if ["hamming_common.wgsl", "gather_driver.wgsl", "topk_common.wgsl", "decode_f32_bag4.wgsl", "topk_rows.wgsl", "topk_rows4.wgsl"]
+            .contains(&name.as_str())
+        {
             assert!(text.contains("// Bindings:"), "{name} declares the bindings its kernels share");
         } else {
             assert!(!has_bindings, "{name} is helpers only");
@@ -136,8 +138,10 @@ fn shader_files_document_their_layout() {
     // Every kernel that decodes gets each decoder but one: the vec4 gather of FP32 is its own
     // driver, with 16-byte loads and no decoder. The sources are all (driver, decoder) pairs, each
     // assembled differently (bag's vec4 variant and binary+scale are override constants, not sources).
-    let pairs: HashSet<(&str, Option<&str>)> =
-        ShaderId::all().into_iter().map(|s| (s.kernel().0.driver.text(), s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0))).collect();
+    let pairs: HashSet<(&str, &[edo::gpu::Src], Option<&str>)> = ShaderId::all()
+        .into_iter()
+        .map(|s| (s.kernel().0.driver.text(), s.kernel().0.helpers, s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0)))
+        .collect();
     let sources: HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
     assert_eq!(sources.len(), pairs.len());
     let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver.text()).collect();
@@ -145,7 +149,9 @@ fn shader_files_document_their_layout() {
     // The vec4 bag of FP32 reads its rows through a decoder of its own, a helper with a binding
     // (decode_f32_bag4.wgsl): one more source, beside the bag's pair with decode_f32.
     assert_eq!(ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF32Bag4]);
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 1);
+    // So does the search scan over vec4 rows (topk_rows4.wgsl in place of topk_rows.wgsl).
+    assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[edo::gpu::Src::TopkCommon, edo::gpu::Src::TopkRows4]);
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 2);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -205,16 +211,37 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert_eq!(u32_loads(ShaderId::Bag { format: Format::F32, vec4: false }).1, 0);
     assert_eq!(u32_loads(ShaderId::Bag { format: Format::Int8, vec4: true }).1, 0);
 
-    let source = wide.source();
+    let msl = msl_of(wide);
+    let reads: Vec<&str> = msl.lines().filter(|l| l.contains("shard4")).collect();
+    assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
+}
+
+/// naga's MSL of a kernel, its overrides at a 32 × 8 workgroup's values.
+fn msl_of(shader: ShaderId) -> String {
+    let source = shader.source();
     let module = naga::front::wgsl::parse_str(&source).unwrap();
     let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
-    let constants = wide.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let ep = (naga::ShaderStage::Compute, "main");
     let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants).unwrap();
     let pipeline = naga::back::msl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())), ..Default::default() };
-    let (msl, _) = naga::back::msl::write_string(&module, &info, &naga::back::msl::Options { lang_version: (2, 1), ..Default::default() }, &pipeline).unwrap();
-    let reads: Vec<&str> = msl.lines().filter(|l| l.contains("shard4")).collect();
-    assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
+    naga::back::msl::write_string(&module, &info, &naga::back::msl::Options { lang_version: (2, 1), ..Default::default() }, &pipeline).unwrap().0
+}
+
+/// Issue 33: the one-pass search scan over rows of whole vec4s reads four code words with one
+/// 16-byte load (every read of the shard in its MSL a `uint4`), while the word-at-a-time scan
+/// reads the shard as `uint`s.
+#[test]
+fn the_search_scan_over_vec4_rows_reads_16_bytes_per_load() {
+    use edo::gpu::SearchKernel;
+    let (scan, scan4) = (ShaderId::Search(SearchKernel::TopkScan), ShaderId::Search(SearchKernel::TopkScan4));
+    let msl = msl_of(scan4);
+    let reads: Vec<&str> = msl.lines().filter(|l| l.contains("= shard4_[")).collect();
+    assert!(!reads.is_empty() && reads.iter().all(|l| l.contains("uint4")), "{reads:#?}");
+    assert!(!msl_of(scan).contains("shard4"));
+    // In the SPIR-V: fewer u32 loads (the shard's, in the wide and narrow loops), more vec4 ones.
+    let ((words, quads), (words4, quads4)) = (u32_loads(scan), u32_loads(scan4));
+    assert!(words4 < words && quads4 > quads, "u32 and vec4<u32> loads: {words}, {quads} against {words4}, {quads4}");
 }
 
 /// Private (function-scope) arrays in a kernel's SPIR-V, by the words of its instructions: an

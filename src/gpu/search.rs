@@ -3,10 +3,11 @@
 //!
 //! Up to [`ONE_PASS_MAX_K`] results (or rescoring candidates) per query, where the blocks' lists
 //! leave room for at least eight queries a submission, one pass over the codes
-//! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`), per batch of queries:
+//! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`, `topk_rows*.wgsl`), per batch of queries:
 //! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory,
 //!    word-major, so each code word meets four queries in one vec4 operation) and a block of 1024
-//!    rows, reads each code word once for the whole tile, and keeps the block's k nearest per
+//!    rows, reads each code word once for the whole tile (four words a 16-byte load where rows are
+//!    whole vec4s: `topk_rows4.wgsl`, else `topk_rows.wgsl`), and keeps the block's k nearest per
 //!    query (a histogram of the distances, the k-th distance off its sums, the kept rows placed by
 //!    the counts of kept rows before them), in row order, in the query's list. The selection runs
 //!    for up to eight queries at once, so its eight barriers are paid per batch, not per query;
@@ -388,7 +389,11 @@ impl GpuCodes {
         uniforms.push(uniform);
         let (rescore_groups, rescore_pipeline, _fqueries) = self.rescore_groups(ctx, search, rescore, q0, nq, &ws, &mut uniforms).await?;
         let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
-        let (scan, merge, sort) = (pipe(SearchKernel::TopkScan).await?, pipe(SearchKernel::TopkMerge).await?, pipe(SearchKernel::Sort).await?);
+        // Rows of whole vec4s (binary codes of 128·n bits, no scale word) are read 16 bytes a
+        // load; shards hold whole rows, so each row starts on a 16-byte boundary.
+        let vec4_rows = placement.code_words.is_multiple_of(4) && placement.row_words == placement.code_words;
+        let scan_kernel = if vec4_rows { SearchKernel::TopkScan4 } else { SearchKernel::TopkScan };
+        let (scan, merge, sort) = (pipe(scan_kernel).await?, pipe(SearchKernel::TopkMerge).await?, pipe(SearchKernel::Sort).await?);
 
         // Result slots start as a sentinel no kernel writes, so a slot left unwritten is caught
         // below instead of passing for row 0.

@@ -29,6 +29,10 @@ pub enum Src {
     TopkCommon,
     /// `hamming_topk_scan.wgsl`: the one pass over the codes, a tile of queries at a time.
     HammingTopkScan,
+    /// `topk_rows.wgsl`: the scan's rows read a 4-byte word at a time.
+    TopkRows,
+    /// `topk_rows4.wgsl`: the scan's rows read 16 bytes at a time (rows of whole vec4s).
+    TopkRows4,
     /// `hamming_topk_merge.wgsl`: the blocks' kept pairs, merged.
     HammingTopkMerge,
     /// `gather_rows.wgsl`.
@@ -86,6 +90,8 @@ impl Src {
             Src::HammingCommon => wgsl!("hamming_common.wgsl"),
             Src::TopkCommon => wgsl!("topk_common.wgsl"),
             Src::HammingTopkScan => wgsl!("hamming_topk_scan.wgsl"),
+            Src::TopkRows => wgsl!("topk_rows.wgsl"),
+            Src::TopkRows4 => wgsl!("topk_rows4.wgsl"),
             Src::HammingTopkMerge => wgsl!("hamming_topk_merge.wgsl"),
             Src::GatherRows => wgsl!("gather_rows.wgsl"),
             Src::GatherRows4 => wgsl!("gather_rows4.wgsl"),
@@ -238,7 +244,12 @@ pub mod kernels {
     /// Hamming search: the candidates, collected.
     pub const HAMMING_COLLECT: Kernel = search_kernel("hamming_collect", Src::HammingCollect, 256);
     /// One-pass Hamming top-k: each block's k nearest per query of a tile.
-    pub const HAMMING_TOPK_SCAN: Kernel = Kernel { helpers: &[Src::TopkCommon], ..search_kernel("hamming_topk_scan", Src::HammingTopkScan, 256) };
+    pub const HAMMING_TOPK_SCAN: Kernel =
+        Kernel { helpers: &[Src::TopkCommon, Src::TopkRows], ..search_kernel("hamming_topk_scan", Src::HammingTopkScan, 256) };
+    /// The one-pass scan over rows of whole vec4s (binary codes of 128·n bits): a 16-byte load
+    /// per four code words.
+    pub const HAMMING_TOPK_SCAN4: Kernel =
+        Kernel { helpers: &[Src::TopkCommon, Src::TopkRows4], ..search_kernel("hamming_topk_scan4", Src::HammingTopkScan, 256) };
     /// One-pass Hamming top-k: the blocks' lists merged.
     pub const HAMMING_TOPK_MERGE: Kernel = Kernel { helpers: &[Src::TopkCommon], ..search_kernel("hamming_topk_merge", Src::HammingTopkMerge, 256) };
     /// Sorts (distance, row) pairs per query.
@@ -264,13 +275,15 @@ pub enum SearchKernel {
     Sort,
     /// One pass over the codes: each block's k nearest per query (k ≤ 256).
     TopkScan,
+    /// [`SearchKernel::TopkScan`] over rows of whole vec4s, read 16 bytes a load.
+    TopkScan4,
     /// The blocks' k nearest, merged level by level.
     TopkMerge,
 }
 
 impl SearchKernel {
     /// Every pass: the histogram passes in order, the sort, the one-pass kernels.
-    pub const ALL: [SearchKernel; 8] = [
+    pub const ALL: [SearchKernel; 9] = [
         SearchKernel::Hist,
         SearchKernel::Select,
         SearchKernel::Ties,
@@ -278,6 +291,7 @@ impl SearchKernel {
         SearchKernel::Collect,
         SearchKernel::Sort,
         SearchKernel::TopkScan,
+        SearchKernel::TopkScan4,
         SearchKernel::TopkMerge,
     ];
 }
@@ -378,6 +392,7 @@ impl ShaderId {
                     SearchKernel::Collect => &HAMMING_COLLECT,
                     SearchKernel::Sort => &SORT_PAIRS,
                     SearchKernel::TopkScan => &HAMMING_TOPK_SCAN,
+                    SearchKernel::TopkScan4 => &HAMMING_TOPK_SCAN4,
                     SearchKernel::TopkMerge => &HAMMING_TOPK_MERGE,
                 },
                 None,

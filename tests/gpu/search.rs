@@ -60,7 +60,8 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 
 /// The one-pass kernels (k ≤ 256) at their edges: lists long enough for two levels of merges,
 /// k of exactly 256, codes too wide for a tile of eight queries (four, one histogram a batch), the
-/// widest that take eight (3 584 bits), a partial last tile, shards;
+/// widest that take eight (3 584 bits), a partial last tile, shards, rows of whole vec4s (read 16
+/// bytes a load) and of words;
 /// bindings too small for the lists (the histogram passes take over); and k = 257, the first the
 /// histogram passes take.
 #[test]
@@ -79,6 +80,11 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
         (1_200, 3_584, 30, Format::Binary),
         (9_000, 33, 257, Format::Binary),
         (1_024, 64, 3, Format::Binary),
+        // Rows of whole vec4s, read 16 bytes a load: 128 bits (a tile of eight), 384 bits at
+        // k = 256, 3 968 bits (a tile of four).
+        (4_099, 128, 10, Format::Binary),
+        (6_001, 384, 256, Format::Binary),
+        (1_100, 3_968, 12, Format::Binary),
     ];
     for (rows, dim, k, format) in cases {
         let corpus = tied_codes(rows, dim, rows as u64 + 5, format);
