@@ -389,7 +389,7 @@ impl GpuCodes {
         uniforms.push(uniform);
         let (rescore_groups, rescore_pipeline, _fqueries) = self.rescore_groups(ctx, search, rescore, q0, nq, &ws, &mut uniforms).await?;
         let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
-        // Rows of whole vec4s (binary codes of 128·n bits, no scale word) are read 16 bytes a
+        // Rows of whole vec4s (code words a multiple of 4, no scale word) are read 16 bytes a
         // load; shards hold whole rows, so each row starts on a 16-byte boundary.
         let vec4_rows = placement.code_words.is_multiple_of(4) && placement.row_words == placement.code_words;
         let scan_kernel = if vec4_rows { SearchKernel::TopkScan4 } else { SearchKernel::TopkScan };

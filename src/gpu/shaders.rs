@@ -246,7 +246,7 @@ pub mod kernels {
     /// One-pass Hamming top-k: each block's k nearest per query of a tile.
     pub const HAMMING_TOPK_SCAN: Kernel =
         Kernel { helpers: &[Src::TopkCommon, Src::TopkRows], ..search_kernel("hamming_topk_scan", Src::HammingTopkScan, 256) };
-    /// The one-pass scan over rows of whole vec4s (binary codes of 128·n bits): a 16-byte load
+    /// The one-pass scan over rows of whole vec4s (code words a multiple of 4): a 16-byte load
     /// per four code words.
     pub const HAMMING_TOPK_SCAN4: Kernel =
         Kernel { helpers: &[Src::TopkCommon, Src::TopkRows4], ..search_kernel("hamming_topk_scan4", Src::HammingTopkScan, 256) };

@@ -54,8 +54,8 @@ fn prepare_model_compiles_what_the_first_embedding_uses_and_a_large_batch_its_ow
         assert_eq!(got.len(), 2 * host.dim());
         assert_eq!(engine.pipeline_count(), compiled, "{format} dim {}: the first embedding compiled a kernel prepare_model had not", host.dim());
         if format == Format::F32 {
-            // A large batch (32 768 bags of a quad a lane's worth at dim 16) compiles its own
-            // shape of the bag kernel, once.
+            // A large batch (32 768 bags at dim 16, a lane each: exactly the 32 768 lanes where a
+            // batch stops being small) compiles its own shape of the bag kernel, once.
             let texts = vec!["fox"; 1 << 15];
             for _ in 0..2 {
                 assert_eq!(block_on(gpu.encode(&texts)).unwrap().rows(), texts.len());

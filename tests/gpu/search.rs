@@ -85,6 +85,8 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
         (4_099, 128, 10, Format::Binary),
         (6_001, 384, 256, Format::Binary),
         (1_100, 3_968, 12, Format::Binary),
+        // Four words whose last is partly padding (100 bits): vec4 rows too.
+        (3_333, 100, 7, Format::Binary),
     ];
     for (rows, dim, k, format) in cases {
         let corpus = tied_codes(rows, dim, rows as u64 + 5, format);
@@ -102,6 +104,26 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
             assert!(got == want, "{rows} × {dim} k {k} {what} ({} shards): GPU and CPU differ", codes.shard_count());
         }
     }
+}
+
+/// The scan kernel follows the codes' width: rows of whole vec4s (code words a multiple of 4)
+/// compile one scan, other widths another, and each is compiled once.
+#[test]
+fn the_search_scan_is_chosen_by_the_rows_width() {
+    // An engine of its own, to count the pipelines its searches compile.
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let search = |dim: usize| {
+        let corpus = tied_codes(3_000, dim, dim as u64, Format::Binary);
+        let queries = tied_codes(5, dim, 1 + dim as u64, Format::Binary);
+        let codes = block_on(edo::GpuCodes::upload(&engine, &corpus)).unwrap();
+        assert!(block_on(codes.hamming_topk(&queries, 10)).unwrap() == edo::search::hamming_topk(&corpus, &queries, 10).unwrap());
+        engine.pipeline_count()
+    };
+    let vec4_rows = search(256); // the scan of vec4 rows, the merge, the sort
+    assert_eq!(search(100), vec4_rows, "100 bits: four words, vec4 rows as well");
+    assert_eq!(search(96), vec4_rows + 1, "three words: the word-at-a-time scan");
+    assert_eq!(search(33), vec4_rows + 1);
+    assert_eq!(search(128), vec4_rows + 1);
 }
 
 /// How often a search reads the corpus: once per tile of eight queries (four for codes wider than

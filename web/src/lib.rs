@@ -1073,8 +1073,9 @@ impl EdoEngine {
 impl EdoEngine {
     /// Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a
     /// few texts, ahead of its first embedding: start it, read the model file meanwhile
-    /// (`tableShape` gives the format and dim from the file's first bytes), then await it. A
-    /// batch of thousands of texts compiles its own shape of the bag kernel at its first use.
+    /// (`tableShape` gives the format and dim from the file's first bytes), then await it. At
+    /// dims up to 256, one `embed` of thousands of texts (2 048 at dim 256) compiles its own
+    /// shape of the bag kernel at its first use.
     /// Resolves at once on the CPU path.
     #[wasm_bindgen(js_name = prepareModel)]
     pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), Failure> {

@@ -270,7 +270,7 @@ export class Engine extends Resource {
   async prepare(format, dim) {
     return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
   }
-  /** Compiles the kernels a model whose table is in `format` with `dim` values runs. */
+  /** Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a few texts (one `embed` of thousands compiles its own shape at its first use). */
   async prepareModel(format, dim) {
     return guarded(() => this._raw().prepareModel(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
   }
