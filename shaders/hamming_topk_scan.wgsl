@@ -14,8 +14,8 @@ const MAX_TILE: u32 = 8u;
 // (tiles of four or fewer, code words ≤ 224). Queries past the tile read zeros.
 var<workgroup> qtile: array<vec4<u32>, 224>;
 
-// One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the shard);
-// `row_dists(r, wide)` (topk_rows.wgsl or topk_rows4.wgsl) gives them.
+// One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the
+// shard); `row_dists(r, wide)` (topk_rows.wgsl or topk_rows4.wgsl) gives them.
 struct Dists {
     a: vec4<u32>,
     b: vec4<u32>,

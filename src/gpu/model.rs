@@ -85,10 +85,10 @@ impl Engine {
     /// whose table is in `format` with `dim` values, now rather than at that embedding. In a
     /// browser the compiler runs in the GPU process: a page can start this, read the model file
     /// meanwhile, and find the kernels ready ([`crate::file::table_shape`] gives the format and
-    /// dim from the file's first bytes). At dims up to 256 (64 where the dim is not a multiple of 4)
-    /// a large batch — 32 768 lanes' worth of bags or more at a lane per four quads (four
-    /// columns), so 2 048 texts at dim 256 — runs the bag kernel in another shape, compiled at its
-    /// first use, so a page that embeds a query at a time never pays for it (on a software
+    /// dim from the file's first bytes). At dims up to 256 (64 where the dim is not a multiple
+    /// of 4) a large batch — 32 768 lanes' worth of bags or more at a lane per four quads (four
+    /// columns), so 2 048 texts at dim 256 — runs the bag kernel in another shape, compiled at
+    /// its first use, so a page that embeds a query at a time never pays for it (on a software
     /// adapter such as SwiftShader each shape takes most of a second to compile); wider rows run
     /// one shape at every batch size.
     pub async fn prepare_model(&self, format: Format, dim: usize) -> Result<(), Error> {
