@@ -173,11 +173,7 @@ fn no_constant_infinities_or_nans() {
 /// words: an instruction's first word holds its length in the high half and its opcode in the
 /// low; OpTypeInt = 21, OpTypeVector = 23, OpLoad = 61.)
 fn u32_loads(shader: ShaderId) -> (usize, usize) {
-    let source = shader.source();
-    let module = naga::front::wgsl::parse_str(&source).unwrap();
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
-    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, "main")), &constants).unwrap();
+    let (module, info) = specialised(&shader.source(), &at_32x8(shader));
     let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap();
     let (mut uint, mut uint4, mut loads) = (HashSet::new(), HashSet::new(), Vec::new());
     let mut at = 5;
@@ -217,15 +213,23 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }
 
+/// A kernel's override constants for a 32 × 8 workgroup.
+fn at_32x8(shader: ShaderId) -> PipelineConstants {
+    shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// `source` parsed, validated and its overrides set to `constants`, for the `main` entry point.
+fn specialised(source: &str, constants: &PipelineConstants) -> (naga::Module, naga::valid::ModuleInfo) {
+    let module = naga::front::wgsl::parse_str(source).unwrap();
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, "main")), constants).unwrap();
+    (module.into_owned(), info.into_owned())
+}
+
 /// naga's MSL of a kernel, its overrides at a 32 × 8 workgroup's values.
 fn msl_of(shader: ShaderId) -> String {
-    let source = shader.source();
-    let module = naga::front::wgsl::parse_str(&source).unwrap();
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
-    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    let ep = (naga::ShaderStage::Compute, "main");
-    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants).unwrap();
-    let pipeline = naga::back::msl::PipelineOptions { entry_point: Some((ep.0, ep.1.to_string())), ..Default::default() };
+    let (module, info) = specialised(&shader.source(), &at_32x8(shader));
+    let pipeline = naga::back::msl::PipelineOptions { entry_point: Some((naga::ShaderStage::Compute, "main".to_string())), ..Default::default() };
     naga::back::msl::write_string(&module, &info, &naga::back::msl::Options { lang_version: (2, 1), ..Default::default() }, &pipeline).unwrap().0
 }
 
@@ -250,14 +254,11 @@ fn the_search_scan_over_vec4_rows_reads_16_bytes_per_load() {
 /// 32) points at an OpTypeArray (28). A compiler puts such an array, indexed at run time, in local
 /// memory: slow on every GPU.
 fn private_arrays(shader: ShaderId) -> usize {
-    let constants = shader.constants_for((32, 8)).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    private_arrays_in(&shader.source(), &constants)
+    private_arrays_in(&shader.source(), &at_32x8(shader))
 }
 
 fn private_arrays_in(source: &str, constants: &PipelineConstants) -> usize {
-    let module = naga::front::wgsl::parse_str(source).unwrap();
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).unwrap();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, "main")), constants).unwrap();
+    let (module, info) = specialised(source, constants);
     let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap();
     let (mut arrays, mut pointers, mut count) = (HashSet::new(), HashSet::new(), 0);
     let mut at = 5;
