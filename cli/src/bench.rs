@@ -37,8 +37,8 @@ pub fn print_report(r: &Report, accuracy: bool) {
         (None, Some(why)) => println!("GPU: none ({why}) — running the CPU path only"),
         (None, None) => println!("GPU: none"),
     }
-    if let Some(copy) = r.gpu_copy_gbps {
-        println!("GPU copy_buffer_to_buffer: {copy:.1} GB/s (read + write), measured now");
+    if let Some(copy) = r.gpu_copies {
+        println!("GPU copy: {:.1} GB/s (read + write), measured now: a copy kernel {:.1}, copy_buffer_to_buffer {:.1}", copy.best(), copy.shader, copy.buffer);
     }
     println!("CPU memcpy on {} threads: {:.1} GB/s (read + write), measured now", r.threads, r.cpu_memcpy_gbps);
     println!();
@@ -104,9 +104,10 @@ pub fn print_report(r: &Report, accuracy: bool) {
     }
     println!();
     println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
-    println!("buffer copy. vs fp32: time over the fp32 gather. % memcpy: CPU output bytes per second over a");
-    println!("memcpy of the same bytes on the same threads. Timings are medians; only ratios compare across");
-    println!("machines (software Vulkan such as lavapipe runs the GPU path on the CPU).");
+    println!("copy (the faster of the two above). vs fp32: time over the fp32 gather. % memcpy: CPU output");
+    println!("bytes per second over a memcpy of the same bytes on the same threads. Timings are medians;");
+    println!("only ratios compare across machines (software Vulkan such as lavapipe runs the GPU path on");
+    println!("the CPU).");
     if f16 {
         println!("f16 out: time of the same GPU gather writing f16 rows (half the output bytes) over its time");
         println!("writing f32.");

@@ -186,7 +186,7 @@ pub fn search_bench(a: SearchBenchArgs) -> Result<(), Failure> {
             println!("{:<5} {:>12.2} {:>14.1} {:>14.2}   ({})", "GPU", 1e3 * s, qps, scan, b.adapter.as_deref().unwrap_or(""));
             println!();
             println!(
-                "GPU scan rate: {:.3} of the device's own buffer copy ({:.1} GB/s, measured now); GPU/CPU: {:.2}×; results equal the CPU path's: {}",
+                "GPU scan rate: {:.3} of the device's own copy ({:.1} GB/s, measured now); GPU/CPU: {:.2}×; results equal the CPU path's: {}",
                 b.gpu_scan_ratio_to_copy.unwrap_or(f64::NAN),
                 b.gpu_copy_gbps.unwrap_or(f64::NAN),
                 b.cpu_seconds / s,

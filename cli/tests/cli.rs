@@ -34,6 +34,8 @@ fn bench_json_reports_every_format_with_figures() {
         // With a GPU the report has GPU figures and a copy bandwidth to compare them with.
         if report["adapter"].is_string() {
             assert!(f["gpu"]["ratio_to_copy"].as_f64().unwrap() > 0.0);
+            let copies = &report["gpu_copies"];
+            assert!(copies["buffer"].as_f64().unwrap() > 0.0 && copies["shader"].as_f64().unwrap() > 0.0, "{copies}");
         }
     }
     if std::env::var("EDO_REQUIRE_GPU").is_ok_and(|v| v == "1") {
@@ -740,6 +742,12 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
     for b in backends {
         let id = b["id"].as_str().unwrap();
         assert!(b["copy_gbps"].as_f64().unwrap() > 0.0, "{id} measured its copy");
+        if b["kind"] == "gpu" {
+            // Both copies, and the reference is the faster (the copy kernel's output is checked).
+            let (buffer, shader) = (b["buffer_copy_gbps"].as_f64().unwrap(), b["shader_copy_gbps"].as_f64().unwrap());
+            assert!(buffer > 0.0 && shader > 0.0, "{id}: {b}");
+            assert_eq!(b["copy_gbps"].as_f64().unwrap(), buffer.max(shader), "{id}");
+        }
         for op in ["gather", "bag_sum", "bag_mean", "hashed_bag", "search", "latency"] {
             for size in ["small", "medium", "large"] {
                 if op == "latency" && size != "small" {

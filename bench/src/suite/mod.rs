@@ -1,7 +1,7 @@
 //! The benchmark suite: one fixed, versioned matrix of operations × formats × sizes, run on
 //! every backend present — each GPU adapter, the CPU path on one thread and on all — with every
-//! figure also given as a ratio to what the same device does in the same run (its own
-//! `copy_buffer_to_buffer`, a memcpy on the same threads). Absolute times say how fast one
+//! figure also given as a ratio to what the same device does in the same run (its own copy —
+//! the faster of `copy_buffer_to_buffer` and a copy kernel —, a memcpy on the same threads). Absolute times say how fast one
 //! machine was today; the ratios are what compare across devices.
 //!
 //! The same code runs natively (`edo bench suite`) and in a browser tab (the demo page's
@@ -241,11 +241,20 @@ pub struct BackendInfo {
     pub threads: Option<usize>,
     /// The device limits that decide table shapes and shards (GPU backends).
     pub limits: Option<Limits>,
-    /// The reference bandwidth: the device's `copy_buffer_to_buffer`, or a memcpy on the
-    /// backend's threads — bytes read plus written per second, in GB/s.
+    /// The reference bandwidth: the device's copy (the faster of its `copy_buffer_to_buffer`
+    /// and a copy kernel's), or a memcpy on the backend's threads — bytes read plus written per
+    /// second, in GB/s.
     pub copy_gbps: f64,
     /// Bytes copied to measure it.
     pub copy_bytes: u64,
+    /// A GPU's `copy_buffer_to_buffer` alone (GB/s). Absent for the CPU path and in older
+    /// files, whose `copy_gbps` is this.
+    #[serde(default)]
+    pub buffer_copy_gbps: Option<f64>,
+    /// A GPU's copy kernel alone (GB/s; [`crate::measure::COPY_WGSL`]). Absent for the CPU path
+    /// and in older files.
+    #[serde(default)]
+    pub shader_copy_gbps: Option<f64>,
     /// How a GPU's device cases (and its copy) are timed: `timestamps` (the device's own,
     /// around the work, natively or in a browser that grants `timestamp-query`) or `wall clock`
     /// (around submit and wait). Absent for the CPU path and in
@@ -461,7 +470,7 @@ where
             Scale::Full => (1u64 << 30).min(engine.limits().max_buffer_size).max(copy_bytes),
             _ => copy_bytes,
         };
-        let copy_gbps = crate::measure::device_copy_gbps(engine, copy_bytes, reps).await?;
+        let copies = crate::measure::device_copies(engine, copy_bytes, reps).await?;
         let a = engine.adapter();
         let l = engine.limits();
         backends.push(BackendInfo {
@@ -480,8 +489,10 @@ where
                 max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
                 max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             }),
-            copy_gbps,
+            copy_gbps: copies.best(),
             copy_bytes,
+            buffer_copy_gbps: Some(copies.buffer),
+            shader_copy_gbps: Some(copies.shader),
             clock: Some(crate::measure::device_clock(engine).into()),
         });
         runners.push(Runner::Gpu(engine.clone()));
@@ -500,6 +511,8 @@ where
             limits: None,
             copy_gbps,
             copy_bytes,
+            buffer_copy_gbps: None,
+            shader_copy_gbps: None,
             clock: None,
         });
         runners.push(Runner::Cpu(threads));

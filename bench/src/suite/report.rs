@@ -396,7 +396,14 @@ fn backend_line(b: &super::BackendInfo) -> String {
         let _ = write!(s, "; binding ≤ {} MiB", l.max_storage_buffer_binding_size >> 20);
     }
     if b.copy_gbps > 0.0 {
-        let _ = write!(s, "; {} {:.1} GB/s of {} MiB", if b.kind == "gpu" { "buffer copy" } else { "memcpy" }, b.copy_gbps, b.copy_bytes >> 20);
+        match (b.buffer_copy_gbps, b.shader_copy_gbps) {
+            (Some(buffer), Some(shader)) => {
+                let _ = write!(s, "; copy {:.1} GB/s of {} MiB (copy kernel {shader:.1}, buffer copy {buffer:.1})", b.copy_gbps, b.copy_bytes >> 20);
+            }
+            _ => {
+                let _ = write!(s, "; {} {:.1} GB/s of {} MiB", if b.kind == "gpu" { "buffer copy" } else { "memcpy" }, b.copy_gbps, b.copy_bytes >> 20);
+            }
+        }
     }
     if let Some(clock) = &b.clock {
         let _ = write!(s, "; timed by {clock}");
@@ -519,7 +526,7 @@ pub fn html(files: &[Results]) -> String {
     let mut h = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>edo benchmark report</title><style>body{font-family:sans-serif;margin:2em;max-width:1100px}figure{margin:1em 0}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:nth-child(-n+4),th{text-align:left}small{color:#666}li{margin:.2em 0}</style></head><body><h1>edo benchmark report</h1>",
     );
-    h.push_str("<p>Figures are medians over repetitions, warm-up excluded. Ratios are to what the same device did in the same run (its <code>copy_buffer_to_buffer</code>, or memcpy on the CPU path's threads): they are what compare across devices. Hover a bar or cell for the spread and first-call time.</p><ul>");
+    h.push_str("<p>Figures are medians over repetitions, warm-up excluded. Ratios are to what the same device did in the same run (its copy, the faster of <code>copy_buffer_to_buffer</code> and a copy kernel, or memcpy on the CPU path's threads): they are what compare across devices. Hover a bar or cell for the spread and first-call time.</p><ul>");
     for f in files {
         let _ = write!(h, "<li><b>{}</b><ul>", esc(&machine_line(f)));
         for b in &f.backends {

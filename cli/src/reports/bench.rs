@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
 use edo::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
-use edo_bench::measure::{cpu_memcpy_gbps, gpu_copy_gbps, median, time_gpu};
+use edo_bench::measure::{cpu_memcpy_gbps, gpu_copies, median, time_gpu, DeviceCopy};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -118,8 +118,11 @@ pub struct Report {
     pub no_gpu_reason: Option<String>,
     /// Threads of the CPU path.
     pub threads: usize,
-    /// The device's `copy_buffer_to_buffer` of the output size, bytes read + written per second.
+    /// The device's copy of the output size, bytes read + written per second: the faster of
+    /// `gpu_copies`' two.
     pub gpu_copy_gbps: Option<f64>,
+    /// That copy by `copy_buffer_to_buffer` and by a copy kernel.
+    pub gpu_copies: Option<DeviceCopy>,
     /// memcpy of the output size on all CPU threads, bytes read + written per second.
     pub cpu_memcpy_gbps: f64,
     /// One report per format.
@@ -145,13 +148,14 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             Err(e) => (None, Some(e.to_string())),
         }
     };
-    let gpu_copy_gbps = match &engine {
+    let gpu_copies = match &engine {
         Some(e) => {
-            progress("measuring the device's copy_buffer_to_buffer bandwidth");
-            Some(gpu_copy_gbps(e, out_bytes, iters)?)
+            progress("measuring the device's copy bandwidth (copy_buffer_to_buffer and a copy kernel)");
+            Some(gpu_copies(e, out_bytes, iters)?)
         }
         None => None,
     };
+    let gpu_copy_gbps = gpu_copies.map(|c| c.best());
     let cpu_memcpy_gbps = cpu_memcpy_gbps(out_bytes as usize, iters);
 
     let mut formats = Vec::new();
@@ -248,6 +252,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         no_gpu_reason,
         threads: edo_bench::measure::threads(),
         gpu_copy_gbps,
+        gpu_copies,
         cpu_memcpy_gbps,
         formats,
     })

@@ -175,7 +175,8 @@ pub struct SearchBench {
     pub gpu_queries_per_second: Option<f64>,
     /// Corpus bytes × queries per second on the GPU.
     pub gpu_scan_gbps: Option<f64>,
-    /// The device's own buffer copy, bytes read + written per second, measured in this run.
+    /// The device's own copy (the faster of `copy_buffer_to_buffer` and a copy kernel), bytes
+    /// read + written per second, measured in this run.
     pub gpu_copy_gbps: Option<f64>,
     /// `gpu_scan_gbps / gpu_copy_gbps`.
     pub gpu_scan_ratio_to_copy: Option<f64>,
