@@ -72,10 +72,10 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
     Ok((first, times))
 }
 
-/// Seconds per repetition of what `encode` records, the work staying on the device: a warm-up
-/// submission of four repetitions, then `reps` submissions of at least four each (more when four
-/// take less than [`MIN_SAMPLE_S`]). Timed by the device's timestamps around the repetitions
-/// where it has them ([`device_clock`]; in a browser too, where `timestamp-query` is granted),
+/// Seconds per repetition of what `encode` records, the work staying on the device: warm-up
+/// submissions of four repetitions or more (more when four take less than [`MIN_SAMPLE_S`]) for
+/// at least [`WARM_S`] and until the device's speed settles, then `reps` submissions of as many.
+/// Timed by the device's timestamps around the repetitions where it has them ([`device_clock`]; in a browser too, where `timestamp-query` is granted),
 /// else by the wall clock around submit and wait, which includes the submission overhead a
 /// caller pays too.
 pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
@@ -106,10 +106,24 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
         Ok(device.unwrap_or(wall))
     };
     let mut per = 4;
+    let warm = Instant::now();
     let mut took = seconds(submit(per)).await?;
     while let Some(more) = more_calls(per, took).filter(|&m| m <= 1024) {
         per = more;
         took = seconds(submit(per)).await?;
+    }
+    // Warm-up: a GPU that idled between cases runs at low clocks until load raises them (an
+    // H200 idles at 345 MHz of its 1 980, and its first suite run measured half the speed of a
+    // second). Samples are taken once the device has been busy for WARM_S and a sample is no
+    // longer 2 % faster than the one before it; at most WARM_MAX_S.
+    let mut last = took / per as f64;
+    while warm.elapsed().as_secs_f64() < WARM_MAX_S {
+        let now = seconds(submit(per)).await? / per as f64;
+        let settled = now > 0.98 * last;
+        last = now;
+        if settled && warm.elapsed().as_secs_f64() >= WARM_S {
+            break;
+        }
     }
     let mut times = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -117,6 +131,11 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     }
     Ok(times)
 }
+
+/// Least wall time a device case spends on warm-up submissions before its samples (see
+/// [`time_device`]), and most.
+const WARM_S: f64 = 0.1;
+const WARM_MAX_S: f64 = 1.0;
 
 /// How the device cases time `engine`'s work: `"timestamps"` (the device's own, around the
 /// work; a browser's are coarsened, to 100 µs in Chrome, a hundredth of a browser sample's
