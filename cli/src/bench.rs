@@ -62,14 +62,18 @@ pub fn print_report(r: &Report, accuracy: bool) {
     // The f16 column where the run timed the f16 gather (`edo bench`, not the demo).
     let f16 = r.formats.iter().any(|f| f.gpu_f16.is_some());
     let f16_cell = |cell: String| if f16 { format!(" {cell:>9}") } else { String::new() };
+    // The bag columns where the run timed bags (`edo bench` on a GPU).
+    let bag = r.formats.iter().any(|f| f.gpu_bag.is_some());
+    let bag_cells = |ms: String, pct: String| if bag { format!(" {ms:>9} {pct:>9}") } else { String::new() };
     println!(
-        "{:<13} {:>10} {:>9} {:>9} {:>9}{}   {:>10} {:>9} {:>9}",
+        "{:<13} {:>10} {:>9} {:>9} {:>9}{}{}   {:>10} {:>9} {:>9}",
         "gather",
         "GPU ms",
         "GB/s",
         "% copy",
         "vs fp32",
         f16_cell("f16 out".into()),
+        bag_cells("bag ms".into(), "bag %cp".into()),
         "CPU ms",
         "out GB/s",
         "% memcpy"
@@ -89,14 +93,19 @@ pub fn print_report(r: &Report, accuracy: bool) {
             (Some(g), Some(h)) => format!("{:.2}", h.seconds / g.seconds),
             _ => "-".into(),
         };
+        let (bag_ms, bag_pct) = match &f.gpu_bag {
+            Some(b) => (format!("{:.3}", b.seconds * 1e3), format!("{:.1}", 100.0 * b.ratio_to_copy)),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "{:<13} {:>10} {:>9} {:>9} {:>9}{}   {:>10.3} {:>9.2} {:>9.1}",
+            "{:<13} {:>10} {:>9} {:>9} {:>9}{}{}   {:>10.3} {:>9.2} {:>9.1}",
             f.format,
             gms,
             ggb,
             gpct,
             grat,
             f16_cell(half),
+            bag_cells(bag_ms, bag_pct),
             f.cpu.seconds * 1e3,
             f.cpu.output_gbps,
             100.0 * f.cpu.ratio_to_copy
@@ -108,6 +117,10 @@ pub fn print_report(r: &Report, accuracy: bool) {
     println!("bytes per second over a memcpy of the same bytes on the same threads. Timings are medians;");
     println!("only ratios compare across machines (software Vulkan such as lavapipe runs the GPU path on");
     println!("the CPU).");
+    if bag {
+        println!("bag ms, bag %cp: sum bags of {} of the same ids on the GPU; bytes moved (packed rows + ids", r.bag.unwrap_or(0));
+        println!("read, pooled rows written) per second, as % of the device's copy.");
+    }
     if f16 {
         println!("f16 out: time of the same GPU gather writing f16 rows (half the output bytes) over its time");
         println!("writing f32.");

@@ -277,8 +277,10 @@ fn run_bench(common: Common, accuracy: bool) -> Result<(), Failure> {
         formats: common.formats.unwrap_or_else(|| Format::ALL.to_vec()),
         accuracy,
         cpu_only: common.cpu,
-        // The benchmark times the f16 gather too; the demo keeps to one gather a format.
+        // The benchmark times the f16 gather and bags of 16 too; the demo keeps to one gather a
+        // format.
         f16_output: !accuracy,
+        bag: (!accuracy).then_some(16),
         max_binding_bytes: common.shard_mib.map(|m| m << 20),
         ..Config::default()
     };

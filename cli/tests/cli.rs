@@ -34,6 +34,7 @@ fn bench_json_reports_every_format_with_figures() {
         // With a GPU the report has GPU figures and a copy bandwidth to compare them with.
         if report["adapter"].is_string() {
             assert!(f["gpu"]["ratio_to_copy"].as_f64().unwrap() > 0.0);
+            assert!(f["gpu_bag"]["ratio_to_copy"].as_f64().unwrap() > 0.0, "bags of 16 timed too");
             let copies = &report["gpu_copies"];
             assert!(copies["buffer"].as_f64().unwrap() > 0.0 && copies["shader"].as_f64().unwrap() > 0.0, "{copies}");
         }

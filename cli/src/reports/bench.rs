@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
-use edo::{synth, Bounds, Engine, Error, GpuLookup, GpuTable};
+use edo::{synth, Bags, Bounds, Engine, Error, GpuLookup, GpuTable, Pooling};
 use edo_bench::measure::{cpu_memcpy_gbps, gpu_copies, median, time_gpu, DeviceCopy};
 
 /// What to run.
@@ -33,6 +33,9 @@ pub struct Config {
     pub cpu_only: bool,
     /// Also time the GPU gather writing f16 rows (the benchmark does, the demo doesn't).
     pub f16_output: bool,
+    /// Also time sum bags of this many of the same ids on the GPU (the benchmark's 16, FBGEMM's
+    /// pooling factor; the demo doesn't).
+    pub bag: Option<usize>,
     /// Largest table shard in bytes (`None`: the device's binding limit).
     pub max_binding_bytes: Option<u64>,
 }
@@ -51,6 +54,7 @@ impl Default for Config {
             accuracy: true,
             cpu_only: false,
             f16_output: false,
+            bag: None,
             max_binding_bytes: None,
         }
     }
@@ -99,6 +103,9 @@ pub struct FormatReport {
     /// [`Config::f16_output`]): half the output bytes (`output_gbps` counts f16 bytes,
     /// `moved_gbps` packed rows + ids + f16 output).
     pub gpu_f16: Option<Timing>,
+    /// Sum bags of [`Config::bag`] ids each over the same ids on the GPU (`None` unless asked):
+    /// `output_gbps` counts the pooled rows, `moved_gbps` packed rows + ids + pooled rows.
+    pub gpu_bag: Option<Timing>,
     /// The gather on the CPU path.
     pub cpu: Timing,
 }
@@ -123,6 +130,8 @@ pub struct Report {
     pub gpu_copy_gbps: Option<f64>,
     /// That copy by `copy_buffer_to_buffer` and by a copy kernel.
     pub gpu_copies: Option<DeviceCopy>,
+    /// Ids per bag of the bag timings ([`Config::bag`]).
+    pub bag: Option<usize>,
     /// memcpy of the output size on all CPU threads, bytes read + written per second.
     pub cpu_memcpy_gbps: f64,
     /// One report per format.
@@ -188,7 +197,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             ratio_to_copy: (out_bytes as f64 / cpu_seconds / 1e9) / (cpu_memcpy_gbps / 2.0),
         };
 
-        let (gpu, gpu_f16, shards) = match &engine {
+        let (gpu, gpu_f16, gpu_bag, shards) = match &engine {
             Some(engine) => {
                 progress(&format!("{format}: uploading and GPU gather"));
                 let gpu_table = edo::block_on(GpuTable::upload(engine, &table))?;
@@ -207,10 +216,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                     if turn.get().is_multiple_of(2) { &job } else { &other }.encode(enc)
                 })?;
                 drop(other);
-                let timing = |seconds: f64, out_bytes: u64, moved: u64| {
-                    let moved_gbps = moved as f64 / seconds / 1e9;
-                    Timing { seconds, output_gbps: out_bytes as f64 / seconds / 1e9, moved_gbps, ratio_to_copy: moved_gbps / gpu_copy_gbps.unwrap_or(f64::NAN) }
-                };
+                let timing = |seconds: f64, out_bytes: u64, moved: u64| Timing::new(seconds, out_bytes, moved, gpu_copy_gbps.unwrap_or(f64::NAN));
                 let t = timing(seconds, out_bytes, moved);
                 drop(job);
                 let t16 = if config.f16_output {
@@ -229,9 +235,13 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 } else {
                     None
                 };
-                (Some(t), t16, Some(gpu_table.shard_count()))
+                let bag = match config.bag {
+                    Some(per_bag) => Some(time_bags(engine, &gpu_table, &table, [&ids, &other_ids], per_bag, iters, gpu_copy_gbps.unwrap_or(f64::NAN))?),
+                    None => None,
+                };
+                (Some(t), t16, bag, Some(gpu_table.shard_count()))
             }
-            None => (None, None, None),
+            None => (None, None, None, None),
         };
         formats.push(FormatReport {
             format: format.name().to_string(),
@@ -241,6 +251,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             accuracy,
             gpu,
             gpu_f16,
+            gpu_bag,
             cpu,
         });
     }
@@ -253,6 +264,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         threads: edo_bench::measure::threads(),
         gpu_copy_gbps,
         gpu_copies,
+        bag: config.bag,
         cpu_memcpy_gbps,
         formats,
     })
@@ -289,4 +301,37 @@ pub fn accuracy(data: &[f32], table: &PackedTable) -> Accuracy {
     let mean_abs_error = per_row.iter().map(|s| s[1]).sum::<f64>() / (rows * dim).max(1) as f64;
     let mean_cosine = per_row.iter().map(|s| s[2]).sum::<f64>() / rows.max(1) as f64;
     Accuracy { max_abs_error, mean_abs_error, mean_cosine }
+}
+
+impl Timing {
+    fn new(seconds: f64, out_bytes: u64, moved: u64, copy_gbps: f64) -> Timing {
+        let moved_gbps = moved as f64 / seconds / 1e9;
+        Timing { seconds, output_gbps: out_bytes as f64 / seconds / 1e9, moved_gbps, ratio_to_copy: moved_gbps / copy_gbps }
+    }
+}
+
+/// Sum bags of `per_bag` consecutive ids, over the two id sets in turn (as the gather), checked
+/// against the CPU path first. Bytes moved: packed rows and ids read, pooled f32 rows written.
+fn time_bags(engine: &Engine, gpu: &GpuTable, table: &PackedTable, ids: [&[u32]; 2], per_bag: usize, iters: usize, copy_gbps: f64) -> Result<Timing, Error> {
+    let n = ids[0].len();
+    let offsets: Vec<u32> = (0..n).step_by(per_bag.max(1)).map(|i| i as u32).collect();
+    let jobs = ids.map(|ids| edo::block_on(gpu.prepare_bag(&Bags::new(ids, &offsets), Pooling::Sum, Bounds::Error)));
+    let [a, b] = jobs;
+    let (a, b) = (a?, b?);
+    a.submit()?;
+    let got = a.output().read_blocking()?;
+    let want = edo::cpu::embedding_bag(table, &Bags::new(ids[0], &offsets), Pooling::Sum, Bounds::Error)?;
+    // Sums in another order differ in their last bits; a wrong row differs by far more.
+    let scale = want.iter().fold(1f32, |m, x| m.max(x.abs()));
+    if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| (g - w).abs() > 1e-4 * scale) {
+        return Err(Error::Gpu { what: "benchmark check", message: format!("{}: GPU bags differ from the CPU path", table.format()), source: None });
+    }
+    let turn = std::cell::Cell::new(0usize);
+    let seconds = time_gpu(engine, iters, |enc| {
+        turn.set(turn.get() + 1);
+        if turn.get().is_multiple_of(2) { &a } else { &b }.encode(enc)
+    })?;
+    let out_bytes = (offsets.len() * table.dim() * 4) as u64;
+    let moved = n as u64 * (table.row_words() as u64 * 4 + 4) + out_bytes;
+    Ok(Timing::new(seconds, out_bytes, moved, copy_gbps))
 }
