@@ -8,12 +8,13 @@
 # JSON and HTML report come back, compared with the peers measured here), the gather against the
 # device's own buffer copy (`edo bench gather`: 2 M × 128, 1 M ids), the Hamming scan (`edo bench
 # search`, 1 M × 256 bits, 100 queries, k = 10) against faiss IndexBinaryFlat on 2 CPU threads
-# measured here, and the table-batched hashed bags of `bench/examples/recsys.rs`.
+# measured here, the table-batched hashed bags of `bench/examples/recsys.rs`, and then, in the
+# time left, the GPU tests (tests/gpu against the CPU oracle, EDO_REQUIRE_GPU=1) on that GPU.
 #
-#   ./scripts/gpu-check.sh prepare    here: release binaries, the faiss baseline and the suite's
-#                                     peers (needs numpy and faiss-cpu) and the .debs of the Vulkan
-#                                     and GL loaders NVIDIA's driver needs into .gpu/ (git ignores
-#                                     it; about 20 MiB)
+#   ./scripts/gpu-check.sh prepare    here: release binaries, the GPU test binary, the faiss
+#                                     baseline and the suite's peers (needs numpy and faiss-cpu)
+#                                     and the .debs of the Vulkan and GL loaders NVIDIA's driver
+#                                     needs into .gpu/ (git ignores it; about 45 MiB)
 #   ./scripts/gpu-check.sh run [dir]  there, with .gpu/ carried: at most 6 files into dir (default
 #                                     $OUT, else ./gpu-check): summary.txt, suite.json, suite.html,
 #                                     compare.md, compare.html, search.json. GPU_CHECK_ADAPTER
@@ -30,6 +31,12 @@ prepare)
     mkdir -p "$gpu/bin" "$gpu/deb"
     cargo build --release --manifest-path "$root/Cargo.toml" --bin edo --example recsys
     cp "$root/target/release/edo" "$root/target/release/examples/recsys" "$gpu/bin/"
+    # The GPU tests as CI builds them, stripped (debug info would triple it). They read their
+    # data under the checkout's path here, which `run` links to the checkout there.
+    tests=$(cargo test --manifest-path "$root/Cargo.toml" --all-features --test gpu --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "gpu"][-1])')
+    cp "$tests" "$gpu/bin/gpu-tests" && strip "$gpu/bin/gpu-tests"
+    echo "$root" >"$gpu/checkout"
     # faiss on the same shape of codes, 2 threads, on this machine (the issue's baseline).
     rm -f "$gpu/faiss.json"
     OMP_NUM_THREADS=2 python3 - "$gpu/faiss.json" <<'PY' || echo "no faiss baseline (needs numpy and faiss-cpu)"
@@ -120,6 +127,22 @@ PY
         fi || echo "the search comparison failed"
         echo "== recsys (issue 3: GPU INT8 ≥ 2 × FP32 lookups/s)"
         timeout 45 "$gpu/bin/recsys" 2>&1 | grep -v XDG_RUNTIME_DIR || echo "recsys failed or timed out"
+        # The GPU tests in what is left of 470 s (about a minute on an H200), their summary and
+        # any failure's message in this summary.
+        left=$((470 - SECONDS))
+        if [ -x "$gpu/bin/gpu-tests" ] && [ "$left" -ge 60 ]; then
+            echo "== the GPU tests on this adapter (tests/gpu against the CPU oracle; $left s at most)"
+            checkout=$(cat "$gpu/checkout" 2>/dev/null || true)
+            if [ -n "$checkout" ] && [ ! -e "$checkout" ]; then
+                mkdir -p "$(dirname "$checkout")" && ln -s "$root" "$checkout"
+            fi
+            EDO_REQUIRE_GPU=1 timeout "$left" "$gpu/bin/gpu-tests" --test-threads 8 >/tmp/gpu-check-tests.txt 2>&1 ||
+                echo "the GPU tests failed or timed out (exit $?)"
+            grep -E "^test result|FAILED|panicked|SKIPPED" /tmp/gpu-check-tests.txt | head -20 || true
+            sed -n '/^failures:$/,/^failures:$/p' /tmp/gpu-check-tests.txt | head -60 || true
+        else
+            echo "== the GPU tests: skipped (no $gpu/bin/gpu-tests, or $left s left)"
+        fi
         echo "== done in $SECONDS s"
     } 2>&1 | tee -a "$log"
     exit "${PIPESTATUS[0]}"
