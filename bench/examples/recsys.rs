@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo run --release --example recsys` (`-- --batch 512` for a quicker run).
 //! Prints GPU memory against dense FP32 tables, lookups per second on both paths, and each path's
-//! bandwidth as a ratio to what the same machine does in the same run (the GPU's buffer copy,
+//! bandwidth as a ratio to what the same machine does in the same run (the GPU's own copy,
 //! memcpy on the CPU's threads).
 
 use std::time::Instant;
@@ -121,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let [int8, f32] = gpu_rate[..] {
         println!("\nGPU INT8 / FP32 lookups per second: {:.2}×", int8 / f32);
     }
-    println!("({lookups} lookups per step; % copy: bytes read and written per second over the GPU's own buffer copy;");
+    println!("({lookups} lookups per step; % copy: bytes read and written per second over the GPU's own copy;");
     println!(" % memcpy: packed bytes read per second over a memcpy on the same CPU threads.)");
 
     // Pruning, as FBGEMM does for trained models: rows a sample of traffic never touched are

@@ -3,7 +3,7 @@
 //! What `edo bench …` and the browser page's benchmark run, in a crate of its own so the library
 //! a user depends on carries only lookups, formats, files, caches, models and the GPU path:
 //!
-//! - [`measure`]: medians, the device's own buffer copy, memcpy on the CPU path's threads — what
+//! - [`measure`]: medians, the device's own copy, memcpy on the CPU path's threads — what
 //!   benchmarks report their figures as ratios to, measured in the same run.
 //! - [`suite`]: the versioned benchmark matrix, run on any engines and the CPU path with the same
 //!   async code natively and in a browser tab, its results schema, and its charts (SVG).

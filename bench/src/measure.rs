@@ -1,4 +1,4 @@
-//! Measuring on the machine at hand: medians, the device's own buffer copy, memcpy on the CPU
+//! Measuring on the machine at hand: medians, the device's own copy, memcpy on the CPU
 //! path's threads. Benchmarks report their figures as ratios to these, measured in the same run,
 //! because absolute times on shared machines (and on lavapipe) mean little. The same timing
 //! serves `edo bench …` natively and the benchmark suite in a browser tab (`web-time`'s clock).

@@ -102,10 +102,10 @@ enum BenchCommand {
     /// terminal, and with --html a report with one series per file and backend.
     Compare(suite::CompareArgs),
     /// Time the gather of every format on the GPU and the CPU path, as ratios to the device's
-    /// own buffer copy and to memcpy measured in the same run.
+    /// own copy and to memcpy measured in the same run.
     Gather(Common),
     /// Time binary Hamming top-k (1M × 256-bit codes, 100 queries by default) on the GPU and the
-    /// CPU path, as ratios to the device's buffer copy and to each other.
+    /// CPU path, as ratios to the device's copy and to each other.
     Search(search::SearchBenchArgs),
     /// Hot-row cache over a table several times larger than the cache, under a Zipf id stream:
     /// hit rate per policy, lookups/s against the fully resident table, bytes uploaded per id.

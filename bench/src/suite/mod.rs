@@ -465,7 +465,7 @@ where
     let mut backends = Vec::new();
     let mut runners = Vec::new();
     for (i, engine) in gpus.iter().enumerate() {
-        progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its buffer copy", engine.adapter().name) }).await;
+        progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its copy", engine.adapter().name) }).await;
         let copy_bytes = match options.scale {
             Scale::Full => (1u64 << 30).min(engine.limits().max_buffer_size).max(copy_bytes),
             _ => copy_bytes,

@@ -1,5 +1,5 @@
 //! The demo and the benchmark: every format on one synthetic table, GPU and CPU path, with
-//! figures reported as ratios to what the same device does in the same run (its own buffer copy,
+//! figures reported as ratios to what the same device does in the same run (its own copy,
 //! a memcpy), because the machines these run on are shared and noisy.
 
 use std::time::Instant;
@@ -80,7 +80,7 @@ pub struct Timing {
     pub output_gbps: f64,
     /// Bytes read and written per second (packed rows + ids read, f32 output written).
     pub moved_gbps: f64,
-    /// `moved_gbps` over the reference bandwidth (the device's buffer copy, or memcpy).
+    /// `moved_gbps` over the reference bandwidth (the device's copy, or memcpy).
     pub ratio_to_copy: f64,
 }
 
