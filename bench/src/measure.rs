@@ -75,9 +75,9 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 /// Seconds per repetition of what `encode` records, the work staying on the device: warm-up
 /// submissions of four repetitions or more (more when four take less than [`MIN_SAMPLE_S`]) for
 /// at least [`WARM_S`] and until the device's speed settles, then `reps` submissions of as many.
-/// Timed by the device's timestamps around the repetitions where it has them ([`device_clock`]; in a browser too, where `timestamp-query` is granted),
-/// else by the wall clock around submit and wait, which includes the submission overhead a
-/// caller pays too.
+/// Timed by the device's timestamps around the repetitions where it has them ([`device_clock`];
+/// in a browser too, where `timestamp-query` is granted), else by the wall clock around submit
+/// and wait, which includes the submission overhead a caller pays too.
 pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<Vec<f64>, Error> {
     let stamps = Stamps::new(engine);
     let submit = |per: usize| {
@@ -342,8 +342,10 @@ pub(crate) async fn device_copies(engine: &Engine, bytes: u64, iters: usize) -> 
     encoder.copy_buffer_to_buffer(&dst, tail, &read, probe, probe);
     engine.queue().submit([encoder.finish()]);
     engine.work_done().await?;
-    let copied = read_mappable(engine, &read).await;
-    if copied.as_deref() != Some([pattern(0), pattern(tail)].concat().as_slice()) {
+    let Some(copied) = read_mappable(engine, &read).await else {
+        return Err(Error::gpu("benchmark check", "the copy kernel's output could not be read back".to_string()));
+    };
+    if copied != [pattern(0), pattern(tail)].concat() {
         return Err(Error::gpu("benchmark check", "the copy kernel's output differs from its input".to_string()));
     }
     Ok(DeviceCopy { buffer, shader })

@@ -1,8 +1,8 @@
 //! The benchmark suite: one fixed, versioned matrix of operations × formats × sizes, run on
 //! every backend present — each GPU adapter, the CPU path on one thread and on all — with every
-//! figure also given as a ratio to what the same device does in the same run (its own copy —
-//! the faster of `copy_buffer_to_buffer` and a copy kernel —, a memcpy on the same threads). Absolute times say how fast one
-//! machine was today; the ratios are what compare across devices.
+//! figure also given as a ratio to what the same device does in the same run (its own copy, the
+//! faster of `copy_buffer_to_buffer` and a copy kernel; a memcpy on the same threads). Absolute
+//! times say how fast one machine was today; the ratios are what compare across devices.
 //!
 //! The same code runs natively (`edo bench suite`) and in a browser tab (the demo page's
 //! Benchmark button). Both write [`Results`]: its JSON is documented in `docs/bench-schema.md`,
