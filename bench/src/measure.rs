@@ -74,7 +74,8 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 
 /// Seconds per repetition of what `encode` records, the work staying on the device: warm-up
 /// submissions of four repetitions or more (more when four take less than [`MIN_SAMPLE_S`]) for
-/// at least [`WARM_S`] and until the device's speed settles, then `reps` submissions of as many.
+/// at least [`WARM_S`] and until the device's speed settles (on a GPU, not on an adapter that is
+/// the CPU), then `reps` submissions of as many.
 /// Timed by the device's timestamps around the repetitions where it has them ([`device_clock`];
 /// in a browser too, where `timestamp-query` is granted), else by the wall clock around submit
 /// and wait, which includes the submission overhead a caller pays too.
@@ -115,9 +116,11 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     // Warm-up: a GPU that idled between cases runs at low clocks until load raises them (an
     // H200 idles at 345 MHz of its 1 980, and its first suite run measured half the speed of a
     // second). Samples are taken once the device has been busy for WARM_S and a sample is no
-    // longer 2 % faster than the one before it; at most WARM_MAX_S.
+    // longer 2 % faster than the one before it; at most WARM_MAX_S. Not on an adapter that is
+    // the CPU (lavapipe, SwiftShader): it has no GPU clocks to raise.
+    let software = engine.adapter().device_type == format!("{:?}", wgpu::DeviceType::Cpu);
     let mut last = took / per as f64;
-    while warm.elapsed().as_secs_f64() < WARM_MAX_S {
+    while !software && warm.elapsed().as_secs_f64() < WARM_MAX_S {
         let now = seconds(submit(per)).await? / per as f64;
         let settled = now > 0.98 * last;
         last = now;
