@@ -73,9 +73,10 @@ pub(crate) fn sample_calls(reps: usize, mut f: impl FnMut() -> Result<(), Error>
 }
 
 /// Seconds per repetition of what `encode` records, the work staying on the device: warm-up
-/// submissions of four repetitions or more (more when four take less than [`MIN_SAMPLE_S`]) for
-/// at least [`WARM_S`] and until the device's speed settles (on a GPU, not on an adapter that is
-/// the CPU), then `reps` submissions of as many.
+/// submissions of one repetition or more (as many as make one last [`MIN_SAMPLE_S`]) for at
+/// least [`WARM_S`] and until the device's speed settles (on a GPU, not on an adapter that is the
+/// CPU), then `reps` submissions of as many. A slow case is not repeated past what the clock
+/// needs: SwiftShader's bags of the browser's tiny suite took 0.35 s a call, four calls a sample.
 /// Timed by the device's timestamps around the repetitions where it has them ([`device_clock`];
 /// in a browser too, where `timestamp-query` is granted), else by the wall clock around submit
 /// and wait, which includes the submission overhead a caller pays too.
@@ -106,8 +107,11 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
         };
         Ok(device.unwrap_or(wall))
     };
-    let mut per = 4;
     let warm = Instant::now();
+    // One call first, untimed: what a driver does lazily on first use would make the first
+    // sample long and stop the calibration at one call of a fast kernel.
+    seconds(submit(1)).await?;
+    let mut per = 1;
     let mut took = seconds(submit(per)).await?;
     while let Some(more) = more_calls(per, took).filter(|&m| m <= 1024) {
         per = more;
@@ -233,7 +237,8 @@ async fn read_mappable(engine: &Engine, buffer: &wgpu::Buffer) -> Option<Vec<u8>
 }
 
 /// Median seconds per repetition of the work `encode` records, the work staying on the device:
-/// a warm-up, then `iters` timed submissions of at least four repetitions each.
+/// a warm-up, then `iters` timed submissions of as many repetitions as make one last
+/// [`MIN_SAMPLE_S`].
 #[cfg(native)]
 pub fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
     Ok(median(pollster::block_on(time_device(engine, iters.max(1), encode))?))
