@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use edo::format::{Format, PackedTable};
-use edo::{synth, Bags, Bounds, Engine, Error, GpuLookup, GpuTable, Pooling};
+use edo::{synth, Bags, Bounds, Engine, Error, GpuLookup, GpuTable, LookupJob, Pooling};
 use edo_bench::measure::{cpu_memcpy_gbps, gpu_copies, median, time_gpu, DeviceCopy};
 
 /// What to run.
@@ -210,11 +210,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                 // Repetitions take the two sets of ids in turn, so none finds the rows of the
                 // one before it in the device's cache.
                 let other = edo::block_on(gpu_table.prepare_gather(&other_ids, Bounds::Error))?;
-                let turn = std::cell::Cell::new(0usize);
-                let seconds = time_gpu(engine, iters, |enc| {
-                    turn.set(turn.get() + 1);
-                    if turn.get().is_multiple_of(2) { &job } else { &other }.encode(enc)
-                })?;
+                let seconds = time_in_turn(engine, iters, [&job, &other])?;
                 drop(other);
                 let timing = |seconds: f64, out_bytes: u64, moved: u64| Timing::new(seconds, out_bytes, moved, gpu_copy_gbps.unwrap_or(f64::NAN));
                 let t = timing(seconds, out_bytes, moved);
@@ -310,6 +306,16 @@ impl Timing {
     }
 }
 
+/// [`time_gpu`] of repetitions that record the two jobs in turn, so that none finds the rows of
+/// the one before it in the device's cache.
+fn time_in_turn(engine: &Engine, iters: usize, jobs: [&LookupJob; 2]) -> Result<f64, Error> {
+    let turn = std::cell::Cell::new(0usize);
+    time_gpu(engine, iters, |enc| {
+        turn.set(turn.get() + 1);
+        jobs[turn.get() % 2].encode(enc)
+    })
+}
+
 /// Sum bags of `per_bag` consecutive ids, over the two id sets in turn (as the gather), checked
 /// against the CPU path first. Bytes moved: packed rows and ids read, pooled f32 rows written.
 fn time_bags(engine: &Engine, gpu: &GpuTable, table: &PackedTable, ids: [&[u32]; 2], per_bag: usize, iters: usize, copy_gbps: f64) -> Result<Timing, Error> {
@@ -326,11 +332,7 @@ fn time_bags(engine: &Engine, gpu: &GpuTable, table: &PackedTable, ids: [&[u32];
     if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| (g - w).abs() > 1e-4 * scale) {
         return Err(Error::Gpu { what: "benchmark check", message: format!("{}: GPU bags differ from the CPU path", table.format()), source: None });
     }
-    let turn = std::cell::Cell::new(0usize);
-    let seconds = time_gpu(engine, iters, |enc| {
-        turn.set(turn.get() + 1);
-        if turn.get().is_multiple_of(2) { &a } else { &b }.encode(enc)
-    })?;
+    let seconds = time_in_turn(engine, iters, [&a, &b])?;
     let out_bytes = (offsets.len() * table.dim() * 4) as u64;
     let moved = n as u64 * (table.row_words() as u64 * 4 + 4) + out_bytes;
     Ok(Timing::new(seconds, out_bytes, moved, copy_gbps))
