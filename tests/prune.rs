@@ -98,13 +98,21 @@ fn reordered_tables_keep_their_ids_and_round_trip_through_files() {
         // A plain table file opens as a reordering by the identity.
         let plain = PrunedTable::from_file_bytes(edo::file::TableFile::new(full.clone()).to_bytes()).unwrap();
         assert_eq!(plain.gather(&ids, Bounds::Error).unwrap(), edo::cpu::gather(&full, &ids, Bounds::Error).unwrap());
-        // A damaged map (its last entry made a repeat of its first; the map is the last tensor) is
-        // refused, never read as a wrong row.
+        // A damaged map is refused (its checksum), never read as a wrong row: its last entry
+        // made a repeat of its first (the map is the last tensor), or two entries swapped, which
+        // leaves a permutation.
+        let n = bytes.len();
         let mut damaged = bytes.clone();
-        let n = damaged.len();
-        let first = reordered.remap()[0].to_le_bytes();
-        damaged[n - 4..].copy_from_slice(&first);
-        assert!(matches!(PrunedTable::from_file_bytes(damaged), Err(Error::NotAPermutation { .. })), "{format}");
+        damaged[n - 4..].copy_from_slice(&reordered.remap()[0].to_le_bytes());
+        assert!(matches!(PrunedTable::from_file_bytes(damaged), Err(Error::BadFile { .. })), "{format}");
+        let mut swapped = bytes.clone();
+        let map = n - 4 * rows;
+        swapped[map..map + 4].copy_from_slice(&reordered.remap()[1].to_le_bytes());
+        swapped[map + 4..map + 8].copy_from_slice(&reordered.remap()[0].to_le_bytes());
+        match PrunedTable::from_file_bytes(swapped) {
+            Err(Error::BadFile { reason, .. }) => assert!(reason.contains("id map does not match its checksum"), "{reason}"),
+            other => panic!("{format}: a swapped map read as {other:?}"),
+        }
         // A damaged row is refused on open (its checksum), never read later as a wrong row.
         let mut damaged = bytes.clone();
         let at = n - 4 * rows - 1;
@@ -154,6 +162,16 @@ fn an_id_map_and_its_version_come_together() {
     for bad in [edit("\"edo.version\":\"2\"", "\"edo.version\":\"1\""), edit("\"id_map\"", "\"id_mop\"")] {
         assert!(matches!(PrunedTable::from_file_bytes(bad), Err(Error::BadFile { .. })));
     }
+    // A file written before the map's checksum (no edo.id_map_crc32) still has its map checked
+    // as a permutation.
+    let mut old = edit("\"edo.id_map_crc32\"", "\"x.id_map_crc32\"");
+    assert_eq!(
+        PrunedTable::from_file_bytes(old.clone()).unwrap().gather(&[0, 99], Bounds::Error).unwrap(),
+        edo::cpu::gather(&full, &[0, 99], Bounds::Error).unwrap()
+    );
+    let n = old.len();
+    old.copy_within(n - 8..n - 4, n - 4);
+    assert!(matches!(PrunedTable::from_file_bytes(old), Err(Error::NotAPermutation { .. })));
     assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"4\"")), Err(Error::UnsupportedVersion { .. })));
     struct Mem(Vec<u8>);
     impl edo::file::remote::RangeReader for Mem {

@@ -373,6 +373,11 @@ impl TableFile {
     fn from_shared_any(bytes: SharedBytes) -> Result<TableFile, Error> {
         let buf: &[u8] = (*bytes).as_ref();
         let h = Header::parse(buf, buf.len() as u64)?;
+        if let (Some(r), Some(expected)) = (&h.id_map, &h.id_map_crc) {
+            if expected.parse::<u32>().ok() != Some(crc32fast::hash(&buf[r.clone()])) {
+                return Err(bad("the id map does not match its checksum".into()));
+            }
+        }
         let id_map = h.id_map.clone().map(|r| crate::format::words_le(&buf[r]));
         let crcs = crate::format::words_le(&buf[h.crc.clone()]);
         let vocab = match &h.vocab {
@@ -494,7 +499,9 @@ impl TableFile {
         views.push(("crc32".to_string(), Tensor { dtype: Dtype::U32, shape: vec![self.crcs.len()], data: bytemuck::cast_slice(&self.crcs).to_vec().into() }));
         views.push(("rows".to_string(), Tensor { dtype: Dtype::U32, shape: vec![t.rows(), t.row_words()], data: bytemuck::cast_slice(t.words()).into() }));
         if let Some(map) = &self.id_map {
-            views.push(("id_map".to_string(), Tensor { dtype: Dtype::U32, shape: vec![map.len()], data: bytemuck::cast_slice(map).to_vec().into() }));
+            let bytes: Vec<u8> = map.iter().flat_map(|x| x.to_le_bytes()).collect();
+            info.insert("edo.id_map_crc32".into(), crc32fast::hash(&bytes).to_string());
+            views.push(("id_map".to_string(), Tensor { dtype: Dtype::U32, shape: vec![map.len()], data: bytes.into() }));
         }
         if let Some(ct) = &self.code_transform {
             let le = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
@@ -561,6 +568,8 @@ pub(crate) struct Header {
     pub metadata: BTreeMap<String, String>,
     /// A reordered table's id map (version [`ID_MAP_VERSION`] files only).
     pub id_map: Option<Range<usize>>,
+    /// The id map's checksum as written (`edo.id_map_crc32`; files written before it have none).
+    pub id_map_crc: Option<String>,
     /// A binary table's code transform: its mean, rotation and checksum (as written) (version
     /// [`CODE_TRANSFORM_VERSION`] files only).
     pub codes: Option<(Range<usize>, Option<Range<usize>>, String)>,
@@ -701,8 +710,12 @@ impl Header {
             }
             (false, _) => None,
         };
+        let id_map_crc = kv.get("edo.id_map_crc32").cloned();
+        if id_map_crc.is_some() && id_map.is_none() {
+            return Err(bad("an edo.id_map_crc32 without an \"id_map\"".into()));
+        }
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map, codes })
+        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map, id_map_crc, codes })
     }
 }
 
