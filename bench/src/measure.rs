@@ -237,8 +237,8 @@ async fn read_mappable(engine: &Engine, buffer: &wgpu::Buffer) -> Option<Vec<u8>
 }
 
 /// Median seconds per repetition of the work `encode` records, the work staying on the device:
-/// a warm-up, then `iters` timed submissions of as many repetitions as make one last
-/// [`MIN_SAMPLE_S`].
+/// a warm-up, then `iters` timed submissions of as many repetitions as make one last 1 ms
+/// (10 ms in a browser, whose clock is coarser).
 #[cfg(native)]
 pub fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
     Ok(median(pollster::block_on(time_device(engine, iters.max(1), encode))?))
