@@ -133,7 +133,7 @@ macro_rules! placed_as_is {
         }
     )*};
 }
-placed_as_is!(GpuTable, crate::AnyGpuTable, GpuStaticModel, crate::GpuHashedTables);
+placed_as_is!(GpuTable, crate::GpuPrunedTable, crate::AnyGpuTable, GpuStaticModel, crate::GpuHashedTables);
 
 impl Placeable for GpuCodes {
     type Cpu = PackedTable;

@@ -58,6 +58,10 @@ impl GpuPrunedTable {
     pub fn format(&self) -> crate::Format {
         self.table.format()
     }
+    /// Storage buffers the compact table is split into.
+    pub fn shard_count(&self) -> usize {
+        self.table.shard_count()
+    }
     /// The engine the table lives on.
     pub fn engine(&self) -> Engine {
         Engine { ctx: self.table.res.ctx.clone() }

@@ -8,12 +8,13 @@ use std::task::{Poll, Waker};
 
 use wgpu::WasmNotSendSync;
 
-use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable};
+use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuPrunedTable, GpuStaticModel, GpuTable};
 use crate::cache::RowSource;
 use crate::format::PackedTable;
 use crate::hash::HashSpec;
 use crate::lookup::AnyTable;
 use crate::model::StaticModel;
+use crate::prune::PrunedTable;
 use crate::request::{AsyncLookup, HostRows, Request};
 use crate::Error;
 
@@ -60,6 +61,13 @@ impl Reupload for GpuTable {
     type Host = PackedTable;
     async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
         GpuTable::upload(engine, host).await
+    }
+}
+
+impl Reupload for GpuPrunedTable {
+    type Host = PrunedTable;
+    async fn reupload(engine: &Engine, host: &PrunedTable, _: Option<&Self>) -> Result<Self, Error> {
+        GpuPrunedTable::upload(engine, host).await
     }
 }
 

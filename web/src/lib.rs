@@ -22,8 +22,8 @@ use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, Rem
 use edo::gpu::{CacheSpec, RecoveryEvent};
 use edo::model::StaticModel;
 use edo::{
-    AsyncLookup, Backend, Bags, Bounds, Element, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, HostRows, PackedTable,
-    Placed, Pooling, RecoveringEngine, Request,
+    AnyTable, AsyncLookup, Backend, Bags, Bounds, Element, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuPrunedTable, GpuStaticModel,
+    GpuTable, HostRows, Lookup, PackedTable, Placed, Pooling, PrunedTable, RecoveringEngine, Request,
 };
 use std::rc::Rc;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ pub fn code_of(e: &edo::Error) -> &'static str {
         E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
         E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
         E::DeviceLost(_) => "DEVICE_LOST",
-        E::DuplicateHotId { .. } | E::TooFewRows { .. } | E::NotOrthogonal { .. } | E::Training { .. } => "INVALID_ARGUMENT",
+        E::DuplicateHotId { .. } | E::TooFewRows { .. } | E::NotOrthogonal { .. } | E::Training { .. } | E::NotAPermutation { .. } => "INVALID_ARGUMENT",
         E::Busy { .. } => "BUSY",
         E::Unsupported(_) | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
         E::Io { .. } => "IO",
@@ -319,7 +319,11 @@ impl EdoEngine {
     /// Makes a table resident for lookups: uploaded in shards on WebGPU, kept as is on the CPU
     /// path.
     pub async fn upload(&self, table: &EdoTable) -> Result<EdoResident, Failure> {
-        Ok(EdoResident { inner: self.backend.place(table.inner.clone()).await.map_err(err)? })
+        let inner = match &table.inner {
+            AnyTable::Pruned(p) => Resident::Pruned(self.backend.place(p.clone()).await.map_err(err)?),
+            t => Resident::Dense(self.backend.place(dense_of(t, "upload")?.clone()).await.map_err(err)?),
+        };
+        Ok(EdoResident { inner })
     }
 
     /// A hot-row cache of at most `capacity` rows of `table` on the GPU, the table itself staying
@@ -329,7 +333,7 @@ impl EdoEngine {
     /// over a remote table; over a table in memory it only counts).
     pub async fn cache(&self, table: &EdoTable, capacity: usize, policy: Option<String>) -> Result<EdoCache, Failure> {
         let policy = policy_of(policy.as_deref())?;
-        let spec = CacheSpec { source: Arc::new(table.inner.clone()), capacity, policy };
+        let spec = CacheSpec { source: Arc::new(table.dense("a cache")?.clone()), capacity, policy };
         Ok(EdoCache::new(CacheInner::Local(self.backend.place(spec).await.map_err(err)?)))
     }
 
@@ -355,14 +359,17 @@ impl EdoEngine {
     /// Makes binary codes resident for Hamming search.
     #[wasm_bindgen(js_name = uploadCodes)]
     pub async fn upload_codes(&self, codes: &EdoTable) -> Result<EdoCodes, Failure> {
-        Ok(EdoCodes { inner: self.backend.place(codes.inner.clone()).await.map_err(err)?, transform: codes.codes.clone() })
+        Ok(EdoCodes { inner: self.backend.place(codes.dense("binary search")?.clone()).await.map_err(err)?, transform: codes.codes.clone() })
     }
 }
 
-/// A packed table in host memory (WASM linear memory), with its vocabulary if it has one.
+/// A packed table in host memory (WASM linear memory), with its vocabulary if it has one; or a
+/// reordered or pruned one, its rows stored in another order or some left out, looked up by the
+/// same ids through its id map.
 #[wasm_bindgen]
 pub struct EdoTable {
-    inner: PackedTable,
+    /// `Dense` or `Pruned` (a reordering, or rows left out).
+    inner: AnyTable,
     vocab: Option<Vocab>,
     /// What binary codes went through (centred or ITQ codes); queries go through it too.
     codes: Option<CodeTransform>,
@@ -370,15 +377,25 @@ pub struct EdoTable {
 
 #[wasm_bindgen]
 impl EdoTable {
-    /// Quantises a row-major `rows × dim` table to `format`.
+    /// Quantises a row-major `rows × dim` table to `format`. With `keep` (a byte a row), only the
+    /// rows whose byte is not 0 are stored: the others take no memory and read as zeros (FBGEMM's
+    /// pruned tables).
     #[wasm_bindgen(js_name = fromFloat32)]
-    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str) -> Result<EdoTable, Failure> {
-        Ok(EdoTable { inner: PackedTable::quantize(format_of(format)?, data, rows, dim).map_err(err)?, vocab: None, codes: None })
+    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>) -> Result<EdoTable, Failure> {
+        let format = format_of(format)?;
+        let inner = match keep {
+            None => AnyTable::Dense(PackedTable::quantize(format, data, rows, dim).map_err(err)?),
+            Some(keep) => {
+                let keep: Vec<bool> = keep.iter().map(|&k| k != 0).collect();
+                AnyTable::Pruned(PrunedTable::quantize(format, data, rows, dim, &keep).map_err(err)?)
+            }
+        };
+        Ok(EdoTable { inner, vocab: None, codes: None })
     }
 
     /// edo's built-in synthetic table (the demo's default), as f32.
     pub fn synthetic(rows: usize, dim: usize, seed: u32) -> Result<EdoTable, Failure> {
-        Ok(EdoTable { inner: edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?, vocab: None, codes: None })
+        Ok(EdoTable { inner: AnyTable::Dense(edo::synth::embedding_packed(rows, dim, seed as u64).map_err(err)?), vocab: None, codes: None })
     }
 
     /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
@@ -397,7 +414,13 @@ impl EdoTable {
         let mut codes = None;
         let imported = match kind {
             FileKind::Edo => {
-                let file = TableFile::from_bytes(bytes).map_err(err)?;
+                // A reordered table's file (it holds an id map) is read with its map; the bytes
+                // are shared by the two tries, not copied.
+                let bytes = SharedBytes(Arc::new(bytes));
+                let file = match TableFile::from_bytes(bytes.clone()) {
+                    Err(edo::Error::Unsupported(edo::Unsupported::ReorderedTableFile)) => return EdoTable::reordered_file(bytes, format.as_deref()),
+                    file => file.map_err(err)?,
+                };
                 file.verify().map_err(err)?;
                 let vocab = file.vocab().cloned();
                 codes = file.code_transform().cloned();
@@ -420,18 +443,56 @@ impl EdoTable {
         if let (Some(t), true) = (&codes, target != Format::Binary) {
             return Err(Failure::arg(format!("{name} holds {} codes: they stay binary (make {target} rows from the table they came from)", t.kind())));
         }
-        let inner = imported.to_format(target).map_err(err)?;
+        let inner = AnyTable::Dense(imported.to_format(target).map_err(err)?);
         Ok(EdoTable { inner, vocab: imported.vocab, codes })
     }
 
-    /// The same table in another format (decoded and requantised).
+    /// The same table in another format (decoded and requantised); a reordered or pruned table
+    /// keeps its id map.
     pub fn quantize(&self, format: &str) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
         if let (Some(t), true) = (&self.codes, format != Format::Binary) {
             return Err(Failure::arg(format!("these are {} codes: they stay binary (make {format} rows from the table they came from)", t.kind())));
         }
-        let inner = self.inner.requantize(format).map_err(err)?;
+        let inner = match &self.inner {
+            AnyTable::Pruned(p) => AnyTable::Pruned(PrunedTable::from_remap(p.table().requantize(format).map_err(err)?, p.remap().to_vec()).map_err(err)?),
+            t => AnyTable::Dense(dense_of(t, "quantize")?.requantize(format).map_err(err)?),
+        };
         Ok(EdoTable { inner, vocab: self.vocab.clone(), codes: self.codes.clone() })
+    }
+
+    /// The table with its rows stored by lookup count, the most looked-up first (`edo reorder`):
+    /// `counts` holds one count a row. Lookups take the same ids and give the same rows; the
+    /// rows they touch most lie together. The vocabulary is not carried over (a reordered table
+    /// is looked up by id).
+    #[wasm_bindgen(js_name = reorderByCounts)]
+    pub fn reorder_by_counts(&self, counts: &[u32]) -> Result<EdoTable, Failure> {
+        let table = self.dense("reorderByCounts")?;
+        if counts.len() != table.rows() {
+            return Err(err(edo::Error::ShapeMismatch { what: "lookup counts (one per row of the table)", expected: table.rows(), actual: counts.len() }));
+        }
+        self.reordered(table, &counts.iter().map(|&c| u64::from(c)).collect::<Vec<_>>())
+    }
+
+    /// [`EdoTable::reorder_by_counts`] with the counts of a trace of the ids looked up (an id out
+    /// of range is an error).
+    #[wasm_bindgen(js_name = reorderByTrace)]
+    pub fn reorder_by_trace(&self, ids: &[u32]) -> Result<EdoTable, Failure> {
+        let table = self.dense("reorderByTrace")?;
+        self.reordered(table, &edo::prune::lookup_counts(ids, table.rows()).map_err(err)?)
+    }
+
+    /// Whether the table is reordered or pruned: its rows are stored in another order than its
+    /// ids, or some are left out; lookups go through its id map.
+    #[wasm_bindgen(getter)]
+    pub fn remapped(&self) -> bool {
+        matches!(self.inner, AnyTable::Pruned(_))
+    }
+
+    /// Rows stored: `rows` for a plain or reordered table, fewer for a pruned one.
+    #[wasm_bindgen(getter, js_name = storedRows)]
+    pub fn stored_rows(&self) -> usize {
+        self.stored().rows()
     }
 
     /// Binary codes of this table's rows that keep more neighbours than their signs: `kind`
@@ -441,19 +502,20 @@ impl EdoTable {
     /// stores it.
     #[wasm_bindgen(js_name = quantizeCodes)]
     pub fn quantize_codes(&self, kind: &str, iterations: Option<usize>) -> Result<EdoTable, Failure> {
-        if matches!(self.inner.format(), Format::Binary | Format::BinaryScaled) {
+        let table = self.dense("quantizeCodes")?;
+        if matches!(table.format(), Format::Binary | Format::BinaryScaled) {
             // Their values are ±1 (or ±scale) signs already, of rows no longer here.
-            return Err(Failure::arg(format!("quantizeCodes of a {} table: make codes from the table of values they came from", self.inner.format())));
+            return Err(Failure::arg(format!("quantizeCodes of a {} table: make codes from the table of values they came from", table.format())));
         }
-        let values = self.inner.dequantize();
-        let dim = self.inner.dim();
+        let values = table.dequantize();
+        let dim = table.dim();
         let transform = match kind {
             "centered" | "centred" => CodeTransform::centered(&values, dim),
             "itq" => CodeTransform::itq(&values, dim, &ItqOptions { iterations: iterations.unwrap_or(50), ..Default::default() }),
             _ => return Err(Failure::arg(format!("unknown codes {kind:?} (centered, itq)"))),
         }
         .map_err(err)?;
-        let inner = transform.encode(&values).map_err(err)?;
+        let inner = AnyTable::Dense(transform.encode(&values).map_err(err)?);
         Ok(EdoTable { inner, vocab: self.vocab.clone(), codes: Some(transform) })
     }
 
@@ -466,30 +528,32 @@ impl EdoTable {
 
     #[wasm_bindgen(getter)]
     pub fn format(&self) -> String {
-        self.inner.format().name().into()
+        self.stored().format().name().into()
     }
+    /// Rows the ids address (for a pruned table, counting the rows left out).
     #[wasm_bindgen(getter)]
     pub fn rows(&self) -> usize {
-        self.inner.rows()
+        Lookup::rows(&self.inner)
     }
     #[wasm_bindgen(getter)]
     pub fn dim(&self) -> usize {
-        self.inner.dim()
+        Lookup::dim(&self.inner)
     }
-    /// Bytes of packed storage (what the GPU holds).
+    /// Bytes of packed storage (what the GPU holds; with a reordered or pruned table's id map).
     #[wasm_bindgen(getter)]
     pub fn bytes(&self) -> f64 {
-        self.inner.bytes() as f64
+        Lookup::bytes(&self.inner) as f64
     }
-    /// Bytes of the same table as f32.
+    /// Bytes of the same table as f32 (every row of `rows`).
     #[wasm_bindgen(getter, js_name = f32Bytes)]
     pub fn f32_bytes(&self) -> f64 {
-        self.inner.f32_bytes() as f64
+        (self.rows() * self.dim() * 4) as f64
     }
 
-    /// Decoded rows of `ids` on the CPU path (an id out of range is an error).
+    /// Decoded rows of `ids` on the CPU path (an id out of range is an error; a pruned row
+    /// reads as zeros).
     pub fn gather(&self, ids: &[u32]) -> Result<Vec<f32>, Failure> {
-        edo::cpu::gather(&self.inner, ids, Bounds::Error).map_err(err)
+        Ok(self.inner.lookup(&Request::gather(ids, Bounds::Error)).map_err(err)?.into_f32())
     }
 
     /// The row of `token`, if the table has a vocabulary holding it.
@@ -502,7 +566,19 @@ impl EdoTable {
     /// 1 MiB; small chunks, such as 4096, suit files read remotely row by row).
     #[wasm_bindgen(js_name = toBytes)]
     pub fn to_bytes(&self, chunk_bytes: Option<usize>) -> Result<Vec<u8>, Failure> {
-        let mut file = TableFile::new(self.inner.clone());
+        let table = match &self.inner {
+            // Its rows and id map; a pruned table (rows left out) is refused: the format does
+            // not hold absent rows.
+            AnyTable::Pruned(p) if !p.is_reordering() => {
+                return Err(Failure {
+                    code: "UNSUPPORTED",
+                    message: format!("toBytes of a pruned table ({} of {} rows kept): a .edo file stores every row", p.table().rows(), p.original_rows()),
+                })
+            }
+            AnyTable::Pruned(p) => return p.to_bytes(chunk_bytes, &Default::default()).map_err(err),
+            t => dense_of(t, "toBytes")?,
+        };
+        let mut file = TableFile::new(table.clone());
         if let Some(bytes) = chunk_bytes {
             file = file.with_chunk_bytes(bytes).map_err(err)?;
         }
@@ -513,6 +589,65 @@ impl EdoTable {
             file = file.with_code_transform(t.clone()).map_err(err)?;
         }
         Ok(file.to_bytes())
+    }
+}
+
+impl EdoTable {
+    /// A reordered table's `.edo` file (one with an id map), requantised to `format` if given.
+    fn reordered_file(bytes: SharedBytes, format: Option<&str>) -> Result<EdoTable, Failure> {
+        let mut table = PrunedTable::from_file_bytes(bytes).map_err(err)?;
+        if let Some(f) = format.filter(|f| !f.is_empty()) {
+            table = PrunedTable::from_remap(table.table().requantize(format_of(f)?).map_err(err)?, table.remap().to_vec()).map_err(err)?;
+        }
+        Ok(EdoTable { inner: AnyTable::Pruned(table), vocab: None, codes: None })
+    }
+
+    /// `table`'s rows stored by `counts` (one a row), most first.
+    fn reordered(&self, table: &PackedTable, counts: &[u64]) -> Result<EdoTable, Failure> {
+        if let Some(t) = &self.codes {
+            return Err(Failure::arg(format!(
+                "these are {} codes: a reordered table would not keep their transform (reorder the table before making codes)",
+                t.kind()
+            )));
+        }
+        let order = edo::prune::frequency_order(counts);
+        Ok(EdoTable { inner: AnyTable::Pruned(PrunedTable::reorder(table, &order).map_err(err)?), vocab: None, codes: None })
+    }
+
+    /// The packed table the rows are stored in.
+    fn stored(&self) -> &PackedTable {
+        match &self.inner {
+            AnyTable::Dense(t) => t,
+            AnyTable::Pruned(p) => p.table(),
+            // (Not made by this API; its hot rows' table.)
+            AnyTable::Mixed(m) => m.hot(),
+        }
+    }
+
+    /// The table, for what needs its rows in id order (`what`, named in the error).
+    fn dense(&self, what: &str) -> Result<&PackedTable, Failure> {
+        dense_of(&self.inner, what)
+    }
+}
+
+/// `table` if it is a plain packed one; else an `UNSUPPORTED` failure naming `what`.
+fn dense_of<'a>(table: &'a AnyTable, what: &str) -> Result<&'a PackedTable, Failure> {
+    match table {
+        AnyTable::Dense(t) => Ok(t),
+        _ => Err(Failure {
+            code: "UNSUPPORTED",
+            message: format!("{what} of a reordered or pruned table: its rows are not stored in id order (use the table it was made from)"),
+        }),
+    }
+}
+
+/// A file's bytes, shared by the readers that try them.
+#[derive(Clone)]
+struct SharedBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -528,7 +663,24 @@ fn web_name(backend: &str) -> &'static str {
 /// A table ready for lookups (on the GPU, its host copy inside for recovery, or on the CPU path).
 #[wasm_bindgen]
 pub struct EdoResident {
-    inner: Placed<GpuTable>,
+    inner: Resident,
+}
+
+/// A placed table of either kind the package makes. (Not `AnyGpuTable`, whose mixed tables would
+/// put their kernels in the `.wasm` for nothing.)
+enum Resident {
+    Dense(Placed<GpuTable>),
+    Pruned(Placed<GpuPrunedTable>),
+}
+
+/// `$e` with `$p` bound to the `Placed` inside a [`Resident`], whichever kind it is.
+macro_rules! each_resident {
+    ($r:expr, $p:ident => $e:expr) => {
+        match $r {
+            Resident::Dense($p) => $e,
+            Resident::Pruned($p) => $e,
+        }
+    };
 }
 
 /// PyTorch's `indices` and `offsets`, with per-sample weights if there are any.
@@ -555,14 +707,15 @@ impl EdoResident {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        web_name(self.inner.backend()).into()
+        web_name(each_resident!(&self.inner, p => p.backend())).into()
     }
     /// Storage buffers the table is split into (0 on the CPU path).
     #[wasm_bindgen(getter)]
     pub fn shards(&self) -> usize {
         match &self.inner {
-            Placed::Gpu(g) => g.latest().map_or(0, |t| t.shard_count()),
-            Placed::Cpu(_) => 0,
+            Resident::Dense(Placed::Gpu(g)) => g.latest().map_or(0, |t| t.shard_count()),
+            Resident::Pruned(Placed::Gpu(g)) => g.latest().map_or(0, |t| t.shard_count()),
+            Resident::Dense(Placed::Cpu(_)) | Resident::Pruned(Placed::Cpu(_)) => 0,
         }
     }
 
@@ -607,20 +760,15 @@ impl EdoResident {
     /// Every lookup of the table that comes back to the page: one [`Request`], on either path
     /// (the exports above only build it).
     async fn answer(&self, request: &Request<'_>) -> Result<HostRows, Failure> {
-        self.inner.lookup(request).await.map_err(err)
+        each_resident!(&self.inner, p => p.lookup(request).await).map_err(err)
     }
 
     /// Every lookup of the table left on the GPU.
     async fn answer_on_gpu(&self, request: &Request<'_>) -> Result<EdoGpuRows, Failure> {
-        let rec = self.on_gpu()?;
-        EdoGpuRows::new(rec.run(async |t| GpuLookup::lookup(t, request).await).await)
-    }
-
-    fn on_gpu(&self) -> Result<&edo::gpu::Recoverable<GpuTable>, Failure> {
-        match &self.inner {
-            Placed::Gpu(g) => Ok(g),
-            Placed::Cpu(_) => Err(not_on_gpu()),
-        }
+        EdoGpuRows::new(each_resident!(&self.inner, p => match p {
+            Placed::Gpu(rec) => rec.run(async |t| GpuLookup::lookup(t, request).await).await,
+            Placed::Cpu(_) => return Err(not_on_gpu()),
+        }))
     }
 }
 

@@ -82,7 +82,7 @@ async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
     for shard in [None, Some(16384.0)] {
         let engine = EdoEngine::create(None, shard).await;
         for format in FORMATS {
-            let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+            let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
             let resident = engine.upload(&table).await.unwrap();
             if engine.backend() == "webgpu" && shard.is_some() {
                 assert!(resident.shards() > 1, "{format}: {} shards", resident.shards());
@@ -162,13 +162,13 @@ async fn bags_and_search_agree_with_the_cpu_path() {
     let values = data(rows, dim, 2);
     let engine = EdoEngine::create(None, None).await;
     let cpu = EdoEngine::create(Some(false), None).await;
-    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
     let (indices, offsets) = (ids(600, rows), vec![0, 5, 5, 100, 599]);
     let got = engine.upload(&table).await.unwrap().bag(indices.clone(), offsets.clone(), "max", None).await.unwrap();
     let want = cpu.upload(&table).await.unwrap().bag(indices, offsets, "max", None).await.unwrap();
     assert_eq!(got, want, "max pooling is exact");
 
-    let codes = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let codes = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
     let queries = data(9, dim, 3);
     assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries).await, "Hamming top-k is exact");
 }
@@ -183,7 +183,7 @@ async fn centred_and_itq_codes_search_through_their_transform() {
     let queries = data(11, dim, 7);
     let engine = EdoEngine::create(None, None).await;
     let cpu = EdoEngine::create(Some(false), None).await;
-    let table = EdoTable::from_float32(&values, rows, dim, "fp32").unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "fp32", None).unwrap();
     assert_eq!(table.codes(), None);
     let f32_table = edo::PackedTable::quantize(edo::Format::F32, &values, rows, dim).unwrap();
     let values = f32_table.dequantize();
@@ -207,10 +207,10 @@ async fn centred_and_itq_codes_search_through_their_transform() {
     }
     assert!(table.quantize_codes("pca", None).is_err());
     // Codes are signs already: no codes of codes.
-    let signs = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let signs = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
     let e = signs.quantize_codes("centered", None).err().expect("codes of codes");
     assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
-    let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32").unwrap();
+    let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32", None).unwrap();
     let e = few.quantize_codes("itq", None).err().expect("too few rows");
     assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
 }
@@ -218,7 +218,7 @@ async fn centred_and_itq_codes_search_through_their_transform() {
 #[wasm_bindgen_test]
 async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let engine = EdoEngine::create(None, None).await;
-    let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4").unwrap();
+    let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4", None).unwrap();
     let resident = engine.upload(&table).await.unwrap();
     let e = resident.gather(vec![3, 10]).await.expect_err("id 10 of 10 rows");
     assert_eq!(e.code, "ID_OUT_OF_RANGE");
@@ -228,10 +228,10 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     assert_eq!(js_sys::Reflect::get(&js, &"code".into()).unwrap().as_string().as_deref(), Some("ID_OUT_OF_RANGE"));
     let message = String::from(js.message());
     assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
-    assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8").is_err());
+    assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8", None).is_err());
     // An output larger than WASM memory can hold (600 000 rows of 4096 values, 9.8 GB) is an
     // exception, not an aborted module.
-    let wide = EdoTable::from_float32(&data(1, 4096, 5), 1, 4096, "int8").unwrap();
+    let wide = EdoTable::from_float32(&data(1, 4096, 5), 1, 4096, "int8", None).unwrap();
     let e = wide.gather(&vec![0; 600_000]).expect_err("9.8 GB of output");
     let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
     assert!(message.contains("out of host memory"), "{message}");
@@ -249,7 +249,7 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
     let values = data(rows, dim, 9);
     let engine = EdoEngine::create(None, None).await;
     for format in ["int8", "fp16", "int4"] {
-        let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+        let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
         let cache = engine.cache(&table, 300, Some("lru".into())).await.unwrap();
         assert_eq!(cache.backend(), engine.backend());
         for batch in 0..4 {
@@ -283,14 +283,14 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
         }
         assert!(cache.gather(vec![rows as u32]).await.is_err());
     }
-    assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8").unwrap(), 10, Some("fifo".into())).await.is_err());
+    assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap(), 10, Some("fifo".into())).await.is_err());
 }
 
 #[wasm_bindgen_test]
 async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let (rows, dim) = (30_000, 16);
     let values = data(rows, dim, 4);
-    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
     let bytes = table.to_bytes(Some(4096)).unwrap();
     // A blob: URL serves byte ranges as a static server does.
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
@@ -482,7 +482,7 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
 fn bad_models_are_exceptions_that_say_why() {
     let (_, config, tokenizer, table) = MODELS[0];
     assert!(message(EdoModel::from_bytes(b"not a model".to_vec()).err().unwrap()).contains("edo table file"));
-    let plain = EdoTable::from_float32(&data(4, 4, 1), 4, 4, "int8").unwrap().to_bytes(None).unwrap();
+    let plain = EdoTable::from_float32(&data(4, 4, 1), 4, 4, "int8", None).unwrap().to_bytes(None).unwrap();
     assert!(message(EdoModel::from_bytes(plain).err().unwrap()).contains("quantize-model"));
     let mut json: serde_json::Value = serde_json::from_slice(tokenizer).unwrap();
     json["model"]["type"] = "Mystery".into();
@@ -508,13 +508,13 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
     engine.on_device_event(listener.as_ref().unchecked_ref::<js_sys::Function>().clone());
     listener.forget();
 
-    let table = EdoTable::from_float32(&values, rows, dim, "int8").unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
     let resident = engine.upload(&table).await.unwrap();
-    let cache = engine.cache(&EdoTable::from_float32(&values, rows, dim, "q4_k").unwrap(), 200, None).await.unwrap();
-    let cached_table = EdoTable::from_float32(&values, rows, dim, "q4_k").unwrap();
+    let cache = engine.cache(&EdoTable::from_float32(&values, rows, dim, "q4_k", None).unwrap(), 200, None).await.unwrap();
+    let cached_table = EdoTable::from_float32(&values, rows, dim, "q4_k", None).unwrap();
     let hot: Vec<u32> = (0..150).map(|i| (i * 17 % rows) as u32).collect();
     assert_eq!(cache.gather(hot.clone()).await.unwrap(), cached_table.gather(&hot).unwrap());
-    let bits = EdoTable::from_float32(&values, rows, dim, "binary").unwrap();
+    let bits = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
     let codes = engine.upload_codes(&bits).await.unwrap();
     let queries = data(3, dim, 22);
     let want_search = search(&EdoEngine::create(Some(false), None).await, &bits, queries.clone()).await;
@@ -556,6 +556,66 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
     assert!(engine.memory_report().contains("cache slots"));
 }
 
+/// Reordered and pruned tables on the engine (WebGPU sharded, or the CPU path): the same ids give
+/// the plain table's rows (a pruned row zeros), in gathers and bags, read back from `.edo` bytes,
+/// and after the device is lost.
+#[wasm_bindgen_test]
+async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
+    let (rows, dim) = (3001, 37);
+    let values = data(rows, dim, 31);
+    let engine = EdoEngine::create(None, Some(16384.0)).await;
+    let lookup = ids(2049, rows);
+    let offsets: Vec<u32> = (0..2049).step_by(11).collect();
+    for format in ["int8", "q4_0", "fp16"] {
+        let plain = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
+        let counts: Vec<u32> = (0..rows as u32).map(|r| (r * 7919) % 1000).collect();
+        let reordered = plain.reorder_by_counts(&counts).unwrap();
+        let back = EdoTable::from_bytes(reordered.to_bytes(None).unwrap(), "r.edo", None, None, None).unwrap();
+        assert!(back.remapped(), "{format}");
+        let on_plain = engine.upload(&plain).await.unwrap();
+        let on_back = engine.upload(&back).await.unwrap();
+        if engine.backend() == "webgpu" {
+            assert!(on_back.shards() > 1, "{format}: {} shards", on_back.shards());
+        }
+        let want = plain.gather(&lookup).unwrap();
+        assert_eq!(back.gather(&lookup).unwrap(), want, "{format}: the CPU path");
+        assert_eq!(on_back.gather(lookup.clone()).await.unwrap(), want, "{format} on {}", engine.backend());
+        // The same rows pooled; sums and means may be added in another order on the GPU (the
+        // pruned kernel's), so they agree to rounding, maxima exactly.
+        for pooling in ["sum", "mean", "max"] {
+            let got = on_back.bag(lookup.clone(), offsets.clone(), pooling, None).await.unwrap();
+            let want = on_plain.bag(lookup.clone(), offsets.clone(), pooling, None).await.unwrap();
+            assert_eq!(got.len(), want.len());
+            let tol = if pooling == "max" { 0.0 } else { 1e-5 };
+            let far = got.iter().zip(&want).position(|(a, b)| (a - b).abs() > tol * (1.0 + b.abs()));
+            assert!(far.is_none(), "{format} {pooling} on {}: {far:?}", engine.backend());
+        }
+    }
+    let keep: Vec<u8> = (0..rows).map(|r| u8::from(r % 4 != 1)).collect();
+    let pruned = EdoTable::from_float32(&values, rows, dim, "int8", Some(keep)).unwrap();
+    assert_eq!((pruned.rows(), pruned.stored_rows()), (rows, rows - rows / 4));
+    let want = pruned.gather(&lookup).unwrap();
+    let plain = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap().gather(&lookup).unwrap();
+    for (i, &id) in lookup.iter().enumerate() {
+        let row = &want[i * dim..(i + 1) * dim];
+        if id % 4 == 1 {
+            assert!(row.iter().all(|&v| v == 0.0), "pruned row {id}");
+        } else {
+            assert_eq!(row, &plain[i * dim..(i + 1) * dim], "kept row {id}");
+        }
+    }
+    let on_pruned = engine.upload(&pruned).await.unwrap();
+    assert_eq!(on_pruned.gather(lookup.clone()).await.unwrap(), want);
+    if engine.backend() == "webgpu" {
+        let on_gpu = on_pruned.gather_gpu(lookup.clone()).await.unwrap();
+        assert_eq!(on_gpu.read().await.unwrap(), want);
+        // The device goes: the pruned table comes back from its host copy, remap and all.
+        engine.lose_device();
+        assert_eq!(on_pruned.gather(lookup.clone()).await.unwrap(), want);
+        assert_eq!(engine.generation(), 1.0);
+    }
+}
+
 #[wasm_bindgen_test]
 async fn f16_gathers_equal_the_cpu_paths_bit_for_bit() {
     let (rows, dim) = (2003, 37);
@@ -564,7 +624,7 @@ async fn f16_gathers_equal_the_cpu_paths_bit_for_bit() {
     let cpu = EdoEngine::create(Some(false), None).await;
     let lookup = ids(1500, rows);
     for format in ["fp32", "fp16", "int8", "q4_k", "fp8_e4m3"] {
-        let table = EdoTable::from_float32(&values, rows, dim, format).unwrap();
+        let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
         let want = cpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();
         assert_eq!(want.len(), lookup.len() * dim);
         let got = gpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();

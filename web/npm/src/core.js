@@ -157,6 +157,24 @@ function floats(v, name, length) {
   return out;
 }
 
+/** One flag a row: a Uint8Array (0 is false) as it is; an Array of booleans, converted. */
+function flags(v, name, length) {
+  let out;
+  if (v instanceof Uint8Array) {
+    out = v;
+  } else if (Array.isArray(v)) {
+    out = new Uint8Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      if (typeof v[i] !== 'boolean') throw invalid(`${name}[${i}] must be a boolean (got ${describe(v[i])})`);
+      out[i] = v[i] ? 1 : 0;
+    }
+  } else {
+    throw invalid(`${name} must be a Uint8Array or an array of booleans (got ${describe(v)})`);
+  }
+  if (out.length !== length) throw invalid(`${name} has ${out.length} flags; ${length} were expected (one a row)`);
+  return out;
+}
+
 function bytesOf(v, name) {
   if (v instanceof Uint8Array) return v;
   if (v instanceof ArrayBuffer) return new Uint8Array(v);
@@ -345,14 +363,19 @@ function need(v, Class, name) {
 
 // ---- Tables ----------------------------------------------------------------------------------
 
-/** Quantises a row-major `rows × dim` table of f32 values to `format` (default 'fp32'). */
+/**
+ * Quantises a row-major `rows × dim` table of f32 values to `format` (default 'fp32'). With
+ * `keep` (a flag a row), only the kept rows are stored: the others take no memory and read as
+ * zeros (a pruned table).
+ */
 export async function createTable(data, options) {
-  const { rows, dim, format = 'fp32' } = plainObject(options, 'createTable(data, options)');
+  const { rows, dim, format = 'fp32', keep } = plainObject(options, 'createTable(data, options)');
   integer(rows, 'options.rows', { min: 1 });
   integer(dim, 'options.dim', { min: 1 });
   const values = floats(data, 'data', rows * dim);
+  const kept = keep === undefined ? undefined : flags(keep, 'options.keep', rows);
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'))));
+  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'), kept)));
 }
 
 /**
@@ -401,7 +424,22 @@ export class Table extends Resource {
     const it = iterations === undefined ? undefined : integer(iterations, 'options.iterations', { min: 1, max: 10000 });
     return guardedSync(() => new Table(this._raw().quantizeCodes(k, it)));
   }
-  /** Decoded rows of `ids` on the CPU path: `ids.length × dim` values. */
+  /**
+   * The table with its rows stored by how often they are looked up, the most first, so the rows
+   * lookups touch most lie together: from `counts` (one a row) or `trace` (the ids looked up).
+   * Lookups take the same ids and give the same rows. The vocabulary is not carried over.
+   */
+  async reorder(options) {
+    const { counts, trace } = plainObject(options, 'reorder(options)');
+    if ((counts === undefined) === (trace === undefined)) throw invalid('reorder(options) takes one of options.counts and options.trace');
+    if (counts !== undefined) {
+      const c = ids(counts, 'options.counts');
+      return guardedSync(() => new Table(this._raw().reorderByCounts(c)));
+    }
+    const t = ids(trace, 'options.trace');
+    return guardedSync(() => new Table(this._raw().reorderByTrace(t)));
+  }
+  /** Decoded rows of `ids` on the CPU path: `ids.length × dim` values (a pruned row reads as zeros). */
   async gather(rowIds) {
     const i = ids(rowIds, 'ids');
     return guardedSync(() => this._raw().gather(i));
@@ -420,7 +458,7 @@ export class Table extends Resource {
     return guardedSync(() => this._raw().toBytes(chunkBytes === undefined ? undefined : integer(chunkBytes, 'options.chunkBytes', { min: 1 })));
   }
 }
-getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes']);
+getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'remapped', 'storedRows']);
 
 const POOLINGS = ['sum', 'mean', 'max', 'none'];
 

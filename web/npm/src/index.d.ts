@@ -134,7 +134,7 @@ export class Engine implements Disposable {
   [Symbol.dispose](): void;
 }
 
-export function createTable(data: Floats, options: { rows: number; dim: number; format?: string }): Promise<Table>;
+export function createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[] }): Promise<Table>;
 export function readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<Table>;
 export function syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<Table>;
 
@@ -145,12 +145,18 @@ export class Table implements Disposable {
   readonly dim: number;
   readonly bytes: number;
   readonly f32Bytes: number;
+  /** Whether the rows are stored in another order than their ids (reordered) or some are left out (pruned). */
+  readonly remapped: boolean;
+  /** Rows stored: `rows`, or fewer for a pruned table. */
+  readonly storedRows: number;
   readonly disposed: boolean;
   /** The transform binary codes went through: 'centered', 'itq', or null (plain signs, or not codes). */
   readonly codes: 'centered' | 'itq' | null;
   quantize(format: string): Promise<Table>;
   /** Binary codes that keep more neighbours than plain signs (centred, or rotated by ITQ); they keep their transform. */
   quantizeCodes(kind: 'centered' | 'itq', options?: { iterations?: number }): Promise<Table>;
+  /** The rows stored by lookup frequency, most first (one of `counts`, a count a row, and `trace`, the ids looked up); same ids, same rows. */
+  reorder(options: { counts: Ids } | { trace: Ids }): Promise<Table>;
   gather(ids: Ids): Promise<Float32Array>;
   idOf(token: string): number | null;
   toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;
@@ -342,7 +348,10 @@ export interface WorkerTable extends WorkerHandle {
   readonly dim: number;
   readonly bytes: number;
   readonly f32Bytes: number;
+  readonly remapped: boolean;
+  readonly storedRows: number;
   quantize(format: string): Promise<WorkerTable>;
+  reorder(options: { counts: Ids } | { trace: Ids }): Promise<WorkerTable>;
   gather(ids: Ids): Promise<Float32Array>;
   toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;
 }
@@ -384,7 +393,7 @@ export interface WorkerEngine extends WorkerHandle {
   readonly worker: Worker;
   onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
   memoryReport(): Promise<MemoryReport>;
-  createTable(data: Floats, options: { rows: number; dim: number; format?: string }): Promise<WorkerTable>;
+  createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[] }): Promise<WorkerTable>;
   readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<WorkerTable>;
   syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<WorkerTable>;
   uploadTable(table: WorkerTable): Promise<WorkerResidentTable>;

@@ -154,6 +154,75 @@ test('tables: lookups equal the CPU path, bad arguments are typed errors naming 
   engine.dispose();
 });
 
+test('reordered and pruned tables: the same rows for the same ids, through .edo bytes and an engine', async () => {
+  const engine = await edo.createEngine();
+  const rows = 300;
+  const dim = 20;
+  const data = Float32Array.from({ length: rows * dim }, (_, i) => Math.cos(i * 0.21) * 2 + (i % 7) * 0.1);
+  const int8 = await edo.createTable(data, { rows, dim, format: 'int8' });
+  assert.equal(int8.remapped, false);
+  const ids = Uint32Array.from({ length: 500 }, (_, i) => (i * 97 + (i % 7) * 13) % rows);
+  const want = await int8.gather(ids);
+  // Row r looked up r times: the last row is stored first.
+  const counts = Uint32Array.from({ length: rows }, (_, r) => r);
+  const byCounts = await int8.reorder({ counts });
+  assert.deepEqual([byCounts.remapped, byCounts.rows, byCounts.storedRows, byCounts.dim, byCounts.format], [true, rows, rows, dim, 'int8']);
+  assert.equal(byCounts.bytes, int8.bytes + 4 * rows, 'the rows and the id map');
+  assert.deepEqual(await byCounts.gather(ids), want);
+  assert.deepEqual(await byCounts.gather([rows - 1, 0]), await int8.gather([rows - 1, 0]));
+  const byTrace = await int8.reorder({ trace: ids });
+  assert.deepEqual(await byTrace.gather(ids), want);
+  // Through .edo bytes (the id map stored with the rows), and requantised as they are read.
+  const bytes = await byCounts.toBytes();
+  const back = await edo.readTable(bytes, { name: 'reordered.edo' });
+  assert.deepEqual([back.remapped, back.rows], [true, rows]);
+  assert.deepEqual(await back.gather(ids), want);
+  const fp16 = await edo.readTable(bytes, { name: 'reordered.edo', format: 'fp16' });
+  assert.deepEqual([fp16.format, fp16.remapped], ['fp16', true]);
+  assert.deepEqual(await fp16.gather(ids), await (await int8.quantize('fp16')).gather(ids));
+  assert.deepEqual(await (await back.quantize('int4')).gather(ids), await (await int8.quantize('int4')).gather(ids));
+  // On an engine: gathers and bags as the plain table's.
+  const plain = await engine.uploadTable(int8);
+  const resident = await engine.uploadTable(back);
+  assert.deepEqual(await resident.gather(ids), want);
+  const offsets = [0, 7, 7, 30];
+  for (const pooling of ['sum', 'mean', 'max']) {
+    assert.deepEqual(await resident.bag(ids.subarray(0, 64), offsets, { pooling }), await plain.bag(ids.subarray(0, 64), offsets, { pooling }), pooling);
+  }
+  await rejects(resident.gather([rows]), 'ID_OUT_OF_RANGE');
+  // Pruned: rows left out take no memory and read as zeros; the kept ones are the plain table's.
+  const keep = Array.from({ length: rows }, (_, r) => r % 3 !== 0);
+  const pruned = await edo.createTable(data, { rows, dim, format: 'int8', keep });
+  assert.deepEqual([pruned.remapped, pruned.rows, pruned.storedRows], [true, rows, 200]);
+  assert.ok(pruned.bytes < int8.bytes, `${pruned.bytes} bytes pruned, ${int8.bytes} not`);
+  const got = await pruned.gather(ids);
+  const onEngine = await (await engine.uploadTable(pruned)).gather(ids);
+  assert.deepEqual(onEngine, got);
+  for (let i = 0; i < ids.length; i++) {
+    const row = got.subarray(i * dim, (i + 1) * dim);
+    if (ids[i] % 3 === 0) assert.ok(row.every((v) => v === 0), `pruned row ${ids[i]}`);
+    else assert.deepEqual(row, want.subarray(i * dim, (i + 1) * dim), `kept row ${ids[i]}`);
+  }
+  // Bad input: typed errors.
+  await rejects(int8.reorder({ counts: counts.subarray(1) }), 'SHAPE_MISMATCH', /lookup counts/);
+  await rejects(int8.reorder({ trace: [rows] }), 'ID_OUT_OF_RANGE');
+  await rejects(int8.reorder({}), 'INVALID_ARGUMENT', /one of options.counts and options.trace/);
+  await rejects(int8.reorder({ counts, trace: ids }), 'INVALID_ARGUMENT', /one of/);
+  await rejects(byCounts.reorder({ counts }), 'UNSUPPORTED', /reordered or pruned/);
+  await rejects(byCounts.quantizeCodes('centered'), 'UNSUPPORTED', /reordered or pruned/);
+  await rejects(engine.uploadCodes(await back.quantize('binary')), 'UNSUPPORTED', /reordered or pruned/);
+  await rejects(pruned.toBytes(), 'UNSUPPORTED', /200 of 300 rows kept/);
+  await rejects(edo.createTable(data, { rows, dim, keep: keep.slice(1) }), 'INVALID_ARGUMENT', /299 flags; 300 were expected/);
+  await rejects(edo.createTable(data, { rows, dim, keep: [1, 0] }), 'INVALID_ARGUMENT', /options.keep\[0\] must be a boolean/);
+  const codes = await int8.quantizeCodes('centered');
+  await rejects(codes.reorder({ counts }), 'INVALID_ARGUMENT', /would not keep their transform/);
+  // A damaged id map (the last tensor) is refused, never read as wrong rows.
+  const damaged = bytes.slice();
+  damaged[damaged.length - 1] ^= 0xff;
+  await rejects(edo.readTable(damaged, { name: 'reordered.edo' }), 'BAD_FILE', /id map does not match its checksum/);
+  engine.dispose();
+});
+
 test('centred and ITQ codes keep their transform through search and .edo bytes', async () => {
   const engine = await edo.createEngine();
   const rows = 400;
