@@ -113,8 +113,8 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     seconds(submit(1)).await?;
     let mut per = 1;
     let mut took = seconds(submit(per)).await?;
-    while let Some(more) = more_calls(per, took).filter(|&m| m <= 1024) {
-        per = more;
+    while let Some(more) = more_calls(per, took).filter(|_| per < MAX_PER_SUBMISSION) {
+        per = more.min(MAX_PER_SUBMISSION);
         took = seconds(submit(per)).await?;
     }
     // Warm-up: a GPU that idled between cases runs at low clocks until load raises them (an
@@ -138,6 +138,9 @@ pub(crate) async fn time_device(engine: &Engine, reps: usize, encode: impl Fn(&m
     }
     Ok(times)
 }
+
+/// The most repetitions one submission records.
+const MAX_PER_SUBMISSION: usize = 1024;
 
 /// Least wall time a device case spends on warm-up submissions before its samples (see
 /// [`time_device`]), and most.
@@ -237,8 +240,8 @@ async fn read_mappable(engine: &Engine, buffer: &wgpu::Buffer) -> Option<Vec<u8>
 }
 
 /// Median seconds per repetition of the work `encode` records, the work staying on the device:
-/// a warm-up, then `iters` timed submissions of as many repetitions as make one last 1 ms
-/// (10 ms in a browser, whose clock is coarser).
+/// a warm-up, then `iters` timed submissions of as many repetitions as make one last 1 ms (at
+/// most 1024).
 #[cfg(native)]
 pub fn time_gpu(engine: &Engine, iters: usize, encode: impl Fn(&mut wgpu::CommandEncoder)) -> Result<f64, Error> {
     Ok(median(pollster::block_on(time_device(engine, iters.max(1), encode))?))
