@@ -157,9 +157,9 @@ impl PrunedTable {
         Ok(file.with_id_map(self.remap.clone()))
     }
 
-    /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map (a
-    /// permutation of the stored rows) and every row's checksum (the whole file is read once).
-    /// A file without a map opens too (the identity map).
+    /// Opens a reordered table's `.edo` file (memory-mapped), checking its id map (its checksum,
+    /// and that it is a permutation of the stored rows: else [`Error::BadFile`]) and every row's
+    /// checksum (the whole file is read once). A file without a map opens too (the identity map).
     #[cfg(native)]
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<PrunedTable, Error> {
         Self::from_table_file(crate::file::TableFile::open_any(path)?)
@@ -178,7 +178,9 @@ impl PrunedTable {
             Some(map) => map.to_vec(),
             None => (0..file.table().rows() as u32).collect(),
         };
-        check_permutation(&remap, file.table().rows())?;
+        // A map that is no permutation is a damaged file (one written before the map had its
+        // checksum), not a caller's mistake.
+        check_permutation(&remap, file.table().rows()).map_err(|e| Error::BadFile { what: "edo table file", reason: format!("its id map: {e}") })?;
         Ok(PrunedTable { table: file.into_table(), remap })
     }
 
