@@ -29,6 +29,15 @@ pub struct GpuPrunedTable {
 impl GpuPrunedTable {
     /// Uploads the compact table and the remap of `pruned`.
     pub async fn upload(engine: &Engine, pruned: &PrunedTable) -> Result<GpuPrunedTable, Error> {
+        // The remap is bound whole (the compact table is sharded).
+        let max = engine.limits().max_storage_buffer_binding_size;
+        if 4 * pruned.remap().len() as u64 > max {
+            return Err(Error::LimitExceeded {
+                what: "bytes of a pruned table's id map (one storage binding)",
+                requested: 4 * pruned.remap().len() as u64,
+                max,
+            });
+        }
         let table = GpuTable::upload(engine, pruned.table()).await?;
         let remap = if pruned.remap().is_empty() { &[crate::prune::ABSENT][..] } else { pruned.remap() };
         let remap = table.res.ctx.create_buffer("prune remap", 4 * remap.len() as u64, wgpu::BufferUsages::STORAGE, Some(bytemuck::cast_slice(remap))).await?;

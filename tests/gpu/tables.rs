@@ -31,6 +31,23 @@ fn pruned_gathers_and_bags_match_the_cpu() {
     }
 }
 
+/// A pruned table's id map is bound whole: one longer than the device's storage binding is a
+/// typed error at upload, before any buffer is made (not a failure at every lookup).
+#[test]
+fn an_id_map_past_the_binding_limit_is_refused() {
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let max = engine.limits().max_storage_buffer_binding_size;
+    let table = PackedTable::quantize(Format::Int8, &[1.0; 8], 1, 8).unwrap();
+    let mut remap = vec![edo::prune::ABSENT; (max / 4 + 1) as usize];
+    remap[7] = 0;
+    let pruned = PrunedTable::from_remap(table, remap).unwrap();
+    match block_on(GpuPrunedTable::upload(&engine, &pruned)) {
+        Err(Error::LimitExceeded { requested, max: m, .. }) => assert_eq!((requested, m), (max + 4, max)),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("an id map of {} bytes uploaded past a {max}-byte binding", max + 4),
+    }
+}
+
 /// A table reordered by frequency (`edo reorder`), after its file round trip: on the GPU the same
 /// rows for the same ids as the original table on the CPU path, bit for bit, bags too.
 #[test]
