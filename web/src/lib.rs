@@ -379,11 +379,11 @@ pub struct EdoTable {
 impl EdoTable {
     /// Quantises a row-major `rows × dim` table to `format`. With `keep` (a byte a row), only the
     /// rows whose byte is not 0 are stored: the others take no memory and read as zeros (FBGEMM's
-    /// pruned tables).
+    /// pruned tables). Keeping every row makes a plain table.
     #[wasm_bindgen(js_name = fromFloat32)]
     pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
-        let inner = match keep {
+        let inner = match keep.filter(|k| k.len() != rows || k.contains(&0)) {
             None => AnyTable::Dense(PackedTable::quantize(format, data, rows, dim).map_err(err)?),
             Some(keep) => {
                 let keep: Vec<bool> = keep.iter().map(|&k| k != 0).collect();
@@ -547,7 +547,8 @@ impl EdoTable {
     /// Bytes of the same table as f32 (every row of `rows`).
     #[wasm_bindgen(getter, js_name = f32Bytes)]
     pub fn f32_bytes(&self) -> f64 {
-        (self.rows() * self.dim() * 4) as f64
+        // In u64: rows × dim × 4 passes a wasm32 usize at 2³² bytes.
+        (self.rows() as u64 * self.dim() as u64 * 4) as f64
     }
 
     /// Decoded rows of `ids` on the CPU path (an id out of range is an error; a pruned row

@@ -123,7 +123,7 @@ function texts(v, name) {
 }
 
 /** Row ids: a Uint32Array as it is; an Array or another typed array of integers 0…2³²−1, copied. */
-function ids(v, name) {
+function ids(v, name, kind = 'ids') {
   if (v instanceof Uint32Array) return v;
   if (!Array.isArray(v) && !(ArrayBuffer.isView(v) && !(v instanceof DataView))) {
     throw invalid(`${name} must be a Uint32Array or an array of integers (got ${describe(v)})`);
@@ -132,7 +132,7 @@ function ids(v, name) {
   for (let i = 0; i < v.length; i++) {
     const x = typeof v[i] === 'bigint' ? Number(v[i]) : v[i];
     if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 0xffffffff) {
-      throw invalid(`${name}[${i}] = ${describe(v[i])}: ids are integers from 0 to 4294967295`);
+      throw invalid(`${name}[${i}] = ${describe(v[i])}: ${kind} are integers from 0 to 4294967295`);
     }
     out[i] = x;
   }
@@ -433,7 +433,9 @@ export class Table extends Resource {
     const { counts, trace } = plainObject(options, 'reorder(options)');
     if ((counts === undefined) === (trace === undefined)) throw invalid('reorder(options) takes one of options.counts and options.trace');
     if (counts !== undefined) {
-      const c = ids(counts, 'options.counts');
+      const c = ids(counts, 'options.counts', 'counts');
+      const rows = this._raw().rows;
+      if (c.length !== rows) throw invalid(`options.counts has ${c.length} counts; ${rows} were expected (one a row)`);
       return guardedSync(() => new Table(this._raw().reorderByCounts(c)));
     }
     const t = ids(trace, 'options.trace');
