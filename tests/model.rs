@@ -658,6 +658,39 @@ fn model_files_give_the_folders_vectors() {
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
+/// A model reordered by how often a corpus's tokens look its rows up gives every text the same
+/// vector, bit for bit, from memory and from its file; its most used row is stored first, its
+/// tokenizer's ids unchanged (a mapping sends them to the rows' new places, composed with a
+/// quantised vocabulary's own).
+#[test]
+fn reordered_models_give_the_same_vectors() {
+    let e = expected();
+    let texts: Vec<&str> = e.texts.iter().map(String::as_str).collect();
+    for name in MODELS.into_iter().chain(ST_MODELS) {
+        let model = StaticModel::from_dir(dir(name)).unwrap().quantize(Format::Int8).unwrap();
+        let counts = model.row_counts(&texts).unwrap();
+        assert_eq!(counts.len(), model.table().rows());
+        let tokens: usize = model.bags(&texts).unwrap().rows.len();
+        assert_eq!(counts.iter().sum::<u64>(), tokens as u64, "{name}: every token counted once");
+        let order = edo::prune::frequency_order(&counts);
+        let reordered = model.reorder(&order).unwrap();
+        assert_eq!(reordered.table().row(0), model.table().row(order[0] as usize), "{name}: the most used row first");
+        assert_ne!(order[0], 0, "{name}: a corpus whose most used row is row 0 would not test the mapping");
+        assert_eq!(reordered.tokenize(&texts).unwrap(), model.tokenize(&texts).unwrap(), "{name}");
+        let want = model.encode(&texts).unwrap();
+        assert_eq!(reordered.encode(&texts).unwrap(), want, "{name}");
+        let back = StaticModel::from_edo_bytes(reordered.to_edo().to_bytes()).unwrap();
+        assert_eq!(back.encode(&texts).unwrap(), want, "{name} from its file");
+        // Reordering again (by other counts) composes with the mapping it made.
+        let again = back.reorder(&order.iter().rev().copied().collect::<Vec<_>>()).unwrap();
+        assert_eq!(again.encode(&texts).unwrap(), want, "{name} reordered twice");
+        let mut twice = order.clone();
+        twice[1] = twice[0];
+        assert!(matches!(model.reorder(&twice), Err(Error::NotAPermutation { index: 1, .. })), "{name}");
+        assert!(matches!(model.reorder(&order[1..]), Err(Error::ShapeMismatch { .. })), "{name}");
+    }
+}
+
 #[test]
 fn bad_model_files_are_typed_errors() {
     let model = StaticModel::from_dir(dir("unigram_vq")).unwrap().quantize(Format::Int8).unwrap();
@@ -839,6 +872,11 @@ fn wordllama_vectors_equal_the_reference_package() {
     assert_eq!(file.encode(&texts[1..]).unwrap(), int8);
     let file64 = StaticModel::from_edo_bytes(dim64.to_edo().to_bytes()).unwrap();
     assert_eq!(file64.encode(&texts).unwrap(), dim64.encode(&texts).unwrap());
+    // Reordered by its texts' tokens (ids past the table still clip, to the last row's new place).
+    let reordered = model.reorder(&edo::prune::frequency_order(&model.row_counts(&texts).unwrap())).unwrap();
+    assert_eq!(reordered.encode(&texts).unwrap(), dense);
+    let clipped = ["a text", "\u{10ffff} beyond"];
+    assert_eq!(reordered.encode(&clipped).unwrap(), model.encode(&clipped).unwrap());
     eprintln!("WordLlama: {} texts equal within 1e-5; INT8 mean cosine {mean:.6}", texts.len());
 }
 

@@ -48,7 +48,8 @@ enum Command {
     /// Print rows of an .edo file by id or by token.
     Lookup(tables::LookupArgs),
     /// Store a table's rows by how often a trace (or counts) looks them up, the most looked-up
-    /// first, with an id map so lookups keep the same ids.
+    /// first, with an id map so lookups keep the same ids; or a model's, by how often a corpus's
+    /// tokens look them up (the same vectors for every text).
     Reorder(tables::ReorderArgs),
     /// Write an .edo file's table as .npy, .safetensors (FBGEMM / packbits layouts or dense
     /// f32), a GGUF file or word2vec text.

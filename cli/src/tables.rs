@@ -653,19 +653,24 @@ fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
 
 #[derive(Args)]
 pub struct ReorderArgs {
-    /// The .edo table file.
+    /// The .edo table or model file.
     file: PathBuf,
-    /// The reordered table file to write (its rows stored most looked-up first, with the id map
-    /// that keeps lookups by the same ids).
+    /// The reordered file to write: a table's rows stored most looked-up first, with the id map
+    /// that keeps lookups by the same ids; a model's the same way, its tokens mapped to their
+    /// rows' new places (every text gets the same vector).
     #[arg(short, long)]
     output: PathBuf,
     /// A trace of looked-up ids (one a line, or a 1-D .npy of ids): rows are ordered by how often
     /// it looks them up.
-    #[arg(long, required_unless_present = "counts", conflicts_with = "counts")]
+    #[arg(long, required_unless_present_any = ["counts", "texts"], conflicts_with_all = ["counts", "texts"])]
     trace: Option<PathBuf>,
     /// Lookup counts, one per row of the table (one a line, or a 1-D .npy).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "texts")]
     counts: Option<PathBuf>,
+    /// For a model: a file of texts (one a line, `-`: standard input) like those it will embed;
+    /// rows are ordered by how often their tokens look them up.
+    #[arg(long)]
+    texts: Option<PathBuf>,
 }
 
 /// `edo reorder`: the table's rows stored by frequency, the most looked-up first.
@@ -682,10 +687,10 @@ pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
         ));
     }
     if file.is_model() {
-        return Err(Failure::new(
-            exit::USAGE,
-            format!("{} is a model file: reorder a table file (a model's tokenizer and weights would not follow)", a.file.display()),
-        ));
+        return reorder_model(&a, &file);
+    }
+    if a.texts.is_some() {
+        return Err(Failure::new(exit::USAGE, format!("--texts orders a model's rows; {} is a table: give --trace or --counts", a.file.display())));
     }
     file.verify()?;
     let t = file.table();
@@ -721,6 +726,65 @@ pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
     if file.vocab().is_some() {
         println!("(the vocabulary is not carried over: a reordered table is looked up by id)");
     }
+    Ok(())
+}
+
+/// `edo reorder` of a model file: its rows by how often `--texts`' tokens (or `--trace`'s rows,
+/// or `--counts`) look them up; the tokenizer's ids kept, its mapping sending them to the rows'
+/// new places.
+fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
+    let model = edo::model::StaticModel::from_edo(file)?;
+    let rows = model.table().rows();
+    let read = |path: &Path| std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())));
+    let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
+    let (counts, what): (Vec<u64>, String) = match (&a.texts, &a.trace, &a.counts) {
+        (Some(path), ..) => {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
+            } else {
+                String::from_utf8(read(path)?).map_err(|e| Failure::new(exit::DATA, format!("{}: not UTF-8 text ({e})", path.display())))?
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            let mut counts = vec![0u64; rows];
+            // A batch at a time: the tokens of a whole corpus need not be held at once.
+            for batch in lines.chunks(4096) {
+                for (c, n) in counts.iter_mut().zip(model.row_counts(batch)?) {
+                    *c += n;
+                }
+            }
+            (counts, format!("{} texts' tokens", lines.len()))
+        }
+        (None, Some(path), _) => {
+            let ids = edo::cache::parse_trace(&read(path)?, Some(rows)).map_err(|e| in_file(path, e))?;
+            (edo::prune::lookup_counts(&ids, rows).map_err(|e| in_file(path, e))?, "the trace".into())
+        }
+        (None, None, Some(path)) => {
+            let counts = edo::cache::parse_trace(&read(path)?, None).map_err(|e| in_file(path, e))?;
+            if counts.len() != rows {
+                return Err(in_file(
+                    path,
+                    Error::ShapeMismatch { what: "lookup counts (one per row of the model's table)", expected: rows, actual: counts.len() },
+                ));
+            }
+            (counts.into_iter().map(u64::from).collect(), "the counts".into())
+        }
+        (None, None, None) => return Err(Failure::new(exit::USAGE, "give --texts, --trace or --counts")),
+    };
+    let order = edo::prune::frequency_order(&counts);
+    let reordered = model.reorder(&order)?;
+    let mut out = reordered.to_edo();
+    for (k, v) in file.metadata() {
+        out.set_metadata(k.clone(), v.clone())?;
+    }
+    out.write(&a.output).map_err(write_failure)?;
+    let total = counts.iter().sum::<u64>().max(1) as f64;
+    let share = |n: usize| order[..n.min(rows)].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
+    println!(
+        "{}: the model's {rows} rows reordered by {what}; the first 1 % of the stored rows take {:.1} % of the lookups, the first 10 % {:.1} %; every text gets the same vector",
+        a.output.display(),
+        100.0 * share(rows.div_ceil(100)),
+        100.0 * share(rows.div_ceil(10))
+    );
     Ok(())
 }
 

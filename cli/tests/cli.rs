@@ -880,6 +880,47 @@ fn reorder_stores_rows_by_frequency_and_keeps_ids() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("reordered"), "{}", String::from_utf8_lossy(&again.stderr));
 }
 
+/// `edo reorder` of a model file by a corpus (`--texts`): its rows stored by how often the texts'
+/// tokens look them up, and every text embedded as before, bit for bit; --texts is for models.
+#[test]
+fn reorder_of_a_model_keeps_every_vector() {
+    let root = format!("{}/..", env!("CARGO_MANIFEST_DIR"));
+    let dir = Scratch::new("reorder-model");
+    let src = dir.path("m.edo");
+    let s = src.to_str().unwrap();
+    ok(&["quantize-model", &format!("{root}/tests/data/models/wordpiece"), "--format", "int8", "-o", s]);
+    let corpus = dir.path("corpus.txt");
+    std::fs::write(&corpus, "the quick brown fox\njumps over the lazy dog\nthe the the\ncafé naïve\n").unwrap();
+    let out = dir.path("r.edo");
+    let o = out.to_str().unwrap();
+    let text = ok(&["reorder", s, "--texts", corpus.to_str().unwrap(), "-o", o]);
+    assert!(text.contains("reordered by 4 texts' tokens") && text.contains("the same vector"), "{text}");
+    let (model, reordered) = (edo::model::StaticModel::open(&src).unwrap(), edo::model::StaticModel::open(&out).unwrap());
+    let the = model.bags(&["the"]).unwrap().rows[0] as usize;
+    assert_eq!(reordered.table().row(0), model.table().row(the), "the most used token's row first");
+    let texts = ["the quick brown fox", "an unseen text, tokens and all", "café"];
+    let embed = |m: &str| -> Vec<Vec<f32>> {
+        let mut args = vec!["embed", m, "--json"];
+        for t in &texts {
+            args.extend(["--text", t]);
+        }
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    assert_eq!(embed(o), embed(s));
+    // Row counts and traces work for a model too; --texts does not for a table.
+    let counts = dir.path("counts.txt");
+    std::fs::write(&counts, (0..model.table().rows()).map(|r| (r % 3).to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+    ok(&["reorder", s, "--counts", counts.to_str().unwrap(), "-o", o]);
+    assert_eq!(embed(o), embed(s));
+    let table = dir.path("t.edo");
+    edo::file::TableFile::new(model.table().clone()).write(&table).unwrap();
+    let bad = edo(&["reorder", table.to_str().unwrap(), "--texts", corpus.to_str().unwrap(), "-o", o]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--texts orders a model's rows"), "{}", String::from_utf8_lossy(&bad.stderr));
+    let none = edo(&["reorder", s, "-o", o]);
+    assert_eq!(none.status.code(), Some(2), "one of --texts, --trace, --counts");
+}
+
 /// `edo quantize --format binary --center / --itq`: codes through a transform that the file
 /// keeps (version 3), equal to the library's; `edo inspect` names it and measures against the
 /// transformed source; the flags belong to binary codes only.

@@ -323,6 +323,33 @@ impl StaticModel {
         Ok(StaticModel { table: self.table.requantize(format)?, ..self.clone() })
     }
 
+    /// The model with its table's rows stored in `order` (row `k` holds the row `order[k]`),
+    /// most used first when `order` comes from [`StaticModel::row_counts`] through
+    /// [`crate::prune::frequency_order`]: the rows a corpus's tokens touch most lie together.
+    /// Token ids stay the tokenizer's; the model's `mapping` (made if it had none) sends each to
+    /// its row's new place, so every text gets the same vector, bit for bit. `order` must be a
+    /// permutation of the table's rows ([`Error::NotAPermutation`]).
+    pub fn reorder(&self, order: &[u32]) -> Result<StaticModel, Error> {
+        let reordered = crate::PrunedTable::reorder(&self.table, order)?;
+        let last = self.table.rows().saturating_sub(1);
+        let remap = reordered.remap();
+        // Each token's row as `token_row` finds it (WordLlama's ids past the table clip to its
+        // last row), then where that row now lies.
+        let mapping = (0..self.vocab_size)
+            .map(|t| {
+                let id = if self.clip_ids { t.min(last) } else { t };
+                remap[self.mapping.as_ref().map_or(id, |m| m[id] as usize)]
+            })
+            .collect();
+        Ok(StaticModel { table: reordered.table().clone(), mapping: Some(mapping), ..self.clone() })
+    }
+
+    /// How many times `texts`' tokens look up each row of the table (one count a row): the
+    /// counts [`StaticModel::reorder`] orders by, from a corpus like the one the model will embed.
+    pub fn row_counts(&self, texts: &[&str]) -> Result<Vec<u64>, Error> {
+        crate::prune::lookup_counts(&self.bags(texts)?.rows, self.table.rows())
+    }
+
     /// The embedding table (one row per token, or per cluster of tokens with a mapping).
     pub fn table(&self) -> &PackedTable {
         &self.table
