@@ -566,7 +566,9 @@ async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
     let engine = EdoEngine::create(None, Some(16384.0)).await;
     let lookup = ids(2049, rows);
     let offsets: Vec<u32> = (0..2049).step_by(11).collect();
-    for format in ["int8", "q4_0", "fp16"] {
+    // One format: the kernels' formats are tested natively (tests/gpu/tables.rs); each shape
+    // compiled here costs about a second on SwiftShader.
+    for format in ["int8"] {
         let plain = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
         let counts: Vec<u32> = (0..rows as u32).map(|r| (r * 7919) % 1000).collect();
         let reordered = plain.reorder_by_counts(&counts).unwrap();
