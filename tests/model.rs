@@ -689,6 +689,22 @@ fn reordered_models_give_the_same_vectors() {
         assert!(matches!(model.reorder(&twice), Err(Error::NotAPermutation { index: 1, .. })), "{name}");
         assert!(matches!(model.reorder(&order[1..]), Err(Error::ShapeMismatch { .. })), "{name}");
     }
+    // WordLlama's layout with fewer rows than tokens: unigram_vq's 40-row table under its
+    // 146-token tokenizer, ids past row 39 clipping to it. Reordered, the clipped ids follow the
+    // last row to its new place, in memory and through the file.
+    let tokenizer = std::fs::read(format!("{}/tokenizer.json", dir("unigram_vq"))).unwrap();
+    let weights = std::fs::read(format!("{}/model.safetensors", dir("unigram_vq"))).unwrap();
+    let clipping = StaticModel::from_wordllama(&tokenizer, &weights, None).unwrap();
+    let rows = clipping.table().rows();
+    assert!(clipping.vocab_size() > rows, "{} tokens, {rows} rows", clipping.vocab_size());
+    let ids = clipping.tokenize(&texts).unwrap();
+    assert!(ids.iter().flatten().any(|&t| t as usize >= rows), "the texts have tokens past the table");
+    let order: Vec<u32> = (0..rows as u32).rev().collect();
+    let reordered = clipping.reorder(&order).unwrap();
+    assert_eq!(reordered.table().row(0), clipping.table().row(rows - 1), "the clipped-to row moved");
+    let want = clipping.encode(&texts).unwrap();
+    assert_eq!(reordered.encode(&texts).unwrap(), want);
+    assert_eq!(StaticModel::from_edo_bytes(reordered.to_edo().to_bytes()).unwrap().encode(&texts).unwrap(), want);
 }
 
 #[test]
