@@ -660,8 +660,8 @@ pub struct ReorderArgs {
     /// rows' new places (every text gets the same vector).
     #[arg(short, long)]
     output: PathBuf,
-    /// A trace of looked-up ids (one a line, or a 1-D .npy of ids): rows are ordered by how often
-    /// it looks them up.
+    /// A trace of looked-up ids (one a line, or a 1-D .npy of ids; for a model, ids of its
+    /// table's rows): rows are ordered by how often it looks them up.
     #[arg(long, required_unless_present_any = ["counts", "texts"], conflicts_with_all = ["counts", "texts"])]
     trace: Option<PathBuf>,
     /// Lookup counts, one per row of the table (one a line, or a 1-D .npy).
@@ -739,16 +739,22 @@ fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
     let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
     let (counts, what): (Vec<u64>, String) = match (&a.texts, &a.trace, &a.counts) {
         (Some(path), ..) => {
-            let text = if path.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
+            let (bytes, name) = if path.as_os_str() == "-" {
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?;
+                (bytes, "standard input".to_string())
             } else {
-                String::from_utf8(read(path)?).map_err(|e| Failure::new(exit::DATA, format!("{}: not UTF-8 text ({e})", path.display())))?
+                (read(path)?, path.display().to_string())
             };
+            let text = String::from_utf8(bytes).map_err(|e| Failure::new(exit::DATA, format!("{name}: not UTF-8 text ({e})")))?;
             let lines: Vec<&str> = text.lines().collect();
             let mut counts = vec![0u64; rows];
             // A batch at a time: the tokens of a whole corpus need not be held at once.
-            for batch in lines.chunks(4096) {
-                for (c, n) in counts.iter_mut().zip(model.row_counts(batch)?) {
+            for (b, batch) in lines.chunks(4096).enumerate() {
+                let batch_counts = model
+                    .row_counts(batch)
+                    .map_err(|e| Failure::new(exit::DATA, format!("{name}, lines {} to {}: {e}", b * 4096 + 1, b * 4096 + batch.len())))?;
+                for (c, n) in counts.iter_mut().zip(batch_counts) {
                     *c += n;
                 }
             }
@@ -772,7 +778,7 @@ fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
     };
     let order = edo::prune::frequency_order(&counts);
     let reordered = model.reorder(&order)?;
-    let mut out = reordered.to_edo();
+    let mut out = reordered.to_edo().with_chunk_bytes(file.chunk_bytes())?;
     for (k, v) in file.metadata() {
         out.set_metadata(k.clone(), v.clone())?;
     }
