@@ -469,7 +469,7 @@ impl EdoTable {
     pub fn reorder_by_counts(&self, counts: &[u32]) -> Result<EdoTable, Failure> {
         let table = self.dense("reorderByCounts")?;
         if counts.len() != table.rows() {
-            return Err(err(edo::Error::ShapeMismatch { what: "lookup counts (one per row of the table)", expected: table.rows(), actual: counts.len() }));
+            return Err(Failure::arg(format!("counts has {} counts; {} were expected (one a row)", counts.len(), table.rows())));
         }
         self.reordered(table, &counts.iter().map(|&c| u64::from(c)).collect::<Vec<_>>())
     }

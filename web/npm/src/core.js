@@ -434,8 +434,6 @@ export class Table extends Resource {
     if ((counts === undefined) === (trace === undefined)) throw invalid('reorder(options) takes one of options.counts and options.trace');
     if (counts !== undefined) {
       const c = ids(counts, 'options.counts', 'counts');
-      const rows = this._raw().rows;
-      if (c.length !== rows) throw invalid(`options.counts has ${c.length} counts; ${rows} were expected (one a row)`);
       return guardedSync(() => new Table(this._raw().reorderByCounts(c)));
     }
     const t = ids(trace, 'options.trace');

@@ -204,7 +204,7 @@ test('reordered and pruned tables: the same rows for the same ids, through .edo 
     else assert.deepEqual(row, want.subarray(i * dim, (i + 1) * dim), `kept row ${ids[i]}`);
   }
   // Bad input: typed errors.
-  await rejects(int8.reorder({ counts: counts.subarray(1) }), 'INVALID_ARGUMENT', /options.counts has 299 counts; 300 were expected/);
+  await rejects(int8.reorder({ counts: counts.subarray(1) }), 'INVALID_ARGUMENT', /counts has 299 counts; 300 were expected/);
   await rejects(int8.reorder({ counts: [1.5] }), 'INVALID_ARGUMENT', /options.counts\[0\] = number 1.5: counts are integers/);
   // Keeping every row makes a plain table.
   const all = await edo.createTable(data, { rows, dim, format: 'int8', keep: new Uint8Array(rows).fill(1) });
