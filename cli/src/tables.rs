@@ -695,34 +695,11 @@ pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
     file.verify()?;
     let t = file.table();
     let rows = t.rows();
-    let read = |path: &Path| std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())));
-    // As `edo bench cache --trace`: a trace or counts file that does not fit is a usage error.
-    let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
-    let counts: Vec<u64> = match (&a.trace, &a.counts) {
-        (Some(path), _) => {
-            let ids = edo::cache::parse_trace(&read(path)?, Some(rows)).map_err(|e| in_file(path, e))?;
-            edo::prune::lookup_counts(&ids, rows).map_err(|e| in_file(path, e))?
-        }
-        (None, Some(path)) => {
-            let counts = edo::cache::parse_trace(&read(path)?, None).map_err(|e| in_file(path, e))?;
-            if counts.len() != rows {
-                return Err(in_file(path, Error::ShapeMismatch { what: "lookup counts (one per row of the table)", expected: rows, actual: counts.len() }));
-            }
-            counts.into_iter().map(u64::from).collect()
-        }
-        (None, None) => return Err(Failure::new(exit::USAGE, "give --trace or --counts")),
-    };
+    let Some(counts) = trace_or_counts(&a, rows)? else { return Err(Failure::new(exit::USAGE, "give --trace or --counts")) };
     let order = edo::prune::frequency_order(&counts);
     let reordered = edo::PrunedTable::reorder(t, &order)?;
     reordered.write(&a.output, Some(file.chunk_bytes()), file.metadata()).map_err(write_failure)?;
-    let total = counts.iter().sum::<u64>().max(1) as f64;
-    let share = |n: usize| order[..n.min(rows)].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
-    println!(
-        "{}: {rows} rows reordered by lookup count; the first 1 % of the stored rows take {:.1} % of the lookups, the first 10 % {:.1} %",
-        a.output.display(),
-        100.0 * share(rows.div_ceil(100)),
-        100.0 * share(rows.div_ceil(10))
-    );
+    println!("{}: {rows} rows reordered by lookup count; {}", a.output.display(), shares(&counts, &order));
     if file.vocab().is_some() {
         println!("(the vocabulary is not carried over: a reordered table is looked up by id)");
     }
@@ -735,16 +712,14 @@ pub fn reorder(a: ReorderArgs) -> Result<(), Failure> {
 fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
     let model = edo::model::StaticModel::from_edo(file)?;
     let rows = model.table().rows();
-    let read = |path: &Path| std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())));
-    let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
-    let (counts, what): (Vec<u64>, String) = match (&a.texts, &a.trace, &a.counts) {
-        (Some(path), ..) => {
+    let (counts, what): (Vec<u64>, String) = match &a.texts {
+        Some(path) => {
             let (bytes, name) = if path.as_os_str() == "-" {
                 let mut bytes = Vec::new();
                 std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?;
                 (bytes, "standard input".to_string())
             } else {
-                (read(path)?, path.display().to_string())
+                (read_input(path)?, path.display().to_string())
             };
             let text = String::from_utf8(bytes).map_err(|e| Failure::new(exit::DATA, format!("{name}: not UTF-8 text ({e})")))?;
             let lines: Vec<&str> = text.lines().collect();
@@ -760,21 +735,10 @@ fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
             }
             (counts, format!("{} texts' tokens", lines.len()))
         }
-        (None, Some(path), _) => {
-            let ids = edo::cache::parse_trace(&read(path)?, Some(rows)).map_err(|e| in_file(path, e))?;
-            (edo::prune::lookup_counts(&ids, rows).map_err(|e| in_file(path, e))?, "the trace".into())
-        }
-        (None, None, Some(path)) => {
-            let counts = edo::cache::parse_trace(&read(path)?, None).map_err(|e| in_file(path, e))?;
-            if counts.len() != rows {
-                return Err(in_file(
-                    path,
-                    Error::ShapeMismatch { what: "lookup counts (one per row of the model's table)", expected: rows, actual: counts.len() },
-                ));
-            }
-            (counts.into_iter().map(u64::from).collect(), "the counts".into())
-        }
-        (None, None, None) => return Err(Failure::new(exit::USAGE, "give --texts, --trace or --counts")),
+        None => match trace_or_counts(a, rows)? {
+            Some(counts) => (counts, "lookup count".into()),
+            None => return Err(Failure::new(exit::USAGE, "give --texts, --trace or --counts")),
+        },
     };
     let order = edo::prune::frequency_order(&counts);
     let reordered = model.reorder(&order)?;
@@ -783,15 +747,45 @@ fn reorder_model(a: &ReorderArgs, file: &TableFile) -> Result<(), Failure> {
         out.set_metadata(k.clone(), v.clone())?;
     }
     out.write(&a.output).map_err(write_failure)?;
-    let total = counts.iter().sum::<u64>().max(1) as f64;
-    let share = |n: usize| order[..n.min(rows)].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
-    println!(
-        "{}: the model's {rows} rows reordered by {what}; the first 1 % of the stored rows take {:.1} % of the lookups, the first 10 % {:.1} %; every text gets the same vector",
-        a.output.display(),
-        100.0 * share(rows.div_ceil(100)),
-        100.0 * share(rows.div_ceil(10))
-    );
+    println!("{}: the model's {rows} rows reordered by {what}; {}; every text gets the same vector", a.output.display(), shares(&counts, &order));
     Ok(())
+}
+
+/// `edo reorder`'s lookup counts of `rows` rows from --trace or --counts, or `None` if neither
+/// was given. As `edo bench cache --trace`: a trace or counts file that does not fit is a usage
+/// error.
+fn trace_or_counts(a: &ReorderArgs, rows: usize) -> Result<Option<Vec<u64>>, Failure> {
+    let in_file = |path: &Path, e: Error| Failure::new(exit::USAGE, format!("{}: {e}", path.display()));
+    Ok(Some(match (&a.trace, &a.counts) {
+        (Some(path), _) => {
+            let ids = edo::cache::parse_trace(&read_input(path)?, Some(rows)).map_err(|e| in_file(path, e))?;
+            edo::prune::lookup_counts(&ids, rows).map_err(|e| in_file(path, e))?
+        }
+        (None, Some(path)) => {
+            let counts = edo::cache::parse_trace(&read_input(path)?, None).map_err(|e| in_file(path, e))?;
+            if counts.len() != rows {
+                return Err(in_file(path, Error::ShapeMismatch { what: "lookup counts (one per row of the table)", expected: rows, actual: counts.len() }));
+            }
+            counts.into_iter().map(u64::from).collect()
+        }
+        (None, None) => return Ok(None),
+    }))
+}
+
+/// A file `edo reorder` reads.
+fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))
+}
+
+/// The share of the lookups the first 1 % and 10 % of the rows in `order` take.
+fn shares(counts: &[u64], order: &[u32]) -> String {
+    let total = counts.iter().sum::<u64>().max(1) as f64;
+    let share = |n: usize| 100.0 * order[..n.min(order.len())].iter().map(|&r| counts[r as usize]).sum::<u64>() as f64 / total;
+    format!(
+        "the first 1 % of the stored rows take {:.1} % of the lookups, the first 10 % {:.1} %",
+        share(order.len().div_ceil(100)),
+        share(order.len().div_ceil(10))
+    )
 }
 
 #[derive(Args)]
