@@ -596,11 +596,11 @@ impl EdoTable {
 impl EdoTable {
     /// A reordered table's `.edo` file (one with an id map), requantised to `format` if given.
     fn reordered_file(bytes: SharedBytes, format: Option<&str>) -> Result<EdoTable, Failure> {
-        let mut table = PrunedTable::from_file_bytes(bytes).map_err(err)?;
-        if let Some(f) = format.filter(|f| !f.is_empty()) {
-            table = PrunedTable::from_remap(table.table().requantize(format_of(f)?).map_err(err)?, table.remap().to_vec()).map_err(err)?;
+        let table = EdoTable { inner: AnyTable::Pruned(PrunedTable::from_file_bytes(bytes).map_err(err)?), vocab: None, codes: None };
+        match format.filter(|f| !f.is_empty()) {
+            Some(f) => table.quantize(f),
+            None => Ok(table),
         }
-        Ok(EdoTable { inner: AnyTable::Pruned(table), vocab: None, codes: None })
     }
 
     /// `table`'s rows stored by `counts` (one a row), most first.
