@@ -398,7 +398,7 @@ pub enum Unsupported {
     RescoringAcrossBackends,
     /// A table file whose rows are reordered (it has an id map) opened as a plain table: its rows
     /// are not in id order.
-    #[error("a table file whose rows are reordered (it holds an id map): read it with PrunedTable::open or from_file_bytes, which apply the map (on the command line, `edo lookup` does)")]
+    #[error("a table file whose rows are reordered (it holds an id map): read it with PrunedTable::open or from_file_bytes, which apply the map (on the command line, `edo lookup` does; `edo inspect` describes the file as stored)")]
     ReorderedTableFile,
     /// Metadata keys starting with "edo." are reserved.
     #[error("metadata keys starting with \"edo.\" are reserved")]

@@ -57,6 +57,10 @@ impl PrunedTable {
     pub fn table(&self) -> &PackedTable {
         &self.table
     }
+    /// The compact table and the remap, giving up the pruned table.
+    pub(crate) fn into_parts(self) -> (PackedTable, Vec<u32>) {
+        (self.table, self.remap)
+    }
     /// Compact row (or [`ABSENT`]) of every original row.
     pub fn remap(&self) -> &[u32] {
         &self.remap
@@ -162,7 +166,7 @@ impl PrunedTable {
     /// checksum (the whole file is read once). A file without a map opens too (the identity map).
     #[cfg(native)]
     pub fn open(path: impl AsRef<std::path::Path>) -> Result<PrunedTable, Error> {
-        Self::from_table_file(crate::file::TableFile::open_any(path)?)
+        Self::from_table_file(crate::file::TableFile::open_stored(path)?)
     }
 
     /// [`PrunedTable::open`] from the file's bytes.

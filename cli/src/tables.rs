@@ -360,8 +360,13 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
     if FileKind::from_path(&a.file) == Some(FileKind::Gguf) {
         return inspect_gguf(&a.file, a.json);
     }
-    let file = open_table(&a.file)?;
+    // A reordered table's file is described as stored: rows in stored order, with its id map.
+    let file = match open_table_or_reordered(&a.file)? {
+        Ok(file) => file,
+        Err(_) => TableFile::open_stored(&a.file)?,
+    };
     let t = file.table();
+    let id_map = file.id_map();
     let file_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let checksums = file.verify();
     let meta = file.metadata();
@@ -400,14 +405,31 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             None
         }
     };
-    // Codes made through a transform are compared with the transformed source.
+    // Codes made through a transform are compared with the transformed source, a reordered
+    // table with the source's rows put in its stored order.
     let source_values = match (source.as_ref().map(|s| s.values()), file.code_transform()) {
         (Some(v), Some(ct)) => Some(std::borrow::Cow::Owned(ct.apply(&v)?)),
         (v, _) => v,
     };
+    let source_values = match (source_values, id_map) {
+        (Some(v), Some(map)) => {
+            let dim = t.dim();
+            let mut stored = vec![0f32; v.len()];
+            for (id, &row) in map.iter().enumerate() {
+                stored[row as usize * dim..][..dim].copy_from_slice(&v[id * dim..][..dim]);
+            }
+            Some(std::borrow::Cow::Owned(stored))
+        }
+        (v, _) => v,
+    };
     let stats: Option<ErrorStats> = source_values.as_ref().map(|v| {
         let bound = source.as_ref().is_some_and(|s| s.format() == Format::F32).then_some(t.format());
-        table_error_stats(v, t, bound)
+        let mut stats = table_error_stats(v, t, bound);
+        // The worst row named by its id, as the user looks it up.
+        if let Some(map) = id_map {
+            stats.worst_row = map.iter().position(|&row| row as usize == stats.worst_row).unwrap_or(stats.worst_row);
+        }
+        stats
     });
 
     let png = if a.no_png { None } else { Some(a.png.clone().unwrap_or_else(|| a.file.with_extension("png"))) };
@@ -427,10 +449,10 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             "file": a.file, "format": t.format().name(), "rows": t.rows(), "dim": t.dim(),
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
-            "codes": file.code_transform().map(|c| c.kind()),
+            "codes": file.code_transform().map(|c| c.kind()), "reordered": id_map.is_some(),
             "source": source_path, "error": stats, "png": png, "picture": legend,
             "model": model.as_ref().map(|m| json!({
-                "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(),
+                "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(), "mapping": m.mapping().is_some(),
                 "truncation": m.truncation().map(|t| json!({ "max_length": t.max_length, "keep_last": t.keep_last })),
             })),
         });
@@ -444,6 +466,9 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             println!("  codes       {} ({how}; search with queries through the same)", ct.kind());
         }
         println!("  shape       {} rows × {} dim", t.rows(), t.dim());
+        if id_map.is_some() {
+            println!("  reordered   rows stored most looked-up first (`edo reorder`); an id map keeps the ids: look rows up with `edo lookup`");
+        }
         println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
         if let Some(m) = &model {
@@ -457,6 +482,13 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
                 },
                 if m.normalize() { "L2-normalised" } else { "not normalised" }
             );
+            if m.mapping().is_some() {
+                println!(
+                    "  mapping     its {} token ids → the table's {} rows (a quantised vocabulary's clusters, or rows reordered by `edo reorder`)",
+                    m.vocab_size(),
+                    t.rows()
+                );
+            }
         }
         if let Some(v) = file.vocab() {
             let dup = v.duplicates();
@@ -482,10 +514,11 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
                     println!("  documented bound   {} of {} rows within it", t.rows() - n, t.rows());
                 }
             }
-            _ => println!("error: {}", source_note.unwrap_or_default()),
+            _ => println!("error: not measured: {}", source_note.unwrap_or_default()),
         }
         if let (Some(path), Some(l)) = (&png, &legend) {
-            println!("picture: {} ({} × {} px)", path.display(), l.width, l.height);
+            let order = if id_map.is_some() { ", rows in stored order" } else { "" };
+            println!("picture: {} ({} × {} px{order})", path.display(), l.width, l.height);
             println!("  left: values, blue −{0:.3} · white 0 · red +{0:.3} (99th percentile of |x|)", l.value_scale);
             if let Some(e) = l.error_scale {
                 println!("  right: |x − x̂|, black 0 · red · yellow {e:.3e} (the largest among the rows shown)");
@@ -547,9 +580,10 @@ fn inspect_gguf(path: &Path, json: bool) -> Result<(), Failure> {
 
 #[derive(Args)]
 pub struct LookupArgs {
-    /// The .edo table file.
+    /// The .edo table file (or model file: its ids are token ids, read from their rows as
+    /// `edo embed` reads them).
     file: PathBuf,
-    /// Row ids, comma separated.
+    /// Row ids (a model's: token ids), comma separated.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true, required_unless_present_any = ["tokens", "ids_file"], conflicts_with_all = ["tokens", "ids_file"])]
     ids: Vec<String>,
     /// A file of row ids separated by commas, spaces or newlines (`-`: standard input), for more
@@ -589,31 +623,61 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
     let t = file.table();
     let ids: Vec<u32> = if a.tokens.is_empty() {
         lookup_ids(&a)?
+    } else if file.is_model() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("{} is a model: look its rows up by token id with --ids, or embed text with `edo embed`", a.file.display()),
+        ));
     } else {
         let vocab = file.vocab().ok_or_else(|| Failure::new(exit::USAGE, format!("{} has no vocabulary; look rows up with --ids", a.file.display())))?;
         a.tokens.iter().map(|tok| vocab.id(tok)).collect::<Result<_, _>>()?
     };
-    Bounds::Error.check(&ids, t.rows())?;
-    file.verify_ids(&ids)?;
+    // A model's ids are its tokenizer's, each read from its row as encoding reads it (through
+    // the model's mapping, when it has one: a quantised vocabulary, or reordered rows).
+    let rows: Vec<u32> = if file.is_model() {
+        let model = edo::model::StaticModel::from_edo(&file)?;
+        if let Some((index, &id)) = ids.iter().enumerate().find(|&(_, &id)| id as usize >= model.vocab_size()) {
+            return Err(Failure::new(exit::USAGE, format!("ids[{index}] = {id} is not a token id of the model's {}-token vocabulary", model.vocab_size())));
+        }
+        ids.iter()
+            .enumerate()
+            .map(|(index, &id)| match model.row_of(id) {
+                Ok((row, _)) => Ok(row as u32),
+                Err(_) => Err(Error::IdOutOfRange { index, id, rows: model.vocab_size() }),
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        ids.clone()
+    };
+    Bounds::Error.check(&rows, t.rows())?;
+    file.verify_ids(&rows)?;
     let values = if a.gpu {
         let engine = edo::Engine::new_blocking(edo::EngineOptions::default())?;
         file.verify()?;
         let gpu = edo::block_on(edo::GpuTable::upload(&engine, t))?;
-        edo::block_on(edo::block_on(gpu.gather(&ids, Bounds::Error))?.read())?
+        edo::block_on(edo::block_on(gpu.gather(&rows, Bounds::Error))?.read())?
     } else {
-        edo::cpu::gather(t, &ids, Bounds::Error)?
+        edo::cpu::gather(t, &rows, Bounds::Error)?
     };
     let dim = t.dim();
     let token = |id: u32| file.vocab().and_then(|v| v.token(id)).map(str::to_string);
+    // A model's row, named where it is not the id.
+    let row_of = |i: usize| (file.is_model() && rows[i] != ids[i]).then_some(rows[i]);
     if a.json {
-        let rows: Vec<_> = ids.iter().zip(values.chunks_exact(dim)).map(|(&id, row)| json!({ "id": id, "token": token(id), "values": row })).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "format": t.format().name(), "dim": dim, "rows": rows })).expect("JSON"));
+        let out: Vec<_> = ids
+            .iter()
+            .zip(values.chunks_exact(dim))
+            .enumerate()
+            .map(|(i, (&id, row))| json!({ "id": id, "token": token(id), "row": rows[i], "values": row }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "format": t.format().name(), "dim": dim, "model": file.is_model(), "rows": out })).expect("JSON"));
     } else {
-        for (&id, row) in ids.iter().zip(values.chunks_exact(dim)) {
+        for (i, (&id, row)) in ids.iter().zip(values.chunks_exact(dim)).enumerate() {
             let shown: Vec<String> = row.iter().take(a.show).map(|v| format!("{v:.5}")).collect();
             let more = if dim > a.show { format!(", … {} more", dim - a.show) } else { String::new() };
             let name = token(id).map_or(String::new(), |t| format!(" {t:?}"));
-            println!("{id}{name}: [{}{more}]", shown.join(", "));
+            let place = row_of(i).map_or(String::new(), |r| format!(" (row {r})"));
+            println!("{id}{name}{place}: [{}{more}]", shown.join(", "));
         }
     }
     Ok(())

@@ -878,6 +878,27 @@ fn reorder_stores_rows_by_frequency_and_keeps_ids() {
     let again = edo(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", dir.path("x.edo").to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(65), "a data error");
     assert!(String::from_utf8_lossy(&again.stderr).contains("reordered"), "{}", String::from_utf8_lossy(&again.stderr));
+    // `edo inspect` describes it as stored, and measures it against its source (recorded by
+    // `edo quantize`, kept by `edo reorder`) as the plain file: the same error, the same worst id.
+    let npy = dir.path("t.npy");
+    let values = edo::synth::embedding_table(rows, dim, 3);
+    std::fs::write(&npy, edo::file::npy::write(edo::file::npy::Dtype::F32, &[rows, dim], bytemuck::cast_slice(&values))).unwrap();
+    ok(&["quantize", npy.to_str().unwrap(), "--format", "int8", "-o", s]);
+    ok(&["reorder", s, "--trace", trace.to_str().unwrap(), "-o", o]);
+    let text = ok(&["inspect", o, "--png", dir.path("hot.png").to_str().unwrap()]);
+    assert!(text.contains("reordered   rows stored most looked-up first") && text.contains("rows in stored order"), "{text}");
+    let report = |f: &str| -> serde_json::Value { serde_json::from_str(&ok(&["inspect", f, "--no-png", "--json"])).unwrap() };
+    let (plain, hot) = (report(s), report(o));
+    assert_eq!((plain["reordered"].as_bool(), hot["reordered"].as_bool()), (Some(false), Some(true)));
+    for key in ["max_abs", "worst_row", "rows_beyond_bound"] {
+        assert_eq!(hot["error"][key], plain["error"][key], "{key}");
+    }
+    // Means summed in another row order.
+    for key in ["rmse", "mean_cosine"] {
+        let (a, b) = (hot["error"][key].as_f64().unwrap(), plain["error"][key].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-12 * b.abs(), "{key}: {a} vs {b}");
+    }
+    assert_eq!(hot["error"]["rows_beyond_bound"], 0, "every row within int8's bound");
 }
 
 /// `edo reorder` of a model file by a corpus (`--texts`): its rows stored by how often the texts'
@@ -907,6 +928,18 @@ fn reorder_of_a_model_keeps_every_vector() {
         serde_json::from_str(&ok(&args)).unwrap()
     };
     assert_eq!(embed(o), embed(s));
+    // `edo lookup` of a model reads token ids from their rows, wherever the rows now lie.
+    let lookup = |m: &str| -> serde_json::Value { serde_json::from_str(&ok(&["lookup", m, "--ids", &format!("{the},0,5"), "--json"])).unwrap() };
+    let (before, after) = (lookup(s), lookup(o));
+    assert_eq!(after["rows"][0]["row"], 0, "the most used token's row is stored first");
+    for i in 0..3 {
+        assert_eq!(after["rows"][i]["values"], before["rows"][i]["values"], "token {i}");
+    }
+    let text = ok(&["inspect", o, "--no-png"]);
+    assert!(text.contains(&format!("mapping     its {} token ids", model.vocab_size())), "{text}");
+    let past = edo(&["lookup", o, "--ids", &model.vocab_size().to_string()]);
+    assert_eq!(past.status.code(), Some(2), "{}", String::from_utf8_lossy(&past.stderr));
+    assert!(String::from_utf8_lossy(&past.stderr).contains("is not a token id"), "{}", String::from_utf8_lossy(&past.stderr));
     // Row counts and traces work for a model too; --texts does not for a table.
     let counts = dir.path("counts.txt");
     std::fs::write(&counts, (0..model.table().rows()).map(|r| (r % 3).to_string()).collect::<Vec<_>>().join("\n")).unwrap();

@@ -203,7 +203,8 @@ impl TableFile {
     }
 
     /// A reordered table's id → stored row map, if the file has one (only
-    /// [`crate::PrunedTable::open`] and [`crate::PrunedTable::from_file_bytes`] open such a file).
+    /// [`crate::PrunedTable::open`], [`crate::PrunedTable::from_file_bytes`] and
+    /// [`TableFile::open_stored`] open such a file).
     pub fn id_map(&self) -> Option<&[u32]> {
         self.id_map.as_deref()
     }
@@ -343,9 +344,11 @@ impl TableFile {
         TableFile::from_shared_any(Arc::new(bytes))
     }
 
-    /// [`TableFile::open`], also of a file with an id map.
+    /// [`TableFile::open`], also of a reordered table's file: its rows as stored, the most
+    /// looked-up first, and [`TableFile::id_map`] where each id lies. For tools that describe
+    /// files (`edo inspect`); rows are looked up by id through [`crate::PrunedTable::open`].
     #[cfg(native)]
-    pub(crate) fn open_any(path: impl AsRef<std::path::Path>) -> Result<TableFile, Error> {
+    pub fn open_stored(path: impl AsRef<std::path::Path>) -> Result<TableFile, Error> {
         let path = path.as_ref();
         TableFile::from_shared_any(Arc::new(map_file(path)?)).map_err(|e| in_file(path, e))
     }

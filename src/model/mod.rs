@@ -320,7 +320,27 @@ impl StaticModel {
 
     /// The model with its table in `format` (the tokenizer, rows and weights as they are).
     pub fn quantize(&self, format: Format) -> Result<StaticModel, Error> {
-        Ok(StaticModel { table: self.table.requantize(format)?, ..self.clone() })
+        Ok(self.with_table(self.table.requantize(format)?, self.mapping.clone()))
+    }
+
+    /// This model with another table and mapping, everything else shared or copied (not the old
+    /// table: `..self.clone()` would copy it only to drop it).
+    fn with_table(&self, table: PackedTable, mapping: Option<Vec<u32>>) -> StaticModel {
+        StaticModel {
+            tokenizer: self.tokenizer.clone(),
+            tokenizer_json: self.tokenizer_json.clone(),
+            fast: self.fast.clone(),
+            table,
+            mapping,
+            weights: self.weights.clone(),
+            normalize: self.normalize,
+            max_length: self.max_length,
+            median_token_length: self.median_token_length,
+            unk: self.unk,
+            vocab_size: self.vocab_size,
+            clip_ids: self.clip_ids,
+            truncation: self.truncation,
+        }
     }
 
     /// The model with its table's rows stored in `order` (row `k` holds the row `order[k]`),
@@ -332,7 +352,7 @@ impl StaticModel {
     pub fn reorder(&self, order: &[u32]) -> Result<StaticModel, Error> {
         let reordered = crate::PrunedTable::reorder(&self.table, order)?;
         let last = self.table.rows().saturating_sub(1);
-        let remap = reordered.remap();
+        let (table, remap) = reordered.into_parts();
         // Each token's row as `token_row` finds it (WordLlama's ids past the table clip to its
         // last row), then where that row now lies.
         let mapping = (0..self.vocab_size)
@@ -341,7 +361,7 @@ impl StaticModel {
                 remap[self.mapping.as_ref().map_or(id, |m| m[id] as usize)]
             })
             .collect();
-        Ok(StaticModel { table: reordered.table().clone(), mapping: Some(mapping), ..self.clone() })
+        Ok(self.with_table(table, Some(mapping)))
     }
 
     /// How many times `texts`' tokens look up each row of the table (one count a row): the
@@ -353,6 +373,18 @@ impl StaticModel {
     /// The embedding table (one row per token, or per cluster of tokens with a mapping).
     pub fn table(&self) -> &PackedTable {
         &self.table
+    }
+    /// The table row of each token id, when it is not the id itself: a quantised vocabulary's
+    /// clusters (model2vec), or rows reordered by [`StaticModel::reorder`].
+    pub fn mapping(&self) -> Option<&[u32]> {
+        self.mapping.as_deref()
+    }
+    /// The table row and the weight of token id `id`, as encoding looks them up: through the
+    /// mapping and weights when the model has them; WordLlama's ids past its table read its
+    /// last row, any other model's must be below [`StaticModel::vocab_size`]
+    /// ([`Error::IdOutOfRange`]).
+    pub fn row_of(&self, id: u32) -> Result<(usize, f32), Error> {
+        self.token_row(id, 0)
     }
     /// Values per sentence vector.
     pub fn dim(&self) -> usize {
