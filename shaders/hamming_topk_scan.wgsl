@@ -1,9 +1,9 @@
 // hamming_topk_scan: the one pass over the codes. A workgroup takes a tile of queries (staged in
-// workgroup memory) and a block of 1024 consecutive rows of one shard; each invocation reads four
-// rows (consecutive invocations, consecutive rows), each code word once for the whole tile (one
-// vec4 XOR and popcount per four queries), and the block's k nearest per query are kept
-// (topk_common.wgsl) in the query's list at the block's place. Grid: x·y over the shard's blocks,
-// z over query tiles.
+// workgroup memory) and a block of 256 · STRIPES consecutive rows of one shard; each invocation
+// reads STRIPES rows (consecutive invocations, consecutive rows), each code word once for the
+// whole tile (one vec4 XOR and popcount per four queries), and the block's k nearest per query
+// are kept (topk_common.wgsl) in the query's list at the block's place. Grid: x·y over the
+// shard's blocks, z over query tiles.
 // Bindings: as topk_common.wgsl: 0 params, 1 the query codes, 2 one shard of corpus codes (as
 // u32 words, or vec4s where rows are whole vec4s: topk_rows*.wgsl), 3 ws.
 
@@ -34,6 +34,52 @@ fn dist_of(x: Dists, qi: u32) -> u32 {
     return select(x.b[qi & 3u], x.a[qi & 3u], qi < 4u);
 }
 
+// Four rows' distances to the tile's queries: this invocation's rows of one group (stripes 4g
+// to 4g + 3). Named values, not an array: a private array indexed at run time would live in a
+// GPU's local memory.
+struct Rows4 {
+    s0: Dists,
+    s1: Dists,
+    s2: Dists,
+    s3: Dists,
+}
+
+// This invocation's rows of group g of its block (rows from r, 256 apart).
+fn load_group(r: u32, g: u32, wide: bool) -> Rows4 {
+    let r0 = r + 1024u * g;
+    return Rows4(row_dists(r0, wide), row_dists(r0 + 256u, wide), row_dists(r0 + 512u, wide), row_dists(r0 + 768u, wide));
+}
+
+// Query qi's distances to a group's rows.
+fn group_dists(x: Rows4, qi: u32) -> vec4<u32> {
+    return vec4<u32>(dist_of(x.s0, qi), dist_of(x.s1, qi), dist_of(x.s2, qi), dist_of(x.s3, qi));
+}
+
+// The block's rows of this invocation, in groups (g1–g3 only with 16 stripes).
+struct Held {
+    g0: Rows4,
+    g1: Rows4,
+    g2: Rows4,
+    g3: Rows4,
+}
+
+fn held_group(h: Held, g: u32) -> Rows4 {
+    switch (g) {
+        case 0u: {
+            return h.g0;
+        }
+        case 1u: {
+            return h.g1;
+        }
+        case 2u: {
+            return h.g2;
+        }
+        default: {
+            return h.g3;
+        }
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let block = block_of(wid, nwg);
@@ -52,42 +98,43 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     workgroupBarrier();
     // Grid padding past the shard's blocks (a whole workgroup) writes nothing: that place in the
     // lists is another shard's.
-    if (block * BLOCK >= params.shard_rows) {
+    if (block * block_len() >= params.shard_rows) {
         return;
     }
-    let r = block * BLOCK + lid.x;
-    let d0 = row_dists(r, wide);
-    let d1 = row_dists(r + 256u, wide);
-    let d2 = row_dists(r + 512u, wide);
-    let d3 = row_dists(r + 768u, wide);
-    let row = vec4<u32>(params.shard_first + r) + vec4<u32>(0u, 256u, 512u, 768u);
+    let r = block * block_len() + lid.x;
+    let none = Dists(vec4<u32>(NONE), vec4<u32>(NONE));
+    var held = Held(load_group(r, 0u, wide), Rows4(none, none, none, none), Rows4(none, none, none, none), Rows4(none, none, none, none));
+    if (STRIPES > 4u) {
+        held.g1 = load_group(r, 1u, wide);
+        held.g2 = load_group(r, 2u, wide);
+        held.g3 = load_group(r, 3u, wide);
+    }
     // The tile's queries in batches whose histograms fit together.
     let bs = batch_size();
     for (var b0 = 0u; b0 < nt; b0 += bs) {
         let nb = min(bs, nt - b0);
         hist_clear(lid.x, nb);
         for (var qb = 0u; qb < nb; qb++) {
-            let qi = b0 + qb;
-            hist_add(qb, vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi)));
-        }
-        pick_thresholds(lid.x, nb);
-        var lo = 0u;
-        var hi = 0u;
-        for (var qb = 0u; qb < nb; qb++) {
-            let qi = b0 + qb;
-            let f = flags_of(qb, vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi)));
-            if (qb < 4u) {
-                lo |= f << (8u * qb);
-            } else {
-                hi |= f << (8u * (qb - 4u));
+            for (var g = 0u; g < groups(); g++) {
+                hist_add(qb, group_dists(held_group(held, g), b0 + qb));
             }
         }
-        count_flags(lid.x, nb, lo, hi);
+        pick_thresholds(lid.x, nb);
+        marks_clear(lid.x, nb);
+        for (var qb = 0u; qb < nb; qb++) {
+            for (var g = 0u; g < groups(); g++) {
+                mark(lid.x, qb, g, flags_of(qb, group_dists(held_group(held, g), b0 + qb)));
+            }
+        }
+        marks_done(lid.x, nb);
         for (var qb = 0u; qb < nb; qb++) {
             let qi = b0 + qb;
-            let dq = vec4<u32>(dist_of(d0, qi), dist_of(d1, qi), dist_of(d2, qi), dist_of(d3, qi));
             let out = params.off_out + ((q0 + qi) * params.out_stride + (params.block_base + block) * params.k) * 2u;
-            keep_nearest(lid.x, qb, dq, row, out);
+            pad_list(lid.x, qb, out);
+            for (var g = 0u; g < groups(); g++) {
+                let row = vec4<u32>(params.shard_first + r + 1024u * g) + vec4<u32>(0u, 256u, 512u, 768u);
+                keep_group(lid.x, qb, g, group_dists(held_group(held, g), qi), row, out);
+            }
         }
     }
 }

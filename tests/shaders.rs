@@ -276,6 +276,16 @@ fn private_arrays_in(source: &str, constants: &PipelineConstants) -> usize {
     count
 }
 
+/// Issue 33: the one-pass search kernels hold a block's entries (up to 16 an invocation) as named
+/// values, not a private array.
+#[test]
+fn the_one_pass_search_keeps_no_private_arrays() {
+    use edo::gpu::SearchKernel as K;
+    for k in [K::TopkScan, K::TopkScan4, K::TopkMerge, K::TopkScanLong, K::TopkScan4Long, K::TopkMergeLong] {
+        assert_eq!(private_arrays(ShaderId::Search(k)), 0, "{k:?}");
+    }
+}
+
 /// Issue 32: no bag or gather kernel keeps a private array (the bag's accumulators are four named
 /// values), for every format. The check finds one where there is one: a WGSL function array.
 #[test]

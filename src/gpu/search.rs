@@ -6,17 +6,19 @@
 //! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`, `topk_rows*.wgsl`), per batch of queries:
 //! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory,
 //!    word-major, so each code word meets four queries in one vec4 operation) and a block of 1024
-//!    rows, reads each code word once for the whole tile (four words a 16-byte load where rows are
-//!    whole vec4s: `topk_rows4.wgsl`, else `topk_rows.wgsl`), and keeps the block's k nearest per
-//!    query (a histogram of the distances, the k-th distance off its sums, the kept rows placed by
-//!    the counts of kept rows before them), in row order, in the query's list. The selection runs
-//!    for up to eight queries at once, so its eight barriers are paid per batch, not per query;
-//! 2. `hamming_topk_merge`: the k nearest of each 1024 entries of those lists, again, until one
-//!    list of k is left per query (one level per factor of 1024/k);
+//!    rows (4096 for k > 64, with tiles of four queries), reads each code word once for the
+//!    whole tile (four words a 16-byte load where rows are whole vec4s: `topk_rows4.wgsl`, else
+//!    `topk_rows.wgsl`), and keeps the block's k nearest per query (a histogram of the
+//!    distances, the k-th distance off its sums, the kept rows marked in bit masks and placed by
+//!    the marks before them), in row order, in the query's list. The selection runs for a batch
+//!    of queries at once, so its seven barriers are paid per batch, not per query;
+//! 2. `hamming_topk_merge`: the k nearest of each block's worth of entries of those lists, again,
+//!    until one list of k is left per query (one level per factor of block/k, at least 4);
 //! 3. with rescoring, `rescore`; then `sort_pairs`.
 //!
 //! Each list keeps rows in order and each selection breaks ties by position, so the result is
-//! the CPU path's exactly. Larger k takes the histogram passes, which read the codes three times:
+//! the CPU path's exactly. Larger k (rescoring candidates past 1024), or lists too long for the
+//! bindings, take the histogram passes, which read the codes three times:
 //!
 //! Kernels (`shaders/hamming_*.wgsl`, `sort_pairs.wgsl`, `rescore.wgsl`), per batch of queries:
 //! 1. `hamming_hist`: each workgroup counts the distances of 1024 rows to one query in workgroup
@@ -89,11 +91,17 @@ struct TopkParams {
 }
 const _: () = assert!(std::mem::size_of::<TopkParams>() == 64);
 
-/// Rows per chunk (`CHUNK` in the shaders), and entries per block of the one-pass kernels.
+/// Rows per chunk of the histogram passes (`CHUNK` in their shaders).
 const CHUNK: u64 = 1024;
 /// The most results per query the one-pass kernels keep per block (larger `k` takes the
-/// histogram passes).
-pub const ONE_PASS_MAX_K: usize = 256;
+/// histogram passes): up to 64 in blocks of 1024 entries, up to 1024 in blocks of 4096 (the
+/// `*Long` kernels), so that a level of merges shrinks the lists at least sixteenfold up to
+/// k = 256 and at least fourfold beyond.
+pub const ONE_PASS_MAX_K: usize = 1024;
+/// The most results the one-pass kernels keep per block of 1024 entries. Past it, blocks of 4096
+/// need fewer levels of merges: on lavapipe, 32 queries over 262 144 codes of 256 bits, 1.11× the
+/// queries/s at k = 100 and 1.37× at k = 256, though tiles hold four queries, not eight.
+const SHORT_MAX_K: usize = 64;
 /// Queries per workgroup of the one-pass scan (`MAX_TILE` in `hamming_topk_scan.wgsl`): eight
 /// where their code words fit its tile (two vec4s a word, 224 in all), else four (one a word).
 const MAX_TILE: u32 = 8;
@@ -110,8 +118,19 @@ struct Plan {
     seg: u64,
     /// Distances there can be: bits + 1.
     bins: u64,
-    /// Blocks of 1024 rows over all shards.
+    /// Chunks of 1024 rows over all shards (the histogram passes).
     chunks: u64,
+    /// The one-pass kernels' blocks over all shards.
+    blocks: u64,
+}
+
+/// Entries per block of the one-pass kernels keeping `kc` results: 1024 up to 64, else 4096.
+fn block_len(kc: usize) -> u64 {
+    if kc <= SHORT_MAX_K {
+        1024
+    } else {
+        4096
+    }
 }
 
 /// What a result slot holds until a kernel writes it (no row has this index).
@@ -213,8 +232,9 @@ impl GpuCodes {
     }
 
     /// How many times a search of `queries` query rows for `candidates` results (or rescoring
-    /// candidates, `k × multiplier`) each reads the corpus of codes: once per tile of up to eight
-    /// queries where the one-pass kernels take it, three times per query where the histogram
+    /// candidates, `k × multiplier`) each reads the corpus of codes: once per tile of queries
+    /// (up to eight; four for wide codes or more than 64 results) where the one-pass kernels
+    /// take it, three times per query where the histogram
     /// passes do (`candidates` > [`ONE_PASS_MAX_K`], or lists too long for the bindings).
     pub fn corpus_reads(&self, queries: usize, candidates: usize) -> Result<u64, Error> {
         let kc = candidates.min(self.rows());
@@ -222,7 +242,7 @@ impl GpuCodes {
             return Ok(0);
         }
         let plan = self.plan(queries, kc)?;
-        let tile = self.tile() as u64;
+        let tile = self.tile(kc) as u64;
         Ok(if plan.one_pass {
             let (full, last) = (queries as u64 / plan.batch, queries as u64 % plan.batch);
             full * plan.batch.div_ceil(tile) + last.div_ceil(tile)
@@ -231,10 +251,11 @@ impl GpuCodes {
         })
     }
 
-    /// Queries per workgroup of the one-pass scan.
-    fn tile(&self) -> u32 {
+    /// Queries per workgroup of the one-pass scan keeping `kc` results: four for blocks of 4096
+    /// rows (sixteen rows' distances an invocation) and for wide codes, else eight.
+    fn tile(&self, kc: usize) -> u32 {
         // search::MAX_BITS keeps code words ≤ 128, within a four-query tile.
-        if self.res.tables[0].code_words <= WIDE_TILE_MAX_WORDS {
+        if self.res.tables[0].code_words <= WIDE_TILE_MAX_WORDS && kc <= SHORT_MAX_K {
             MAX_TILE
         } else {
             MAX_TILE / 2
@@ -248,7 +269,9 @@ impl GpuCodes {
         let seg = kc.next_power_of_two() as u64;
         let bins = self.dim() as u64 + 1;
         let chunks: u64 = self.shard_rows().map(|r| r.div_ceil(CHUNK)).sum();
-        let (a_pairs, b_pairs) = topk_lists(chunks, kc as u64);
+        let block = block_len(kc);
+        let blocks: u64 = self.shard_rows().map(|r| r.div_ceil(block)).sum();
+        let (a_pairs, b_pairs) = topk_lists(blocks, kc as u64, block);
         // Queries per submission: the workspace fits one binding and a grid dimension. The
         // one-pass kernels' lists grow with the corpus (k pairs per block): where they would
         // leave fewer than eight queries a submission, the histogram passes take the search.
@@ -261,7 +284,7 @@ impl GpuCodes {
         if batch == 0 {
             return Err(Error::LimitExceeded { what: "search workspace bytes for one query", requested: 4 * per_query, max: 4 * max_words });
         }
-        Ok(Plan { one_pass, batch, seg, bins, chunks })
+        Ok(Plan { one_pass, batch, seg, bins, chunks, blocks })
     }
 
     /// Runs the kernels for every query, `kc` results each (`kc ≤ rows`), and returns the first
@@ -273,12 +296,12 @@ impl GpuCodes {
         if kc == 0 || nq == 0 {
             return Ok(Vec::new());
         }
-        let Plan { one_pass, batch, seg, bins, chunks } = self.plan(nq, kc)?;
+        let Plan { one_pass, batch, seg, bins, chunks, blocks } = self.plan(nq, kc)?;
         let mut out = Vec::with_capacity(nq * kc);
         for q0 in (0..nq).step_by(batch as usize) {
             let n = (batch as usize).min(nq - q0);
             let pairs = if one_pass {
-                self.run_batch_one_pass(ctx, codes, q0, n, kc, seg, chunks, rescore).await?
+                self.run_batch_one_pass(ctx, codes, q0, n, kc, seg, blocks, rescore).await?
             } else {
                 self.run_batch(ctx, codes, q0, n, kc, seg, bins, chunks, rescore).await?
             };
@@ -291,8 +314,9 @@ impl GpuCodes {
     }
 
     /// One batch of queries by the one-pass kernels (`kc ≤ ONE_PASS_MAX_K`): one scan of the
-    /// codes per tile of queries, keeping each block's `kc` nearest; merges of those lists until
-    /// one is left per query; rescoring if asked; the sort. Returns each query's `seg` pairs.
+    /// codes per tile of queries, keeping each block's `kc` nearest (`blocks` blocks of
+    /// [`block_len`] rows over all shards); merges of those lists until one is left per query;
+    /// rescoring if asked; the sort. Returns each query's `seg` pairs.
     #[allow(clippy::too_many_arguments)]
     async fn run_batch_one_pass(
         &self,
@@ -306,7 +330,8 @@ impl GpuCodes {
         rescore: Option<(&[f32], &GpuTable)>,
     ) -> Result<Vec<(u32, u32)>, Error> {
         let (nq64, k) = (nq as u64, kc as u64);
-        let (a_pairs, b_pairs) = topk_lists(blocks, k);
+        let block = block_len(kc);
+        let (a_pairs, b_pairs) = topk_lists(blocks, k, block);
         // Workspace: the results (nq × seg pairs, what rescoring and the sort read), then the
         // blocks' lists, then the first merge's.
         let off_out = 0u64;
@@ -322,7 +347,7 @@ impl GpuCodes {
             .create_buffer("search workspace", 4 * ws_words, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST, None)
             .await?;
         let placement = self.res.tables[0];
-        let tile = self.tile();
+        let tile = self.tile(kc);
         let base = TopkParams {
             n_queries: nq as u32,
             code_words: placement.code_words,
@@ -350,15 +375,15 @@ impl GpuCodes {
             };
             let (group, uniform) = bind_group(ctx, params, &queries, &shard.buffer, &ws).await?;
             uniforms.push(uniform);
-            scans.push((group, ctx.grid("blocks of one search shard", rows.div_ceil(CHUNK), 1)?));
-            block_base += rows.div_ceil(CHUNK);
+            scans.push((group, ctx.grid("blocks of one search shard", rows.div_ceil(block), 1)?));
+            block_base += rows.div_ceil(block);
         }
         // Merges, alternating between the two lists, until one group of entries is left.
         let mut merges = Vec::new();
         if blocks > 1 {
             let (mut off_in, mut in_len, mut other) = (off_a, a_pairs, off_b);
             loop {
-                let groups = in_len.div_ceil(CHUNK);
+                let groups = in_len.div_ceil(block);
                 let last = groups == 1;
                 let (o, stride, pad) = if last { (off_out, seg, seg) } else { (other, groups * k, k) };
                 let params =
@@ -392,8 +417,13 @@ impl GpuCodes {
         // Rows of whole vec4s (code words a multiple of 4, no scale word) are read 16 bytes a
         // load; shards hold whole rows, so each row starts on a 16-byte boundary.
         let vec4_rows = placement.code_words.is_multiple_of(4) && placement.row_words == placement.code_words;
-        let scan_kernel = if vec4_rows { SearchKernel::TopkScan4 } else { SearchKernel::TopkScan };
-        let (scan, merge, sort) = (pipe(scan_kernel).await?, pipe(SearchKernel::TopkMerge).await?, pipe(SearchKernel::Sort).await?);
+        let (scan_kernel, merge_kernel) = match (vec4_rows, kc <= SHORT_MAX_K) {
+            (true, true) => (SearchKernel::TopkScan4, SearchKernel::TopkMerge),
+            (false, true) => (SearchKernel::TopkScan, SearchKernel::TopkMerge),
+            (true, false) => (SearchKernel::TopkScan4Long, SearchKernel::TopkMergeLong),
+            (false, false) => (SearchKernel::TopkScanLong, SearchKernel::TopkMergeLong),
+        };
+        let (scan, merge, sort) = (pipe(scan_kernel).await?, pipe(merge_kernel).await?, pipe(SearchKernel::Sort).await?);
 
         // Result slots start as a sentinel no kernel writes, so a slot left unwritten is caught
         // below instead of passing for row 0.
@@ -606,9 +636,9 @@ impl GpuCodes {
 
 /// Pairs per query of the one-pass kernels' two scratch lists: the blocks' (`blocks × k`, none
 /// for a single block, which writes the results directly) and the first merge's.
-fn topk_lists(blocks: u64, k: u64) -> (u64, u64) {
+fn topk_lists(blocks: u64, k: u64, block: u64) -> (u64, u64) {
     let a = if blocks > 1 { blocks * k } else { 0 };
-    let b = if a > CHUNK { a.div_ceil(CHUNK) * k } else { 0 };
+    let b = if a > block { a.div_ceil(block) * k } else { 0 };
     (a, b)
 }
 

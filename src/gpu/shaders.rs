@@ -252,6 +252,12 @@ pub mod kernels {
         Kernel { helpers: &[Src::TopkCommon, Src::TopkRows4], ..search_kernel("hamming_topk_scan4", Src::HammingTopkScan, 256) };
     /// One-pass Hamming top-k: the blocks' lists merged.
     pub const HAMMING_TOPK_MERGE: Kernel = Kernel { helpers: &[Src::TopkCommon], ..search_kernel("hamming_topk_merge", Src::HammingTopkMerge, 256) };
+    /// [`HAMMING_TOPK_SCAN`] over blocks of 4096 rows (16 an invocation), for k up to 1024.
+    pub const HAMMING_TOPK_SCAN_LONG: Kernel = Kernel { name: "hamming_topk_scan_long", constants: &[("STRIPES", 16.0)], ..HAMMING_TOPK_SCAN };
+    /// [`HAMMING_TOPK_SCAN4`] over blocks of 4096 rows, for k up to 1024.
+    pub const HAMMING_TOPK_SCAN4_LONG: Kernel = Kernel { name: "hamming_topk_scan4_long", constants: &[("STRIPES", 16.0)], ..HAMMING_TOPK_SCAN4 };
+    /// [`HAMMING_TOPK_MERGE`] of groups of 4096 entries, for k up to 1024.
+    pub const HAMMING_TOPK_MERGE_LONG: Kernel = Kernel { name: "hamming_topk_merge_long", constants: &[("STRIPES", 16.0)], ..HAMMING_TOPK_MERGE };
     /// Sorts (distance, row) pairs per query.
     pub const SORT_PAIRS: Kernel = Kernel { helpers: &[Src::SearchCommon], ..search_kernel("sort_pairs", Src::SortPairs, 256) };
     /// Scores of candidates against rows of a table.
@@ -273,17 +279,23 @@ pub enum SearchKernel {
     Collect,
     /// The results, sorted.
     Sort,
-    /// One pass over the codes: each block's k nearest per query (k ≤ 256).
+    /// One pass over the codes: each block of 1024 rows' k nearest per query (k ≤ 64).
     TopkScan,
     /// [`SearchKernel::TopkScan`] over rows of whole vec4s, read 16 bytes a load.
     TopkScan4,
     /// The blocks' k nearest, merged level by level.
     TopkMerge,
+    /// [`SearchKernel::TopkScan`] over blocks of 4096 rows (64 < k ≤ 1024).
+    TopkScanLong,
+    /// [`SearchKernel::TopkScan4`] over blocks of 4096 rows (k ≤ 1024).
+    TopkScan4Long,
+    /// [`SearchKernel::TopkMerge`] of groups of 4096 entries (k ≤ 1024).
+    TopkMergeLong,
 }
 
 impl SearchKernel {
     /// Every pass: the histogram passes in order, the sort, the one-pass kernels.
-    pub const ALL: [SearchKernel; 9] = [
+    pub const ALL: [SearchKernel; 12] = [
         SearchKernel::Hist,
         SearchKernel::Select,
         SearchKernel::Ties,
@@ -293,6 +305,9 @@ impl SearchKernel {
         SearchKernel::TopkScan,
         SearchKernel::TopkScan4,
         SearchKernel::TopkMerge,
+        SearchKernel::TopkScanLong,
+        SearchKernel::TopkScan4Long,
+        SearchKernel::TopkMergeLong,
     ];
 }
 
@@ -394,6 +409,9 @@ impl ShaderId {
                     SearchKernel::TopkScan => &HAMMING_TOPK_SCAN,
                     SearchKernel::TopkScan4 => &HAMMING_TOPK_SCAN4,
                     SearchKernel::TopkMerge => &HAMMING_TOPK_MERGE,
+                    SearchKernel::TopkScanLong => &HAMMING_TOPK_SCAN_LONG,
+                    SearchKernel::TopkScan4Long => &HAMMING_TOPK_SCAN4_LONG,
+                    SearchKernel::TopkMergeLong => &HAMMING_TOPK_MERGE_LONG,
                 },
                 None,
             ),

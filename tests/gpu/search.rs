@@ -58,12 +58,12 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
     assert!(matches!(block_on(edo::GpuCodes::upload(&engine, &f32_table)), Err(Error::Unsupported { .. })));
 }
 
-/// The one-pass kernels (k ≤ 256) at their edges: lists long enough for two levels of merges,
-/// k of exactly 256, codes too wide for a tile of eight queries (four, one histogram a batch), the
-/// widest that take eight (3 584 bits), a partial last tile, shards, rows of whole vec4s (read 16
-/// bytes a load) and of words;
-/// bindings too small for the lists (the histogram passes take over); and k = 257, the first the
-/// histogram passes take.
+/// The one-pass kernels at their edges: lists long enough for two levels of merges, k of exactly
+/// 64 (the last of blocks of 1024 rows), 65 (the first of blocks of 4096, tiles of four queries),
+/// 256 and 1024 (the last one pass takes), codes too wide for a tile of eight queries (four,
+/// one histogram a batch), the widest that take eight (3 584 bits), a partial last tile, shards,
+/// rows of whole vec4s (read 16 bytes a load) and of words; bindings too small for the lists (the
+/// histogram passes take over).
 #[test]
 fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     let Some(engine) = engine() else { return };
@@ -73,12 +73,17 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     let Some(sharded) = engine_with(EngineOptions { max_binding_bytes: Some(256 << 10), ..Default::default() }) else { return };
     let Some(tiny) = engine_with(EngineOptions { max_binding_bytes: Some(16 << 10), ..Default::default() }) else { return };
     let cases = [
+        (30_001, 96, 1_024, Format::Binary),
+        (5_000, 40, 1_000, Format::Binary),
+        (2_500, 4_000, 300, Format::BinaryScaled),
+        (9_000, 33, 600, Format::Binary),
         (30_001, 96, 64, Format::Binary),
         (9_000, 33, 200, Format::Binary),
         (5_000, 40, 256, Format::Binary),
         (2_500, 4_000, 20, Format::BinaryScaled),
         (1_200, 3_584, 30, Format::Binary),
-        (9_000, 33, 257, Format::Binary),
+        (9_000, 33, 65, Format::Binary),
+        (5_000, 40, 64, Format::Binary),
         (1_024, 64, 3, Format::Binary),
         // Rows of whole vec4s, read 16 bytes a load: 128 bits (a tile of eight), 384 bits at
         // k = 256, 3 968 bits (a tile of four).
@@ -104,6 +109,17 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
             assert!(got == want, "{rows} × {dim} k {k} {what} ({} shards): GPU and CPU differ", codes.shard_count());
         }
     }
+    // Blocks of 4096 rows over shards with lists that still leave room for eight queries (1 MiB
+    // bindings: 40 000 codes of 256 bits in two shards, ten blocks' 1 000 pairs a query, two
+    // levels of merges).
+    let Some(two_shards) = engine_with(EngineOptions { max_binding_bytes: Some(1 << 20), ..Default::default() }) else { return };
+    let corpus = tied_codes(40_000, 256, 21, Format::Binary);
+    let queries = tied_codes(19, 256, 22, Format::Binary);
+    let codes = block_on(edo::GpuCodes::upload(&two_shards, &corpus)).unwrap();
+    assert_eq!(codes.shard_count(), 2);
+    // One pass: submissions of nine queries (tiles of four, four and one), nine, then one.
+    assert_eq!(codes.corpus_reads(19, 1_000).unwrap(), 7);
+    assert!(block_on(codes.hamming_topk(&queries, 1_000)).unwrap() == edo::search::hamming_topk(&corpus, &queries, 1_000).unwrap());
 }
 
 /// The scan kernel follows the codes' width: rows of whole vec4s (code words a multiple of 4)
@@ -127,7 +143,8 @@ fn the_search_scan_is_chosen_by_the_rows_width() {
 }
 
 /// How often a search reads the corpus: once per tile of eight queries (four for codes wider than
-/// 3 584 bits) in one pass, three times a query for the histogram passes.
+/// 3 584 bits or more than 64 results) in one pass, three times a query for the histogram
+/// passes.
 #[test]
 fn corpus_reads_count_the_tiles_or_the_passes() {
     let Some(engine) = engine() else { return };
@@ -136,9 +153,13 @@ fn corpus_reads_count_the_tiles_or_the_passes() {
     let wide = tied_codes(1_100, 4_000, 2, Format::Binary);
     let codes = block_on(edo::GpuCodes::upload(&engine, &narrow)).unwrap();
     assert_eq!(codes.corpus_reads(32, 10).unwrap(), 4);
-    assert_eq!(codes.corpus_reads(33, 256).unwrap(), 5);
+    assert_eq!(codes.corpus_reads(33, 64).unwrap(), 5);
+    assert_eq!(codes.corpus_reads(33, 256).unwrap(), 9, "blocks of 4096 rows: tiles of four");
     assert_eq!(codes.corpus_reads(1, 1).unwrap(), 1);
-    assert_eq!(codes.corpus_reads(32, 257).unwrap(), 96);
+    assert_eq!(codes.corpus_reads(32, 64).unwrap(), 4);
+    assert_eq!(codes.corpus_reads(32, 65).unwrap(), 8);
+    assert_eq!(codes.corpus_reads(32, 1_024).unwrap(), 8);
+    assert_eq!(codes.corpus_reads(32, 1_025).unwrap(), 96);
     assert_eq!(codes.corpus_reads(0, 10).unwrap(), 0);
     assert_eq!(codes.corpus_reads(5, 0).unwrap(), 0);
     let wide_codes = block_on(edo::GpuCodes::upload(&engine, &wide)).unwrap();
@@ -149,8 +170,9 @@ fn corpus_reads_count_the_tiles_or_the_passes() {
     assert_eq!(long.corpus_reads(19, 64).unwrap(), 57);
 }
 
-/// Every row at the same distance: a block's 1024 entries all tie, so a stripe of 256 ties (a
-/// count that needs nine bits) sits before the kept ones; k below, at and past a stripe's width.
+/// Every row at the same distance: a block's 1024 (or 4096) entries all tie, so whole stripes of
+/// 256 ties sit before the kept ones; k in blocks of 1024 (up to 64), and in blocks of 4096 below,
+/// at and past a stripe's width up to 1024, over one block and several.
 #[test]
 fn one_pass_search_keeps_the_lowest_rows_when_every_row_ties() {
     let Some(engine) = engine() else { return };
@@ -158,10 +180,18 @@ fn one_pass_search_keeps_the_lowest_rows_when_every_row_ties() {
     let corpus = PackedTable::quantize(Format::Binary, &vec![1.0; rows * dim], rows, dim).unwrap();
     let queries = tied_codes(9, dim, 11, Format::Binary);
     let codes = block_on(edo::GpuCodes::upload(&engine, &corpus)).unwrap();
-    for k in [255, 256, 200, 1] {
+    for k in [1, 64, 65, 200, 255, 256, 257, 1_000, 1_024] {
         let want = edo::search::hamming_topk(&corpus, &queries, k).unwrap();
         let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
         assert!(got == want, "all rows tied, k {k}: GPU and CPU differ");
+    }
+    let rows = 9_000;
+    let corpus = PackedTable::quantize(Format::Binary, &vec![1.0; rows * dim], rows, dim).unwrap();
+    let codes = block_on(edo::GpuCodes::upload(&engine, &corpus)).unwrap();
+    for k in [300, 1_024] {
+        let want = edo::search::hamming_topk(&corpus, &queries, k).unwrap();
+        let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
+        assert!(got == want, "all {rows} rows tied, k {k}: GPU and CPU differ");
     }
 }
 
@@ -175,7 +205,8 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
     let data = embedding_table(rows, dim, 4);
     let queries = embedding_table(nq, dim, 5);
     let bits = PackedTable::quantize(Format::Binary, &data, rows, dim).unwrap();
-    let row_wise = [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8)];
+    // Candidates up to 1024 take the one pass; 150 × 8 = 1200 the histogram passes.
+    let row_wise = [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8), (Format::Int8, 150, 8)];
     // Every decoder of the block, group-wise, k-quant, FP8 and zero-point formats.
     let blocks = [(Format::Q8_0, 10, 4), (Format::Q4_1, 15, 2), (Format::Int4G64, 10, 4), (Format::Q4K, 10, 4), (Format::Q6K, 12, 3)];
     let others = [(Format::Fp8E4M3, 10, 4), (Format::Fp8E5M2, 8, 2), (Format::Int4Zp32, 10, 4), (Format::Int8Zp64, 9, 3)];

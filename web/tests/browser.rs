@@ -59,8 +59,12 @@ fn ids(n: usize, rows: usize) -> Vec<u32> {
 }
 
 async fn search(e: &EdoEngine, codes: &EdoTable, queries: Vec<f32>) -> (Vec<u32>, Vec<u32>) {
+    search_k(e, codes, queries, 17).await
+}
+
+async fn search_k(e: &EdoEngine, codes: &EdoTable, queries: Vec<f32>, k: usize) -> (Vec<u32>, Vec<u32>) {
     let c = e.upload_codes(codes).await.unwrap();
-    let n: EdoNeighbors = c.search(queries, 17).await.unwrap();
+    let n: EdoNeighbors = c.search(queries, k).await.unwrap();
     (n.ids(), n.distances())
 }
 
@@ -170,7 +174,9 @@ async fn bags_and_search_agree_with_the_cpu_path() {
 
     let codes = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
     let queries = data(9, dim, 3);
-    assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries).await, "Hamming top-k is exact");
+    assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries.clone()).await, "Hamming top-k is exact");
+    // Past 256 results the one pass takes blocks of 4096 rows (16 an invocation).
+    assert_eq!(search_k(&engine, &codes, queries.clone(), 600).await, search_k(&cpu, &codes, queries, 600).await, "k = 600 is exact");
 }
 
 /// Centred and ITQ codes made in the browser equal the library's, search with queries through
