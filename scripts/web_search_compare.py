@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The browser's WebGPU binary search, two builds side by side in one headless Chromium
 (SwiftShader WebGPU, `--enable-unsafe-webgpu`): `BinaryCodes.search` of 32 queries over 65 536
-codes of 256 bits (the synthetic table's signs, uploaded with `engine.uploadCodes`), k = 10 and
-k = 100, each search timed on its own (queries up, neighbours back). Each build's page is opened
+codes of 256 bits (the synthetic table's signs, uploaded with `engine.uploadCodes`), k = 10, 100 and
+1000, each search timed on its own (queries up, neighbours back). Each build's page is opened
 in turn for several rounds; the best round of each is printed, and whether both builds return the
 same ids and distances.
 
@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from web_cpu_compare import save_results, webgpu_rounds  # noqa: E402
 
-ROWS, DIM, QUERIES, KS = 65536, 256, 32, (10, 100)
+ROWS, DIM, QUERIES, KS = 65536, 256, 32, (10, 100, 1000)
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>edo WebGPU search</title><pre id="out">running</pre>
 <script type="module">

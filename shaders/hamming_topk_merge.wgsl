@@ -13,29 +13,27 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     // Named groups, not an array: a private array indexed at run time would live in a GPU's
     // local memory (g1–g3 only with 16 stripes).
-    let g0 = load_entries(block, 0u, q, lid.x);
-    var g1 = Entries(vec4<u32>(NONE), vec4<u32>(NONE));
-    var g2 = g1;
-    var g3 = g1;
+    let none = Entries(vec4<u32>(NONE), vec4<u32>(NONE));
+    var held = HeldEntries(load_entries(block, 0u, q, lid.x), none, none, none);
     if (STRIPES > 4u) {
-        g1 = load_entries(block, 1u, q, lid.x);
-        g2 = load_entries(block, 2u, q, lid.x);
-        g3 = load_entries(block, 3u, q, lid.x);
+        held.g1 = load_entries(block, 1u, q, lid.x);
+        held.g2 = load_entries(block, 2u, q, lid.x);
+        held.g3 = load_entries(block, 3u, q, lid.x);
     }
     hist_clear(lid.x, 1u);
     for (var g = 0u; g < groups(); g++) {
-        hist_add(0u, pick_group(g, g0, g1, g2, g3).d);
+        hist_add(0u, entries_of(&held, g).d);
     }
     pick_thresholds(lid.x, 1u);
     marks_clear(lid.x, 1u);
     for (var g = 0u; g < groups(); g++) {
-        mark(lid.x, 0u, g, flags_of(0u, pick_group(g, g0, g1, g2, g3).d));
+        mark(lid.x, 0u, g, flags_of(0u, entries_of(&held, g).d));
     }
     marks_done(lid.x, 1u);
     let out = params.off_out + (q * params.out_stride + block * params.k) * 2u;
     pad_list(lid.x, 0u, out);
     for (var g = 0u; g < groups(); g++) {
-        let e = pick_group(g, g0, g1, g2, g3);
+        let e = entries_of(&held, g);
         keep_group(lid.x, 0u, g, e.d, e.row, out);
     }
 }
@@ -60,19 +58,28 @@ fn load_entries(block: u32, g: u32, q: u32, lid: u32) -> Entries {
     return e;
 }
 
-fn pick_group(g: u32, g0: Entries, g1: Entries, g2: Entries, g3: Entries) -> Entries {
+// An invocation's entries of the group, in groups (g1–g3 only with 16 stripes).
+struct HeldEntries {
+    g0: Entries,
+    g1: Entries,
+    g2: Entries,
+    g3: Entries,
+}
+
+// Group g of the held entries (by pointer: a struct argument may be copied whole).
+fn entries_of(h: ptr<function, HeldEntries>, g: u32) -> Entries {
     switch (g) {
         case 0u: {
-            return g0;
+            return (*h).g0;
         }
         case 1u: {
-            return g1;
+            return (*h).g1;
         }
         case 2u: {
-            return g2;
+            return (*h).g2;
         }
         default: {
-            return g3;
+            return (*h).g3;
         }
     }
 }

@@ -63,19 +63,22 @@ struct Held {
     g3: Rows4,
 }
 
-fn held_group(h: Held, g: u32) -> Rows4 {
+// Query qi's distances to this invocation's rows of group g. (The rows by pointer, not copied
+// whole: a backend that compiles for speed of compilation, as SwiftShader's may, copies a struct
+// argument. WGSL passes pointers to whole variables only, so the groups are copied, one a call.)
+fn held_dists(h: ptr<function, Held>, g: u32, qi: u32) -> vec4<u32> {
     switch (g) {
         case 0u: {
-            return h.g0;
+            return group_dists((*h).g0, qi);
         }
         case 1u: {
-            return h.g1;
+            return group_dists((*h).g1, qi);
         }
         case 2u: {
-            return h.g2;
+            return group_dists((*h).g2, qi);
         }
         default: {
-            return h.g3;
+            return group_dists((*h).g3, qi);
         }
     }
 }
@@ -116,14 +119,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         hist_clear(lid.x, nb);
         for (var qb = 0u; qb < nb; qb++) {
             for (var g = 0u; g < groups(); g++) {
-                hist_add(qb, group_dists(held_group(held, g), b0 + qb));
+                hist_add(qb, held_dists(&held, g, b0 + qb));
             }
         }
         pick_thresholds(lid.x, nb);
         marks_clear(lid.x, nb);
         for (var qb = 0u; qb < nb; qb++) {
             for (var g = 0u; g < groups(); g++) {
-                mark(lid.x, qb, g, flags_of(qb, group_dists(held_group(held, g), b0 + qb)));
+                mark(lid.x, qb, g, flags_of(qb, held_dists(&held, g, b0 + qb)));
             }
         }
         marks_done(lid.x, nb);
@@ -133,7 +136,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             pad_list(lid.x, qb, out);
             for (var g = 0u; g < groups(); g++) {
                 let row = vec4<u32>(params.shard_first + r + 1024u * g) + vec4<u32>(0u, 256u, 512u, 768u);
-                keep_group(lid.x, qb, g, group_dists(held_group(held, g), qi), row, out);
+                keep_group(lid.x, qb, g, held_dists(&held, g, qi), row, out);
             }
         }
     }
