@@ -89,7 +89,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let q0 = wid.z * params.tile;
     let nt = min(params.tile, params.n_queries - q0);
     let cw = params.code_words;
-    let wide = params.tile > 4u;
+    // Blocks of 4096 rows take tiles of four: with STRIPES a constant, a compiler drops the
+    // distances of queries 4–7 (Dists.b) from the sixteen rows an invocation holds.
+    let wide = STRIPES == 4u && params.tile > 4u;
     let lanes = select(MAX_TILE / 2u, MAX_TILE, wide);
     // Each invocation writes whole vec4s: writes of one vector's components by different
     // invocations would race (a backend may store a component as the whole vector).

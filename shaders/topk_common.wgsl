@@ -71,8 +71,8 @@ var<workgroup> scratch: array<u32, 256>;
 // keep (want = min(k, entries)).
 var<workgroup> picked: array<vec4<u32>, 8>;
 
-// Where the marks' prefix counts start in `hist`, after the masks (8 words each, at most
-// 4 queries × 2 kinds × 16 stripes or 8 × 2 × 4: 1024 words; as many prefix counts).
+// Where the marks' prefix counts start in `hist`, after the masks (8 words each: at most
+// 4 queries × 2 kinds × 16 stripes, 1024 words, or 8 × 2 × 4, 512; as many prefix counts).
 const PREFIX: u32 = 1024u;
 
 fn block_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

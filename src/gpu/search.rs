@@ -11,7 +11,7 @@
 //!    `topk_rows.wgsl`), and keeps the block's k nearest per query (a histogram of the
 //!    distances, the k-th distance off its sums, the kept rows marked in bit masks and placed by
 //!    the marks before them), in row order, in the query's list. The selection runs for a batch
-//!    of queries at once, so its seven barriers are paid per batch, not per query;
+//!    of queries at once, so its eight barriers are paid per batch, not per query;
 //! 2. `hamming_topk_merge`: the k nearest of each block's worth of entries of those lists, again,
 //!    until one list of k is left per query (one level per factor of block/k, at least 4);
 //! 3. with rescoring, `rescore`; then `sort_pairs`.

@@ -67,9 +67,12 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 #[test]
 fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     let Some(engine) = engine() else { return };
-    // Bindings of 256 KiB: the 30 001-row corpus in two shards, its one-pass lists (4 224 words
-    // a query) still room for 15 queries a submission. Bindings of 16 KiB: lists that leave room
-    // for none, so the histogram passes take the search.
+    // Bindings of 256 KiB: shards, and at k = 64 the 30 001-row corpus in two shards, its
+    // one-pass lists (4 224 words a query) still room for 15 queries a submission (at k = 1024
+    // room for two, so the histogram passes); 9 000 codes of 384 bits at k = 300, blocks of 4096
+    // over two shards in one pass. Bindings of 16 KiB: the 30 001-row corpus's lists leave room
+    // for none, so the histogram passes take the search. On one shard every case takes the one
+    // pass.
     let Some(sharded) = engine_with(EngineOptions { max_binding_bytes: Some(256 << 10), ..Default::default() }) else { return };
     let Some(tiny) = engine_with(EngineOptions { max_binding_bytes: Some(16 << 10), ..Default::default() }) else { return };
     let cases = [
@@ -89,6 +92,7 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
         // k = 256, 3 968 bits (a tile of four).
         (4_099, 128, 10, Format::Binary),
         (6_001, 384, 256, Format::Binary),
+        (9_000, 384, 300, Format::Binary),
         (1_100, 3_968, 12, Format::Binary),
         // Four words whose last is partly padding (100 bits): vec4 rows too.
         (3_333, 100, 7, Format::Binary),
@@ -107,6 +111,16 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
             let codes = block_on(edo::GpuCodes::upload(e, &corpus)).unwrap();
             let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
             assert!(got == want, "{rows} × {dim} k {k} {what} ({} shards): GPU and CPU differ", codes.shard_count());
+            // Three reads a query are the histogram passes; one pass reads far fewer.
+            let passes = codes.corpus_reads(19, k).unwrap() == 3 * 19;
+            match what {
+                "one shard" => assert!(!passes, "{rows} × {dim} k {k}: one shard takes the one pass"),
+                "tiny bindings" if rows == 30_001 => assert!(passes, "{rows} × {dim} k {k}: tiny bindings take the histogram passes"),
+                "sharded" if (rows, dim, k) == (9_000, 384, 300) => {
+                    assert!(!passes && codes.shard_count() == 2, "blocks of 4096 over two shards in one pass")
+                }
+                _ => {}
+            }
         }
     }
     // Blocks of 4096 rows over shards with lists that still leave room for eight queries (1 MiB
@@ -205,7 +219,7 @@ fn rescored_search_on_the_gpu_agrees_with_the_cpu_path() {
     let data = embedding_table(rows, dim, 4);
     let queries = embedding_table(nq, dim, 5);
     let bits = PackedTable::quantize(Format::Binary, &data, rows, dim).unwrap();
-    // Candidates up to 1024 take the one pass; 150 × 8 = 1200 the histogram passes.
+    // Candidates up to 1024 take the one pass on one shard; 150 × 8 = 1200 the histogram passes.
     let row_wise = [(Format::Int8, 10, 4), (Format::F32, 7, 3), (Format::BinaryScaled, 25, 1), (Format::Int4, 100, 8), (Format::Int8, 150, 8)];
     // Every decoder of the block, group-wise, k-quant, FP8 and zero-point formats.
     let blocks = [(Format::Q8_0, 10, 4), (Format::Q4_1, 15, 2), (Format::Int4G64, 10, 4), (Format::Q4K, 10, 4), (Format::Q6K, 12, 3)];

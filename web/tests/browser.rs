@@ -175,7 +175,10 @@ async fn bags_and_search_agree_with_the_cpu_path() {
     let codes = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
     let queries = data(9, dim, 3);
     assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries.clone()).await, "Hamming top-k is exact");
-    // Past 256 results the one pass takes blocks of 4096 rows (16 an invocation).
+    // Past 64 results the one pass takes blocks of 4096 rows (16 an invocation): three blocks,
+    // then a merge.
+    let rows = 9_000;
+    let codes = EdoTable::from_float32(&data(rows, dim, 4), rows, dim, "binary", None).unwrap();
     assert_eq!(search_k(&engine, &codes, queries.clone(), 600).await, search_k(&cpu, &codes, queries, 600).await, "k = 600 is exact");
 }
 
