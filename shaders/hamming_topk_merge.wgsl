@@ -58,7 +58,7 @@ fn load_entries(block: u32, g: u32, q: u32, lid: u32) -> Entries {
     return e;
 }
 
-// An invocation's entries of the group, in groups (g1–g3 only with 16 stripes).
+// An invocation's entries of the block, in groups (g1–g3 only with 16 stripes).
 struct HeldEntries {
     g0: Entries,
     g1: Entries,
