@@ -29,6 +29,7 @@ SIZES = {
     "tiny": [("small", 1000, 24, 1000), ("medium", 5003, 40, 3001), ("large", 20011, 32, 4099)],
     "quick": [("small", 16384, 64, 16384), ("medium", 262144, 128, 65536)],
     "full": [("small", 16384, 64, 16384), ("medium", 262144, 128, 65536), ("large", 2097152, 128, 65536)],
+    "server": [("small", 16384, 64, 16384), ("medium", 262144, 128, 1048576), ("large", 2097152, 128, 1048576)],
 }
 # edo_bench::suite's embed sentences, cycled.
 TEXTS = [
@@ -83,7 +84,7 @@ def machine():
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="the quick matrix (small and medium)")
-    p.add_argument("--scale", choices=["full", "quick", "tiny"], help="the matrix (default full, or quick with --quick)")
+    p.add_argument("--scale", choices=["full", "server", "quick", "tiny"], help="the matrix (default full, or quick with --quick)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--model", help="a model2vec model folder for the embed cases")
     p.add_argument("--label", default="peers")

@@ -16,8 +16,9 @@ pub struct SuiteArgs {
     #[arg(long, conflicts_with = "scale")]
     quick: bool,
     /// The matrix: full (the default: small, medium and a 1 GiB large table, ten formats;
-    /// minutes), quick, or tiny (toy tables, for tests).
-    #[arg(long, value_parser = ["full", "quick", "tiny"], hide_possible_values = true)]
+    /// minutes), server (full with a million ids a call on the medium and large tables, the large
+    /// one in the device's own shards: for big GPUs), quick, or tiny (toy tables, for tests).
+    #[arg(long, value_parser = ["full", "server", "quick", "tiny"], hide_possible_values = true)]
     scale: Option<String>,
     /// Run only on GPU adapters whose name contains this (case-insensitive); see the list a run
     /// prints. Default: every adapter wgpu finds.
@@ -82,6 +83,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), Failure> {
     let scale = match (a.quick, a.scale.as_deref()) {
         (true, _) | (false, Some("quick")) => Scale::Quick,
         (false, Some("tiny")) => Scale::Tiny,
+        (false, Some("server")) => Scale::Server,
         _ => Scale::Full,
     };
     if a.budget_seconds.is_some_and(|b| !(b > 0.0 && b.is_finite())) {

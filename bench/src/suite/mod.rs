@@ -35,6 +35,10 @@ pub const SUITE_VERSION: u32 = 1;
 pub enum Scale {
     /// Small, medium and large tables, ten formats: minutes.
     Full,
+    /// The full matrix with a million ids a call on the medium and large tables, the large one in
+    /// the device's own shards: for big GPUs, on which the full matrix's 65 536 ids take tens of
+    /// microseconds, so its ratios measure launches more than memory.
+    Server,
     /// Small and medium tables, four formats: about a minute on a laptop.
     Quick,
     /// The quick matrix on toy tables, for tests: seconds.
@@ -42,10 +46,11 @@ pub enum Scale {
 }
 
 impl Scale {
-    /// `full`, `quick` or `tiny`.
+    /// `full`, `server`, `quick` or `tiny`.
     pub fn name(self) -> &'static str {
         match self {
             Scale::Full => "full",
+            Scale::Server => "server",
             Scale::Quick => "quick",
             Scale::Tiny => "tiny",
         }
@@ -112,13 +117,15 @@ pub struct Size {
     pub shard_bytes: Option<u64>,
 }
 
-/// The sizes of a scale. Small fits any cache; medium is 128 MiB of f32; large is 1 GiB of f32
-/// held in shards of at most 128 MiB (WebGPU's default binding limit), so every device runs it
-/// over several buffers.
+/// The sizes of a scale. Small fits any cache; medium is 128 MiB of f32; large is 1 GiB of f32,
+/// in the full matrix held in shards of at most 128 MiB (WebGPU's default binding limit), so every
+/// device runs it over several buffers. The server matrix looks up a million ids a call on both
+/// (512 MiB of f32 out, past any GPU's L2) and leaves the large table's shards to the device.
 pub fn sizes(scale: Scale) -> Vec<Size> {
     let s = |name, rows, dim, ids, shard_bytes| Size { name, rows, dim, ids, shard_bytes };
     match scale {
         Scale::Full => vec![s("small", 16_384, 64, 16_384, None), s("medium", 262_144, 128, 65_536, None), s("large", 2_097_152, 128, 65_536, Some(128 << 20))],
+        Scale::Server => vec![s("small", 16_384, 64, 16_384, None), s("medium", 262_144, 128, 1_048_576, None), s("large", 2_097_152, 128, 1_048_576, None)],
         Scale::Quick => vec![s("small", 16_384, 64, 16_384, None), s("medium", 262_144, 128, 65_536, None)],
         Scale::Tiny => vec![s("small", 1_000, 24, 1_000, None), s("medium", 5_003, 40, 3_001, None), s("large", 20_011, 32, 4_099, Some(256 << 10))],
     }
@@ -127,7 +134,7 @@ pub fn sizes(scale: Scale) -> Vec<Size> {
 /// The formats of a scale.
 pub fn formats(scale: Scale) -> Vec<Format> {
     let names: &[&str] = match scale {
-        Scale::Full => &["fp32", "fp16", "fp8_e4m3", "int8", "int8_g32", "int4", "int4_g32", "q8_0", "q4_0", "binary+scale"],
+        Scale::Full | Scale::Server => &["fp32", "fp16", "fp8_e4m3", "int8", "int8_g32", "int4", "int4_g32", "q8_0", "q4_0", "binary+scale"],
         Scale::Quick | Scale::Tiny => &["fp32", "fp16", "int8", "int4"],
     };
     names.iter().filter_map(|n| Format::from_name(n)).collect()
@@ -168,7 +175,7 @@ impl SuiteOptions {
             ops: None,
             budget_seconds: None,
             cpu_threads,
-            reps: if scale == Scale::Full { 10 } else { 5 },
+            reps: if matches!(scale, Scale::Full | Scale::Server) { 10 } else { 5 },
             label: None,
             user_agent: None,
             model: None,
@@ -467,7 +474,7 @@ where
     for (i, engine) in gpus.iter().enumerate() {
         progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its copy", engine.adapter().name) }).await;
         let copy_bytes = match options.scale {
-            Scale::Full => (1u64 << 30).min(engine.limits().max_buffer_size).max(copy_bytes),
+            Scale::Full | Scale::Server => (1u64 << 30).min(engine.limits().max_buffer_size).max(copy_bytes),
             _ => copy_bytes,
         };
         let copies = crate::measure::device_copies(engine, copy_bytes, reps).await?;
@@ -1140,7 +1147,7 @@ mod tests {
     #[test]
     fn the_peers_script_has_the_suites_sizes_and_texts() {
         let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench_peers.py")).expect("the peers script");
-        for scale in [Scale::Full, Scale::Quick, Scale::Tiny] {
+        for scale in [Scale::Full, Scale::Server, Scale::Quick, Scale::Tiny] {
             let sizes: Vec<String> = sizes(scale).iter().map(|s| format!("(\"{}\", {}, {}, {})", s.name, s.rows, s.dim, s.ids)).collect();
             let line = format!("\"{}\": [{}]", scale.name(), sizes.join(", "));
             assert!(script.contains(&line), "bench_peers.py lacks {line}");
