@@ -213,7 +213,7 @@ fn mark(lid: u32, qb: u32, g: u32, f: u32) {
 fn marks_done(lid: u32, nb: u32) {
     workgroupBarrier();
     if (lid < 2u * nb) {
-        let w0 = 8u * lid * STRIPES; // mark_index(lid / 2, lid % 2, 0)
+        let w0 = 8u * mark_index(lid / 2u, lid % 2u, 0u);
         var n = 0u;
         for (var w = w0; w < w0 + 8u * STRIPES; w++) {
             atomicStore(&hist[PREFIX + w], n);

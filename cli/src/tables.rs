@@ -97,13 +97,19 @@ fn open_table(path: &Path) -> Result<TableFile, Failure> {
     open_table_or_reordered(path)?.map_err(|e| Failure::new(exit::DATA, format!("{}: {}", path.display(), Error::Unsupported(e))))
 }
 
-/// The table file at `path`, or (inside) that it is a reordered table (`edo reorder`), which
-/// only `edo lookup` reads.
-fn open_table_or_reordered(path: &Path) -> Result<Result<TableFile, edo::Unsupported>, Failure> {
+/// That `path` exists and is named as an .edo file.
+fn require_edo(path: &Path) -> Result<(), Failure> {
     require_input(path)?;
     if FileKind::from_path(path) != Some(FileKind::Edo) {
         return Err(Failure::new(exit::DATA, format!("{}: expected an .edo table file (make one with `edo quantize`)", path.display())));
     }
+    Ok(())
+}
+
+/// The table file at `path`, or (inside) that it is a reordered table (`edo reorder`), which
+/// only `edo lookup` reads.
+fn open_table_or_reordered(path: &Path) -> Result<Result<TableFile, edo::Unsupported>, Failure> {
+    require_edo(path)?;
     match TableFile::open(path) {
         Err(Error::Unsupported(edo::Unsupported::ReorderedTableFile)) => Ok(Err(edo::Unsupported::ReorderedTableFile)),
         other => Ok(Ok(other?)),
@@ -361,10 +367,8 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         return inspect_gguf(&a.file, a.json);
     }
     // A reordered table's file is described as stored: rows in stored order, with its id map.
-    let file = match open_table_or_reordered(&a.file)? {
-        Ok(file) => file,
-        Err(_) => TableFile::open_stored(&a.file)?,
-    };
+    require_edo(&a.file)?;
+    let file = TableFile::open_stored(&a.file)?;
     let t = file.table();
     let id_map = file.id_map();
     let file_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
@@ -639,13 +643,7 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
         if let Some((index, &id)) = ids.iter().enumerate().find(|&(_, &id)| id as usize >= model.vocab_size()) {
             return Err(Failure::new(exit::USAGE, format!("ids[{index}] = {id} is not a token id of the model's {}-token vocabulary", model.vocab_size())));
         }
-        ids.iter()
-            .enumerate()
-            .map(|(index, &id)| match model.row_of(id) {
-                Ok((row, _)) => Ok(row as u32),
-                Err(_) => Err(Error::IdOutOfRange { index, id, rows: model.vocab_size() }),
-            })
-            .collect::<Result<_, _>>()?
+        ids.iter().map(|&id| model.row_of(id).map(|(row, _)| row as u32)).collect::<Result<_, _>>()?
     } else {
         ids.clone()
     };
