@@ -16,7 +16,10 @@
 // stage a warp's indices. The WG_X lanes of a bag then walk the staged indices four at a time (four
 // rows in flight), each lane owning interleaved columns: with VEC4 (every dim a multiple of 4) the
 // quads lane, lane + WG_X, lane + 2·WG_X, lane + 3·WG_X of a block of 16·WG_X columns, else single
-// columns the same way, so neighbouring lanes read neighbouring words of a row. Accumulators are
+// columns the same way, so neighbouring lanes read neighbouring words of a row. With WIDE (and
+// VEC4: a decoder with a 16-byte read, decode16, over rows aligned to 16 bytes, every dim a
+// multiple of 16) a lane owns sixteen contiguous columns instead, the four quads one load of a
+// row brings, and neighbouring lanes read neighbouring 16-byte words. Accumulators are
 // four named values, never a runtime-indexed array (which a compiler puts in local memory).
 // Indices are pooled in order, so on one shard the sum is the CPU oracle's up to the driver's
 // fusing of w·x + acc. A batch spread over several shards is pooled by one dispatch per shard: the
@@ -62,6 +65,7 @@ const POOL_NONE: u32 = 3u;
 override WG_X: u32 = 16u;
 override WG_Y: u32 = 16u;
 override VEC4: bool = false;
+override WIDE: bool = false;
 
 @group(0) @binding(0) var<uniform> params: BagParams;
 @group(0) @binding(1) var<storage, read> tables: array<TableMeta>;
@@ -156,6 +160,14 @@ struct Term {
     rp: RowParams,
 }
 
+// Sixteen columns of a row, or of a bag's accumulators, as four quads (decode16, WIDE).
+struct Quads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
 // The term that changes nothing: pads a group of four past the bag's end.
 fn no_term() -> Term {
     var x: Term;
@@ -189,6 +201,15 @@ fn value4(x: Term, c: u32) -> vec4<f32> {
     return decode4(x.loc, c, x.rp);
 }
 
+// Columns c .. c + 16 of a term's row (c a multiple of 16), from decode16.
+fn value16(x: Term, c: u32) -> Quads {
+    if (x.loc >= ROW_ZERO) {
+        let e = vec4<f32>(empty_value(x.loc));
+        return Quads(e, e, e, e);
+    }
+    return decode16(x.loc, c, x.rp);
+}
+
 fn value1(x: Term, c: u32) -> f32 {
     if (x.loc >= ROW_ZERO) {
         return empty_value(x.loc);
@@ -203,6 +224,21 @@ fn step4(acc: vec4<f32>, c: u32, x0: Term, x1: Term, x2: Term, x3: Term) -> vec4
     let v2 = value4(x2, c);
     let v3 = value4(x3, c);
     return combine4(combine4(combine4(combine4(acc, v0, x0.w), v1, x1.w), v2, x2.w), v3, x3.w);
+}
+
+// step4 over sixteen columns, one read of each row: each accumulator still takes the four terms
+// in index order.
+fn step16(acc: Quads, c: u32, x0: Term, x1: Term, x2: Term, x3: Term) -> Quads {
+    let v0 = value16(x0, c);
+    let v1 = value16(x1, c);
+    let v2 = value16(x2, c);
+    let v3 = value16(x3, c);
+    var r: Quads;
+    r.a = combine4(combine4(combine4(combine4(acc.a, v0.a, x0.w), v1.a, x1.w), v2.a, x2.w), v3.a, x3.w);
+    r.b = combine4(combine4(combine4(combine4(acc.b, v0.b, x0.w), v1.b, x1.w), v2.b, x2.w), v3.b, x3.w);
+    r.c = combine4(combine4(combine4(combine4(acc.c, v0.c, x0.w), v1.c, x1.w), v2.c, x2.w), v3.c, x3.w);
+    r.d = combine4(combine4(combine4(combine4(acc.d, v0.d, x0.w), v1.d, x1.w), v2.d, x2.w), v3.d, x3.w);
+    return r;
 }
 
 fn step1(acc: f32, c: u32, x0: Term, x1: Term, x2: Term, x3: Term) -> f32 {
@@ -312,10 +348,16 @@ fn main(
     let blocks = (params.max_dim + block - 1u) / block;
     for (var blk = 0u; blk < blocks; blk++) {
         // The first column of each accumulator, and whether it is inside the bag's row.
-        let c0 = blk * block + width * lid.x;
-        let c1 = c0 + width * WG_X;
-        let c2 = c1 + width * WG_X;
-        let c3 = c2 + width * WG_X;
+        // Quads interleaved across lanes, or (WIDE) a lane's sixteen contiguous columns.
+        var c0 = blk * block + width * lid.x;
+        var spread = width * WG_X;
+        if (WIDE) {
+            c0 = blk * block + 16u * lid.x;
+            spread = 4u;
+        }
+        let c1 = c0 + spread;
+        let c2 = c1 + spread;
+        let c3 = c2 + spread;
         let in0 = c0 < m.dim;
         let in1 = c1 < m.dim;
         let in2 = c2 < m.dim;
@@ -354,7 +396,14 @@ fn main(
                 let x1 = term(i + 1u, hi, m);
                 let x2 = term(i + 2u, hi, m);
                 let x3 = term(i + 3u, hi, m);
-                if (VEC4) {
+                if (WIDE) {
+                    // dim a multiple of 16: the four quads are in the row together.
+                    let r = step16(Quads(a0, a1, a2, a3), c0, x0, x1, x2, x3);
+                    a0 = r.a;
+                    a1 = r.b;
+                    a2 = r.c;
+                    a3 = r.d;
+                } else if (VEC4) {
                     a0 = step4(a0, c0, x0, x1, x2, x3);
                     if (in1) { a1 = step4(a1, c1, x0, x1, x2, x3); }
                     if (in2) { a2 = step4(a2, c2, x0, x1, x2, x3); }

@@ -1,7 +1,8 @@
 // gather_rows4_f32: gather_rows4 for FP32 rows, each quad of a row read with one 16-byte load.
 // The shard is bound as array<vec4<u32>> (`shard4`, the binding gather_driver.wgsl's `shard`
 // names as u32 words, which this entry point does not use): an FP32 row is `dim` words, dim a
-// multiple of 4, so every row starts on a 16-byte boundary. The WG_X invocations of an id take
+// multiple of 4 (row_words, more where rows are aligned, is one too), so every row starts on a
+// 16-byte boundary. The WG_X invocations of an id take
 // neighbouring quads, so their loads and stores are contiguous. No decoder: FP32 needs none.
 // Bindings: 0 params, 1 ids, 2 shard (as vec4<u32>), 3 out (vec4<f32>, n_ids × dim / 4).
 
@@ -31,7 +32,7 @@ fn main(
         }
         return;
     }
-    let base = row * quads;
+    let base = row * (params.row_words / 4u); // dim words, or more for aligned rows: a multiple of 4
     for (var k = lid.x; k < quads; k += WG_X) {
         out[o + k] = bitcast<vec4<f32>>(shard4[base + k]);
     }

@@ -406,6 +406,15 @@ pub enum Unsupported {
     /// Submitting a cache lookup again (its slots may hold other rows now): prepare it again.
     #[error("submitting a cache lookup again (its slots may hold other rows now): prepare it again")]
     ResubmittedCacheLookup,
+    /// A row alignment that is not a power of two from 4 to 256 bytes.
+    #[error("a row alignment of {bytes} bytes (it is a power of two from 4 to 256)")]
+    RowAlignment {
+        /// The bytes asked for.
+        bytes: usize,
+    },
+    /// A row alignment for a pruned table (only plain tables ask for one).
+    #[error("a row alignment for a pruned table: only plain tables align their rows on a GPU")]
+    RowAlignmentOfPrunedTable,
     /// Per-sample weights with mean or max pooling (PyTorch allows them with sum only).
     #[error("per-sample weights with mean or max pooling (PyTorch allows them with sum only)")]
     WeightsWithMeanOrMax,

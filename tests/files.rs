@@ -242,6 +242,29 @@ fn table_files_round_trip_every_format() {
     }
 }
 
+/// A table's row alignment on a GPU (FBGEMM's `row_alignment`) is kept in its file: the rows
+/// stay packed (any reader sees the same words), `edo.row_alignment` says how a GPU lays them
+/// out, an unaligned table writes no key, and a key that is no power of two from 4 to 256 is a
+/// malformed file.
+#[test]
+fn row_alignment_round_trips_through_files() {
+    let (file, _) = sample_file(Format::Int8);
+    let plain = file.to_bytes();
+    assert!(!String::from_utf8_lossy(&plain[..200]).contains("row_alignment"));
+    let aligned = TableFile::new(file.table().clone().with_row_alignment(16).unwrap());
+    let bytes = aligned.to_bytes();
+    let back = TableFile::from_bytes(bytes.clone()).unwrap();
+    back.verify().unwrap();
+    assert_eq!((back.table().row_alignment(), back.table().gpu_row_words()), (16, file.table().row_words().next_multiple_of(4)));
+    assert_eq!(back.table(), aligned.table());
+    assert_ne!(back.table(), file.table(), "the alignment is part of the table");
+    assert_eq!(back.table().words(), file.table().words(), "rows stay packed in the file");
+    for bad in ["12", "2", "512", "x"] {
+        let broken = with_header(&bytes, |h| h.replace("\"edo.row_alignment\":\"16\"", &format!("\"edo.row_alignment\":\"{bad}\"")));
+        assert!(matches!(TableFile::from_bytes(broken), Err(Error::BadFile { .. })), "{bad}");
+    }
+}
+
 #[test]
 fn reserved_metadata_and_vocab_length_are_checked() {
     let (mut file, _) = sample_file(Format::Int8);

@@ -120,8 +120,16 @@ fn shader_files_document_their_layout() {
         if text.contains("@compute") {
             assert!(text.contains("// Bindings:"), "{name} is a driver and documents its bindings");
             drivers += 1;
-        } else if ["hamming_common.wgsl", "gather_driver.wgsl", "topk_common.wgsl", "decode_f32_bag4.wgsl", "topk_rows.wgsl", "topk_rows4.wgsl"]
-            .contains(&name.as_str())
+        } else if [
+            "hamming_common.wgsl",
+            "gather_driver.wgsl",
+            "topk_common.wgsl",
+            "decode_f32_bag4.wgsl",
+            "decode_int8_bag16.wgsl",
+            "topk_rows.wgsl",
+            "topk_rows4.wgsl",
+        ]
+        .contains(&name.as_str())
         {
             assert!(text.contains("// Bindings:"), "{name} declares the bindings its kernels share");
         } else {
@@ -149,10 +157,17 @@ fn shader_files_document_their_layout() {
     assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
     // The vec4 bag of FP32 reads its rows through a decoder of its own, a helper with a binding
     // (decode_f32_bag4.wgsl): one more source, beside the bag's pair with decode_f32.
-    assert_eq!(ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF32Bag4]);
+    assert_eq!(
+        ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers,
+        &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF32Bag4, edo::gpu::Src::BagDecode16]
+    );
+    // So does the bag of INT8 rows aligned to 16 bytes (decode_int8_bag16.wgsl), whose gather is
+    // a driver of its own with no decoder (gather_rows16_int8.wgsl).
+    assert_eq!(ShaderId::BagInt8Aligned.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeInt8Bag16]);
+    assert!(!ShaderId::GatherInt8Aligned.kernel().0.decodes);
     // So does the search scan over vec4 rows (topk_rows4.wgsl in place of topk_rows.wgsl).
     assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[edo::gpu::Src::TopkCommon, edo::gpu::Src::TopkRows4]);
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 2);
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 3);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -211,6 +226,24 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     let msl = msl_of(wide);
     let reads: Vec<&str> = msl.lines().filter(|l| l.contains("shard4")).collect();
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
+}
+
+/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load — in naga's SPIR-V the
+/// gather's step and the bag's decode16 are one vec4<u32> load each (plus one for the row's scale
+/// and bias), against none for rows of 4-byte words; in MSL those reads are `uint4`s.
+#[test]
+fn aligned_int8_rows_read_16_bytes_per_load() {
+    let (gather, bag) = (ShaderId::GatherInt8Aligned, ShaderId::BagInt8Aligned);
+    assert_eq!(u32_loads(gather).1, 2, "one vec4<u32> load a step, one for the scale and bias");
+    assert_eq!(u32_loads(bag).1, 2, "decode16 and row_params: one vec4<u32> load each");
+    // The same kernels over rows of words load u32s only.
+    let (narrow_gather, narrow_bag) = (ShaderId::Gather { format: Format::Int8, vec4: true }, ShaderId::Bag { format: Format::Int8, vec4: true });
+    assert_eq!((u32_loads(narrow_gather).1, u32_loads(narrow_bag).1), (0, 0));
+    for shader in [gather, bag] {
+        let msl = msl_of(shader);
+        let wide: Vec<&str> = msl.lines().filter(|l| l.contains("uint4") && l.contains("shard4")).collect();
+        assert!(!wide.is_empty(), "{}: {msl}", shader.name());
+    }
 }
 
 /// A kernel's override constants for a 32 × 8 workgroup.
@@ -291,7 +324,10 @@ fn the_one_pass_search_keeps_no_private_arrays() {
 #[test]
 fn bags_and_gathers_keep_no_private_arrays() {
     for shader in ShaderId::all() {
-        if matches!(shader, ShaderId::Bag { .. } | ShaderId::Gather { .. } | ShaderId::GatherF16 { .. }) {
+        if matches!(
+            shader,
+            ShaderId::Bag { .. } | ShaderId::Gather { .. } | ShaderId::GatherF16 { .. } | ShaderId::GatherInt8Aligned | ShaderId::BagInt8Aligned
+        ) {
             assert_eq!(private_arrays(shader), 0, "{}", shader.name());
         }
     }

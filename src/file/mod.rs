@@ -8,15 +8,17 @@
 //!
 //! | tensor         | dtype | shape                | holds                                            |
 //! |----------------|-------|----------------------|--------------------------------------------------|
-//! | `rows`         | U32   | `[rows, row_words]`  | the packed rows, exactly the words the GPU holds |
+//! | `rows`         | U32   | `[rows, row_words]`  | the packed rows, the words the GPU holds (unpadded) |
 //! | `crc32`        | U32   | `[chunks]`           | CRC-32 of each `edo.chunk_bytes` bytes of `rows` |
 //! | `vocab.offsets`| U64   | `[rows + 1]`         | optional: token `i` is `vocab.bytes[o[i]..o[i+1]]` |
 //! | `vocab.bytes`  | U8    | `[n]`                | optional: the tokens, UTF-8, concatenated        |
 //! | `model.*`      | any   | any                  | optional: the rest of a static model (below)     |
 //!
 //! Metadata: `edo.version` (`1`), `edo.format` ([`Format::name`]), `edo.rows`, `edo.dim`,
-//! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, and any user keys (which must
-//! not start with `edo.`).
+//! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, `edo.row_alignment` when the
+//! table asks for rows aligned on a GPU ([`PackedTable::with_row_alignment`]; the rows here stay
+//! packed without gaps, so a reader that predates the key reads them right), and any user keys
+//! (which must not start with `edo.`).
 //!
 //! A **model file** is a table file whose table is a static embedding model's
 //! ([`crate::model::StaticModel::to_edo`]): the model's settings as JSON in `edo.model`, its
@@ -55,7 +57,7 @@ use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, TensorInfo};
 
-use crate::format::{Format, PackedTable, SharedBytes};
+use crate::format::{Format, PackedTable, SharedBytes, NO_ROW_ALIGNMENT};
 use crate::search::CodeTransform;
 use crate::Error;
 
@@ -422,7 +424,7 @@ impl TableFile {
                 Some(CodeTransform::from_parts(floats(mean), rotation.map(floats))?)
             }
         };
-        let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?;
+        let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?.with_row_alignment(h.row_alignment)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map, code_transform })
     }
@@ -489,6 +491,9 @@ impl TableFile {
         info.insert("edo.rows".into(), t.rows().to_string());
         info.insert("edo.dim".into(), t.dim().to_string());
         info.insert("edo.chunk_bytes".into(), self.chunk_bytes.to_string());
+        if t.row_alignment() != NO_ROW_ALIGNMENT {
+            info.insert("edo.row_alignment".into(), t.row_alignment().to_string());
+        }
         let mut views = Vec::new();
         let vocab = self.vocab.as_ref().map(|v| {
             let (offsets, bytes) = v.encode();
@@ -561,6 +566,8 @@ pub(crate) struct Header {
     pub rows: usize,
     pub dim: usize,
     pub chunk_bytes: usize,
+    /// Bytes a row starts on once uploaded to a GPU (`edo.row_alignment`; 4 when absent).
+    pub row_alignment: usize,
     pub rows_range: Range<usize>,
     pub crc: Range<usize>,
     /// Offsets, token bytes, and the expected checksum (as written).
@@ -626,6 +633,10 @@ impl Header {
         let chunk_bytes = number("edo.chunk_bytes")?;
         if dim == 0 || chunk_bytes == 0 {
             return Err(bad("edo.dim and edo.chunk_bytes must be positive".into()));
+        }
+        let row_alignment = if kv.contains_key("edo.row_alignment") { number("edo.row_alignment")? } else { NO_ROW_ALIGNMENT };
+        if crate::format::check_row_alignment(row_alignment).is_err() {
+            return Err(bad(format!("edo.row_alignment = {row_alignment} (a row alignment is a power of two from 4 to 256 bytes)")));
         }
         let row_words = format.row_words(dim);
         let tensor = |name: &str, dtype: Dtype| -> Result<&TensorInfo, Error> {
@@ -718,7 +729,21 @@ impl Header {
             return Err(bad("an edo.id_map_crc32 without an \"id_map\"".into()));
         }
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Ok(Header { format, rows, dim, chunk_bytes, rows_range: range(rows_info), crc: range(crc_info), vocab, metadata, model, id_map, id_map_crc, codes })
+        Ok(Header {
+            format,
+            rows,
+            dim,
+            chunk_bytes,
+            row_alignment,
+            rows_range: range(rows_info),
+            crc: range(crc_info),
+            vocab,
+            metadata,
+            model,
+            id_map,
+            id_map_crc,
+            codes,
+        })
     }
 }
 

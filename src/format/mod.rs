@@ -503,7 +503,12 @@ pub struct PackedTable {
     rows: usize,
     dim: usize,
     words: Words,
+    /// Bytes a row starts on when the table is uploaded to a GPU ([`PackedTable::with_row_alignment`]).
+    row_alignment: u32,
 }
+
+/// The row alignment of a table that asks for none: a row starts on a word.
+pub const NO_ROW_ALIGNMENT: usize = 4;
 
 /// The bytes a [`PackedTable`] can borrow its words from (a memory map, a fetched file).
 pub(crate) type SharedBytes = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
@@ -582,7 +587,11 @@ impl std::ops::Deref for Words {
 
 impl PartialEq for PackedTable {
     fn eq(&self, other: &Self) -> bool {
-        self.format == other.format && self.rows == other.rows && self.dim == other.dim && *self.words == *other.words
+        self.format == other.format
+            && self.rows == other.rows
+            && self.dim == other.dim
+            && self.row_alignment == other.row_alignment
+            && *self.words == *other.words
     }
 }
 
@@ -593,6 +602,7 @@ impl std::fmt::Debug for PackedTable {
             .field("rows", &self.rows)
             .field("dim", &self.dim)
             .field("mapped", &matches!(self.words, Words::Shared { .. }))
+            .field("row_alignment", &self.row_alignment)
             .finish_non_exhaustive()
     }
 }
@@ -644,7 +654,7 @@ impl PackedTable {
     /// a cache line, for the caller to fill through [`PackedTable::words_mut`].
     pub(crate) fn zeroed(format: Format, rows: usize, dim: usize, what: &'static str) -> Result<Self, Error> {
         let len = Self::expected_words(format, rows, dim)?;
-        Ok(PackedTable { format, rows, dim, words: Words::aligned(len, what)? })
+        Ok(PackedTable { format, rows, dim, words: Words::aligned(len, what)?, row_alignment: NO_ROW_ALIGNMENT as u32 })
     }
 
     /// The packed words, to write; a table borrowed from shared bytes is copied into memory
@@ -673,7 +683,7 @@ impl PackedTable {
         if words.len() != expected {
             return Err(Error::ShapeMismatch { what: "packed words", expected, actual: words.len() });
         }
-        Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
+        Ok(PackedTable { format, rows, dim, words: Words::Owned(words), row_alignment: NO_ROW_ALIGNMENT as u32 })
     }
 
     /// Borrows the packed words from `bytes[start..]` without copying them when they are 4-byte
@@ -685,10 +695,10 @@ impl PackedTable {
             return Err(Error::ShapeMismatch { what: "packed bytes", expected: len.saturating_mul(4), actual: slice.len().saturating_sub(start) });
         };
         if bytemuck::try_cast_slice::<u8, u32>(body).is_ok() {
-            return Ok(PackedTable { format, rows, dim, words: Words::Shared { bytes: bytes.clone(), start, len } });
+            return Ok(PackedTable { format, rows, dim, words: Words::Shared { bytes: bytes.clone(), start, len }, row_alignment: NO_ROW_ALIGNMENT as u32 });
         }
         let words = words_le(body);
-        Ok(PackedTable { format, rows, dim, words: Words::Owned(words) })
+        Ok(PackedTable { format, rows, dim, words: Words::Owned(words), row_alignment: NO_ROW_ALIGNMENT as u32 })
     }
 
     pub(crate) fn expected_words(format: Format, rows: usize, dim: usize) -> Result<usize, Error> {
@@ -742,6 +752,30 @@ impl PackedTable {
     pub fn row_words(&self) -> usize {
         self.format.row_words(self.dim)
     }
+
+    /// The same table, asking that each row start on a multiple of `bytes` (a power of two from
+    /// 4 to 256) where it is uploaded to a GPU, as FBGEMM's `row_alignment` does: rows there are
+    /// padded to [`PackedTable::gpu_row_words`] words, so that 16-byte loads can read them. The
+    /// host's rows and a file's stay packed without gaps (a `.edo` file records the alignment,
+    /// not the padding); what it costs the GPU's memory is the padding, per format in
+    /// docs/benchmarks.md. 4 asks for nothing (the default).
+    ///
+    /// Fails with [`Error::Unsupported`] for any other number of bytes.
+    pub fn with_row_alignment(mut self, bytes: usize) -> Result<Self, Error> {
+        check_row_alignment(bytes)?;
+        self.row_alignment = bytes as u32;
+        Ok(self)
+    }
+
+    /// The bytes a row starts on when uploaded to a GPU ([`PackedTable::with_row_alignment`]).
+    pub fn row_alignment(&self) -> usize {
+        self.row_alignment as usize
+    }
+
+    /// Words per row on a GPU: [`PackedTable::row_words`], padded to the row alignment.
+    pub fn gpu_row_words(&self) -> usize {
+        self.row_words().next_multiple_of(self.row_alignment as usize / 4)
+    }
     /// All packed words, row after row.
     pub fn words(&self) -> &[u32] {
         &self.words
@@ -766,16 +800,20 @@ impl PackedTable {
         self.format.decode_row(self.row(r), out)
     }
 
-    /// The same table in `format`: itself when already in it, else decoded and quantised again.
+    /// The same table in `format`: itself when already in it, else decoded and quantised again
+    /// (with the same [`PackedTable::row_alignment`]).
     pub fn requantize(&self, format: Format) -> Result<PackedTable, Error> {
         if format == self.format {
             return Ok(self.clone());
         }
-        if self.format == Format::F32 {
+        let table = if self.format == Format::F32 {
             // FP32 rows are the values themselves: quantise them in place, without a decoded copy.
-            return PackedTable::quantize(format, bytemuck::cast_slice(self.words()), self.rows, self.dim);
-        }
-        PackedTable::quantize(format, &self.dequantize(), self.rows, self.dim)
+            PackedTable::quantize(format, bytemuck::cast_slice(self.words()), self.rows, self.dim)?
+        } else {
+            PackedTable::quantize(format, &self.dequantize(), self.rows, self.dim)?
+        };
+        // The rows keep the alignment asked of them on a GPU.
+        Ok(PackedTable { row_alignment: self.row_alignment, ..table })
     }
 
     /// Decodes the whole table to dense f32 (multi-threaded natively).
@@ -789,6 +827,15 @@ impl PackedTable {
         });
         out
     }
+}
+
+/// Checks a row alignment for [`PackedTable::with_row_alignment`]: a power of two from 4 to 256
+/// bytes, else [`Error::Unsupported`].
+pub fn check_row_alignment(bytes: usize) -> Result<(), Error> {
+    if !(NO_ROW_ALIGNMENT..=256).contains(&bytes) || !bytes.is_power_of_two() {
+        return Err(Error::Unsupported(crate::Unsupported::RowAlignment { bytes }));
+    }
+    Ok(())
 }
 
 pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Error> {

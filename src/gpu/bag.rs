@@ -144,7 +144,7 @@ impl Resident {
         let vec4 = pooling != Pooling::None
             && dims.iter().all(|d| d % 4 == 0)
             && (self.format != Format::F32 || self.shards.iter().all(|s| s.buffer.inner.size() >= 16));
-        let shader = ShaderId::Bag { format: self.format, vec4 };
+        let shader = bag_shader(self.format, &self.tables, vec4);
         let max_dim = dims.iter().copied().max().unwrap_or(1);
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;
         let shape = bag_shape(ctx, shader, max_dim, n_bags);
@@ -245,6 +245,17 @@ impl Resident {
     }
 }
 
+/// The bag kernel for tables of `format` placed as `tables`; `vec4` when the quad kernel may run
+/// (every dim a multiple of 4, pooling). INT8 tables whose rows are aligned to 16 bytes and whose
+/// dims are multiples of 16 get the kernel that reads sixteen codes a load.
+fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
+    let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
+    if vec4 && format == Format::Int8 && tables.iter().all(aligned) {
+        return ShaderId::BagInt8Aligned;
+    }
+    ShaderId::Bag { format, vec4 }
+}
+
 /// Lanes of a bag's work below which a batch is small: it then gets more lanes per bag.
 const SMALL_BATCH_LANES: u64 = 1 << 15;
 
@@ -255,6 +266,10 @@ const SMALL_BATCH_LANES: u64 = 1 << 15;
 /// index order either way.
 pub(crate) fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
     let quads = max_dim.max(1).div_ceil(shader.values_per_step());
+    if shader == ShaderId::BagInt8Aligned {
+        // A lane owns sixteen contiguous columns, whatever the batch.
+        return ctx.workgroup_shape(quads, 1);
+    }
     let narrow = quads.div_ceil(4);
     let lanes = if n_bags.saturating_mul(narrow as u64) < SMALL_BATCH_LANES { quads } else { narrow };
     ctx.workgroup_shape(lanes, 1)
@@ -387,5 +402,20 @@ mod layout_tests {
             ShaderId::Bag { format: crate::Format::F32, vec4: false },
             TableMeta { word_base, rows, dim, row_words, code_words, out_base, out_stride, _pad }
         );
+    }
+
+    #[test]
+    fn aligned_int8_tables_take_the_16_byte_bag() {
+        let at = |dim: u32, row_words: u32, word_base: u32| Placement { word_base, rows: 10, dim, row_words, code_words: dim / 4 };
+        let wide = ShaderId::BagInt8Aligned;
+        assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(48, 16, 360)], true), wide);
+        // Unaligned rows, a dim not a multiple of 16, no quad kernel, another format: the others.
+        assert_eq!(bag_shader(Format::Int8, &[at(128, 34, 0)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
+        assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(40, 12, 360)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
+        assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0)], false), ShaderId::Bag { format: Format::Int8, vec4: false });
+        assert_eq!(bag_shader(Format::Int4, &[at(128, 20, 0)], true), ShaderId::Bag { format: Format::Int4, vec4: true });
+        assert_eq!(ShaderId::gather(Format::Int8, 128, 36), ShaderId::GatherInt8Aligned);
+        assert_eq!(ShaderId::gather(Format::Int8, 128, 34), ShaderId::Gather { format: Format::Int8, vec4: true });
+        assert_eq!(ShaderId::gather(Format::Int8, 40, 12), ShaderId::Gather { format: Format::Int8, vec4: true });
     }
 }

@@ -532,7 +532,7 @@ impl Engine {
     /// process, so a page can start this, build its table meanwhile, and find the kernel ready.
     pub async fn prepare_gather(&self, format: Format, dim: usize) -> Result<(), Error> {
         self.ctx.check_lost()?;
-        self.ctx.gather_pipeline(format, dim).await.map(drop)
+        self.ctx.gather_pipeline(format, dim, format.row_words(dim)).await.map(drop)
     }
 
     /// Pipelines compiled so far (tests check that `prepare_*` compiles what a first call uses).
@@ -646,8 +646,8 @@ impl Context {
     }
 
     /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
-    pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
-        let shader = ShaderId::gather(format, dim);
+    pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize, row_words: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
+        let shader = ShaderId::gather(format, dim, row_words);
         let shape = self.workgroup_shape(dim / shader.values_per_step(), 4);
         Ok((self.pipeline(shader, shape).await?, shape))
     }

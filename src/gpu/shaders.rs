@@ -41,8 +41,15 @@ pub enum Src {
     GatherRows4,
     /// `gather_rows4_f32.wgsl`.
     GatherRows4F32,
+    /// `gather_rows16_int8.wgsl`: INT8 rows aligned to 16 bytes, sixteen codes a load.
+    GatherRows16Int8,
     /// `bag.wgsl`.
     Bag,
+    /// `bag_decode16.wgsl`: `decode16` as four `decode4`s, for decoders without a 16-byte read.
+    BagDecode16,
+    /// `decode_int8_bag16.wgsl`: INT8 rows aligned to 16 bytes for the WIDE bag, sixteen codes
+    /// a load.
+    DecodeInt8Bag16,
     /// `decode_f32_bag4.wgsl`: FP32 rows for the vec4 bag, a 16-byte load a quad.
     DecodeF32Bag4,
     /// `qr.wgsl`.
@@ -98,6 +105,9 @@ impl Src {
             Src::GatherRows4F32 => wgsl!("gather_rows4_f32.wgsl"),
             Src::Bag => wgsl!("bag.wgsl"),
             Src::DecodeF32Bag4 => wgsl!("decode_f32_bag4.wgsl"),
+            Src::GatherRows16Int8 => wgsl!("gather_rows16_int8.wgsl"),
+            Src::BagDecode16 => wgsl!("bag_decode16.wgsl"),
+            Src::DecodeInt8Bag16 => wgsl!("decode_int8_bag16.wgsl"),
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
             Src::Remap => wgsl!("remap.wgsl"),
@@ -203,6 +213,9 @@ pub mod kernels {
     pub const GATHER_ROWS4: Kernel = gather_kernel("gather_rows4", Src::GatherRows4, 4, false);
     /// FP32 rows of a dim that is a multiple of 4: a 16-byte load and a vec4 store per step.
     pub const GATHER_ROWS4_F32: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
+    /// INT8 rows aligned to 16 bytes of a dim that is a multiple of 16: a 16-byte load of sixteen
+    /// codes and four vec4 stores per step.
+    pub const GATHER_ROWS16_INT8: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows16_int8", Src::GatherRows16Int8, 16, false) };
     /// Rows of any dim written as f16, a word (two values) per step.
     pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
@@ -210,19 +223,32 @@ pub mod kernels {
     /// Dense f32 rows → f16 rows.
     pub const PACK_F16: Kernel = flat_kernel("pack_f16", &[Src::F16Common], Src::PackF16, Binds::Gather);
     /// EmbeddingBag, one column per lane and accumulator.
-    pub const BAG: Kernel = Kernel { name: "bag", binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
+    pub const BAG: Kernel = Kernel { name: "bag", helpers: BAG_HELPERS, binds: Binds::Bag, constants: &[("VEC4", 0.0)], ..rows_kernel("", Src::Bag, 1) };
     /// `bag.wgsl` with `VEC4`: every dim a multiple of 4, a quad per lane and accumulator.
-    pub const BAG4: Kernel = Kernel { name: "bag4", binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 4) };
+    pub const BAG4: Kernel = Kernel { name: "bag4", helpers: BAG_HELPERS, binds: Binds::Bag, constants: &[("VEC4", 1.0)], ..rows_kernel("", Src::Bag, 4) };
     /// `BAG4` over FP32 tables: a 16-byte load a quad (its own decoder, which binds the shard as
     /// vec4 words).
     pub const BAG4_F32: Kernel = Kernel {
         name: "bag4",
-        helpers: &[Src::GatherCommon, Src::DecodeF32Bag4],
+        helpers: &[Src::GatherCommon, Src::DecodeF32Bag4, Src::BagDecode16],
         decodes: false,
         binds: Binds::Bag,
         constants: &[("VEC4", 1.0)],
         ..rows_kernel("", Src::Bag, 4)
     };
+    /// `bag.wgsl` with `WIDE` over INT8 rows aligned to 16 bytes (every dim a multiple of 16): a
+    /// lane's sixteen columns of a row with one 16-byte load (its own decoder, which binds the
+    /// shard as vec4 words).
+    pub const BAG16_INT8: Kernel = Kernel {
+        name: "bag16",
+        helpers: &[Src::GatherCommon, Src::DecodeInt8Bag16],
+        decodes: false,
+        binds: Binds::Bag,
+        constants: &[("VEC4", 1.0), ("WIDE", 1.0)],
+        ..rows_kernel("", Src::Bag, 16)
+    };
+    /// The helpers of the bags whose decoder follows them.
+    const BAG_HELPERS: &[Src] = &[Src::GatherCommon, Src::BagDecode16];
     /// Quotient-remainder lookup.
     pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
     /// Raw ids → hashed rows.
@@ -339,6 +365,12 @@ pub enum ShaderId {
         /// Every dim a multiple of 4: 16 columns a pass.
         vec4: bool,
     },
+    /// Gather INT8 rows aligned to 16 bytes (row words a multiple of 4) of a dim that is a
+    /// multiple of 16, sixteen codes a load.
+    GatherInt8Aligned,
+    /// EmbeddingBag over INT8 tables whose rows are aligned to 16 bytes and whose dims are
+    /// multiples of 16, sixteen codes a load.
+    BagInt8Aligned,
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
     /// Quotient-remainder lookup from tables of `format`.
@@ -369,15 +401,26 @@ impl ShaderId {
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
             .chain(Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::GatherF16 { format, vec4 })))
-            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
+            .chain([
+                ShaderId::GatherInt8Aligned,
+                ShaderId::BagInt8Aligned,
+                ShaderId::HashIds,
+                ShaderId::Remap,
+                ShaderId::Scatter,
+                ShaderId::NormalizeRows,
+                ShaderId::PackF16,
+            ])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
             .collect()
     }
 
-    /// The gather kernel for rows of `dim` values of `format`.
-    pub fn gather(format: Format, dim: usize) -> ShaderId {
+    /// The gather kernel for rows of `dim` values of `format`, `row_words` words apart.
+    pub fn gather(format: Format, dim: usize, row_words: usize) -> ShaderId {
+        if format == Format::Int8 && dim.is_multiple_of(16) && row_words.is_multiple_of(4) {
+            return ShaderId::GatherInt8Aligned;
+        }
         ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
     }
 
@@ -390,6 +433,8 @@ impl ShaderId {
             ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
             ShaderId::GatherF16 { format, vec4 } => (if vec4 { &GATHER_ROWS4_F16 } else { &GATHER_ROWS_F16 }, Some(format)),
             ShaderId::PackF16 => (&PACK_F16, None),
+            ShaderId::GatherInt8Aligned => (&GATHER_ROWS16_INT8, Some(Format::Int8)),
+            ShaderId::BagInt8Aligned => (&BAG16_INT8, Some(Format::Int8)),
             ShaderId::Bag { format: Format::F32, vec4: true } => (&BAG4_F32, Some(Format::F32)),
             ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
             ShaderId::Qr { format } => (&QR, Some(format)),

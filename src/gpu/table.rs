@@ -76,7 +76,7 @@ impl Resident {
             if t.format() != format {
                 return Err(Error::MixedFormats { index, expected: format, found: t.format() });
             }
-            let row_bytes = 4 * t.row_words() as u64;
+            let row_bytes = 4 * t.gpu_row_words() as u64;
             if row_bytes > 4 * cap_words {
                 return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: row_bytes, max: ctx.max_binding_bytes });
             }
@@ -87,10 +87,10 @@ impl Resident {
                 word_base: total_words.min(u32::MAX as u64) as u32,
                 rows: t.rows() as u32,
                 dim: t.dim() as u32,
-                row_words: t.row_words() as u32,
+                row_words: t.gpu_row_words() as u32,
                 code_words: t.format().code_words(t.dim()) as u32,
             });
-            total_words += t.words().len() as u64;
+            total_words += t.rows() as u64 * t.gpu_row_words() as u64;
         }
         if total_words > u32::MAX as u64 {
             return Err(Error::LimitExceeded { what: "packed words of tables uploaded together", requested: total_words, max: u32::MAX as u64 });
@@ -98,11 +98,12 @@ impl Resident {
         // Greedy packing of whole rows into shards, in concatenation order. An empty batch still
         // gets one empty shard, so zero rows for bad ids have a dispatch to write them.
         let mut shards = Vec::new();
-        let mut pending: Vec<&[u32]> = Vec::new();
+        // Runs of rows to copy, each with its table's row words and its stride on the GPU.
+        let mut pending: Vec<Piece> = Vec::new();
         let mut pending_words = 0u64;
         let mut start = 0u64;
         for t in tables {
-            let rw = t.row_words();
+            let (packed, rw) = (t.row_words(), t.gpu_row_words());
             let mut r = 0;
             while r < t.rows() {
                 let fit = ((cap_words - pending_words) / rw as u64) as usize;
@@ -114,7 +115,7 @@ impl Resident {
                     continue;
                 }
                 let n = fit.min(t.rows() - r);
-                pending.push(&t.words()[r * rw..(r + n) * rw]);
+                pending.push(Piece { words: &t.words()[r * packed..(r + n) * packed], row_words: packed, stride: rw });
                 pending_words += (n * rw) as u64;
                 r += n;
             }
@@ -169,8 +170,26 @@ impl Resident {
     }
 }
 
-async fn make_shard(ctx: &Context, pieces: &[&[u32]], start: u64) -> Result<Shard, Error> {
-    let words: Vec<u32> = pieces.concat();
+/// Rows of one table bound for a shard: `words` holds them packed, `row_words` each, and the
+/// shard holds them `stride` words apart (the row alignment's padding zeros).
+struct Piece<'a> {
+    words: &'a [u32],
+    row_words: usize,
+    stride: usize,
+}
+
+async fn make_shard(ctx: &Context, pieces: &[Piece<'_>], start: u64) -> Result<Shard, Error> {
+    let mut words: Vec<u32> = Vec::with_capacity(pieces.iter().map(|p| p.words.len() / p.row_words.max(1) * p.stride).sum());
+    for p in pieces {
+        if p.stride == p.row_words {
+            words.extend_from_slice(p.words);
+        } else {
+            for row in p.words.chunks_exact(p.row_words) {
+                words.extend_from_slice(row);
+                words.resize(words.len() + p.stride - p.row_words, 0);
+            }
+        }
+    }
     // At least 16 bytes: the FP32 gather binds a shard as vec4 words (an empty table's too).
     let bytes = (4 * words.len() as u64).max(16);
     let buffer =
@@ -245,7 +264,8 @@ impl GpuTable {
         let mut rows: Vec<u32> = ids.to_vec();
         rows.sort_unstable();
         rows.dedup();
-        let rw = table.row_words() as u64;
+        // Rows are `packed` words on the host and `rw` apart on the GPU (the row alignment's).
+        let (packed, rw) = (table.row_words(), self.res.tables[0].row_words as u64);
         let words = table.words();
         let mut i = 0;
         while i < rows.len() {
@@ -258,8 +278,17 @@ impl GpuTable {
                 last += 1;
             }
             i += 1;
-            let (a, b) = ((first * rw) as usize, ((last + 1) * rw) as usize);
-            ctx.queue.write_buffer(&shard.buffer, 4 * (a as u64 - shard.word_start as u64), bytemuck::cast_slice(&words[a..b]));
+            let run = &words[first as usize * packed..(last + 1) as usize * packed];
+            let offset = 4 * (first * rw - shard.word_start as u64);
+            if rw as usize == packed {
+                ctx.queue.write_buffer(&shard.buffer, offset, bytemuck::cast_slice(run));
+            } else {
+                let mut padded = vec![0u32; (last + 1 - first) as usize * rw as usize];
+                for (dst, src) in padded.chunks_exact_mut(rw as usize).zip(run.chunks_exact(packed)) {
+                    dst[..packed].copy_from_slice(src);
+                }
+                ctx.queue.write_buffer(&shard.buffer, offset, bytemuck::cast_slice(&padded));
+            }
         }
         Ok(())
     }
@@ -287,7 +316,11 @@ impl GpuTable {
         if out_bytes > ctx.limits.max_buffer_size {
             return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
         }
-        let (pipeline, (_, wg_y)) = if half { ctx.gather_f16_pipeline(self.format(), dim).await? } else { ctx.gather_pipeline(self.format(), dim).await? };
+        let (pipeline, (_, wg_y)) = if half {
+            ctx.gather_f16_pipeline(self.format(), dim).await?
+        } else {
+            ctx.gather_pipeline(self.format(), dim, self.res.tables[0].row_words as usize).await?
+        };
         let out = match output {
             Some(out) => out,
             None => {

@@ -5,6 +5,7 @@
 //!
 //! One binary (wgpu's `tests/tests/root.rs` pattern), one module per operation.
 
+mod aligned;
 mod backend;
 mod bags;
 mod cache;

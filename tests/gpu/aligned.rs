@@ -1,0 +1,154 @@
+//! Rows aligned on the GPU (`PackedTable::with_row_alignment`, FBGEMM's `row_alignment`): every
+//! format's gathers, INT8's bags and f16 output against the CPU oracle, rows written in place,
+//! across shards.
+
+use super::*;
+
+/// Aligned rows on dims that take the 16-byte INT8 kernels (16, 48, 128: rows of 20, 52 and 136
+/// bytes padded) and dims that do not (40, 7): gathers equal the CPU path's bit for bit in every
+/// format, on one shard and on many, and the GPU holds the padded rows.
+#[test]
+fn aligned_rows_gather_as_the_cpu_does_in_every_format() {
+    let rows = 1001;
+    for max_binding in [None, Some(4 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for dim in [16usize, 48, 128, 40, 7] {
+            let data = embedding_table(rows, dim, 7 + dim as u64);
+            // Every format at dim 48 (52-byte INT8 rows, which the 16-byte kernel takes padded
+            // to 64); INT8 and FP32, whose kernels read 16 bytes a load, at every dim, and INT8
+            // at 64 bytes too.
+            let wide = |f: Format| matches!(f, Format::Int8 | Format::F32);
+            for format in Format::ALL.into_iter().filter(|&f| wide(f) || dim == 48) {
+                for alignment in [16usize, 64].into_iter().filter(|&a| a == 16 || format == Format::Int8) {
+                    let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
+                    let stride = table.gpu_row_words();
+                    assert!(stride.is_multiple_of(alignment / 4) && stride >= table.row_words() && stride < table.row_words() + alignment / 4);
+                    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+                    let what = format!("{format} dim {dim} aligned to {alignment} shards {}", gpu.shard_count());
+                    assert_eq!(gpu.bytes(), 4 * (rows * stride) as u64, "{what}: the GPU holds the padded rows");
+                    assert_eq!(gpu.shard_count() > 1, max_binding.is_some(), "{what}");
+                    for bounds in [Bounds::Zero, Bounds::Clamp] {
+                        let ids = ids_with_bad(2049, rows, dim as u64);
+                        let want = edo::cpu::gather(&table, &ids, bounds).unwrap();
+                        assert_bits_eq(&gpu_gather(&gpu, &ids, bounds).unwrap(), &want, &format!("{what} {bounds:?}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// INT8 bags over rows aligned to 16 bytes (the kernel that reads sixteen codes a load where
+/// every dim is a multiple of 16) pool as the CPU path does: every pooling, weights, bad indices,
+/// bags longer than a staging round, one shard and many, small and large batches; and as the
+/// same table unaligned does on this GPU, bit for bit (same order of terms).
+#[test]
+fn aligned_int8_bags_pool_as_the_cpu_does() {
+    let rows = 900;
+    for max_binding in [None, Some(4 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for dim in [16usize, 48, 128, 40] {
+            let data = embedding_table(rows, dim, dim as u64);
+            let plain = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+            let table = plain.clone().with_row_alignment(16).unwrap();
+            let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            let (gpu, gpu_plain) = (block_on(GpuTable::upload(&engine, &table)).unwrap(), block_on(GpuTable::upload(&engine, &plain)).unwrap());
+            // A small batch, bags longer than a staging round, and (one shard, dim 128) a large
+            // batch.
+            let large = max_binding.is_none() && dim == 128;
+            for (n_bags, max_len) in [(301usize, 12u32), (40, 700), (20_000, 6)].into_iter().filter(|&(n, _)| n < 20_000 || large) {
+                let (indices, offsets) = random_bags(n_bags, rows, max_len, true, n_bags as u64);
+                let weights: Vec<f32> = (0..indices.len()).map(|j| 0.25 + (j % 5) as f32 * 0.5).collect();
+                for (pooling, weighted) in [(Pooling::Sum, false), (Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false), (Pooling::None, false)]
+                {
+                    let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
+                    if weighted {
+                        bags = bags.weights(&weights);
+                    }
+                    let what = format!("dim {dim} {n_bags} bags {pooling:?} weighted {weighted} shards {}", gpu.shard_count());
+                    let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Zero).unwrap();
+                    let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
+                    let w = if weighted { 2.25 } else { 1.0 };
+                    assert_pooled_close(&got, &want, max_len as f32, w * max_abs, pooling == Pooling::Max, &what);
+                    if gpu.shard_count() == 1 {
+                        let unaligned = run_job(block_on(gpu_plain.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
+                        assert_bits_eq(&got, &unaligned, &format!("{what}: aligned against unaligned"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// f16 output from aligned rows, rows rewritten in place on an aligned table, and a table batch
+/// of aligned INT8 tables of different dims: all equal to the CPU path.
+#[test]
+fn aligned_rows_write_in_place_and_batch() {
+    let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(4 << 10), ..Default::default() }) else { return };
+    let (rows, dim) = (700, 48);
+    let data = embedding_table(rows, dim, 3);
+    let mut table = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap().with_row_alignment(16).unwrap();
+    let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+    let ids = ids_with_bad(1500, rows, 9);
+    let f16 = |job: edo::LookupJob| -> Vec<u16> {
+        job.output().fill(SENTINEL).unwrap();
+        job.submit().unwrap();
+        job.into_output().read_f16_blocking().unwrap().into_iter().map(|v| v.to_bits()).collect()
+    };
+    let want: Vec<u16> = Lookup::gather_f16(&table, &ids, Bounds::Zero).unwrap().into_iter().map(|v| v.to_bits()).collect();
+    assert_eq!(f16(block_on(gpu.prepare_gather_f16(&ids, Bounds::Zero)).unwrap()), want, "f16 gather");
+    // Rows rewritten: runs of consecutive rows across shard edges, and single rows.
+    let changed: Vec<u32> = (0..rows as u32).filter(|r| r % 7 < 3 || (100..140).contains(r)).collect();
+    let values: Vec<f32> = changed.iter().flat_map(|&r| (0..dim).map(move |c| (r as f32 * 0.37 + c as f32).sin())).collect();
+    table.update_rows(&changed, &values).unwrap();
+    gpu.write_rows(&table, &changed).unwrap();
+    let all: Vec<u32> = (0..rows as u32).collect();
+    assert_bits_eq(&gpu_gather(&gpu, &all, Bounds::Error).unwrap(), &edo::cpu::gather(&table, &all, Bounds::Error).unwrap(), "rows written in place");
+    // A batch of aligned tables: each table starts on a whole padded row.
+    let other = PackedTable::quantize(Format::Int8, &embedding_table(333, 128, 4), 333, 128).unwrap().with_row_alignment(16).unwrap();
+    let batch = block_on(GpuTableBatch::upload(&engine, &[&table, &other])).unwrap();
+    // 64 bags a table, feature-major (table 0's, then table 1's), of ids both tables hold.
+    let (indices, offsets) = random_bags(128, 333, 9, false, 1);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    let got = run_job(block_on(batch.prepare_bags(64, &bags, Pooling::Sum, Bounds::Error, Layout::PerTable)).unwrap());
+    let n0 = offsets[64] as usize;
+    let first = Bags::new(&indices[..n0], &offsets[..65]).include_last_offset(true);
+    let second_offsets: Vec<u32> = offsets[64..].iter().map(|o| o - n0 as u32).collect();
+    let second = Bags::new(&indices[n0..], &second_offsets).include_last_offset(true);
+    let mut want = edo::cpu::embedding_bag(&table, &first, Pooling::Sum, Bounds::Error).unwrap();
+    want.extend(edo::cpu::embedding_bag(&other, &second, Pooling::Sum, Bounds::Error).unwrap());
+    assert_pooled_close(&got, &want, 9.0, 2.0, false, "a batch of aligned tables");
+}
+
+/// Alignments that are not a power of two from 4 to 256 bytes are refused, typed; 4 is none.
+#[test]
+fn row_alignments_outside_the_powers_of_two_are_refused() {
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(3, 5, 1), 3, 5).unwrap();
+    for bytes in [0usize, 1, 2, 3, 12, 48, 512] {
+        assert!(matches!(table.clone().with_row_alignment(bytes), Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: b })) if b == bytes));
+    }
+    let none = table.clone().with_row_alignment(4).unwrap();
+    assert_eq!(none.gpu_row_words(), table.row_words());
+}
+
+/// Binary codes aligned on the GPU (rows of 200 bits, 7 words, and of 256 bits with a scale, 9
+/// words, padded to 8 and 12) search as the CPU path does, on one shard and over several.
+#[test]
+fn aligned_codes_search_as_the_cpu_does() {
+    let Some(engine) = engine() else { return };
+    let Some(sharded) = engine_with(EngineOptions { max_binding_bytes: Some(64 << 10), ..Default::default() }) else { return };
+    let rows = 5003;
+    for (format, dim) in [(Format::Binary, 200usize), (Format::BinaryScaled, 256)] {
+        let corpus = PackedTable::quantize(format, &embedding_table(rows, dim, 11), rows, dim).unwrap().with_row_alignment(16).unwrap();
+        assert!(corpus.gpu_row_words() > corpus.row_words());
+        let queries = PackedTable::quantize(format, &embedding_table(19, dim, 12), 19, dim).unwrap();
+        for k in [10usize, 100] {
+            let want = edo::search::hamming_topk(&corpus, &queries, k).unwrap();
+            for e in [&engine, &sharded] {
+                let codes = block_on(edo::GpuCodes::upload(e, &corpus)).unwrap();
+                let got = block_on(codes.hamming_topk(&queries, k)).unwrap();
+                assert!(got == want, "{format} dim {dim} k {k} ({} shards): GPU and CPU differ", codes.shard_count());
+            }
+        }
+    }
+}
