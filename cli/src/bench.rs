@@ -41,6 +41,15 @@ pub fn print_report(r: &Report, accuracy: bool) {
         println!("GPU copy: {:.1} GB/s (read + write), measured now: a copy kernel {:.1}, copy_buffer_to_buffer {:.1}", copy.best(), copy.shader, copy.buffer);
     }
     println!("CPU memcpy on {} threads: {:.1} GB/s (read + write), measured now", r.threads, r.cpu_memcpy_gbps);
+    if r.row_alignment != edo::format::NO_ROW_ALIGNMENT {
+        let padded: Vec<String> = r
+            .formats
+            .iter()
+            .filter_map(|f| f.gpu_bytes.filter(|&g| g != f.bytes).map(|g| format!("{} +{:.1} %", f.format, 100.0 * (g as f64 / f.bytes as f64 - 1.0))))
+            .collect();
+        let padded = if padded.is_empty() { "no format padded".to_string() } else { padded.join(", ") };
+        println!("GPU rows aligned to {} bytes ({padded})", r.row_alignment);
+    }
     println!();
     if accuracy {
         println!("{:<13} {:>11} {:>7} {:>6} {:>11} {:>11} {:>9}", "format", "bytes", "vs fp32", "shards", "max |err|", "mean |err|", "mean cos");

@@ -141,6 +141,11 @@ struct Common {
     /// Run the CPU path only, even when a GPU is present.
     #[arg(long)]
     cpu: bool,
+    /// Align each row on the GPU to this many bytes (a power of two from 4 to 256; FBGEMM's
+    /// row_alignment): 16 lets INT8 rows of a dim that is a multiple of 16 be read sixteen codes
+    /// a load. Rows stay packed on the CPU path.
+    #[arg(long, value_name = "BYTES")]
+    row_alignment: Option<usize>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -283,8 +288,12 @@ fn run_bench(common: Common, accuracy: bool) -> Result<(), Failure> {
         f16_output: !accuracy,
         bag: (!accuracy).then_some(16),
         max_binding_bytes: common.shard_mib.map(|m| m << 20),
+        row_alignment: common.row_alignment,
         ..Config::default()
     };
+    if let Some(bytes) = common.row_alignment {
+        edo::format::check_row_alignment(bytes).map_err(|e| Failure::new(exit::USAGE, format!("--row-alignment: {e}")))?;
+    }
     if config.rows == 0 || config.dim == 0 || config.ids == 0 {
         return Err(Failure::new(exit::USAGE, "--rows, --dim and --ids must be at least 1"));
     }

@@ -175,6 +175,11 @@ pub struct QuantizeArgs {
     /// Training iterations of --itq.
     #[arg(long, default_value_t = 50, requires = "itq")]
     itq_iterations: usize,
+    /// Start each row on a multiple of BYTES once uploaded to a GPU (FBGEMM's row_alignment; a
+    /// power of two from 4 to 256): rows there are padded, the file's stay packed. 16 lets the
+    /// GPU read INT8 rows of a dim that is a multiple of 16 sixteen codes a load.
+    #[arg(long, value_name = "BYTES")]
+    row_alignment: Option<usize>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -186,6 +191,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             exit::USAGE,
             format!("{}: the output of quantize is an .edo table file (use `edo export` for .npy / .safetensors)", a.output.display()),
         ));
+    }
+    if let Some(bytes) = a.row_alignment {
+        edo::format::check_row_alignment(bytes).map_err(|e| Failure::new(exit::USAGE, format!("--row-alignment: {e}")))?;
     }
     let started = Instant::now();
     // Codes made through a transform are not values to quantise (checked from the header, before
@@ -244,6 +252,10 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         import::Table::Packed(t) if t.format() == a.format && transform.is_none() => t.clone(),
         _ => quantize_with_progress(&values, rows, dim, a.format, a.min_error)?,
     };
+    let table = match a.row_alignment {
+        Some(bytes) => table.with_row_alignment(bytes).map_err(|e| Failure::new(exit::USAGE, format!("--row-alignment: {e}")))?,
+        None => table,
+    };
     // The documented bound holds for tables edo quantised from floats by minimum and maximum.
     let bound = (matches!(imported.table, import::Table::Dense { .. }) && !a.min_error).then_some(a.format);
     let stats = table_error_stats(&values, &table, bound);
@@ -296,6 +308,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             "ratio_to_fp32": t.bytes() as f64 / t.f32_bytes().max(1) as f64,
             "vocab": file.vocab().map(|v| v.len()), "error": stats, "seconds": started.elapsed().as_secs_f64(),
             "codes": file.code_transform().map(|t| t.kind()),
+            "row_alignment": t.row_alignment(), "gpu_bytes": 4 * (t.rows() * t.gpu_row_words()) as u64,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
@@ -307,6 +320,16 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             size_ratio(t.bytes(), t.f32_bytes()),
             file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
         );
+        if t.row_alignment() != edo::format::NO_ROW_ALIGNMENT {
+            let gpu = 4 * (t.rows() * t.gpu_row_words()) as u64;
+            println!(
+                "rows on a GPU: aligned to {} bytes, {} bytes each ({} packed), {} in all",
+                t.row_alignment(),
+                4 * t.gpu_row_words(),
+                4 * t.row_words(),
+                mib(gpu)
+            );
+        }
         if let Some(t) = file.code_transform() {
             println!("codes: {} (the signs of (x − mean){}; queries go through the same)", t.kind(), if t.rotation().is_some() { "·R" } else { "" });
         }
@@ -454,6 +477,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
             "codes": file.code_transform().map(|c| c.kind()), "reordered": id_map.is_some(),
+            "row_alignment": t.row_alignment(), "gpu_bytes": 4 * (t.rows() * t.gpu_row_words()) as u64,
             "source": source_path, "error": stats, "png": png, "picture": legend,
             "model": model.as_ref().map(|m| json!({
                 "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(), "mapping": m.mapping().is_some(),
@@ -475,6 +499,15 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         }
         println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
+        if t.row_alignment() != edo::format::NO_ROW_ALIGNMENT {
+            println!(
+                "  on a GPU    rows aligned to {} bytes: {} bytes each ({} packed), {} in all",
+                t.row_alignment(),
+                4 * t.gpu_row_words(),
+                4 * t.row_words(),
+                mib(4 * (t.rows() * t.gpu_row_words()) as u64)
+            );
+        }
         if let Some(m) = &model {
             println!(
                 "  model       static embedding model: {}-token tokenizer, {}, {}",

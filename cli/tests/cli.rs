@@ -1011,3 +1011,47 @@ fn quantize_makes_centred_and_itq_codes_that_the_file_keeps() {
     assert_eq!(r.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&r.stderr).contains("10 rows, at least 25 needed"), "{}", String::from_utf8_lossy(&r.stderr));
 }
+
+/// `--row-alignment`: `edo quantize` keeps it in the file (rows packed there), `edo inspect` says
+/// what the rows take on a GPU, `edo bench gather` aligns its tables (checked against the CPU
+/// path, the padding in `gpu_bytes`); a bad alignment is a usage error before any work.
+#[test]
+fn row_alignment_from_quantize_to_inspect_and_bench() {
+    let dir = Scratch::new("aligned");
+    let (rows, dim) = (500, 128);
+    let values = edo::synth::embedding_table(rows, dim, 3);
+    let npy = dir.path("t.npy");
+    std::fs::write(&npy, edo::file::npy::write(edo::file::npy::Dtype::F32, &[rows, dim], bytemuck::cast_slice(&values))).unwrap();
+    let (src, out) = (npy.to_str().unwrap(), dir.path("a.edo"));
+    let o = out.to_str().unwrap();
+    let text = ok(&["quantize", src, "--format", "int8", "--row-alignment", "16", "-o", o]);
+    assert!(text.contains("rows on a GPU: aligned to 16 bytes, 144 bytes each (136 packed)"), "{text}");
+    let file = edo::file::TableFile::open(&out).unwrap();
+    assert_eq!(file.table().row_alignment(), 16);
+    assert_eq!(file.table().words(), edo::PackedTable::quantize(edo::Format::Int8, &values, rows, dim).unwrap().words());
+    let text = ok(&["inspect", o, "--no-png"]);
+    assert!(text.contains("on a GPU    rows aligned to 16 bytes: 144 bytes each (136 packed)"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["inspect", o, "--no-png", "--json"])).unwrap();
+    assert_eq!((json["row_alignment"].as_u64(), json["gpu_bytes"].as_u64()), (Some(16), Some(144 * rows as u64)));
+    for bad in ["12", "0", "512"] {
+        let r = edo(&["quantize", src, "--format", "int8", "--row-alignment", bad, "-o", dir.path("bad.edo").to_str().unwrap()]);
+        assert_eq!(r.status.code(), Some(2), "{bad}: {}", String::from_utf8_lossy(&r.stderr));
+        assert!(String::from_utf8_lossy(&r.stderr).contains("row alignment"), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(!dir.path("bad.edo").exists());
+    }
+    let r =
+        edo(&["bench", "gather", "--rows", "3000", "--dim", "32", "--ids", "777", "--iters", "2", "--formats", "int8,fp32", "--row-alignment", "16", "--json"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(report["row_alignment"], 16);
+    if report["adapter"].is_string() {
+        // INT8 rows of 32 values are 40 bytes, 48 aligned; FP32's 128 are aligned already.
+        let gpu_bytes: Vec<_> =
+            report["formats"].as_array().unwrap().iter().map(|f| (f["gpu_bytes"].as_u64().unwrap(), f["bytes"].as_u64().unwrap())).collect();
+        assert_eq!(gpu_bytes, [(48 * 3000, 40 * 3000), (128 * 3000, 128 * 3000)]);
+    } else {
+        assert_ne!(std::env::var("EDO_REQUIRE_GPU").as_deref(), Ok("1"), "EDO_REQUIRE_GPU=1 but the bench found no adapter");
+    }
+    let r = edo(&["bench", "gather", "--rows", "10", "--row-alignment", "3"]);
+    assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
+}

@@ -38,6 +38,9 @@ pub struct Config {
     pub bag: Option<usize>,
     /// Largest table shard in bytes (`None`: the device's binding limit).
     pub max_binding_bytes: Option<u64>,
+    /// Rows aligned to this many bytes on the GPU ([`PackedTable::with_row_alignment`]; `None`:
+    /// packed).
+    pub row_alignment: Option<usize>,
 }
 
 impl Default for Config {
@@ -55,6 +58,7 @@ impl Default for Config {
             cpu_only: false,
             f16_output: false,
             bag: None,
+            row_alignment: None,
             max_binding_bytes: None,
         }
     }
@@ -95,6 +99,9 @@ pub struct FormatReport {
     pub ratio_to_fp32: f64,
     /// Storage buffers the table took on the GPU (`None` without one).
     pub shards: Option<usize>,
+    /// Bytes of the table on the GPU: `bytes`, and the padding of aligned rows (`None` without
+    /// one).
+    pub gpu_bytes: Option<u64>,
     /// Error against FP32 (the demo measures it).
     pub accuracy: Option<Accuracy>,
     /// The gather on the GPU (`None` without one).
@@ -132,6 +139,8 @@ pub struct Report {
     pub gpu_copies: Option<DeviceCopy>,
     /// Ids per bag of the bag timings ([`Config::bag`]).
     pub bag: Option<usize>,
+    /// Bytes GPU rows are aligned to (4: packed; [`Config::row_alignment`]).
+    pub row_alignment: usize,
     /// memcpy of the output size on all CPU threads, bytes read + written per second.
     pub cpu_memcpy_gbps: f64,
     /// One report per format.
@@ -171,6 +180,10 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
     for &format in &config.formats {
         progress(&format!("{format}: quantising"));
         let table = PackedTable::quantize(format, &data, rows, dim)?;
+        let table = match config.row_alignment {
+            Some(bytes) => table.with_row_alignment(bytes)?,
+            None => table,
+        };
         let accuracy = config.accuracy.then(|| accuracy(&data, &table));
         let moved = (n_ids as u64) * (table.row_words() as u64 * 4 + dim as u64 * 4 + 4);
 
@@ -235,7 +248,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
                     Some(per_bag) => Some(time_bags(engine, &gpu_table, &table, [&ids, &other_ids], per_bag, iters, gpu_copy_gbps.unwrap_or(f64::NAN))?),
                     None => None,
                 };
-                (Some(t), t16, bag, Some(gpu_table.shard_count()))
+                (Some(t), t16, bag, Some((gpu_table.shard_count(), gpu_table.bytes())))
             }
             None => (None, None, None, None),
         };
@@ -243,7 +256,8 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
             format: format.name().to_string(),
             bytes: table.bytes(),
             ratio_to_fp32: table.bytes() as f64 / table.f32_bytes() as f64,
-            shards,
+            shards: shards.map(|s| s.0),
+            gpu_bytes: shards.map(|s| s.1),
             accuracy,
             gpu,
             gpu_f16,
@@ -261,6 +275,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
         gpu_copy_gbps,
         gpu_copies,
         bag: config.bag,
+        row_alignment: config.row_alignment.unwrap_or(edo::format::NO_ROW_ALIGNMENT),
         cpu_memcpy_gbps,
         formats,
     })
