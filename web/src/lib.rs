@@ -379,12 +379,26 @@ pub struct EdoTable {
 impl EdoTable {
     /// Quantises a row-major `rows × dim` table to `format`. With `keep` (a byte a row), only the
     /// rows whose byte is not 0 are stored: the others take no memory and read as zeros (FBGEMM's
-    /// pruned tables). Keeping every row makes a plain table.
+    /// pruned tables). Keeping every row makes a plain table. With `row_alignment` (bytes, a power
+    /// of two from 4 to 256), each row of a plain table starts on a multiple of it once uploaded
+    /// to a GPU ([`PackedTable::with_row_alignment`]).
     #[wasm_bindgen(js_name = fromFloat32)]
-    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>) -> Result<EdoTable, Failure> {
+    pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>, row_alignment: Option<usize>) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
+        if let Some(bytes) = row_alignment {
+            edo::format::check_row_alignment(bytes).map_err(err)?;
+        }
         let inner = match keep.filter(|k| k.len() != rows || k.contains(&0)) {
-            None => AnyTable::Dense(PackedTable::quantize(format, data, rows, dim).map_err(err)?),
+            None => {
+                let table = PackedTable::quantize(format, data, rows, dim).map_err(err)?;
+                AnyTable::Dense(match row_alignment {
+                    Some(bytes) => table.with_row_alignment(bytes).map_err(err)?,
+                    None => table,
+                })
+            }
+            Some(_) if row_alignment.is_some() => {
+                return Err(err(edo::Error::Unsupported(edo::Unsupported::RowAlignmentOfPrunedTable)));
+            }
             Some(keep) => {
                 let keep: Vec<bool> = keep.iter().map(|&k| k != 0).collect();
                 AnyTable::Pruned(PrunedTable::quantize(format, data, rows, dim, &keep).map_err(err)?)
@@ -487,6 +501,13 @@ impl EdoTable {
     #[wasm_bindgen(getter)]
     pub fn remapped(&self) -> bool {
         matches!(self.inner, AnyTable::Pruned(_))
+    }
+
+    /// Bytes each row starts on once uploaded to a GPU: 4 (packed) unless the table asked for
+    /// more (`rowAlignment` of `createTable`, or an `.edo` file's).
+    #[wasm_bindgen(getter, js_name = rowAlignment)]
+    pub fn row_alignment(&self) -> usize {
+        self.stored().row_alignment()
     }
 
     /// Rows stored: `rows` for a plain or reordered table, fewer for a pruned one.

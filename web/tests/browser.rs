@@ -86,7 +86,7 @@ async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
     for shard in [None, Some(16384.0)] {
         let engine = EdoEngine::create(None, shard).await;
         for format in FORMATS {
-            let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
+            let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
             let resident = engine.upload(&table).await.unwrap();
             if engine.backend() == "webgpu" && shard.is_some() {
                 assert!(resident.shards() > 1, "{format}: {} shards", resident.shards());
@@ -166,19 +166,19 @@ async fn bags_and_search_agree_with_the_cpu_path() {
     let values = data(rows, dim, 2);
     let engine = EdoEngine::create(None, None).await;
     let cpu = EdoEngine::create(Some(false), None).await;
-    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
     let (indices, offsets) = (ids(600, rows), vec![0, 5, 5, 100, 599]);
     let got = engine.upload(&table).await.unwrap().bag(indices.clone(), offsets.clone(), "max", None).await.unwrap();
     let want = cpu.upload(&table).await.unwrap().bag(indices, offsets, "max", None).await.unwrap();
     assert_eq!(got, want, "max pooling is exact");
 
-    let codes = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
+    let codes = EdoTable::from_float32(&values, rows, dim, "binary", None, None).unwrap();
     let queries = data(9, dim, 3);
     assert_eq!(search(&engine, &codes, queries.clone()).await, search(&cpu, &codes, queries.clone()).await, "Hamming top-k is exact");
     // Past 64 results the one pass takes blocks of 4096 rows (16 an invocation): three blocks,
     // then a merge.
     let rows = 9_000;
-    let codes = EdoTable::from_float32(&data(rows, dim, 4), rows, dim, "binary", None).unwrap();
+    let codes = EdoTable::from_float32(&data(rows, dim, 4), rows, dim, "binary", None, None).unwrap();
     assert_eq!(search_k(&engine, &codes, queries.clone(), 600).await, search_k(&cpu, &codes, queries, 600).await, "k = 600 is exact");
 }
 
@@ -192,7 +192,7 @@ async fn centred_and_itq_codes_search_through_their_transform() {
     let queries = data(11, dim, 7);
     let engine = EdoEngine::create(None, None).await;
     let cpu = EdoEngine::create(Some(false), None).await;
-    let table = EdoTable::from_float32(&values, rows, dim, "fp32", None).unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "fp32", None, None).unwrap();
     assert_eq!(table.codes(), None);
     let f32_table = edo::PackedTable::quantize(edo::Format::F32, &values, rows, dim).unwrap();
     let values = f32_table.dequantize();
@@ -216,10 +216,10 @@ async fn centred_and_itq_codes_search_through_their_transform() {
     }
     assert!(table.quantize_codes("pca", None).is_err());
     // Codes are signs already: no codes of codes.
-    let signs = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
+    let signs = EdoTable::from_float32(&values, rows, dim, "binary", None, None).unwrap();
     let e = signs.quantize_codes("centered", None).err().expect("codes of codes");
     assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
-    let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32", None).unwrap();
+    let few = EdoTable::from_float32(&values[..10 * dim], 10, dim, "fp32", None, None).unwrap();
     let e = few.quantize_codes("itq", None).err().expect("too few rows");
     assert_eq!(js_sys::Reflect::get(&JsValue::from(e), &"code".into()).unwrap().as_string().as_deref(), Some("INVALID_ARGUMENT"));
 }
@@ -227,7 +227,7 @@ async fn centred_and_itq_codes_search_through_their_transform() {
 #[wasm_bindgen_test]
 async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let engine = EdoEngine::create(None, None).await;
-    let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4", None).unwrap();
+    let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4", None, None).unwrap();
     let resident = engine.upload(&table).await.unwrap();
     let e = resident.gather(vec![3, 10]).await.expect_err("id 10 of 10 rows");
     assert_eq!(e.code, "ID_OUT_OF_RANGE");
@@ -237,10 +237,10 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     assert_eq!(js_sys::Reflect::get(&js, &"code".into()).unwrap().as_string().as_deref(), Some("ID_OUT_OF_RANGE"));
     let message = String::from(js.message());
     assert!(message.contains("ids[1] = 10 is out of range"), "{message}");
-    assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8", None).is_err());
+    assert!(EdoTable::from_float32(&[f32::NAN; 4], 1, 4, "int8", None, None).is_err());
     // An output larger than WASM memory can hold (600 000 rows of 4096 values, 9.8 GB) is an
     // exception, not an aborted module.
-    let wide = EdoTable::from_float32(&data(1, 4096, 5), 1, 4096, "int8", None).unwrap();
+    let wide = EdoTable::from_float32(&data(1, 4096, 5), 1, 4096, "int8", None, None).unwrap();
     let e = wide.gather(&vec![0; 600_000]).expect_err("9.8 GB of output");
     let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
     assert!(message.contains("out of host memory"), "{message}");
@@ -258,7 +258,7 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
     let values = data(rows, dim, 9);
     let engine = EdoEngine::create(None, None).await;
     for format in ["int8", "fp16", "int4"] {
-        let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
+        let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let cache = engine.cache(&table, 300, Some("lru".into())).await.unwrap();
         assert_eq!(cache.backend(), engine.backend());
         for batch in 0..4 {
@@ -292,14 +292,14 @@ async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
         }
         assert!(cache.gather(vec![rows as u32]).await.is_err());
     }
-    assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap(), 10, Some("fifo".into())).await.is_err());
+    assert!(engine.cache(&EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap(), 10, Some("fifo".into())).await.is_err());
 }
 
 #[wasm_bindgen_test]
 async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let (rows, dim) = (30_000, 16);
     let values = data(rows, dim, 4);
-    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
     let bytes = table.to_bytes(Some(4096)).unwrap();
     // A blob: URL serves byte ranges as a static server does.
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
@@ -491,7 +491,7 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
 fn bad_models_are_exceptions_that_say_why() {
     let (_, config, tokenizer, table) = MODELS[0];
     assert!(message(EdoModel::from_bytes(b"not a model".to_vec()).err().unwrap()).contains("edo table file"));
-    let plain = EdoTable::from_float32(&data(4, 4, 1), 4, 4, "int8", None).unwrap().to_bytes(None).unwrap();
+    let plain = EdoTable::from_float32(&data(4, 4, 1), 4, 4, "int8", None, None).unwrap().to_bytes(None).unwrap();
     assert!(message(EdoModel::from_bytes(plain).err().unwrap()).contains("quantize-model"));
     let mut json: serde_json::Value = serde_json::from_slice(tokenizer).unwrap();
     json["model"]["type"] = "Mystery".into();
@@ -517,13 +517,13 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
     engine.on_device_event(listener.as_ref().unchecked_ref::<js_sys::Function>().clone());
     listener.forget();
 
-    let table = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap();
+    let table = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
     let resident = engine.upload(&table).await.unwrap();
-    let cache = engine.cache(&EdoTable::from_float32(&values, rows, dim, "q4_k", None).unwrap(), 200, None).await.unwrap();
-    let cached_table = EdoTable::from_float32(&values, rows, dim, "q4_k", None).unwrap();
+    let cache = engine.cache(&EdoTable::from_float32(&values, rows, dim, "q4_k", None, None).unwrap(), 200, None).await.unwrap();
+    let cached_table = EdoTable::from_float32(&values, rows, dim, "q4_k", None, None).unwrap();
     let hot: Vec<u32> = (0..150).map(|i| (i * 17 % rows) as u32).collect();
     assert_eq!(cache.gather(hot.clone()).await.unwrap(), cached_table.gather(&hot).unwrap());
-    let bits = EdoTable::from_float32(&values, rows, dim, "binary", None).unwrap();
+    let bits = EdoTable::from_float32(&values, rows, dim, "binary", None, None).unwrap();
     let codes = engine.upload_codes(&bits).await.unwrap();
     let queries = data(3, dim, 22);
     let want_search = search(&EdoEngine::create(Some(false), None).await, &bits, queries.clone()).await;
@@ -578,7 +578,7 @@ async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
     // One format: the kernels' formats are tested natively (tests/gpu/tables.rs); each shape
     // compiled here costs about a second on SwiftShader.
     for format in ["int8"] {
-        let plain = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
+        let plain = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let counts: Vec<u32> = (0..rows as u32).map(|r| (r * 7919) % 1000).collect();
         let reordered = plain.reorder_by_counts(&counts).unwrap();
         let back = EdoTable::from_bytes(reordered.to_bytes(None).unwrap(), "r.edo", None, None, None).unwrap();
@@ -603,10 +603,10 @@ async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
         }
     }
     let keep: Vec<u8> = (0..rows).map(|r| u8::from(r % 4 != 1)).collect();
-    let pruned = EdoTable::from_float32(&values, rows, dim, "int8", Some(keep)).unwrap();
+    let pruned = EdoTable::from_float32(&values, rows, dim, "int8", Some(keep), None).unwrap();
     assert_eq!((pruned.rows(), pruned.stored_rows()), (rows, rows - rows / 4));
     let want = pruned.gather(&lookup).unwrap();
-    let plain = EdoTable::from_float32(&values, rows, dim, "int8", None).unwrap().gather(&lookup).unwrap();
+    let plain = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap().gather(&lookup).unwrap();
     for (i, &id) in lookup.iter().enumerate() {
         let row = &want[i * dim..(i + 1) * dim];
         if id % 4 == 1 {
@@ -635,7 +635,7 @@ async fn f16_gathers_equal_the_cpu_paths_bit_for_bit() {
     let cpu = EdoEngine::create(Some(false), None).await;
     let lookup = ids(1500, rows);
     for format in ["fp32", "fp16", "int8", "q4_k", "fp8_e4m3"] {
-        let table = EdoTable::from_float32(&values, rows, dim, format, None).unwrap();
+        let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let want = cpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();
         assert_eq!(want.len(), lookup.len() * dim);
         let got = gpu.upload(&table).await.unwrap().gather_f16(lookup.clone()).await.unwrap();
@@ -651,4 +651,42 @@ fn half_to_f32(h: u16) -> f32 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
     let (e, m) = (((h >> 10) & 0x1f) as i32, (h & 0x3ff) as f32);
     sign * if e == 0 { m * 2f32.powi(-24) } else { (1.0 + m / 1024.0) * 2f32.powi(e - 15) }
+}
+
+/// INT8 rows aligned to 16 bytes on the GPU (the kernels that read sixteen codes a load, compiled
+/// by the browser's WGSL compiler) gather and pool as the packed table does on this backend; the
+/// alignment survives an `.edo` file; bad alignments and pruned tables are refused.
+#[wasm_bindgen_test]
+async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
+    let (rows, dim) = (2001, 48);
+    let values = data(rows, dim, 6);
+    let lookup = ids(1500, rows);
+    let offsets: Vec<u32> = (0..lookup.len() as u32).step_by(7).collect();
+    for shard in [None, Some(16384.0)] {
+        let engine = EdoEngine::create(None, shard).await;
+        let plain = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
+        let aligned = EdoTable::from_float32(&values, rows, dim, "int8", None, Some(16)).unwrap();
+        assert_eq!((plain.row_alignment(), aligned.row_alignment()), (4, 16));
+        let back = EdoTable::from_bytes(aligned.to_bytes(None).unwrap(), "a.edo", None, None, None).unwrap();
+        assert_eq!(back.row_alignment(), 16, "kept in the file");
+        let (on_plain, on_back) = (engine.upload(&plain).await.unwrap(), engine.upload(&back).await.unwrap());
+        let what = format!("{} backend, shard {shard:?}", engine.backend());
+        assert_eq!(on_back.gather(lookup.clone()).await.unwrap(), on_plain.gather(lookup.clone()).await.unwrap(), "{what}");
+        for pooling in ["sum", "max"] {
+            let got = on_back.bag(lookup.clone(), offsets.clone(), pooling, None).await.unwrap();
+            let want = on_plain.bag(lookup.clone(), offsets.clone(), pooling, None).await.unwrap();
+            assert_eq!(got.len(), want.len());
+            // Bit for bit on one shard (the same terms in the same order) and for max; over
+            // shards, which split the two tables' rows differently, partial sums add in another
+            // order.
+            let exact = shard.is_none() || pooling == "max";
+            let first = got.iter().zip(&want).position(|(g, w)| if exact { g.to_bits() != w.to_bits() } else { (g - w).abs() > 1e-5 * (1.0 + w.abs()) });
+            assert!(first.is_none(), "{what} {pooling}: first difference at {first:?}");
+        }
+    }
+    for bad in [2, 12, 512] {
+        assert!(EdoTable::from_float32(&values, rows, dim, "int8", None, Some(bad)).is_err(), "{bad}");
+    }
+    let keep = vec![1u8; rows].into_iter().enumerate().map(|(i, k)| k * (i % 3 != 0) as u8).collect();
+    assert!(EdoTable::from_float32(&values, rows, dim, "int8", Some(keep), Some(16)).is_err());
 }

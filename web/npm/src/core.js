@@ -366,16 +366,20 @@ function need(v, Class, name) {
 /**
  * Quantises a row-major `rows × dim` table of f32 values to `format` (default 'fp32'). With
  * `keep` (a flag a row), only the kept rows are stored: the others take no memory and read as
- * zeros (a pruned table).
+ * zeros (a pruned table). With `rowAlignment` (bytes, a power of two from 4 to 256), each row
+ * starts on a multiple of it once uploaded to a GPU (16 lets INT8 rows of a dim that is a
+ * multiple of 16 be read sixteen codes a load); the table's own bytes stay packed.
  */
 export async function createTable(data, options) {
-  const { rows, dim, format = 'fp32', keep } = plainObject(options, 'createTable(data, options)');
+  const { rows, dim, format = 'fp32', keep, rowAlignment } = plainObject(options, 'createTable(data, options)');
   integer(rows, 'options.rows', { min: 1 });
   integer(dim, 'options.dim', { min: 1 });
   const values = floats(data, 'data', rows * dim);
   const kept = keep === undefined ? undefined : flags(keep, 'options.keep', rows);
+  const alignment = rowAlignment === undefined ? undefined : integer(rowAlignment, 'options.rowAlignment', { min: 4, max: 256 });
+  if (alignment !== undefined && (alignment & (alignment - 1)) !== 0) throw invalid(`options.rowAlignment must be a power of two from 4 to 256 (got ${alignment})`);
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'), kept)));
+  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'), kept, alignment)));
 }
 
 /**
@@ -458,7 +462,7 @@ export class Table extends Resource {
     return guardedSync(() => this._raw().toBytes(chunkBytes === undefined ? undefined : integer(chunkBytes, 'options.chunkBytes', { min: 1 })));
   }
 }
-getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'remapped', 'storedRows']);
+getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'remapped', 'storedRows', 'rowAlignment']);
 
 const POOLINGS = ['sum', 'mean', 'max', 'none'];
 

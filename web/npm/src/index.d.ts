@@ -134,7 +134,7 @@ export class Engine implements Disposable {
   [Symbol.dispose](): void;
 }
 
-export function createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[] }): Promise<Table>;
+export function createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[]; rowAlignment?: number }): Promise<Table>;
 export function readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<Table>;
 export function syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<Table>;
 
@@ -149,6 +149,8 @@ export class Table implements Disposable {
   readonly remapped: boolean;
   /** Rows stored: `rows`, or fewer for a pruned table. */
   readonly storedRows: number;
+  /** Bytes each row starts on once uploaded to a GPU: 4 (packed), or what `createTable`'s `rowAlignment` or the `.edo` file asked for (16 lets INT8 rows be read sixteen codes a load). */
+  readonly rowAlignment: number;
   readonly disposed: boolean;
   /** The transform binary codes went through: 'centered', 'itq', or null (plain signs, or not codes). */
   readonly codes: 'centered' | 'itq' | null;
@@ -350,6 +352,7 @@ export interface WorkerTable extends WorkerHandle {
   readonly f32Bytes: number;
   readonly remapped: boolean;
   readonly storedRows: number;
+  readonly rowAlignment: number;
   quantize(format: string): Promise<WorkerTable>;
   reorder(options: { counts: Ids } | { trace: Ids }): Promise<WorkerTable>;
   gather(ids: Ids): Promise<Float32Array>;
@@ -393,7 +396,7 @@ export interface WorkerEngine extends WorkerHandle {
   readonly worker: Worker;
   onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
   memoryReport(): Promise<MemoryReport>;
-  createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[] }): Promise<WorkerTable>;
+  createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[]; rowAlignment?: number }): Promise<WorkerTable>;
   readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<WorkerTable>;
   syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<WorkerTable>;
   uploadTable(table: WorkerTable): Promise<WorkerResidentTable>;

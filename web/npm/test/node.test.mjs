@@ -144,6 +144,15 @@ test('tables: lookups equal the CPU path, bad arguments are typed errors naming 
   const back = await edo.readTable(await int8.toBytes(), { name: 't.edo' });
   assert.deepEqual(await back.gather(ids), await int8.gather(ids));
   await rejects(edo.readTable(new Uint8Array(16), { name: 't.edo' }), 'BAD_FILE');
+  // Rows aligned to 16 bytes on a GPU: the same rows, the alignment kept in the file.
+  const aligned = await edo.createTable(data, { rows, dim, format: 'int8', rowAlignment: 16 });
+  assert.deepEqual([int8.rowAlignment, aligned.rowAlignment], [4, 16]);
+  const alignedBack = await edo.readTable(await aligned.toBytes(), { name: 'a.edo' });
+  assert.equal(alignedBack.rowAlignment, 16);
+  assert.deepEqual(await (await engine.uploadTable(alignedBack)).gather(ids), await int8.gather(ids));
+  await rejects(edo.createTable(data, { rows, dim, rowAlignment: 12 }), 'INVALID_ARGUMENT', /options.rowAlignment must be a power of two/);
+  await rejects(edo.createTable(data, { rows, dim, rowAlignment: 512 }), 'INVALID_ARGUMENT', /options.rowAlignment must be an integer from 4 to 256/);
+  for (const t of [aligned, alignedBack]) t.dispose();
   // Disposed objects say so.
   resident.dispose();
   assert.equal(resident.disposed, true);
