@@ -50,7 +50,7 @@ struct TableMeta {
     word_base: u32,    // first word of the table in the concatenation
     rows: u32,
     dim: u32,
-    row_words: u32,
+    row_words: u32,    // words from a row to the next (an aligned row's padding included)
     code_words: u32,
     out_base: u32,     // where bag (t, 0) starts in out
     out_stride: u32,   // distance between bags (t, b) and (t, b + 1)
@@ -398,11 +398,11 @@ fn main(
                 let x3 = term(i + 3u, hi, m);
                 if (WIDE) {
                     // dim a multiple of 16: the four quads are in the row together.
-                    let r = step16(Quads(a0, a1, a2, a3), c0, x0, x1, x2, x3);
-                    a0 = r.a;
-                    a1 = r.b;
-                    a2 = r.c;
-                    a3 = r.d;
+                    let q = step16(Quads(a0, a1, a2, a3), c0, x0, x1, x2, x3);
+                    a0 = q.a;
+                    a1 = q.b;
+                    a2 = q.c;
+                    a3 = q.d;
                 } else if (VEC4) {
                     a0 = step4(a0, c0, x0, x1, x2, x3);
                     if (in1) { a1 = step4(a1, c1, x0, x1, x2, x3); }

@@ -1,7 +1,7 @@
-// decode_binary: binary rows: code_words words of sign bits in numpy.packbits order (element
-// 32k+j is bit 7 − (j mod 8) of byte j / 8 of word k), then, when SCALED, one f32 scale
-// (row_words = code_words + SCALED). Value = +s for a set bit, −s otherwise, with s = 1 or the
-// row's scale. Helpers for a driver, which declares `shard`.
+// decode_binary: binary rows: code_words words of sign bits in numpy.packbits order (element 32k+j
+// is bit 7 − (j mod 8) of byte j / 8 of word k), then, when SCALED, one f32 scale (row_words =
+// code_words + SCALED, or more for rows aligned on the GPU). Value = +s for a set bit, −s
+// otherwise, with s = 1 or the row's scale. Helpers for a driver, which declares `shard`.
 
 override SCALED: bool = false;
 

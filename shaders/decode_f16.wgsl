@@ -1,6 +1,6 @@
-// decode_f16: FP16 rows, two halves per word, element 2k in the low half of word k
-// (row_words = ceil(dim / 2)). Decoded with unpack2x16float, which is exact: no shader-f16
-// feature needed. Helpers for a driver, which declares `shard`.
+// decode_f16: FP16 rows, two halves per word, element 2k in the low half of word k (row_words =
+// ceil(dim / 2), or more for rows aligned on the GPU). Decoded with unpack2x16float, which is
+// exact: no shader-f16 feature needed. Helpers for a driver, which declares `shard`.
 
 // No parameters.
 alias RowParams = u32;

@@ -1,5 +1,5 @@
-// decode_f32: FP32 rows, one value per word (row_words = dim). Helpers for a driver, which
-// declares `shard` (array<u32>); no bindings or entry point here.
+// decode_f32: FP32 rows, one value per word (row_words = dim, or more for rows aligned on the GPU).
+// Helpers for a driver, which declares `shard` (array<u32>); no bindings or entry point here.
 
 // No parameters.
 alias RowParams = u32;

@@ -1,9 +1,9 @@
 // decode_f32_bag4: FP32 rows for bag.wgsl with VEC4 (every table's dim a multiple of 4), each quad
 // of a row read with one 16-byte load. The shard is bound as array<vec4<u32>> (`shard4`, the
 // binding bag.wgsl's `shard` names as u32 words, which this module does not read): tables are
-// concatenated whole rows of dim words, dim a multiple of 4, and shards hold whole rows, so every
-// row starts on a 16-byte boundary of its shard. Helpers for the bag driver, as the other
-// decode_<format>.wgsl files; no entry point.
+// concatenated whole rows of dim words (or more, aligned), dim a multiple of 4, and shards hold
+// whole rows, so every row starts on a 16-byte boundary of its shard. Helpers for the bag driver,
+// as the other decode_<format>.wgsl files; no entry point.
 // Bindings: 5 shard4 (the bag's shard, as vec4<u32>).
 
 @group(0) @binding(5) var<storage, read> shard4: array<vec4<u32>>;

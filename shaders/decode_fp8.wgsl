@@ -1,9 +1,9 @@
 // decode_fp8: FP8 rows with an f32 scale per row (fp8_e4m3, fp8_e5m2; src/format/fp8.rs):
 // code_words words of four 8-bit codes (element 4k+j in byte j of word k), then the f32 scale
-// (row_words = code_words + 1). Value = fp8(code) · scale, fp8 the OCP E4M3 (bias 7, no
-// infinities) or E5M2 (bias 15, IEEE specials) value, built from its bits exactly. A code has at
-// most 4 significant bits and edo's scales 20, so the product is exact: the CPU oracle's bits.
-// Helpers for a driver, which declares `shard`.
+// (row_words = code_words + 1, or more for rows aligned on the GPU). Value = fp8(code) · scale, fp8
+// the OCP E4M3 (bias 7, no infinities) or E5M2 (bias 15, IEEE specials) value, built from its bits
+// exactly. A code has at most 4 significant bits and edo's scales 20, so the product is exact: the
+// CPU oracle's bits. Helpers for a driver, which declares `shard`.
 
 override E5M2: bool = false;
 

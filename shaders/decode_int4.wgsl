@@ -1,8 +1,9 @@
 // decode_int4: INT4 row-wise rows: code_words words of eight 4-bit codes (element 8k+j at bits
-// 4j..4j+3 of word k — FBGEMM's low-nibble-first order), then one word holding the fp16 scale
-// (low half) and fp16 bias (high half) (row_words = code_words + 1) — FBGEMM's fused 4-bit row.
-// Value = code * scale + bias; a 4-bit code times an fp16 scale is exact in f32, so fused or not
-// the result is the CPU oracle's. Helpers for a driver, which declares `shard`.
+// 4j..4j+3 of word k — FBGEMM's low-nibble-first order), then one word holding the fp16 scale (low
+// half) and fp16 bias (high half) (row_words = code_words + 1, or more for rows aligned on the GPU)
+// — FBGEMM's fused 4-bit row. Value = code * scale + bias; a 4-bit code times an fp16 scale is
+// exact in f32, so fused or not the result is the CPU oracle's. Helpers for a driver, which
+// declares `shard`.
 
 alias RowParams = vec2<f32>;
 

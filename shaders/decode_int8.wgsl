@@ -1,8 +1,9 @@
 // decode_int8: INT8 row-wise rows: code_words words of four u8 codes (element 4k+j in byte j of
-// word k), then the f32 scale and the f32 bias (row_words = code_words + 2) — FBGEMM's fused
-// 8-bit row. Value = code * scale + bias. edo's scales have 16 significant bits, so code * scale
-// is exact and the add is the one rounding: the result is the CPU oracle's bit for bit whether
-// or not the driver fuses the multiply-add. Helpers for a driver, which declares `shard`.
+// word k), then the f32 scale and the f32 bias (row_words = code_words + 2, or more for rows
+// aligned on the GPU) — FBGEMM's fused 8-bit row. Value = code * scale + bias. edo's scales have 16
+// significant bits, so code * scale is exact and the add is the one rounding: the result is the CPU
+// oracle's bit for bit whether or not the driver fuses the multiply-add. Helpers for a driver,
+// which declares `shard`.
 
 alias RowParams = vec2<f32>;
 

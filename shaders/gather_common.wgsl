@@ -14,7 +14,7 @@
 struct GatherParams {
     n_ids: u32,        // ids bound for this dispatch
     dim: u32,          // values per row
-    row_words: u32,    // u32 words per packed row (codes + params)
+    row_words: u32,    // u32 words from a row to the next: codes + params, and an aligned row's padding
     code_words: u32,   // u32 words of codes per row
     total_rows: u32,   // rows of the whole table (bounds are checked against this)
     shard_first: u32,  // first table row held by the bound shard

@@ -1,6 +1,7 @@
 // topk_rows4: the one-pass scan's reading of a corpus row, four code words (16 bytes) a load, for
-// rows that are whole vec4s: code words a multiple of 4 and nothing else in a row (binary codes of
-// 97–128, 225–256, … bits; not binary+scale, whose scale word follows the codes). Shards hold
+// rows that are whole vec4s and codes that are too: code words a multiple of 4 (binary codes of
+// 97–128, 225–256, … bits), and nothing else in a row or rows aligned to 16 bytes (binary+scale,
+// whose scale word follows the codes, once PackedTable::with_row_alignment pads it). Shards hold
 // whole rows, so every row starts on a 16-byte boundary of its shard. Helpers for
 // hamming_topk_scan.wgsl (which declares `qtile` and `Dists`), as topk_rows.wgsl.
 // Bindings: 2 shard4 (one shard of corpus codes, as vec4<u32>).

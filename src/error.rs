@@ -412,9 +412,6 @@ pub enum Unsupported {
         /// The bytes asked for.
         bytes: usize,
     },
-    /// A row alignment for a pruned table (only plain tables ask for one).
-    #[error("a row alignment for a pruned table: only plain tables align their rows on a GPU")]
-    RowAlignmentOfPrunedTable,
     /// Per-sample weights with mean or max pooling (PyTorch allows them with sum only).
     #[error("per-sample weights with mean or max pooling (PyTorch allows them with sum only)")]
     WeightsWithMeanOrMax,

@@ -53,6 +53,12 @@ impl PrunedTable {
         Ok(PrunedTable { table, remap })
     }
 
+    /// The same table, its stored rows aligned to `bytes` on a GPU
+    /// ([`PackedTable::with_row_alignment`]).
+    pub fn with_row_alignment(self, bytes: usize) -> Result<PrunedTable, Error> {
+        Ok(PrunedTable { table: self.table.with_row_alignment(bytes)?, remap: self.remap })
+    }
+
     /// The compact table of kept rows.
     pub fn table(&self) -> &PackedTable {
         &self.table
@@ -103,7 +109,8 @@ impl PrunedTable {
         for (dst, &id) in words.chunks_exact_mut(rw.max(1)).zip(order) {
             dst.copy_from_slice(table.row(id as usize));
         }
-        let table = PackedTable::from_words(table.format(), rows, table.dim(), words)?;
+        // The rows keep the alignment asked of them on a GPU.
+        let table = PackedTable::from_words(table.format(), rows, table.dim(), words)?.with_row_alignment(table.row_alignment())?;
         Ok(PrunedTable { table, remap })
     }
 
@@ -122,7 +129,7 @@ impl PrunedTable {
         for (dst, &r) in words.chunks_exact_mut(rw.max(1)).zip(&self.remap) {
             dst.copy_from_slice(if r == ABSENT { zero.row(0) } else { self.table.row(r as usize) });
         }
-        PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)
+        PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)?.with_row_alignment(self.table.row_alignment())
     }
 
     /// The `.edo` file's bytes of a reordered table: its stored rows and its id map, so a reader

@@ -177,7 +177,8 @@ pub struct QuantizeArgs {
     itq_iterations: usize,
     /// Start each row on a multiple of BYTES once uploaded to a GPU (FBGEMM's row_alignment; a
     /// power of two from 4 to 256): rows there are padded, the file's stay packed. 16 lets the
-    /// GPU read INT8 rows of a dim that is a multiple of 16 sixteen codes a load.
+    /// GPU read INT8 rows of a dim that is a multiple of 16 sixteen codes a load. Default: an
+    /// .edo input's own (4, packed, for other inputs).
     #[arg(long, value_name = "BYTES")]
     row_alignment: Option<usize>,
     /// Print the summary as JSON on stdout.
@@ -252,10 +253,12 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         import::Table::Packed(t) if t.format() == a.format && transform.is_none() => t.clone(),
         _ => quantize_with_progress(&values, rows, dim, a.format, a.min_error)?,
     };
-    let table = match a.row_alignment {
-        Some(bytes) => table.with_row_alignment(bytes).map_err(|e| Failure::new(exit::USAGE, format!("--row-alignment: {e}")))?,
-        None => table,
+    // --row-alignment, else an .edo input's own.
+    let inherited = match &imported.table {
+        import::Table::Packed(t) => t.row_alignment(),
+        _ => edo::format::NO_ROW_ALIGNMENT,
     };
+    let table = table.with_row_alignment(a.row_alignment.unwrap_or(inherited)).map_err(|e| Failure::new(exit::USAGE, format!("--row-alignment: {e}")))?;
     // The documented bound holds for tables edo quantised from floats by minimum and maximum.
     let bound = (matches!(imported.table, import::Table::Dense { .. }) && !a.min_error).then_some(a.format);
     let stats = table_error_stats(&values, &table, bound);

@@ -1033,6 +1033,13 @@ fn row_alignment_from_quantize_to_inspect_and_bench() {
     assert!(text.contains("on a GPU    rows aligned to 16 bytes: 144 bytes each (136 packed)"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&ok(&["inspect", o, "--no-png", "--json"])).unwrap();
     assert_eq!((json["row_alignment"].as_u64(), json["gpu_bytes"].as_u64()), (Some(16), Some(144 * rows as u64)));
+    // Quantised again from the .edo file, to another format, it keeps the alignment; asked, it
+    // drops it.
+    let again = dir.path("b.edo");
+    ok(&["quantize", o, "--format", "int4", "-o", again.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&again).unwrap().table().row_alignment(), 16);
+    ok(&["quantize", o, "--format", "int8", "--row-alignment", "4", "-o", again.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&again).unwrap().table().row_alignment(), 4);
     for bad in ["12", "0", "512"] {
         let r = edo(&["quantize", src, "--format", "int8", "--row-alignment", bad, "-o", dir.path("bad.edo").to_str().unwrap()]);
         assert_eq!(r.status.code(), Some(2), "{bad}: {}", String::from_utf8_lossy(&r.stderr));

@@ -8,7 +8,7 @@
 //!
 //! | tensor         | dtype | shape                | holds                                            |
 //! |----------------|-------|----------------------|--------------------------------------------------|
-//! | `rows`         | U32   | `[rows, row_words]`  | the packed rows, the words the GPU holds (unpadded) |
+//! | `rows`         | U32   | `[rows, row_words]`  | the packed rows (a GPU pads them to `edo.row_alignment`) |
 //! | `crc32`        | U32   | `[chunks]`           | CRC-32 of each `edo.chunk_bytes` bytes of `rows` |
 //! | `vocab.offsets`| U64   | `[rows + 1]`         | optional: token `i` is `vocab.bytes[o[i]..o[i+1]]` |
 //! | `vocab.bytes`  | U8    | `[n]`                | optional: the tokens, UTF-8, concatenated        |

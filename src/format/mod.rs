@@ -786,7 +786,7 @@ impl PackedTable {
         let w = self.row_words();
         &self.words[r * w..(r + 1) * w]
     }
-    /// Bytes of packed storage (what the GPU holds).
+    /// Bytes of packed storage (what the GPU holds, but for the padding of aligned rows).
     pub fn bytes(&self) -> u64 {
         4 * self.words.len() as u64
     }

@@ -248,7 +248,7 @@ impl Resident {
 /// The bag kernel for tables of `format` placed as `tables`; `vec4` when the quad kernel may run
 /// (every dim a multiple of 4, pooling). INT8 tables whose rows are aligned to 16 bytes and whose
 /// dims are multiples of 16 get the kernel that reads sixteen codes a load.
-fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
+pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
     let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
     if vec4 && format == Format::Int8 && tables.iter().all(aligned) {
         return ShaderId::BagInt8Aligned;
@@ -414,6 +414,8 @@ mod layout_tests {
         assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(40, 12, 360)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
         assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0)], false), ShaderId::Bag { format: Format::Int8, vec4: false });
         assert_eq!(bag_shader(Format::Int4, &[at(128, 20, 0)], true), ShaderId::Bag { format: Format::Int4, vec4: true });
+        // A table after one whose rows end off a 16-byte boundary (an unaligned table first).
+        assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(48, 16, 34 * 3)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
         assert_eq!(ShaderId::gather(Format::Int8, 128, 36), ShaderId::GatherInt8Aligned);
         assert_eq!(ShaderId::gather(Format::Int8, 128, 34), ShaderId::Gather { format: Format::Int8, vec4: true });
         assert_eq!(ShaderId::gather(Format::Int8, 40, 12), ShaderId::Gather { format: Format::Int8, vec4: true });

@@ -527,12 +527,32 @@ impl Engine {
         self.ctx.max_binding_bytes
     }
 
-    /// Compiles the gather kernel of tables of `format` and `dim` now rather than at their first
-    /// lookup (kernels are compiled once per engine). In a browser the compiler runs in the GPU
+    /// Compiles the gather kernel of tables of `format` and `dim` (rows packed: for a table whose
+    /// rows are aligned, [`Engine::prepare_table`]) now rather than at their first lookup
+    /// (kernels are compiled once per engine). In a browser the compiler runs in the GPU
     /// process, so a page can start this, build its table meanwhile, and find the kernel ready.
     pub async fn prepare_gather(&self, format: Format, dim: usize) -> Result<(), Error> {
         self.ctx.check_lost()?;
         self.ctx.gather_pipeline(format, dim, format.row_words(dim)).await.map(drop)
+    }
+
+    /// Compiles the kernels `table`'s first gather and first small batch of bags will use — its
+    /// format, dim and row alignment ([`crate::PackedTable::with_row_alignment`], which
+    /// [`Engine::prepare_gather`] cannot know) — now rather than at those calls.
+    pub async fn prepare_table(&self, table: &crate::PackedTable) -> Result<(), Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        let (format, dim, row_words) = (table.format(), table.dim(), table.gpu_row_words());
+        ctx.gather_pipeline(format, dim, row_words).await?;
+        let placement = table::Placement {
+            word_base: 0,
+            rows: table.rows() as u32,
+            dim: dim as u32,
+            row_words: row_words as u32,
+            code_words: format.code_words(dim) as u32,
+        };
+        let shader = bag::bag_shader(format, &[placement], dim.is_multiple_of(4));
+        ctx.pipeline(shader, bag::bag_shape(ctx, shader, dim, 1)).await.map(drop)
     }
 
     /// Pipelines compiled so far (tests check that `prepare_*` compiles what a first call uses).

@@ -414,9 +414,10 @@ impl GpuCodes {
         uniforms.push(uniform);
         let (rescore_groups, rescore_pipeline, _fqueries) = self.rescore_groups(ctx, search, rescore, q0, nq, &ws, &mut uniforms).await?;
         let pipe = |k| ctx.pipeline(ShaderId::Search(k), (256, 1));
-        // Rows of whole vec4s (code words a multiple of 4, no scale word) are read 16 bytes a
-        // load; shards hold whole rows, so each row starts on a 16-byte boundary.
-        let vec4_rows = placement.code_words.is_multiple_of(4) && placement.row_words == placement.code_words;
+        // Codes of whole vec4s in rows of whole vec4s (no scale word, or one padded by a row
+        // alignment) are read 16 bytes a load; shards hold whole rows, so each row starts on a
+        // 16-byte boundary.
+        let vec4_rows = placement.code_words.is_multiple_of(4) && placement.row_words.is_multiple_of(4);
         let (scan_kernel, merge_kernel) = match (vec4_rows, kc <= SHORT_MAX_K) {
             (true, true) => (SearchKernel::TopkScan4, SearchKernel::TopkMerge),
             (false, true) => (SearchKernel::TopkScan, SearchKernel::TopkMerge),

@@ -1,4 +1,5 @@
-//! Tables on the GPU: packed rows in storage-buffer shards, and gathers from them.
+//! Tables on the GPU: packed rows (padded where a table asks for a row alignment) in
+//! storage-buffer shards, and gathers from them.
 
 use std::sync::Arc;
 
@@ -51,8 +52,9 @@ pub(crate) struct Placement {
     pub code_words: u32,
 }
 
-/// One or more tables of one format on the GPU: their packed rows concatenated table after
-/// table, split into shards of whole rows, each within the engine's binding limit.
+/// One or more tables of one format on the GPU: their rows (packed, or padded to each table's
+/// [`PackedTable::gpu_row_words`]) concatenated table after table, split into shards of whole
+/// rows, each within the engine's binding limit.
 #[derive(Clone)]
 pub(crate) struct Resident {
     pub ctx: Arc<Context>,
@@ -78,7 +80,7 @@ impl Resident {
             }
             let row_bytes = 4 * t.gpu_row_words() as u64;
             if row_bytes > 4 * cap_words {
-                return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: row_bytes, max: ctx.max_binding_bytes });
+                return Err(Error::LimitExceeded { what: "bytes of one row on the GPU", requested: row_bytes, max: ctx.max_binding_bytes });
             }
             if t.rows() as u64 > u32::MAX as u64 {
                 return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: t.rows() as u64, max: u32::MAX as u64 });
@@ -209,7 +211,7 @@ pub struct GpuTable {
 }
 
 impl GpuTable {
-    /// Uploads a packed table, shard by shard.
+    /// Uploads a packed table, shard by shard, its rows padded to [`PackedTable::gpu_row_words`].
     ///
     /// Fails with [`Error::LimitExceeded`] when one row is larger than a shard may be, or the
     /// table has more rows than a `u32` id can address, and with [`Error::OutOfMemory`] when the
@@ -238,7 +240,8 @@ impl GpuTable {
     pub fn shard_count(&self) -> usize {
         self.res.shards.len()
     }
-    /// Bytes of GPU memory the table's shards take (its packed words, nothing else).
+    /// Bytes of GPU memory the table's shards take: its packed words, and the padding of aligned
+    /// rows ([`PackedTable::with_row_alignment`]).
     pub fn bytes(&self) -> u64 {
         self.res.bytes()
     }

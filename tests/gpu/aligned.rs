@@ -40,8 +40,8 @@ fn aligned_rows_gather_as_the_cpu_does_in_every_format() {
 
 /// INT8 bags over rows aligned to 16 bytes (the kernel that reads sixteen codes a load where
 /// every dim is a multiple of 16) pool as the CPU path does: every pooling, weights, bad indices,
-/// bags longer than a staging round, one shard and many, small and large batches; and as the
-/// same table unaligned does on this GPU, bit for bit (same order of terms).
+/// bags longer than a staging round, one shard and many, small and large batches; and, unweighted
+/// on one shard, as the same table unaligned does on this GPU, bit for bit (same order of terms).
 #[test]
 fn aligned_int8_bags_pool_as_the_cpu_does() {
     let rows = 900;
@@ -70,7 +70,9 @@ fn aligned_int8_bags_pool_as_the_cpu_does() {
                     let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
                     let w = if weighted { 2.25 } else { 1.0 };
                     assert_pooled_close(&got, &want, max_len as f32, w * max_abs, pooling == Pooling::Max, &what);
-                    if gpu.shard_count() == 1 {
+                    // Unweighted, the kernels' sums are the same additions in the same order
+                    // (weights could be fused with the adds in one pipeline and not the other).
+                    if gpu.shard_count() == 1 && !weighted {
                         let unaligned = run_job(block_on(gpu_plain.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
                         assert_bits_eq(&got, &unaligned, &format!("{what}: aligned against unaligned"));
                     }
@@ -118,6 +120,44 @@ fn aligned_rows_write_in_place_and_batch() {
     let mut want = edo::cpu::embedding_bag(&table, &first, Pooling::Sum, Bounds::Error).unwrap();
     want.extend(edo::cpu::embedding_bag(&other, &second, Pooling::Sum, Bounds::Error).unwrap());
     assert_pooled_close(&got, &want, 9.0, 2.0, false, "a batch of aligned tables");
+    // An unaligned table first: the aligned one after it starts off a 16-byte boundary, and the
+    // batch takes the kernel of words.
+    let packed = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let mixed = block_on(GpuTableBatch::upload(&engine, &[&packed, &other])).unwrap();
+    let got = run_job(block_on(mixed.prepare_bags(64, &bags, Pooling::Sum, Bounds::Error, Layout::PerTable)).unwrap());
+    let mut want = edo::cpu::embedding_bag(&packed, &first, Pooling::Sum, Bounds::Error).unwrap();
+    want.extend(edo::cpu::embedding_bag(&other, &second, Pooling::Sum, Bounds::Error).unwrap());
+    assert_pooled_close(&got, &want, 9.0, 2.0, false, "an unaligned table, then an aligned one");
+}
+
+/// A reordered aligned table stays aligned, on the host and through its file, and looks up the
+/// same rows by the same ids on the GPU; `prepare_table` compiles what an aligned table's first
+/// gather and bags use.
+#[test]
+fn reordered_aligned_tables_and_prepared_kernels() {
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
+    let (rows, dim) = (1200, 128);
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 5), rows, dim).unwrap().with_row_alignment(16).unwrap();
+    let counts: Vec<u64> = (0..rows as u64).map(|r| (r * 7919) % 101).collect();
+    let reordered = PrunedTable::reorder(&table, &edo::prune::frequency_order(&counts)).unwrap();
+    assert_eq!(reordered.table().row_alignment(), 16);
+    let back = PrunedTable::from_file_bytes(reordered.to_bytes(None, &Default::default()).unwrap()).unwrap();
+    assert_eq!(back.table().row_alignment(), 16, "through the file");
+    assert_eq!(reordered.original_order().unwrap(), table);
+    let gpu = block_on(GpuPrunedTable::upload(&engine, &back)).unwrap();
+    assert_eq!(gpu.bytes(), 4 * (rows * 36 + rows) as u64, "padded rows and the remap");
+    let ids = ids_with_bad(3000, rows, 2);
+    assert_bits_eq(&run_job(block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap()), &table.gather(&ids, Bounds::Zero).unwrap(), "reordered, aligned");
+
+    // An engine of its own, which has compiled nothing yet.
+    let Some(fresh) = engine_with(EngineOptions::default()) else { return };
+    block_on(fresh.prepare_table(&table)).unwrap();
+    let compiled = fresh.pipeline_count();
+    let resident = block_on(GpuTable::upload(&fresh, &table)).unwrap();
+    let _ = gpu_gather(&resident, &ids[..100], Bounds::Zero).unwrap();
+    let (indices, offsets) = random_bags(10, rows, 16, false, 3);
+    let _ = run_job(block_on(resident.prepare_bag(&Bags::new(&indices, &offsets).include_last_offset(true), Pooling::Sum, Bounds::Error)).unwrap());
+    assert_eq!(fresh.pipeline_count(), compiled, "the first gather and bags compiled a kernel prepare_table had not");
 }
 
 /// Alignments that are not a power of two from 4 to 256 bytes are refused, typed; 4 is none.
@@ -132,7 +172,8 @@ fn row_alignments_outside_the_powers_of_two_are_refused() {
 }
 
 /// Binary codes aligned on the GPU (rows of 200 bits, 7 words, and of 256 bits with a scale, 9
-/// words, padded to 8 and 12) search as the CPU path does, on one shard and over several.
+/// words, padded to 8 and 12; the latter's codes are then read 16 bytes a load) search as the CPU
+/// path does, on one shard and over several.
 #[test]
 fn aligned_codes_search_as_the_cpu_does() {
     let Some(engine) = engine() else { return };

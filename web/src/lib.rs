@@ -380,8 +380,8 @@ impl EdoTable {
     /// Quantises a row-major `rows × dim` table to `format`. With `keep` (a byte a row), only the
     /// rows whose byte is not 0 are stored: the others take no memory and read as zeros (FBGEMM's
     /// pruned tables). Keeping every row makes a plain table. With `row_alignment` (bytes, a power
-    /// of two from 4 to 256), each row of a plain table starts on a multiple of it once uploaded
-    /// to a GPU ([`PackedTable::with_row_alignment`]).
+    /// of two from 4 to 256), each stored row starts on a multiple of it once uploaded to a GPU
+    /// ([`PackedTable::with_row_alignment`]).
     #[wasm_bindgen(js_name = fromFloat32)]
     pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>, row_alignment: Option<usize>) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
@@ -396,12 +396,13 @@ impl EdoTable {
                     None => table,
                 })
             }
-            Some(_) if row_alignment.is_some() => {
-                return Err(err(edo::Error::Unsupported(edo::Unsupported::RowAlignmentOfPrunedTable)));
-            }
             Some(keep) => {
                 let keep: Vec<bool> = keep.iter().map(|&k| k != 0).collect();
-                AnyTable::Pruned(PrunedTable::quantize(format, data, rows, dim, &keep).map_err(err)?)
+                let pruned = PrunedTable::quantize(format, data, rows, dim, &keep).map_err(err)?;
+                AnyTable::Pruned(match row_alignment {
+                    Some(bytes) => pruned.with_row_alignment(bytes).map_err(err)?,
+                    None => pruned,
+                })
             }
         };
         Ok(EdoTable { inner, vocab: None, codes: None })
