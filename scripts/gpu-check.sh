@@ -8,7 +8,8 @@
 # call, its large table and 1 GiB copy out of the GPU's L2, timed by the device's timestamps —
 # within a 170 s budget; its
 # JSON and HTML report come back, compared with the peers measured here), the gather against the
-# device's own copy (`edo bench gather`: 2 M × 128, 1 M ids, and bags of 16), the Hamming scan (`edo bench
+# device's own copy (`edo bench gather`: 2 M × 128, 1 M ids, and bags of 16; INT8 again with rows
+# aligned to 16 bytes), the Hamming scan (`edo bench
 # search`, 1 M × 256 bits, 100 queries, k = 10) against faiss IndexBinaryFlat on 2 CPU threads
 # measured here, the table-batched hashed bags of `bench/examples/recsys.rs`, and then, in the
 # time left, the GPU tests (tests/gpu against the CPU oracle, EDO_REQUIRE_GPU=1) on the adapter
@@ -117,6 +118,8 @@ run)
         fi
         echo "== edo bench gather (issues 2, 32: ≥ 85 % of the device copy; 2 M × 128, 1 M ids, two id sets in turn)"
         timeout 75 "$gpu/bin/edo" bench gather --formats fp32,int8 --iters 5 2>&1 | grep -v XDG_RUNTIME_DIR || echo "gather bench failed or timed out"
+        echo "== the same INT8 gather and bags with rows aligned to 16 bytes (issue 32: sixteen codes a load; compare with the int8 line above)"
+        timeout 60 "$gpu/bin/edo" bench gather --formats int8 --iters 5 --row-alignment 16 2>&1 | grep -E "^(int8|GPU rows)" || echo "aligned gather bench failed or timed out"
         echo "== edo bench search (issue 4: GPU ≥ 10 × faiss on 2 CPU threads)"
         timeout 65 "$gpu/bin/edo" bench search --json >"$out/search.json" 2>/tmp/gpu-check-search.log || echo "search bench failed: $(tail -3 /tmp/gpu-check-search.log)"
         if [ -f "$gpu/faiss.json" ] && [ -s "$out/search.json" ] && command -v python3 >/dev/null; then
