@@ -118,8 +118,14 @@ run)
         fi
         echo "== edo bench gather (issues 2, 32: ≥ 85 % of the device copy; 2 M × 128, 1 M ids, two id sets in turn)"
         timeout 75 "$gpu/bin/edo" bench gather --formats fp32,int8 --iters 5 2>&1 | grep -v XDG_RUNTIME_DIR || echo "gather bench failed or timed out"
-        echo "== the same INT8 gather and bags with rows aligned to 16 bytes (issue 32: sixteen codes a load; compare with the int8 line above)"
-        timeout 60 "$gpu/bin/edo" bench gather --formats int8 --iters 5 --row-alignment 16 2>&1 | grep -E "^(int8|GPU rows)" || echo "aligned gather bench failed or timed out"
+        # Only while the run keeps to time (about 40 s in on an H200), so that steps which all run
+        # into their timeouts still end within 8 minutes.
+        if [ "$SECONDS" -le 300 ]; then
+            echo "== the same INT8 gather and bags with rows aligned to 16 bytes (issue 32: sixteen codes a load; compare with the int8 line above)"
+            timeout 40 "$gpu/bin/edo" bench gather --formats int8 --iters 5 --row-alignment 16 2>&1 | grep -E "^(int8|GPU rows)" || echo "aligned gather bench failed or timed out"
+        else
+            echo "== the aligned INT8 gather: skipped ($SECONDS s in)"
+        fi
         echo "== edo bench search (issue 4: GPU ≥ 10 × faiss on 2 CPU threads)"
         timeout 65 "$gpu/bin/edo" bench search --json >"$out/search.json" 2>/tmp/gpu-check-search.log || echo "search bench failed: $(tail -3 /tmp/gpu-check-search.log)"
         if [ -f "$gpu/faiss.json" ] && [ -s "$out/search.json" ] && command -v python3 >/dev/null; then
