@@ -126,6 +126,7 @@ fn shader_files_document_their_layout() {
             "topk_common.wgsl",
             "decode_f32_bag4.wgsl",
             "decode_int8_bag16.wgsl",
+            "decode_f16_bag16.wgsl",
             "topk_rows.wgsl",
             "topk_rows4.wgsl",
         ]
@@ -165,9 +166,12 @@ fn shader_files_document_their_layout() {
     // a driver of its own with no decoder (gather_rows16_int8.wgsl).
     assert_eq!(ShaderId::BagInt8Aligned.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeInt8Bag16]);
     assert!(!ShaderId::GatherInt8Aligned.kernel().0.decodes);
+    // And FP16's 16-byte kernels (decode_f16_bag16.wgsl; gather_rows8_f16.wgsl).
+    assert_eq!(ShaderId::BagF16Wide.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF16Bag16]);
+    assert!(!ShaderId::GatherF16Wide.kernel().0.decodes);
     // So does the search scan over vec4 rows (topk_rows4.wgsl in place of topk_rows.wgsl).
     assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[edo::gpu::Src::TopkCommon, edo::gpu::Src::TopkRows4]);
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 3);
+    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 4);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -228,7 +232,8 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }
 
-/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load — in naga's SPIR-V the
+/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load, FP16 rows eight halves a
+/// load — in naga's SPIR-V the
 /// gather's step and the bag's decode16 are one vec4<u32> load each (plus one for the row's scale
 /// and bias), against none for rows of 4-byte words; in MSL those reads are `uint4`s.
 #[test]
@@ -244,6 +249,11 @@ fn aligned_int8_rows_read_16_bytes_per_load() {
         let wide: Vec<&str> = msl.lines().filter(|l| l.contains("uint4") && l.contains("shard4")).collect();
         assert!(!wide.is_empty(), "{}: {msl}", shader.name());
     }
+    // FP16 rows of whole vec4s: eight halves a load, in the gather's step and twice in the bag's
+    // decode16; the kernels of words load none.
+    assert_eq!(u32_loads(ShaderId::GatherF16Wide).1, 1, "one vec4<u32> load a step");
+    assert_eq!(u32_loads(ShaderId::BagF16Wide).1, 2, "decode16: two vec4<u32> loads");
+    assert_eq!(u32_loads(ShaderId::Gather { format: Format::F16, vec4: true }).1, 0);
 }
 
 /// A kernel's override constants for a 32 × 8 workgroup.
@@ -326,7 +336,13 @@ fn bags_and_gathers_keep_no_private_arrays() {
     for shader in ShaderId::all() {
         if matches!(
             shader,
-            ShaderId::Bag { .. } | ShaderId::Gather { .. } | ShaderId::GatherF16 { .. } | ShaderId::GatherInt8Aligned | ShaderId::BagInt8Aligned
+            ShaderId::Bag { .. }
+                | ShaderId::Gather { .. }
+                | ShaderId::GatherF16 { .. }
+                | ShaderId::GatherInt8Aligned
+                | ShaderId::BagInt8Aligned
+                | ShaderId::GatherF16Wide
+                | ShaderId::BagF16Wide
         ) {
             assert_eq!(private_arrays(shader), 0, "{}", shader.name());
         }

@@ -247,13 +247,16 @@ impl Resident {
 
 /// The bag kernel for tables of `format` placed as `tables`; `vec4` when the quad kernel may run
 /// (every dim a multiple of 4, pooling). INT8 tables whose rows are aligned to 16 bytes and whose
-/// dims are multiples of 16 get the kernel that reads sixteen codes a load.
+/// dims are multiples of 16 get the kernel that reads sixteen codes a load, FP16 tables of such
+/// dims the one that reads eight halves a load.
 pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
     let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
-    if vec4 && format == Format::Int8 && tables.iter().all(aligned) {
-        return ShaderId::BagInt8Aligned;
+    match format {
+        Format::Int8 if vec4 && tables.iter().all(aligned) => ShaderId::BagInt8Aligned,
+        // FP16 rows of a dim that is a multiple of 16 are whole vec4s without an alignment.
+        Format::F16 if vec4 && tables.iter().all(aligned) => ShaderId::BagF16Wide,
+        _ => ShaderId::Bag { format, vec4 },
     }
-    ShaderId::Bag { format, vec4 }
 }
 
 /// Lanes of a bag's work below which a batch is small: it then gets more lanes per bag.
@@ -266,7 +269,7 @@ const SMALL_BATCH_LANES: u64 = 1 << 15;
 /// index order either way.
 pub(crate) fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
     let quads = max_dim.max(1).div_ceil(shader.values_per_step());
-    if shader == ShaderId::BagInt8Aligned {
+    if matches!(shader, ShaderId::BagInt8Aligned | ShaderId::BagF16Wide) {
         // A lane owns sixteen contiguous columns, whatever the batch.
         return ctx.workgroup_shape(quads, 1);
     }
@@ -419,5 +422,11 @@ mod layout_tests {
         assert_eq!(ShaderId::gather(Format::Int8, 128, 36), ShaderId::GatherInt8Aligned);
         assert_eq!(ShaderId::gather(Format::Int8, 128, 34), ShaderId::Gather { format: Format::Int8, vec4: true });
         assert_eq!(ShaderId::gather(Format::Int8, 40, 12), ShaderId::Gather { format: Format::Int8, vec4: true });
+        // FP16 rows of whole vec4s need no alignment.
+        let half = |dim: u32, row_words: u32, word_base: u32| Placement { code_words: dim / 2, ..at(dim, row_words, word_base) };
+        assert_eq!(bag_shader(Format::F16, &[half(128, 64, 0), half(48, 24, 640)], true), ShaderId::BagF16Wide);
+        assert_eq!(bag_shader(Format::F16, &[half(40, 20, 0)], true), ShaderId::Bag { format: Format::F16, vec4: true });
+        assert_eq!(ShaderId::gather(Format::F16, 40, 20), ShaderId::GatherF16Wide);
+        assert_eq!(ShaderId::gather(Format::F16, 44, 22), ShaderId::Gather { format: Format::F16, vec4: true });
     }
 }

@@ -96,7 +96,14 @@ impl Engine {
         ctx.check_lost()?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
-        let shader = ShaderId::Bag { format, vec4: dim.is_multiple_of(4) };
+        let rows = super::table::Placement {
+            word_base: 0,
+            rows: 1,
+            dim: dim as u32,
+            row_words: format.row_words(dim) as u32,
+            code_words: format.code_words(dim) as u32,
+        };
+        let shader = super::bag::bag_shader(format, &[rows], dim.is_multiple_of(4));
         ctx.pipeline(shader, super::bag::bag_shape(ctx, shader, dim, 1)).await?;
         ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }

@@ -43,6 +43,8 @@ pub enum Src {
     GatherRows4F32,
     /// `gather_rows16_int8.wgsl`: INT8 rows aligned to 16 bytes, sixteen codes a load.
     GatherRows16Int8,
+    /// `gather_rows8_f16.wgsl`: FP16 rows of whole vec4s, eight halves a load.
+    GatherRows8F16,
     /// `bag.wgsl`.
     Bag,
     /// `bag_decode16.wgsl`: `decode16` as four `decode4`s, for decoders without a 16-byte read.
@@ -50,6 +52,8 @@ pub enum Src {
     /// `decode_int8_bag16.wgsl`: INT8 rows aligned to 16 bytes for the WIDE bag, sixteen codes
     /// a load.
     DecodeInt8Bag16,
+    /// `decode_f16_bag16.wgsl`: FP16 rows for the WIDE bag, eight halves a load.
+    DecodeF16Bag16,
     /// `decode_f32_bag4.wgsl`: FP32 rows for the vec4 bag, a 16-byte load a quad.
     DecodeF32Bag4,
     /// `qr.wgsl`.
@@ -108,6 +112,8 @@ impl Src {
             Src::GatherRows16Int8 => wgsl!("gather_rows16_int8.wgsl"),
             Src::BagDecode16 => wgsl!("bag_decode16.wgsl"),
             Src::DecodeInt8Bag16 => wgsl!("decode_int8_bag16.wgsl"),
+            Src::GatherRows8F16 => wgsl!("gather_rows8_f16.wgsl"),
+            Src::DecodeF16Bag16 => wgsl!("decode_f16_bag16.wgsl"),
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
             Src::Remap => wgsl!("remap.wgsl"),
@@ -216,6 +222,9 @@ pub mod kernels {
     /// INT8 rows aligned to 16 bytes of a dim that is a multiple of 16: a 16-byte load of sixteen
     /// codes and four vec4 stores per step.
     pub const GATHER_ROWS16_INT8: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows16_int8", Src::GatherRows16Int8, 16, false) };
+    /// FP16 rows of whole vec4s (a dim that is a multiple of 8): a 16-byte load of eight halves
+    /// and two vec4 stores per step.
+    pub const GATHER_ROWS8_F16: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows8_f16", Src::GatherRows8F16, 8, false) };
     /// Rows of any dim written as f16, a word (two values) per step.
     pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
@@ -247,6 +256,9 @@ pub mod kernels {
         constants: &[("VEC4", 1.0), ("WIDE", 1.0)],
         ..rows_kernel("", Src::Bag, 16)
     };
+    /// `bag.wgsl` with `WIDE` over FP16 rows (every dim a multiple of 16): a lane's sixteen
+    /// columns of a row with two 16-byte loads.
+    pub const BAG16_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::DecodeF16Bag16], ..BAG16_INT8 };
     /// The helpers of the bags whose decoder follows them.
     const BAG_HELPERS: &[Src] = &[Src::GatherCommon, Src::BagDecode16];
     /// Quotient-remainder lookup.
@@ -371,6 +383,11 @@ pub enum ShaderId {
     /// EmbeddingBag over INT8 tables whose rows are aligned to 16 bytes and whose dims are
     /// multiples of 16, sixteen codes a load.
     BagInt8Aligned,
+    /// Gather FP16 rows of whole vec4s (a dim that is a multiple of 8, row words a multiple of
+    /// 4), eight halves a load.
+    GatherF16Wide,
+    /// EmbeddingBag over FP16 tables whose dims are multiples of 16, eight halves a load.
+    BagF16Wide,
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
     /// Quotient-remainder lookup from tables of `format`.
@@ -404,6 +421,8 @@ impl ShaderId {
             .chain([
                 ShaderId::GatherInt8Aligned,
                 ShaderId::BagInt8Aligned,
+                ShaderId::GatherF16Wide,
+                ShaderId::BagF16Wide,
                 ShaderId::HashIds,
                 ShaderId::Remap,
                 ShaderId::Scatter,
@@ -421,6 +440,9 @@ impl ShaderId {
         if format == Format::Int8 && dim.is_multiple_of(16) && row_words.is_multiple_of(4) {
             return ShaderId::GatherInt8Aligned;
         }
+        if format == Format::F16 && dim.is_multiple_of(8) && row_words.is_multiple_of(4) {
+            return ShaderId::GatherF16Wide;
+        }
         ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
     }
 
@@ -435,6 +457,8 @@ impl ShaderId {
             ShaderId::PackF16 => (&PACK_F16, None),
             ShaderId::GatherInt8Aligned => (&GATHER_ROWS16_INT8, Some(Format::Int8)),
             ShaderId::BagInt8Aligned => (&BAG16_INT8, Some(Format::Int8)),
+            ShaderId::GatherF16Wide => (&GATHER_ROWS8_F16, Some(Format::F16)),
+            ShaderId::BagF16Wide => (&BAG16_F16, Some(Format::F16)),
             ShaderId::Bag { format: Format::F32, vec4: true } => (&BAG4_F32, Some(Format::F32)),
             ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
             ShaderId::Qr { format } => (&QR, Some(format)),

@@ -655,7 +655,8 @@ fn half_to_f32(h: u16) -> f32 {
 
 /// INT8 rows aligned to 16 bytes on the GPU (the kernels that read sixteen codes a load, compiled
 /// by the browser's WGSL compiler) gather and pool as the packed table does on this backend; the
-/// alignment survives an `.edo` file; bad alignments and pruned tables are refused.
+/// alignment survives an `.edo` file; bad alignments are refused, pruned tables align their
+/// stored rows; FP16 rows take their 16-byte kernels and equal the CPU path.
 #[wasm_bindgen_test]
 async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
     let (rows, dim) = (2001, 48);
@@ -687,6 +688,15 @@ async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
             assert!(first.is_none(), "{what} {pooling}: first difference at {first:?}");
         }
     }
+    // FP16 rows of a dim that is a multiple of 16 take the 16-byte kernels without an alignment:
+    // the CPU path's rows and maxima, bit for bit.
+    let half = EdoTable::from_float32(&values, rows, dim, "fp16", None, None).unwrap();
+    let (engine, cpu) = (EdoEngine::create(None, None).await, EdoEngine::create(Some(false), None).await);
+    let (on_gpu, on_cpu) = (engine.upload(&half).await.unwrap(), cpu.upload(&half).await.unwrap());
+    assert_eq!(on_gpu.gather(lookup.clone()).await.unwrap(), half.gather(&lookup).unwrap(), "fp16 gather");
+    let (got, want) =
+        (on_gpu.bag(lookup.clone(), offsets.clone(), "max", None).await.unwrap(), on_cpu.bag(lookup.clone(), offsets.clone(), "max", None).await.unwrap());
+    assert_eq!(got, want, "fp16 max bags");
     for bad in [2, 12, 512] {
         assert!(EdoTable::from_float32(&values, rows, dim, "int8", None, Some(bad)).is_err(), "{bad}");
     }
