@@ -52,7 +52,10 @@ fn prepare_model_compiles_what_the_first_embedding_uses_and_a_large_batch_its_ow
     let file = |name: &str, f: &str| std::fs::read(format!("{}/{f}", dir(name))).unwrap();
     // Dims 16 (four values a step) and 7 (one), normalised or not, three decoders.
     let matryoshka = StaticModel::from_wordllama(&file("wordpiece", "tokenizer.json"), &file("wordpiece", "model.safetensors"), Some(7)).unwrap();
-    for (host, format) in [(model("wordpiece"), Format::F32), (model("unigram_vq"), Format::Int4), (matryoshka, Format::Q8_0)] {
+    // FP16 at dim 16: the bag that reads eight halves a load.
+    for (host, format) in
+        [(model("wordpiece"), Format::F32), (model("unigram_vq"), Format::Int4), (matryoshka, Format::Q8_0), (model("wordpiece"), Format::F16)]
+    {
         let host = host.quantize(format).unwrap();
         block_on(engine.prepare_model(format, host.dim())).unwrap();
         let compiled = engine.pipeline_count();
