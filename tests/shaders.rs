@@ -232,8 +232,8 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }
 
-/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load, FP16 rows eight halves a
-/// load — in naga's SPIR-V the
+/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load (FP16 rows eight halves a
+/// load: below) — in naga's SPIR-V the
 /// gather's step and the bag's decode16 are one vec4<u32> load each (plus one for the row's scale
 /// and bias), against none for rows of 4-byte words; in MSL those reads are `uint4`s.
 #[test]

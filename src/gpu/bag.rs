@@ -139,11 +139,10 @@ impl Resident {
             }
         }
         let dims: Vec<usize> = self.tables.iter().map(|p| p.dim as usize).collect();
-        // FP32's vec4 bag binds each shard as 16-byte words: a shard under 16 bytes (the empty
-        // gathered part of a bag pass with no indices) takes the one-column kernel.
-        let vec4 = pooling != Pooling::None
-            && dims.iter().all(|d| d % 4 == 0)
-            && (self.format != Format::F32 || self.shards.iter().all(|s| s.buffer.inner.size() >= 16));
+        // The vec4 bags of FP32 and the 16-byte ones bind each shard as 16-byte words: a shard
+        // under 16 bytes (the empty gathered part of a bag pass with no indices) takes the
+        // one-column kernel.
+        let vec4 = pooling != Pooling::None && dims.iter().all(|d| d % 4 == 0) && self.shards.iter().all(|s| s.buffer.inner.size() >= 16);
         let shader = bag_shader(self.format, &self.tables, vec4);
         let max_dim = dims.iter().copied().max().unwrap_or(1);
         let n_bags = if pooling == Pooling::None { n_indices } else { batch * self.tables.len() } as u64;

@@ -89,8 +89,9 @@ impl Engine {
     /// of 4) a large batch — 32 768 lanes' worth of bags or more at a lane per four quads (four
     /// columns), so 2 048 texts at dim 256 — runs the bag kernel in another shape, compiled at
     /// its first use, so a page that embeds a query at a time never pays for it (on a software
-    /// adapter such as SwiftShader each shape takes most of a second to compile); wider rows run
-    /// one shape at every batch size.
+    /// adapter such as SwiftShader each shape takes most of a second to compile); wider rows, and
+    /// FP16 rows of a dim that is a multiple of 16 (a lane per sixteen columns, read 16 bytes a
+    /// load), run one shape at every batch size.
     pub async fn prepare_model(&self, format: Format, dim: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;

@@ -193,3 +193,28 @@ fn aligned_codes_search_as_the_cpu_does() {
         }
     }
 }
+
+/// The 16-byte bags over rows wider than one pass of a workgroup's lanes (16 lanes here, 256
+/// columns a pass; dim 528 takes three, the last with one lane's columns): INT8 aligned and
+/// FP16, against the CPU path, on one shard and over several, under Clamp.
+#[test]
+fn wide_bags_span_several_column_blocks() {
+    let (rows, dim) = (300, 528);
+    let data = embedding_table(rows, dim, 9);
+    let (indices, offsets) = random_bags(70, rows, 9, true, 8);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    for max_binding in [None, Some(64 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { workgroup_size: 16, max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for (format, alignment) in [(Format::Int8, 16), (Format::F16, 4)] {
+            let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
+            let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+            assert_eq!(gpu.shard_count() > 1, max_binding.is_some());
+            for pooling in [Pooling::Sum, Pooling::Max] {
+                let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Clamp).unwrap();
+                let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Clamp)).unwrap());
+                assert_pooled_close(&got, &want, 9.0, max_abs, pooling == Pooling::Max, &format!("{format} {pooling:?} shards {}", gpu.shard_count()));
+            }
+        }
+    }
+}

@@ -53,7 +53,9 @@ fn bags_match_the_cpu_oracle_across_shards() {
 fn table_batched_bags_match_the_oracle_in_one_dispatch_per_shard() {
     for max_binding in [None, Some(8 << 10)] {
         let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
-        for (dims, format) in [(vec![8usize, 4, 64, 16], Format::Int8), (vec![8, 3, 17], Format::F16), (vec![32, 32], Format::BinaryScaled)] {
+        for (dims, format) in
+            [(vec![8usize, 4, 64, 16], Format::Int8), (vec![8, 3, 17], Format::F16), (vec![128, 48, 16], Format::F16), (vec![32, 32], Format::BinaryScaled)]
+        {
             let rows: Vec<usize> = (0..dims.len()).map(|t| [500, 3, 1200, 40][t % 4]).collect();
             let tables: Vec<PackedTable> = dims
                 .iter()
