@@ -311,7 +311,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             "ratio_to_fp32": t.bytes() as f64 / t.f32_bytes().max(1) as f64,
             "vocab": file.vocab().map(|v| v.len()), "error": stats, "seconds": started.elapsed().as_secs_f64(),
             "codes": file.code_transform().map(|t| t.kind()),
-            "row_alignment": t.row_alignment(), "gpu_bytes": 4 * (t.rows() * t.gpu_row_words()) as u64,
+            "row_alignment": t.row_alignment(), "gpu_bytes": t.gpu_bytes(),
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
@@ -324,13 +324,12 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
         );
         if t.row_alignment() != edo::format::NO_ROW_ALIGNMENT {
-            let gpu = 4 * (t.rows() * t.gpu_row_words()) as u64;
             println!(
                 "rows on a GPU: aligned to {} bytes, {} bytes each ({} packed), {} in all",
                 t.row_alignment(),
                 4 * t.gpu_row_words(),
                 4 * t.row_words(),
-                mib(gpu)
+                mib(t.gpu_bytes())
             );
         }
         if let Some(t) = file.code_transform() {
@@ -480,7 +479,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             "packed_bytes": t.bytes(), "f32_bytes": t.f32_bytes(), "file_bytes": file_bytes, "ratio_to_fp32": ratio,
             "checksums_ok": checksums.is_ok(), "vocab": file.vocab().map(|v| v.len()), "metadata": meta,
             "codes": file.code_transform().map(|c| c.kind()), "reordered": id_map.is_some(),
-            "row_alignment": t.row_alignment(), "gpu_bytes": 4 * (t.rows() * t.gpu_row_words()) as u64,
+            "row_alignment": t.row_alignment(), "gpu_bytes": t.gpu_bytes(),
             "source": source_path, "error": stats, "png": png, "picture": legend,
             "model": model.as_ref().map(|m| json!({
                 "vocab_size": m.vocab_size(), "normalize": m.normalize(), "max_length": m.max_length(), "mapping": m.mapping().is_some(),
@@ -508,7 +507,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
                 t.row_alignment(),
                 4 * t.gpu_row_words(),
                 4 * t.row_words(),
-                mib(4 * (t.rows() * t.gpu_row_words()) as u64)
+                mib(t.gpu_bytes())
             );
         }
         if let Some(m) = &model {

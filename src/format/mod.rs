@@ -776,6 +776,11 @@ impl PackedTable {
     pub fn gpu_row_words(&self) -> usize {
         self.row_words().next_multiple_of(self.row_alignment as usize / 4)
     }
+
+    /// Bytes of the rows on a GPU: [`PackedTable::bytes`] and the padding of aligned rows.
+    pub fn gpu_bytes(&self) -> u64 {
+        4 * self.rows as u64 * self.gpu_row_words() as u64
+    }
     /// All packed words, row after row.
     pub fn words(&self) -> &[u32] {
         &self.words

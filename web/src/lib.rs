@@ -385,24 +385,18 @@ impl EdoTable {
     #[wasm_bindgen(js_name = fromFloat32)]
     pub fn from_float32(data: &[f32], rows: usize, dim: usize, format: &str, keep: Option<Vec<u8>>, row_alignment: Option<usize>) -> Result<EdoTable, Failure> {
         let format = format_of(format)?;
-        if let Some(bytes) = row_alignment {
-            edo::format::check_row_alignment(bytes).map_err(err)?;
-        }
+        // Checked before the rows are quantised.
+        let alignment = row_alignment.unwrap_or(edo::format::NO_ROW_ALIGNMENT);
+        edo::format::check_row_alignment(alignment).map_err(err)?;
         let inner = match keep.filter(|k| k.len() != rows || k.contains(&0)) {
             None => {
                 let table = PackedTable::quantize(format, data, rows, dim).map_err(err)?;
-                AnyTable::Dense(match row_alignment {
-                    Some(bytes) => table.with_row_alignment(bytes).map_err(err)?,
-                    None => table,
-                })
+                AnyTable::Dense(table.with_row_alignment(alignment).map_err(err)?)
             }
             Some(keep) => {
                 let keep: Vec<bool> = keep.iter().map(|&k| k != 0).collect();
                 let pruned = PrunedTable::quantize(format, data, rows, dim, &keep).map_err(err)?;
-                AnyTable::Pruned(match row_alignment {
-                    Some(bytes) => pruned.with_row_alignment(bytes).map_err(err)?,
-                    None => pruned,
-                })
+                AnyTable::Pruned(pruned.with_row_alignment(alignment).map_err(err)?)
             }
         };
         Ok(EdoTable { inner, vocab: None, codes: None })

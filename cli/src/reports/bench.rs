@@ -180,10 +180,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Result<Report, Er
     for &format in &config.formats {
         progress(&format!("{format}: quantising"));
         let table = PackedTable::quantize(format, &data, rows, dim)?;
-        let table = match config.row_alignment {
-            Some(bytes) => table.with_row_alignment(bytes)?,
-            None => table,
-        };
+        let table = table.with_row_alignment(config.row_alignment.unwrap_or(edo::format::NO_ROW_ALIGNMENT))?;
         let accuracy = config.accuracy.then(|| accuracy(&data, &table));
         let moved = (n_ids as u64) * (table.row_words() as u64 * 4 + dim as u64 * 4 + 4);
 
