@@ -72,7 +72,6 @@ override WIDE: bool = false;
 @group(0) @binding(2) var<storage, read> indices: array<u32>;
 @group(0) @binding(3) var<storage, read> offsets: array<u32>;
 @group(0) @binding(4) var<storage, read> weights: array<f32>;
-@group(0) @binding(5) var<storage, read> shard: array<u32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 // The first word, within the bound shard, of row `index` of table `m`; ROW_SKIP or ROW_ZERO.
@@ -158,14 +157,6 @@ struct Term {
     loc: u32,
     w: f32,
     rp: RowParams,
-}
-
-// Sixteen columns of a row, or of a bag's accumulators, as four quads (decode16, WIDE).
-struct Quads {
-    a: vec4<f32>,
-    b: vec4<f32>,
-    c: vec4<f32>,
-    d: vec4<f32>,
 }
 
 // The term that changes nothing: pads a group of four past the bag's end.

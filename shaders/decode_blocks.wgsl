@@ -5,7 +5,7 @@
 // MIN two blocks' scales d to a word, with MIN one word (d low, m high) per block.
 // Value = (code − OFFSET) · d without MIN, code · d + m with it. A code of at most 8 bits times an
 // fp16 scale is exact in f32, so fused or not the result is the CPU oracle's (and ggml's).
-// Helpers for a driver, which declares `shard`.
+// Helpers for a driver, whose helpers define word(p), the shard's u32 word p.
 
 override BITS: u32 = 8u;
 override MIN: bool = false;
@@ -21,9 +21,9 @@ fn row_params(base: u32, code_words: u32) -> RowParams {
 // (d, m) of block g.
 fn block_params(p: RowParams, g: u32) -> vec2<f32> {
     if (MIN) {
-        return unpack2x16float(shard[p + g]);
+        return unpack2x16float(word(p + g));
     }
-    return vec2<f32>(unpack2x16float(shard[p + g / 2u])[g & 1u], 0.0);
+    return vec2<f32>(unpack2x16float(word(p + g / 2u))[g & 1u], 0.0);
 }
 
 // The code of value c of the row that starts at base.
@@ -31,11 +31,11 @@ fn code(base: u32, c: u32) -> u32 {
     let w = base + (c / 32u) * BITS;
     let i = c & 31u;
     if (BITS == 8u) {
-        return extractBits(shard[w + i / 4u], 8u * (i & 3u), 8u);
+        return extractBits(word(w + i / 4u), 8u * (i & 3u), 8u);
     }
-    let low = extractBits(shard[w + i / 8u], 4u * (i & 7u), 4u);
+    let low = extractBits(word(w + i / 8u), 4u * (i & 7u), 4u);
     if (BITS == 5u) {
-        return low | (extractBits(shard[w + 4u], i, 1u) << 4u);
+        return low | (extractBits(word(w + 4u), i, 1u) << 4u);
     }
     return low;
 }
@@ -53,7 +53,7 @@ fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let dm = block_params(p, c / 32u);
     var q: vec4<f32>;
     if (BITS == 8u) {
-        q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
+        q = vec4<f32>(unpack4xU8(word(base + c / 4u)));
     } else {
         q = vec4<f32>(vec4<u32>(code(base, c), code(base, c + 1u), code(base, c + 2u), code(base, c + 3u)));
     }

@@ -3,14 +3,15 @@
 // (row_words = code_words + 1, or more for rows aligned on the GPU). Value = fp8(code) · scale, fp8
 // the OCP E4M3 (bias 7, no infinities) or E5M2 (bias 15, IEEE specials) value, built from its bits
 // exactly. A code has at most 4 significant bits and edo's scales 20, so the product is exact: the
-// CPU oracle's bits. Helpers for a driver, which declares `shard`.
+// CPU oracle's bits. Helpers for a driver, whose
+// helpers define word(p), the shard's u32 word p.
 
 override E5M2: bool = false;
 
 alias RowParams = f32;
 
 fn row_params(base: u32, code_words: u32) -> RowParams {
-    return bitcast<f32>(shard[base + code_words]);
+    return bitcast<f32>(word(base + code_words));
 }
 
 // The value of an FP8 code.
@@ -36,10 +37,10 @@ fn fp8(c: u32) -> f32 {
 }
 
 fn decode1(base: u32, c: u32, scale: RowParams) -> f32 {
-    return fp8(extractBits(shard[base + c / 4u], 8u * (c & 3u), 8u)) * scale;
+    return fp8(extractBits(word(base + c / 4u), 8u * (c & 3u), 8u)) * scale;
 }
 
 fn decode4(base: u32, c: u32, scale: RowParams) -> vec4<f32> {
-    let w = shard[base + c / 4u];
+    let w = word(base + c / 4u);
     return vec4<f32>(fp8(w & 0xffu), fp8((w >> 8u) & 0xffu), fp8((w >> 16u) & 0xffu), fp8(w >> 24u)) * scale;
 }

@@ -6,7 +6,7 @@
 // times an fp16 scale is exact in f32, so fused or not the result is the CPU oracle's. With ZP the
 // high half is an integer zero point instead (ONNX Runtime's GatherBlockQuantized):
 // value = (code − zp) · scale, exact.
-// Helpers for a driver, which declares `shard`.
+// Helpers for a driver, whose helpers define word(p), the shard's u32 word p.
 
 override BITS: u32 = 4u;
 override GROUP: u32 = 64u;
@@ -21,7 +21,7 @@ fn row_params(base: u32, code_words: u32) -> RowParams {
 
 // (scale, bias), or with ZP (scale, zero point), of the group holding value c.
 fn group_params(p: RowParams, c: u32) -> vec2<f32> {
-    let w = shard[p + c / GROUP];
+    let w = word(p + c / GROUP);
     if (ZP) {
         return vec2<f32>(unpack2x16float(w).x, f32(w >> 16u));
     }
@@ -31,7 +31,7 @@ fn group_params(p: RowParams, c: u32) -> vec2<f32> {
 fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
     let sb = group_params(p, c);
     let per_word = 32u / BITS;
-    let q = f32(extractBits(shard[base + c / per_word], BITS * (c % per_word), BITS));
+    let q = f32(extractBits(word(base + c / per_word), BITS * (c % per_word), BITS));
     if (ZP) {
         return (q - sb.y) * sb.x;
     }
@@ -42,9 +42,9 @@ fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let sb = group_params(p, c);
     var q: vec4<f32>;
     if (BITS == 8u) {
-        q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
+        q = vec4<f32>(unpack4xU8(word(base + c / 4u)));
     } else {
-        let w = shard[base + c / 8u] >> (4u * (c & 7u));
+        let w = word(base + c / 8u) >> (4u * (c & 7u));
         q = vec4<f32>(vec4<u32>(w, w >> 4u, w >> 8u, w >> 12u) & vec4<u32>(15u));
     }
     if (ZP) {

@@ -3,21 +3,21 @@
 // aligned on the GPU) — FBGEMM's fused 8-bit row. Value = code * scale + bias. edo's scales have 16
 // significant bits, so code * scale is exact and the add is the one rounding: the result is the CPU
 // oracle's bit for bit whether or not the driver fuses the multiply-add. Helpers for a driver,
-// which declares `shard`.
+// whose helpers define word(p), the shard's u32 word p.
 
 alias RowParams = vec2<f32>;
 
 // (scale, bias) of the row.
 fn row_params(base: u32, code_words: u32) -> RowParams {
-    return bitcast<vec2<f32>>(vec2<u32>(shard[base + code_words], shard[base + code_words + 1u]));
+    return bitcast<vec2<f32>>(vec2<u32>(word(base + code_words), word(base + code_words + 1u)));
 }
 
 fn decode1(base: u32, c: u32, sb: RowParams) -> f32 {
-    let q = f32(extractBits(shard[base + c / 4u], 8u * (c & 3u), 8u));
+    let q = f32(extractBits(word(base + c / 4u), 8u * (c & 3u), 8u));
     return q * sb.x + sb.y;
 }
 
 fn decode4(base: u32, c: u32, sb: RowParams) -> vec4<f32> {
-    let q = vec4<f32>(unpack4xU8(shard[base + c / 4u]));
+    let q = vec4<f32>(unpack4xU8(word(base + c / 4u)));
     return q * sb.x + sb.y;
 }

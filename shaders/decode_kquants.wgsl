@@ -7,7 +7,7 @@
 // q4_k: value = (d · sc) · q − dmin · m per 32 values; q6_k: value = (d · sc) · (q − 32) per 16.
 // Both products are exact in f32 (at most 11 + 7 + 5 significant bits), so fused or not the
 // result is the CPU oracle's (and ggml's).
-// Helpers for a driver, which declares `shard`.
+// Helpers for a driver, whose helpers define word(p), the shard's u32 word p.
 
 override BITS: u32 = 4u;
 
@@ -20,16 +20,16 @@ fn row_params(base: u32, code_words: u32) -> RowParams {
 
 // Byte b of the parameters that start at word p.
 fn param_byte(p: RowParams, b: u32) -> u32 {
-    return extractBits(shard[p + b / 4u], 8u * (b & 3u), 8u);
+    return extractBits(word(p + b / 4u), 8u * (b & 3u), 8u);
 }
 
 // The code of value c of the row that starts at base.
 fn kcode(base: u32, c: u32) -> u32 {
     let w = base + (c / 256u) * BITS * 8u;
     let i = c & 255u;
-    let low = extractBits(shard[w + i / 8u], 4u * (i & 7u), 4u);
+    let low = extractBits(word(w + i / 8u), 4u * (i & 7u), 4u);
     if (BITS == 6u) {
-        return low | (extractBits(shard[w + 32u + i / 16u], 2u * (i & 15u), 2u) << 4u);
+        return low | (extractBits(word(w + 32u + i / 16u), 2u * (i & 15u), 2u) << 4u);
     }
     return low;
 }
@@ -40,12 +40,12 @@ fn sub_params(p: RowParams, c: u32) -> vec2<f32> {
     let g = c / 256u;
     if (BITS == 6u) {
         let b = g * 18u;
-        let d = unpack2x16float(shard[p + (b + 16u) / 4u])[((b + 16u) / 2u) & 1u];
+        let d = unpack2x16float(word(p + (b + 16u) / 4u))[((b + 16u) / 2u) & 1u];
         let sc = f32(extractBits(i32(param_byte(p, b + (c & 255u) / 16u)), 0u, 8u));
         return vec2<f32>(d * sc, 0.0);
     }
     let q = p + g * 4u;
-    let dm = unpack2x16float(shard[q]);
+    let dm = unpack2x16float(word(q));
     let j = (c & 255u) / 32u;
     var sc: u32;
     var m: u32;

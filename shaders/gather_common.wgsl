@@ -1,7 +1,9 @@
 // Shared by every gather shader: the parameter block, the bounds policy and the grid helpers.
 // No bindings and no entry point. A gather module is assembled as
-//   gather_common.wgsl + decode_<format>.wgsl + one driver (gather_rows.wgsl or gather_rows4.wgsl);
-// the decode file reads `shard`, which the driver declares.
+//   gather_common.wgsl + gather_driver.wgsl + gather_shard.wgsl + decode_<format>.wgsl + one
+//   driver (gather_rows.wgsl, gather_rows4.wgsl, ...);
+// the decoder reads the shard through word(), which gather_shard.wgsl (or gather_shard4.wgsl,
+// which binds it as 16-byte words) defines.
 //
 // Thread layout: a workgroup of WG_X × WG_Y invocations handles WG_Y ids; the WG_X invocations of
 // one id walk its row with stride WG_X, one output value (gather_rows) or four (gather_rows4) each,
@@ -24,6 +26,15 @@ struct GatherParams {
     _pad1: u32,
     _pad2: u32,
     _pad3: u32,
+}
+
+// Sixteen values of a row, or a bag's accumulators for sixteen columns, as four quads: what
+// decode16 returns.
+struct Quads {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
 }
 
 const POLICY_ZERO: u32 = 0u;

@@ -1,11 +1,11 @@
 // Shared by the four gather drivers (gather_rows, gather_rows4 and their f16 forms), which differ
 // only in what they store: the bindings they read, and which id an invocation handles.
 // Bindings: 0 params (uniform GatherParams), 1 ids (u32, or (output row, id) pairs when listed),
-// 2 shard (the packed rows of one shard, row_words words each); each driver declares 3 out.
+// 2 shard (the packed rows of one shard, row_words words each: gather_shard.wgsl or
+// gather_shard4.wgsl declares it); each driver declares 3 out.
 
 @group(0) @binding(0) var<uniform> params: GatherParams;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> shard: array<u32>;
 
 // Entry j of this dispatch's ids: (output row, id) — the pair itself when listed, else (j, ids[j]).
 fn entry(j: u32) -> vec2<u32> {

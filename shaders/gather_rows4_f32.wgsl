@@ -1,6 +1,5 @@
 // gather_rows4_f32: gather_rows4 for FP32 rows, each quad of a row read with one 16-byte load.
-// The shard is bound as array<vec4<u32>> (`shard4`, the binding gather_driver.wgsl's `shard`
-// names as u32 words, which this entry point does not use): an FP32 row is `dim` words, dim a
+// The shard is bound as 16-byte words (gather_shard4.wgsl): an FP32 row is `dim` words, dim a
 // multiple of 4 (row_words, more where rows are aligned, is one too), so every row starts on a
 // 16-byte boundary. The WG_X invocations of an id take
 // neighbouring quads, so their loads and stores are contiguous. No decoder: FP32 needs none.
@@ -9,7 +8,6 @@
 override WG_X: u32 = 32u;
 override WG_Y: u32 = 8u;
 
-@group(0) @binding(2) var<storage, read> shard4: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 
 @compute @workgroup_size(WG_X, WG_Y)
@@ -34,6 +32,6 @@ fn main(
     }
     let base = row * (params.row_words / 4u); // dim words, or more for aligned rows: a multiple of 4
     for (var k = lid.x; k < quads; k += WG_X) {
-        out[o + k] = bitcast<vec4<f32>>(shard4[base + k]);
+        out[o + k] = bitcast<vec4<f32>>(quad(base + k));
     }
 }

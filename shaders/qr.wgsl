@@ -29,7 +29,6 @@ override WG_Y: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> params: QrParams;
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> shard: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 // (id / m, id mod m) of the 64-bit id hi·2³² + lo, with the quotient saturated to 0xffffffff

@@ -6,7 +6,6 @@
 
 @group(0) @binding(0) var<uniform> params: SearchParams;
 @group(0) @binding(1) var<storage, read> fqueries: array<f32>;
-@group(0) @binding(2) var<storage, read> shard: array<u32>;
 @group(0) @binding(3) var<storage, read_write> ws: array<u32>;
 
 // Ascending in the score's descending order: flip the order-preserving map of f32 to u32.

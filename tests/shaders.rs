@@ -2,7 +2,7 @@
 //! them, and written out for every backend wgpu targets: SPIR-V (Vulkan), MSL (Metal), HLSL (DX12)
 //! and GLSL. Needs no GPU.
 
-use edo::gpu::{ShaderId, Shape};
+use edo::gpu::{Decoder, ShaderId, Shape};
 use edo::Format;
 use naga::back::PipelineConstants;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
@@ -110,7 +110,7 @@ fn every_shader_validates_and_translates_to_every_backend() {
 fn shader_files_document_their_layout() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
     let mut drivers = 0;
-    let mut decoders = 0;
+    let (mut decoders, mut wide_decoders) = (0, 0);
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -123,10 +123,11 @@ fn shader_files_document_their_layout() {
         } else if [
             "hamming_common.wgsl",
             "gather_driver.wgsl",
+            "gather_shard.wgsl",
+            "gather_shard4.wgsl",
+            "bag_shard.wgsl",
+            "bag_shard4.wgsl",
             "topk_common.wgsl",
-            "decode_f32_bag4.wgsl",
-            "decode_int8_bag16.wgsl",
-            "decode_f16_bag16.wgsl",
             "topk_rows.wgsl",
             "topk_rows4.wgsl",
         ]
@@ -135,7 +136,10 @@ fn shader_files_document_their_layout() {
             assert!(text.contains("// Bindings:"), "{name} declares the bindings its kernels share");
         } else {
             assert!(!has_bindings, "{name} is helpers only");
-            decoders += name.starts_with("decode_") as usize;
+            // decode_f32_bag4.wgsl is the FP32 vec4 bag's own decoder, a kernel's helper.
+            if name.starts_with("decode_") && name != "decode_f32_bag4.wgsl" {
+                *(if name.ends_with("_16.wgsl") { &mut wide_decoders } else { &mut decoders }) += 1;
+            }
         }
     }
     // The files on disk are exactly the kernel table's drivers and the formats' decoders.
@@ -144,34 +148,49 @@ fn shader_files_document_their_layout() {
     let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|f| f.wgsl().0).collect();
     assert_eq!(drivers, listed_drivers.len(), "every driver file is a kernel's, and every kernel's driver is a file");
     assert_eq!(decoders, listed_decoders.len(), "every decoder file is a format's, and every format's decoder is a file");
-    // Every kernel that decodes gets each decoder but one: the vec4 gather of FP32 is its own
-    // driver, with 16-byte loads and no decoder. The sources are all (driver, helpers, decoder)
-    // triples, each assembled differently (bag's vec4 variant and binary+scale are override
-    // constants, not sources).
-    let pairs: HashSet<(&str, &[edo::gpu::Src], Option<&str>)> = ShaderId::all()
-        .into_iter()
-        .map(|s| (s.kernel().0.driver.text(), s.kernel().0.helpers, s.format().filter(|_| s.kernel().0.decodes).map(|f| f.wgsl().0)))
-        .collect();
-    let sources: HashSet<String> = ShaderId::all().into_iter().map(|s| s.source()).collect();
-    assert_eq!(sources.len(), pairs.len());
-    let decoding_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decodes).map(|k| k.driver.text()).collect();
+    let listed_wide: HashSet<&str> = Format::ALL.iter().filter_map(|f| f.wgsl_wide()).collect();
+    assert_eq!(wide_decoders, listed_wide.len(), "every decode_*_16.wgsl is a format's 16-byte reads, and each of those a file");
+    // Every kernel that decodes words gets each decoder but one: the vec4 gather of FP32 is its
+    // own driver, with 16-byte loads and no decoder.
+    let all = ShaderId::all();
+    let decoder = |s: &ShaderId| s.kernel().0.decoder;
+    let word_pairs: HashSet<(&str, &str)> =
+        all.iter().filter(|s| decoder(s) == Decoder::Words).map(|s| (s.kernel().0.driver.text(), s.format().unwrap().wgsl().0)).collect();
+    let word_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decoder == Decoder::Words).map(|k| k.driver.text()).collect();
+    assert_eq!(word_pairs.len(), word_drivers.len() * listed_decoders.len() - 1);
     assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
-    // The vec4 bag of FP32 reads its rows through a decoder of its own, a helper with a binding
-    // (decode_f32_bag4.wgsl): one more source, beside the bag's pair with decode_f32.
+    // Every format with 16-byte reads has a gather and a bag that use them (FP16's gather unpacks
+    // its rows itself: gather_rows8_f16.wgsl, no decoder).
+    for f in Format::ALL.iter().filter(|f| f.has_wide_reads()) {
+        let (gather, bag) = (ShaderId::GatherWide { format: *f }, ShaderId::BagWide { format: *f });
+        assert!(all.contains(&gather) && all.contains(&bag), "{f}");
+        assert_eq!(decoder(&bag), Decoder::Wide);
+        assert_eq!(decoder(&gather), if *f == Format::F16 { Decoder::None } else { Decoder::Wide }, "{f}");
+        assert!(bag.source().contains(f.wgsl_wide().unwrap()));
+    }
+    // The sources are all (driver, helpers, decoder) triples, each assembled differently (bag's
+    // vec4 variant and binary+scale are override constants, not sources): a kernel that reads its
+    // shard as 16-byte words binds it through other helpers (gather_shard4.wgsl, bag_shard4.wgsl).
+    let triples: HashSet<(&str, &[edo::gpu::Src], Vec<&str>)> = all
+        .iter()
+        .map(|s| {
+            let decoders = match (decoder(s), s.format()) {
+                (Decoder::Words, Some(f)) => vec![f.wgsl().0],
+                (Decoder::Wide, Some(f)) => vec![f.wgsl().0, f.wgsl_wide().unwrap()],
+                _ => vec![],
+            };
+            (s.kernel().0.driver.text(), s.kernel().0.helpers, decoders)
+        })
+        .collect();
+    let sources: HashSet<String> = all.iter().map(|s| s.source()).collect();
+    assert_eq!(sources.len(), triples.len());
+    use edo::gpu::Src;
     assert_eq!(
         ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers,
-        &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF32Bag4, edo::gpu::Src::BagDecode16]
+        &[Src::GatherCommon, Src::BagShard4, Src::DecodeF32Bag4, Src::BagDecode16]
     );
-    // So does the bag of INT8 rows aligned to 16 bytes (decode_int8_bag16.wgsl), whose gather is
-    // a driver of its own with no decoder (gather_rows16_int8.wgsl).
-    assert_eq!(ShaderId::BagInt8Aligned.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeInt8Bag16]);
-    assert!(!ShaderId::GatherInt8Aligned.kernel().0.decodes);
-    // And FP16's 16-byte kernels (decode_f16_bag16.wgsl; gather_rows8_f16.wgsl).
-    assert_eq!(ShaderId::BagF16Wide.kernel().0.helpers, &[edo::gpu::Src::GatherCommon, edo::gpu::Src::DecodeF16Bag16]);
-    assert!(!ShaderId::GatherF16Wide.kernel().0.decodes);
-    // So does the search scan over vec4 rows (topk_rows4.wgsl in place of topk_rows.wgsl).
-    assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[edo::gpu::Src::TopkCommon, edo::gpu::Src::TopkRows4]);
-    assert_eq!(pairs.len(), decoding_drivers.len() * listed_decoders.len() - 1 + (listed_drivers.len() - decoding_drivers.len()) + 4);
+    assert_eq!(ShaderId::BagWide { format: Format::Int8 }.kernel().0.helpers, &[Src::GatherCommon, Src::BagShard4]);
+    assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[Src::TopkCommon, Src::TopkRows4]);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -188,13 +207,15 @@ fn no_constant_infinities_or_nans() {
 }
 
 /// The u32 loads in a kernel's SPIR-V, by width: `(4-byte u32 loads — of ids, parameters and
-/// locals too —, 16-byte vec4<u32> loads)`. (SPIR-V's
+/// locals too —, 16-byte vec4<u32> reads)`. naga keeps functions, so a 16-byte load inside a
+/// helper (`quad()`) counts once per call of that helper: the reads the source makes. (SPIR-V's
 /// words: an instruction's first word holds its length in the high half and its opcode in the
-/// low; OpTypeInt = 21, OpTypeVector = 23, OpLoad = 61.)
+/// low; OpTypeInt = 21, OpTypeVector = 23, OpFunction = 54, OpFunctionCall = 57, OpLoad = 61.)
 fn u32_loads(shader: ShaderId) -> (usize, usize) {
     let (module, info) = specialised(&shader.source(), &at_32x8(shader));
     let spv = naga::back::spv::write_vec(&module, &info, &Default::default(), None).unwrap();
     let (mut uint, mut uint4, mut loads) = (HashSet::new(), HashSet::new(), Vec::new());
+    let (mut function, mut calls) = (0, Vec::new());
     let mut at = 5;
     while at < spv.len() {
         let (len, op) = ((spv[at] >> 16) as usize, spv[at] & 0xffff);
@@ -202,12 +223,18 @@ fn u32_loads(shader: ShaderId) -> (usize, usize) {
         match op {
             21 if w[2] == 32 && w[3] == 0 => drop(uint.insert(w[1])),
             23 if uint.contains(&w[2]) && w[3] == 4 => drop(uint4.insert(w[1])),
-            61 => loads.push(w[1]),
+            54 => function = w[2],
+            57 => calls.push(w[3]),
+            61 => loads.push((w[1], function)),
             _ => {}
         }
         at += len.max(1);
     }
-    (loads.iter().filter(|t| uint.contains(t)).count(), loads.iter().filter(|t| uint4.contains(t)).count())
+    let reads = |f: u32| match calls.iter().filter(|&&c| c == f).count() {
+        0 => 1, // the entry point
+        n => n,
+    };
+    (loads.iter().filter(|(t, _)| uint.contains(t)).count(), loads.iter().filter(|(t, _)| uint4.contains(t)).map(|&(_, f)| reads(f)).sum())
 }
 
 /// Issue 32: an FP32 row is read with one 16-byte load per lane and step — in naga's SPIR-V (one
@@ -232,28 +259,28 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
     assert!(reads.iter().any(|l| l.contains("uint4") || l.contains("as_type<metal::float4>")), "{msl}");
 }
 
-/// Issue 32: INT8 rows aligned to 16 bytes are read sixteen codes a load (FP16 rows eight halves a
-/// load: below) — in naga's SPIR-V the
-/// gather's step and the bag's decode16 are one vec4<u32> load each (plus one for the row's scale
-/// and bias), against none for rows of 4-byte words; in MSL those reads are `uint4`s.
+/// Issue 32: rows of 8-bit codes aligned to 16 bytes (INT8, FP8, q8_0) are read sixteen codes a
+/// load, FP16 rows eight halves a load — in naga's SPIR-V the gather's step and the bag's
+/// decode16 are one vec4<u32> load (FP16's bag: two), against none for the same formats' kernels
+/// over rows of 4-byte words; in MSL those reads are `uint4`s. (A decoder's other reads, a row's
+/// scale and bias, are u32s of the same 16-byte binding.)
 #[test]
-fn aligned_int8_rows_read_16_bytes_per_load() {
-    let (gather, bag) = (ShaderId::GatherInt8Aligned, ShaderId::BagInt8Aligned);
-    assert_eq!(u32_loads(gather).1, 2, "one vec4<u32> load a step, one for the scale and bias");
-    assert_eq!(u32_loads(bag).1, 2, "decode16 and row_params: one vec4<u32> load each");
-    // The same kernels over rows of words load u32s only.
-    let (narrow_gather, narrow_bag) = (ShaderId::Gather { format: Format::Int8, vec4: true }, ShaderId::Bag { format: Format::Int8, vec4: true });
-    assert_eq!((u32_loads(narrow_gather).1, u32_loads(narrow_bag).1), (0, 0));
-    for shader in [gather, bag] {
-        let msl = msl_of(shader);
-        let wide: Vec<&str> = msl.lines().filter(|l| l.contains("uint4") && l.contains("shard4")).collect();
-        assert!(!wide.is_empty(), "{}: {msl}", shader.name());
+fn aligned_rows_read_16_bytes_per_load() {
+    let wide = [Format::F16, Format::Int8, Format::Q8_0, Format::Fp8E4M3, Format::Fp8E5M2];
+    assert_eq!(Format::ALL.iter().filter(|f| f.has_wide_reads()).copied().collect::<Vec<_>>(), wide);
+    for format in wide {
+        let (gather, bag) = (ShaderId::GatherWide { format }, ShaderId::BagWide { format });
+        assert_eq!(u32_loads(gather).1, 1, "{format}: one vec4<u32> load a step");
+        assert_eq!(u32_loads(bag).1, if format == Format::F16 { 2 } else { 1 }, "{format}: decode16's vec4<u32> loads");
+        // The same format's kernels over rows of words load u32s only.
+        let (narrow_gather, narrow_bag) = (ShaderId::Gather { format, vec4: true }, ShaderId::Bag { format, vec4: true });
+        assert_eq!((u32_loads(narrow_gather).1, u32_loads(narrow_bag).1), (0, 0), "{format}");
+        for shader in [gather, bag] {
+            let msl = msl_of(shader);
+            let reads: Vec<&str> = msl.lines().filter(|l| l.contains("uint4") && l.contains("shard4")).collect();
+            assert!(!reads.is_empty(), "{}: {msl}", shader.name());
+        }
     }
-    // FP16 rows of whole vec4s: eight halves a load, in the gather's step and twice in the bag's
-    // decode16; the kernels of words load none.
-    assert_eq!(u32_loads(ShaderId::GatherF16Wide).1, 1, "one vec4<u32> load a step");
-    assert_eq!(u32_loads(ShaderId::BagF16Wide).1, 2, "decode16: two vec4<u32> loads");
-    assert_eq!(u32_loads(ShaderId::Gather { format: Format::F16, vec4: true }).1, 0);
 }
 
 /// A kernel's override constants for a 32 × 8 workgroup.
@@ -336,13 +363,7 @@ fn bags_and_gathers_keep_no_private_arrays() {
     for shader in ShaderId::all() {
         if matches!(
             shader,
-            ShaderId::Bag { .. }
-                | ShaderId::Gather { .. }
-                | ShaderId::GatherF16 { .. }
-                | ShaderId::GatherInt8Aligned
-                | ShaderId::BagInt8Aligned
-                | ShaderId::GatherF16Wide
-                | ShaderId::BagF16Wide
+            ShaderId::Bag { .. } | ShaderId::Gather { .. } | ShaderId::GatherF16 { .. } | ShaderId::GatherWide { .. } | ShaderId::BagWide { .. }
         ) {
             assert_eq!(private_arrays(shader), 0, "{}", shader.name());
         }

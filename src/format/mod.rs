@@ -107,8 +107,8 @@ pub enum EncodeError {
 /// # The WGSL decoder contract
 ///
 /// [`Codec::WGSL`] is WGSL with no bindings and no entry point, concatenated between a kernel's
-/// helpers and its driver. It reads the packed words from `shard: array<u32>`, which the driver
-/// declares, and defines:
+/// helpers and its driver. It reads the packed words with `word(p: u32) -> u32`, word `p` of the
+/// bound shard, which the kernel's helpers define, and defines:
 /// - `RowParams`: a type (an `alias`) holding what a row's decoding needs — the row's scale and
 ///   bias, or where its groups' parameters start;
 /// - `fn row_params(base: u32, code_words: u32) -> RowParams`, read once per row; `base` is the
@@ -116,6 +116,12 @@ pub enum EncodeError {
 /// - `fn decode1(base: u32, c: u32, p: RowParams) -> f32`: value `c` of the row;
 /// - `fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32>`: values `c .. c + 4` (`c` a
 ///   multiple of 4, all within the row, so within one group).
+///
+/// [`Codec::WGSL_WIDE`], where a format has it, follows the decoder in kernels that bind the
+/// shard as 16-byte words (`quad(v)`, word `4v .. 4v + 4`; `word(p)` still reads one u32), on rows
+/// that start on 16-byte boundaries, every dim a multiple of 16. It defines
+/// - `fn decode16(base: u32, c: u32, p: RowParams) -> Quads`: values `c .. c + 16` (`c` a
+///   multiple of 16) as four quads, read with whole 16-byte loads.
 ///
 /// Each value must equal [`Codec::decode_row`]'s bit for bit: one rounding at most, after a
 /// product that is exact in f32, so that a driver's fused multiply-add cannot change it. Variants
@@ -137,6 +143,8 @@ pub trait Codec {
     const WGSL: &'static str;
     /// Override constants the decoder needs (the binary decoder's `SCALED`).
     const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[];
+    /// The decoder's 16-byte reads, `decode16` (see the contract above), if the format has them.
+    const WGSL_WIDE: Option<&'static str> = None;
     /// Bits per code (32, 16, 8, 6, 5, 4 or 1).
     const CODE_BITS: usize;
     /// Values per group sharing parameters; 0 for the whole row.
@@ -385,6 +393,18 @@ impl Format {
     /// The format's WGSL decoder and the override constants it needs (see [`Codec`]).
     pub fn wgsl(self) -> (&'static str, &'static [(&'static str, f64)]) {
         dispatch!(self, C => (C::WGSL, C::WGSL_CONSTANTS))
+    }
+
+    /// The decoder's 16-byte reads ([`Codec::WGSL_WIDE`]), if the format has them.
+    pub fn wgsl_wide(self) -> Option<&'static str> {
+        dispatch!(self, C => C::WGSL_WIDE)
+    }
+
+    /// Whether the GPU reads this format's rows 16 bytes at a time where they allow it: FP16 rows
+    /// of whole vec4s, and the 8-bit formats' rows aligned to 16 bytes
+    /// ([`PackedTable::with_row_alignment`]) at dims that are multiples of 16.
+    pub fn has_wide_reads(self) -> bool {
+        self.wgsl_wide().is_some()
     }
 
     /// Bits per code.

@@ -245,17 +245,16 @@ impl Resident {
 }
 
 /// The bag kernel for tables of `format` placed as `tables`; `vec4` when the quad kernel may run
-/// (every dim a multiple of 4, pooling). INT8 tables whose rows are aligned to 16 bytes and whose
-/// dims are multiples of 16 get the kernel that reads sixteen codes a load, FP16 tables of such
-/// dims the one that reads eight halves a load.
+/// (every dim a multiple of 4, pooling). Tables of a format with 16-byte reads
+/// ([`Format::has_wide_reads`]) whose rows start on 16-byte boundaries and whose dims are
+/// multiples of 16 get the kernel that reads a lane's sixteen columns of a row at once: the 8-bit
+/// formats' rows aligned to 16 bytes, FP16's rows of such dims without an alignment.
 pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
     let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
-    match format {
-        Format::Int8 if vec4 && tables.iter().all(aligned) => ShaderId::BagInt8Aligned,
-        // FP16 rows of a dim that is a multiple of 16 are whole vec4s without an alignment.
-        Format::F16 if vec4 && tables.iter().all(aligned) => ShaderId::BagF16Wide,
-        _ => ShaderId::Bag { format, vec4 },
+    if vec4 && format.has_wide_reads() && tables.iter().all(aligned) {
+        return ShaderId::BagWide { format };
     }
+    ShaderId::Bag { format, vec4 }
 }
 
 /// Lanes of a bag's work below which a batch is small: it then gets more lanes per bag.
@@ -268,7 +267,7 @@ const SMALL_BATCH_LANES: u64 = 1 << 15;
 /// index order either way.
 pub(crate) fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
     let quads = max_dim.max(1).div_ceil(shader.values_per_step());
-    if matches!(shader, ShaderId::BagInt8Aligned | ShaderId::BagF16Wide) {
+    if matches!(shader, ShaderId::BagWide { .. }) {
         // A lane owns sixteen contiguous columns, whatever the batch.
         return ctx.workgroup_shape(quads, 1);
     }
@@ -407,9 +406,9 @@ mod layout_tests {
     }
 
     #[test]
-    fn aligned_int8_tables_take_the_16_byte_bag() {
+    fn aligned_tables_take_the_16_byte_bag() {
         let at = |dim: u32, row_words: u32, word_base: u32| Placement { word_base, rows: 10, dim, row_words, code_words: dim / 4 };
-        let wide = ShaderId::BagInt8Aligned;
+        let wide = ShaderId::BagWide { format: Format::Int8 };
         assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(48, 16, 360)], true), wide);
         // Unaligned rows, a dim not a multiple of 16, no quad kernel, another format: the others.
         assert_eq!(bag_shader(Format::Int8, &[at(128, 34, 0)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
@@ -418,14 +417,29 @@ mod layout_tests {
         assert_eq!(bag_shader(Format::Int4, &[at(128, 20, 0)], true), ShaderId::Bag { format: Format::Int4, vec4: true });
         // A table after one whose rows end off a 16-byte boundary (an unaligned table first).
         assert_eq!(bag_shader(Format::Int8, &[at(128, 36, 0), at(48, 16, 34 * 3)], true), ShaderId::Bag { format: Format::Int8, vec4: true });
-        assert_eq!(ShaderId::gather(Format::Int8, 128, 36), ShaderId::GatherInt8Aligned);
+        assert_eq!(ShaderId::gather(Format::Int8, 128, 36), ShaderId::GatherWide { format: Format::Int8 });
         assert_eq!(ShaderId::gather(Format::Int8, 128, 34), ShaderId::Gather { format: Format::Int8, vec4: true });
         assert_eq!(ShaderId::gather(Format::Int8, 40, 12), ShaderId::Gather { format: Format::Int8, vec4: true });
         // FP16 rows of whole vec4s need no alignment.
         let half = |dim: u32, row_words: u32, word_base: u32| Placement { code_words: dim / 2, ..at(dim, row_words, word_base) };
-        assert_eq!(bag_shader(Format::F16, &[half(128, 64, 0), half(48, 24, 640)], true), ShaderId::BagF16Wide);
+        assert_eq!(bag_shader(Format::F16, &[half(128, 64, 0), half(48, 24, 640)], true), ShaderId::BagWide { format: Format::F16 });
         assert_eq!(bag_shader(Format::F16, &[half(40, 20, 0)], true), ShaderId::Bag { format: Format::F16, vec4: true });
-        assert_eq!(ShaderId::gather(Format::F16, 40, 20), ShaderId::GatherF16Wide);
+        assert_eq!(ShaderId::gather(Format::F16, 40, 20), ShaderId::GatherWide { format: Format::F16 });
         assert_eq!(ShaderId::gather(Format::F16, 44, 22), ShaderId::Gather { format: Format::F16, vec4: true });
+        // FP8 and q8_0 as INT8: aligned rows at dims that are multiples of 16 (q8_0's: of 32, rows
+        // of dim / 4 code words and dim / 64 words of scales).
+        for format in [Format::Fp8E4M3, Format::Fp8E5M2] {
+            let fp8 = |dim: u32, row_words: u32, word_base: u32| Placement { code_words: dim / 4, ..at(dim, row_words, word_base) };
+            assert_eq!(bag_shader(format, &[fp8(128, 36, 0), fp8(48, 16, 360)], true), ShaderId::BagWide { format });
+            assert_eq!(bag_shader(format, &[fp8(128, 33, 0)], true), ShaderId::Bag { format, vec4: true });
+            assert_eq!(ShaderId::gather(format, 128, 36), ShaderId::GatherWide { format });
+            assert_eq!(ShaderId::gather(format, 40, 12), ShaderId::Gather { format, vec4: true });
+        }
+        assert_eq!(bag_shader(Format::Q8_0, &[at(128, 36, 0)], true), ShaderId::BagWide { format: Format::Q8_0 });
+        assert_eq!(bag_shader(Format::Q8_0, &[at(128, 34, 0)], true), ShaderId::Bag { format: Format::Q8_0, vec4: true });
+        assert_eq!(ShaderId::gather(Format::Q8_0, 96, 28), ShaderId::GatherWide { format: Format::Q8_0 });
+        assert_eq!(ShaderId::gather(Format::Q8_0, 96, 26), ShaderId::Gather { format: Format::Q8_0, vec4: true });
+        // The 4-bit formats read words.
+        assert_eq!(ShaderId::gather(Format::Q4_0, 128, 20), ShaderId::Gather { format: Format::Q4_0, vec4: true });
     }
 }

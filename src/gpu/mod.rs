@@ -37,7 +37,7 @@ pub use qr::GpuQrTables;
 pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, Reupload, WeakRecoveringEngine};
 pub use search::{GpuCodes, MAX_CANDIDATES, ONE_PASS_MAX_K};
 #[doc(hidden)] // for tests/shaders.rs, which validates every kernel
-pub use shaders::{kernels, Binds, Kernel, SearchKernel, ShaderId, Shape, Src};
+pub use shaders::{kernels, Binds, Decoder, Kernel, SearchKernel, ShaderId, Shape, Src};
 pub use table::GpuTable;
 
 use std::collections::HashMap;

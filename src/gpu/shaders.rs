@@ -41,19 +41,22 @@ pub enum Src {
     GatherRows4,
     /// `gather_rows4_f32.wgsl`.
     GatherRows4F32,
-    /// `gather_rows16_int8.wgsl`: INT8 rows aligned to 16 bytes, sixteen codes a load.
-    GatherRows16Int8,
+    /// `gather_rows16.wgsl`: rows decoded sixteen values at a time (`decode16`).
+    GatherRows16,
     /// `gather_rows8_f16.wgsl`: FP16 rows of whole vec4s, eight halves a load.
     GatherRows8F16,
     /// `bag.wgsl`.
     Bag,
     /// `bag_decode16.wgsl`: `decode16` as four `decode4`s, for decoders without a 16-byte read.
     BagDecode16,
-    /// `decode_int8_bag16.wgsl`: INT8 rows aligned to 16 bytes for the WIDE bag, sixteen codes
-    /// a load.
-    DecodeInt8Bag16,
-    /// `decode_f16_bag16.wgsl`: FP16 rows for the WIDE bag, eight halves a load.
-    DecodeF16Bag16,
+    /// `gather_shard.wgsl`: a gathering kernel's shard (binding 2) as u32 words, and `word()`.
+    GatherShard,
+    /// `gather_shard4.wgsl`: a gathering kernel's shard as 16-byte words, `quad()` and `word()`.
+    GatherShard4,
+    /// `bag_shard.wgsl`: the bag's shard (binding 5) as u32 words, and `word()`.
+    BagShard,
+    /// `bag_shard4.wgsl`: the bag's shard as 16-byte words, `quad()` and `word()`.
+    BagShard4,
     /// `decode_f32_bag4.wgsl`: FP32 rows for the vec4 bag, a 16-byte load a quad.
     DecodeF32Bag4,
     /// `qr.wgsl`.
@@ -109,11 +112,13 @@ impl Src {
             Src::GatherRows4F32 => wgsl!("gather_rows4_f32.wgsl"),
             Src::Bag => wgsl!("bag.wgsl"),
             Src::DecodeF32Bag4 => wgsl!("decode_f32_bag4.wgsl"),
-            Src::GatherRows16Int8 => wgsl!("gather_rows16_int8.wgsl"),
+            Src::GatherRows16 => wgsl!("gather_rows16.wgsl"),
             Src::BagDecode16 => wgsl!("bag_decode16.wgsl"),
-            Src::DecodeInt8Bag16 => wgsl!("decode_int8_bag16.wgsl"),
+            Src::GatherShard => wgsl!("gather_shard.wgsl"),
+            Src::GatherShard4 => wgsl!("gather_shard4.wgsl"),
+            Src::BagShard => wgsl!("bag_shard.wgsl"),
+            Src::BagShard4 => wgsl!("bag_shard4.wgsl"),
             Src::GatherRows8F16 => wgsl!("gather_rows8_f16.wgsl"),
-            Src::DecodeF16Bag16 => wgsl!("decode_f16_bag16.wgsl"),
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
             Src::Remap => wgsl!("remap.wgsl"),
@@ -169,6 +174,18 @@ impl Binds {
     }
 }
 
+/// What of a format's decoder a kernel's module holds, after its helpers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoder {
+    /// None: the kernel reads no table, or reads its rows itself.
+    None,
+    /// The decoder, [`crate::Codec::WGSL`], reading the shard as u32 words.
+    Words,
+    /// The decoder and its 16-byte reads, [`crate::Codec::WGSL_WIDE`], with the shard bound as
+    /// 16-byte words (`decode16`).
+    Wide,
+}
+
 /// Everything about a kernel but the format it decodes.
 #[derive(Debug)]
 pub struct Kernel {
@@ -176,8 +193,8 @@ pub struct Kernel {
     pub name: &'static str,
     /// The helpers that come first.
     pub helpers: &'static [Src],
-    /// Whether a format's decoder follows the helpers.
-    pub decodes: bool,
+    /// The format's decoder that follows the helpers, if any.
+    pub decoder: Decoder,
     /// The driver: bindings and the entry point `main`.
     pub driver: Src,
     /// Its bind-group layout.
@@ -191,22 +208,24 @@ pub struct Kernel {
 }
 
 const fn rows_kernel(name: &'static str, driver: Src, values_per_step: usize) -> Kernel {
-    Kernel { name, helpers: &[Src::GatherCommon], decodes: true, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
+    let helpers: &'static [Src] = &[Src::GatherCommon, Src::GatherShard];
+    Kernel { name, helpers, decoder: Decoder::Words, driver, binds: Binds::Gather, shape: Shape::Rows, values_per_step, constants: &[] }
 }
 
 /// A gather driver: the shared bindings and id helper, and f16 rounding for the f16 forms.
 const fn gather_kernel(name: &'static str, driver: Src, values_per_step: usize, f16: bool) -> Kernel {
-    let helpers: &'static [Src] = if f16 { &[Src::GatherCommon, Src::GatherDriver, Src::F16Common] } else { &[Src::GatherCommon, Src::GatherDriver] };
+    let helpers: &'static [Src] =
+        if f16 { &[Src::GatherCommon, Src::GatherDriver, Src::GatherShard, Src::F16Common] } else { &[Src::GatherCommon, Src::GatherDriver, Src::GatherShard] };
     Kernel { helpers, ..rows_kernel(name, driver, values_per_step) }
 }
 
 const fn search_kernel(name: &'static str, driver: Src, size: u32) -> Kernel {
     let helpers: &'static [Src] = &[Src::SearchCommon, Src::HammingCommon];
-    Kernel { name, helpers, decodes: false, driver, binds: Binds::Gather, shape: Shape::Fixed(size), values_per_step: 1, constants: &[] }
+    Kernel { name, helpers, decoder: Decoder::None, driver, binds: Binds::Gather, shape: Shape::Fixed(size), values_per_step: 1, constants: &[] }
 }
 
 const fn flat_kernel(name: &'static str, helpers: &'static [Src], driver: Src, binds: Binds) -> Kernel {
-    Kernel { name, helpers, decodes: false, driver, binds, shape: Shape::Flat, values_per_step: 1, constants: &[] }
+    Kernel { name, helpers, decoder: Decoder::None, driver, binds, shape: Shape::Flat, values_per_step: 1, constants: &[] }
 }
 
 /// The kernels. qr, remap, scatter, the search passes and rescore bind what a gather does:
@@ -218,13 +237,18 @@ pub mod kernels {
     /// Rows of a dim that is a multiple of 4, a vec4 store per step.
     pub const GATHER_ROWS4: Kernel = gather_kernel("gather_rows4", Src::GatherRows4, 4, false);
     /// FP32 rows of a dim that is a multiple of 4: a 16-byte load and a vec4 store per step.
-    pub const GATHER_ROWS4_F32: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
-    /// INT8 rows aligned to 16 bytes of a dim that is a multiple of 16: a 16-byte load of sixteen
-    /// codes and four vec4 stores per step.
-    pub const GATHER_ROWS16_INT8: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows16_int8", Src::GatherRows16Int8, 16, false) };
+    pub const GATHER_ROWS4_F32: Kernel =
+        Kernel { helpers: GATHER_SHARD4, decoder: Decoder::None, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
+    /// Rows of a format with 16-byte reads ([`crate::Codec::WGSL_WIDE`]), every dim a multiple of
+    /// 16 and rows on 16-byte boundaries: `decode16` (one 16-byte load of codes for 8-bit codes)
+    /// and four vec4 stores per step.
+    pub const GATHER_ROWS16: Kernel = Kernel { helpers: GATHER_SHARD4, decoder: Decoder::Wide, ..gather_kernel("gather_rows16", Src::GatherRows16, 16, false) };
     /// FP16 rows of whole vec4s (a dim that is a multiple of 8): a 16-byte load of eight halves
     /// and two vec4 stores per step.
-    pub const GATHER_ROWS8_F16: Kernel = Kernel { decodes: false, ..gather_kernel("gather_rows8_f16", Src::GatherRows8F16, 8, false) };
+    pub const GATHER_ROWS8_F16: Kernel =
+        Kernel { helpers: GATHER_SHARD4, decoder: Decoder::None, ..gather_kernel("gather_rows8_f16", Src::GatherRows8F16, 8, false) };
+    /// The helpers of the gathers that bind their shard as 16-byte words.
+    const GATHER_SHARD4: &[Src] = &[Src::GatherCommon, Src::GatherDriver, Src::GatherShard4];
     /// Rows of any dim written as f16, a word (two values) per step.
     pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
@@ -239,28 +263,25 @@ pub mod kernels {
     /// vec4 words).
     pub const BAG4_F32: Kernel = Kernel {
         name: "bag4",
-        helpers: &[Src::GatherCommon, Src::DecodeF32Bag4, Src::BagDecode16],
-        decodes: false,
+        helpers: &[Src::GatherCommon, Src::BagShard4, Src::DecodeF32Bag4, Src::BagDecode16],
+        decoder: Decoder::None,
         binds: Binds::Bag,
         constants: &[("VEC4", 1.0)],
         ..rows_kernel("", Src::Bag, 4)
     };
-    /// `bag.wgsl` with `WIDE` over INT8 rows aligned to 16 bytes (every dim a multiple of 16): a
-    /// lane's sixteen columns of a row with one 16-byte load (its own decoder, which binds the
-    /// shard as vec4 words).
-    pub const BAG16_INT8: Kernel = Kernel {
+    /// `bag.wgsl` with `WIDE` over a format with 16-byte reads ([`crate::Codec::WGSL_WIDE`];
+    /// every dim a multiple of 16, rows on 16-byte boundaries): a lane's sixteen columns of a row
+    /// from one `decode16` (one 16-byte load of codes for 8-bit codes).
+    pub const BAG16: Kernel = Kernel {
         name: "bag16",
-        helpers: &[Src::GatherCommon, Src::DecodeInt8Bag16],
-        decodes: false,
+        helpers: &[Src::GatherCommon, Src::BagShard4],
+        decoder: Decoder::Wide,
         binds: Binds::Bag,
         constants: &[("VEC4", 1.0), ("WIDE", 1.0)],
         ..rows_kernel("", Src::Bag, 16)
     };
-    /// `bag.wgsl` with `WIDE` over FP16 rows (every dim a multiple of 16): a lane's sixteen
-    /// columns of a row with two 16-byte loads.
-    pub const BAG16_F16: Kernel = Kernel { helpers: &[Src::GatherCommon, Src::DecodeF16Bag16], ..BAG16_INT8 };
-    /// The helpers of the bags whose decoder follows them.
-    const BAG_HELPERS: &[Src] = &[Src::GatherCommon, Src::BagDecode16];
+    /// The helpers of the bags whose decoder reads u32 words: `decode16` is four `decode4`s.
+    const BAG_HELPERS: &[Src] = &[Src::GatherCommon, Src::BagShard, Src::BagDecode16];
     /// Quotient-remainder lookup.
     pub const QR: Kernel = rows_kernel("qr", Src::Qr, 1);
     /// Raw ids → hashed rows.
@@ -299,7 +320,8 @@ pub mod kernels {
     /// Sorts (distance, row) pairs per query.
     pub const SORT_PAIRS: Kernel = Kernel { helpers: &[Src::SearchCommon], ..search_kernel("sort_pairs", Src::SortPairs, 256) };
     /// Scores of candidates against rows of a table.
-    pub const RESCORE: Kernel = Kernel { helpers: &[Src::SearchCommon], decodes: true, ..search_kernel("rescore", Src::Rescore, 64) };
+    pub const RESCORE: Kernel =
+        Kernel { helpers: &[Src::SearchCommon, Src::GatherShard], decoder: Decoder::Words, ..search_kernel("rescore", Src::Rescore, 64) };
 }
 
 /// The passes of a Hamming search (see `gpu::search`).
@@ -377,17 +399,19 @@ pub enum ShaderId {
         /// Every dim a multiple of 4: 16 columns a pass.
         vec4: bool,
     },
-    /// Gather INT8 rows aligned to 16 bytes (row words a multiple of 4) of a dim that is a
-    /// multiple of 16, sixteen codes a load.
-    GatherInt8Aligned,
-    /// EmbeddingBag over INT8 tables whose rows are aligned to 16 bytes and whose dims are
-    /// multiples of 16, sixteen codes a load.
-    BagInt8Aligned,
-    /// Gather FP16 rows of whole vec4s (a dim that is a multiple of 8, row words a multiple of
-    /// 4), eight halves a load.
-    GatherF16Wide,
-    /// EmbeddingBag over FP16 tables whose dims are multiples of 16, eight halves a load.
-    BagF16Wide,
+    /// Gather rows of `format` read 16 bytes at a time ([`Format::has_wide_reads`]): rows on
+    /// 16-byte boundaries (row words a multiple of 4) of a dim that is a multiple of 16 (for
+    /// FP16, 8), sixteen 8-bit codes (eight halves) a load.
+    GatherWide {
+        /// The format decoded.
+        format: Format,
+    },
+    /// EmbeddingBag over tables of `format` read 16 bytes at a time: rows on 16-byte boundaries
+    /// of dims that are multiples of 16.
+    BagWide {
+        /// The format decoded.
+        format: Format,
+    },
     /// Raw 64-bit ids → hashed row indices (no table format involved).
     HashIds,
     /// Quotient-remainder lookup from tables of `format`.
@@ -418,30 +442,22 @@ impl ShaderId {
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
             .chain(Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::GatherF16 { format, vec4 })))
-            .chain([
-                ShaderId::GatherInt8Aligned,
-                ShaderId::BagInt8Aligned,
-                ShaderId::GatherF16Wide,
-                ShaderId::BagF16Wide,
-                ShaderId::HashIds,
-                ShaderId::Remap,
-                ShaderId::Scatter,
-                ShaderId::NormalizeRows,
-                ShaderId::PackF16,
-            ])
+            .chain(Format::ALL.iter().filter(|f| f.has_wide_reads()).flat_map(|&format| [ShaderId::GatherWide { format }, ShaderId::BagWide { format }]))
+            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
             .collect()
     }
 
-    /// The gather kernel for rows of `dim` values of `format`, `row_words` words apart.
+    /// The gather kernel for rows of `dim` values of `format`, `row_words` words apart: one that
+    /// reads 16 bytes at a time where the format has such reads and the rows allow them (FP16
+    /// rows of a dim that is a multiple of 8 always do; the 8-bit formats' rows when aligned to 16
+    /// bytes, [`crate::PackedTable::with_row_alignment`], at dims that are multiples of 16).
     pub fn gather(format: Format, dim: usize, row_words: usize) -> ShaderId {
-        if format == Format::Int8 && dim.is_multiple_of(16) && row_words.is_multiple_of(4) {
-            return ShaderId::GatherInt8Aligned;
-        }
-        if format == Format::F16 && dim.is_multiple_of(8) && row_words.is_multiple_of(4) {
-            return ShaderId::GatherF16Wide;
+        let unit = if format == Format::F16 { 8 } else { 16 };
+        if format.has_wide_reads() && dim.is_multiple_of(unit) && row_words.is_multiple_of(4) {
+            return ShaderId::GatherWide { format };
         }
         ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
     }
@@ -455,10 +471,10 @@ impl ShaderId {
             ShaderId::Gather { format, vec4 } => (if vec4 { &GATHER_ROWS4 } else { &GATHER_ROWS }, Some(format)),
             ShaderId::GatherF16 { format, vec4 } => (if vec4 { &GATHER_ROWS4_F16 } else { &GATHER_ROWS_F16 }, Some(format)),
             ShaderId::PackF16 => (&PACK_F16, None),
-            ShaderId::GatherInt8Aligned => (&GATHER_ROWS16_INT8, Some(Format::Int8)),
-            ShaderId::BagInt8Aligned => (&BAG16_INT8, Some(Format::Int8)),
-            ShaderId::GatherF16Wide => (&GATHER_ROWS8_F16, Some(Format::F16)),
-            ShaderId::BagF16Wide => (&BAG16_F16, Some(Format::F16)),
+            // FP16's 16-byte gather unpacks its rows itself, for dims that are multiples of 8.
+            ShaderId::GatherWide { format: Format::F16 } => (&GATHER_ROWS8_F16, Some(Format::F16)),
+            ShaderId::GatherWide { format } => (&GATHER_ROWS16, Some(format)),
+            ShaderId::BagWide { format } => (&BAG16, Some(format)),
             ShaderId::Bag { format: Format::F32, vec4: true } => (&BAG4_F32, Some(Format::F32)),
             ShaderId::Bag { format, vec4 } => (if vec4 { &BAG4 } else { &BAG }, Some(format)),
             ShaderId::Qr { format } => (&QR, Some(format)),
@@ -505,10 +521,16 @@ impl ShaderId {
         }
     }
 
-    /// The complete WGSL module: helpers, the format's decoder, the driver.
+    /// The complete WGSL module: helpers, the format's decoder (and its 16-byte reads), the
+    /// driver.
     pub fn source(self) -> String {
         let (kernel, format) = self.kernel();
-        let decoder = format.filter(|_| kernel.decodes).map(|f| f.wgsl().0);
+        let decoder = match (kernel.decoder, format) {
+            (Decoder::Words, Some(f)) => vec![f.wgsl().0],
+            // A format without 16-byte reads decodes sixteen values as four quads of words.
+            (Decoder::Wide, Some(f)) => vec![f.wgsl().0, f.wgsl_wide().unwrap_or(Src::BagDecode16.text())],
+            _ => vec![],
+        };
         kernel.helpers.iter().map(|h| h.text()).chain(decoder).chain([kernel.driver.text()]).collect()
     }
 
@@ -516,7 +538,7 @@ impl ShaderId {
     /// decoder's. The workgroup shape's (`WG_X`, `WG_Y` or `WG`) are added per pipeline.
     pub fn constants(self) -> Vec<(&'static str, f64)> {
         let (kernel, format) = self.kernel();
-        let decoder = format.filter(|_| kernel.decodes).map_or(&[][..], |f| f.wgsl().1);
+        let decoder = format.filter(|_| kernel.decoder != Decoder::None).map_or(&[][..], |f| f.wgsl().1);
         kernel.constants.iter().chain(decoder).copied().collect()
     }
 

@@ -1,10 +1,10 @@
 //! Rows aligned on the GPU (`PackedTable::with_row_alignment`, FBGEMM's `row_alignment`): every
-//! format's gathers, INT8's bags and f16 output against the CPU oracle, rows written in place,
-//! across shards.
+//! format's gathers, the bags of the formats read 16 bytes a load (INT8, FP8, q8_0) and f16
+//! output against the CPU oracle, rows written in place, across shards.
 
 use super::*;
 
-/// Aligned rows on dims that take the 16-byte INT8 kernels (16, 48, 128: rows of 20, 52 and 136
+/// Aligned rows on dims that take the 16-byte kernels (16, 48, 128: INT8 rows of 20, 52 and 136
 /// bytes padded) and dims that do not (40, 7): gathers equal the CPU path's bit for bit in every
 /// format, on one shard and on many, and the GPU holds the padded rows.
 #[test]
@@ -15,9 +15,9 @@ fn aligned_rows_gather_as_the_cpu_does_in_every_format() {
         for dim in [16usize, 48, 128, 40, 7] {
             let data = embedding_table(rows, dim, 7 + dim as u64);
             // Every format at dim 48 (52-byte INT8 rows, which the 16-byte kernel takes padded
-            // to 64); INT8 and FP32, whose kernels read 16 bytes a load, at every dim, and INT8
-            // at 64 bytes too.
-            let wide = |f: Format| matches!(f, Format::Int8 | Format::F32);
+            // to 64); the formats whose kernels read 16 bytes a load at every dim, and INT8 at
+            // 64 bytes too.
+            let wide = |f: Format| f.has_wide_reads() || f == Format::F32;
             for format in Format::ALL.into_iter().filter(|&f| wide(f) || dim == 48) {
                 for alignment in [16usize, 64].into_iter().filter(|&a| a == 16 || format == Format::Int8) {
                     let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
@@ -38,24 +38,29 @@ fn aligned_rows_gather_as_the_cpu_does_in_every_format() {
     }
 }
 
-/// INT8 bags over rows aligned to 16 bytes (the kernel that reads sixteen codes a load where
-/// every dim is a multiple of 16) pool as the CPU path does: every pooling, weights, bad indices,
-/// bags longer than a staging round, one shard and many, small and large batches; and, unweighted
-/// on one shard, as the same table unaligned does on this GPU, bit for bit (same order of terms).
+/// Bags over rows of 8-bit codes aligned to 16 bytes (INT8, FP8, q8_0: the kernel that reads
+/// sixteen codes a load where every dim is a multiple of 16) pool as the CPU path does: every
+/// pooling, weights, bad indices, bags longer than a staging round, one shard and many, small and
+/// large batches (INT8); and, unweighted on one shard, as the same table unaligned does on this
+/// GPU, bit for bit (same order of terms).
 #[test]
-fn aligned_int8_bags_pool_as_the_cpu_does() {
+fn aligned_bags_pool_as_the_cpu_does() {
     let rows = 900;
     for max_binding in [None, Some(4 << 10)] {
         let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
-        for dim in [16usize, 48, 128, 40] {
+        let cases = [16usize, 48, 128, 40]
+            .map(|dim| (Format::Int8, dim))
+            .into_iter()
+            .chain([Format::Fp8E4M3, Format::Fp8E5M2, Format::Q8_0].into_iter().flat_map(|f| [48usize, 128, 40].map(|dim| (f, dim))));
+        for (format, dim) in cases {
             let data = embedding_table(rows, dim, dim as u64);
-            let plain = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+            let plain = PackedTable::quantize(format, &data, rows, dim).unwrap();
             let table = plain.clone().with_row_alignment(16).unwrap();
             let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
             let (gpu, gpu_plain) = (block_on(GpuTable::upload(&engine, &table)).unwrap(), block_on(GpuTable::upload(&engine, &plain)).unwrap());
             // A small batch, bags longer than a staging round, and (one shard, dim 128) a large
             // batch.
-            let large = max_binding.is_none() && dim == 128;
+            let large = max_binding.is_none() && dim == 128 && format == Format::Int8;
             for (n_bags, max_len) in [(301usize, 12u32), (40, 700), (20_000, 6)].into_iter().filter(|&(n, _)| n < 20_000 || large) {
                 let (indices, offsets) = random_bags(n_bags, rows, max_len, true, n_bags as u64);
                 let weights: Vec<f32> = (0..indices.len()).map(|j| 0.25 + (j % 5) as f32 * 0.5).collect();
@@ -65,7 +70,7 @@ fn aligned_int8_bags_pool_as_the_cpu_does() {
                     if weighted {
                         bags = bags.weights(&weights);
                     }
-                    let what = format!("dim {dim} {n_bags} bags {pooling:?} weighted {weighted} shards {}", gpu.shard_count());
+                    let what = format!("{format} dim {dim} {n_bags} bags {pooling:?} weighted {weighted} shards {}", gpu.shard_count());
                     let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Zero).unwrap();
                     let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Zero)).unwrap());
                     let w = if weighted { 2.25 } else { 1.0 };
@@ -195,8 +200,9 @@ fn aligned_codes_search_as_the_cpu_does() {
 }
 
 /// The 16-byte bags over rows wider than one pass of a workgroup's lanes (16 lanes here, 256
-/// columns a pass; dim 528 takes three, the last with one lane's columns): INT8 aligned and
-/// FP16, against the CPU path, on one shard and over several, under Clamp.
+/// columns a pass; dim 528 takes three, the last with one lane's columns): INT8, FP8 and q8_0
+/// aligned (q8_0's last block half padding) and FP16, against the CPU path, on one shard and over
+/// several, under Clamp.
 #[test]
 fn wide_bags_span_several_column_blocks() {
     let (rows, dim) = (300, 528);
@@ -205,7 +211,7 @@ fn wide_bags_span_several_column_blocks() {
     let bags = Bags::new(&indices, &offsets).include_last_offset(true);
     for max_binding in [None, Some(64 << 10)] {
         let Some(engine) = engine_with(EngineOptions { workgroup_size: 16, max_binding_bytes: max_binding, ..Default::default() }) else { return };
-        for (format, alignment) in [(Format::Int8, 16), (Format::F16, 4)] {
+        for (format, alignment) in [(Format::Int8, 16), (Format::Fp8E4M3, 16), (Format::Q8_0, 16), (Format::F16, 4)] {
             let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
             let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
             let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();

@@ -653,28 +653,31 @@ fn half_to_f32(h: u16) -> f32 {
     sign * if e == 0 { m * 2f32.powi(-24) } else { (1.0 + m / 1024.0) * 2f32.powi(e - 15) }
 }
 
-/// INT8 rows aligned to 16 bytes on the GPU (the kernels that read sixteen codes a load, compiled
-/// by the browser's WGSL compiler) gather and pool as the packed table does on this backend; the
-/// alignment survives an `.edo` file; bad alignments are refused, pruned tables align their
-/// stored rows; FP16 rows take their 16-byte kernels and equal the CPU path.
+/// INT8, FP8 and q8_0 rows aligned to 16 bytes on the GPU (the kernels that read sixteen codes a
+/// load, compiled by the browser's WGSL compiler) gather and pool as the packed table does on
+/// this backend; the alignment survives an `.edo` file; bad alignments are refused, pruned tables
+/// align their stored rows; FP16 rows take their 16-byte kernels and equal the CPU path.
 #[wasm_bindgen_test]
 async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
     let (rows, dim) = (2001, 48);
     let values = data(rows, dim, 6);
     let lookup = ids(1500, rows);
     let offsets: Vec<u32> = (0..lookup.len() as u32).step_by(7).collect();
-    for shard in [None, Some(16384.0)] {
+    // INT8 on one shard and over several; the other 8-bit formats, whose aligned rows take the
+    // same 16-byte kernels over their own decode16, on one.
+    let cases = [("int8", None), ("int8", Some(16384.0)), ("fp8_e4m3", None), ("q8_0", None)];
+    for (format, shard) in cases {
         let engine = EdoEngine::create(None, shard).await;
         if let Some(want) = option_env!("EDO_EXPECT_BACKEND") {
             assert_eq!(engine.backend(), want, "{}", engine.note());
         }
-        let plain = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
-        let aligned = EdoTable::from_float32(&values, rows, dim, "int8", None, Some(16)).unwrap();
+        let plain = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
+        let aligned = EdoTable::from_float32(&values, rows, dim, format, None, Some(16)).unwrap();
         assert_eq!((plain.row_alignment(), aligned.row_alignment()), (4, 16));
         let back = EdoTable::from_bytes(aligned.to_bytes(None).unwrap(), "a.edo", None, None, None).unwrap();
         assert_eq!(back.row_alignment(), 16, "kept in the file");
         let (on_plain, on_back) = (engine.upload(&plain).await.unwrap(), engine.upload(&back).await.unwrap());
-        let what = format!("{} backend, shard {shard:?}", engine.backend());
+        let what = format!("{format} on the {} backend, shard {shard:?}", engine.backend());
         assert_eq!(on_back.gather(lookup.clone()).await.unwrap(), on_plain.gather(lookup.clone()).await.unwrap(), "{what}");
         for pooling in ["sum", "max"] {
             let got = on_back.bag(lookup.clone(), offsets.clone(), pooling, None).await.unwrap();
