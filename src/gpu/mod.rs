@@ -540,17 +540,24 @@ impl Engine {
     /// format, dim and row alignment ([`crate::PackedTable::with_row_alignment`], which
     /// [`Engine::prepare_gather`] cannot know) — now rather than at those calls.
     pub async fn prepare_table(&self, table: &crate::PackedTable) -> Result<(), Error> {
+        self.prepare_rows(table.format(), table.dim(), table.row_alignment()).await
+    }
+
+    /// [`Engine::prepare_table`] before the table exists: the kernels the first gather and first
+    /// small batch of bags of a table of `format` and `dim` whose rows are aligned to
+    /// `row_alignment` bytes on the GPU (4 for packed rows) will use. Fails with
+    /// [`Error::Unsupported`] for an alignment [`crate::PackedTable::with_row_alignment`]
+    /// refuses, and [`Error::ZeroDim`] for a dim of 0.
+    pub async fn prepare_rows(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
-        let (format, dim, row_words) = (table.format(), table.dim(), table.gpu_row_words());
+        crate::format::check_row_alignment(row_alignment)?;
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        let row_words = format.row_words(dim).next_multiple_of(row_alignment / 4);
         ctx.gather_pipeline(format, dim, row_words).await?;
-        let placement = table::Placement {
-            word_base: 0,
-            rows: table.rows() as u32,
-            dim: dim as u32,
-            row_words: row_words as u32,
-            code_words: format.code_words(dim) as u32,
-        };
+        let placement = table::Placement { word_base: 0, rows: 1, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
         let shader = bag::bag_shader(format, &[placement], dim.is_multiple_of(4));
         ctx.pipeline(shader, bag::bag_shape(ctx, shader, dim, 1)).await.map(drop)
     }

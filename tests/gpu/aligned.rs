@@ -136,8 +136,7 @@ fn aligned_rows_write_in_place_and_batch() {
 }
 
 /// A reordered aligned table stays aligned, on the host and through its file, and looks up the
-/// same rows by the same ids on the GPU; `prepare_table` compiles what an aligned table's first
-/// gather and bags use.
+/// same rows by the same ids on the GPU.
 #[test]
 fn reordered_aligned_tables_and_prepared_kernels() {
     let Some(engine) = engine_with(EngineOptions::default()) else { return };
@@ -153,16 +152,37 @@ fn reordered_aligned_tables_and_prepared_kernels() {
     assert_eq!(gpu.bytes(), 4 * (rows * 36 + rows) as u64, "padded rows and the remap");
     let ids = ids_with_bad(3000, rows, 2);
     assert_bits_eq(&run_job(block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap()), &table.gather(&ids, Bounds::Zero).unwrap(), "reordered, aligned");
+}
 
-    // An engine of its own, which has compiled nothing yet.
-    let Some(fresh) = engine_with(EngineOptions::default()) else { return };
-    block_on(fresh.prepare_table(&table)).unwrap();
-    let compiled = fresh.pipeline_count();
-    let resident = block_on(GpuTable::upload(&fresh, &table)).unwrap();
-    let _ = gpu_gather(&resident, &ids[..100], Bounds::Zero).unwrap();
+/// `prepare_table`, and `prepare_rows` (a table's format, dim and alignment before the table
+/// exists, as the browser's `prepare(format, dim, { rowAlignment })`), compile what the table's
+/// first gather and bags use, for the 16-byte kernels of every 8-bit format and for packed rows;
+/// bad input is refused, typed.
+#[test]
+fn prepared_rows_serve_the_first_lookups() {
+    let (rows, dim) = (300, 64);
+    let data = embedding_table(rows, dim, 6);
     let (indices, offsets) = random_bags(10, rows, 16, false, 3);
-    let _ = run_job(block_on(resident.prepare_bag(&Bags::new(&indices, &offsets).include_last_offset(true), Pooling::Sum, Bounds::Error)).unwrap());
-    assert_eq!(fresh.pipeline_count(), compiled, "the first gather and bags compiled a kernel prepare_table had not");
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    let cases = [(Format::Int8, 16, true), (Format::Fp8E4M3, 16, false), (Format::Q8_0, 16, false), (Format::Int8, 32, false), (Format::Int4, 4, false)];
+    for (format, alignment, whole_table) in cases {
+        // An engine of its own, which has compiled nothing yet.
+        let Some(engine) = engine_with(EngineOptions::default()) else { return };
+        let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
+        if whole_table {
+            block_on(engine.prepare_table(&table)).unwrap();
+        } else {
+            block_on(engine.prepare_rows(format, dim, alignment)).unwrap();
+        }
+        let compiled = engine.pipeline_count();
+        let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+        let _ = gpu_gather(&gpu, &[1, 2, 3], Bounds::Zero).unwrap();
+        let _ = run_job(block_on(gpu.prepare_bag(&bags, Pooling::Sum, Bounds::Error)).unwrap());
+        assert_eq!(engine.pipeline_count(), compiled, "{format} aligned to {alignment}: a first lookup compiled a kernel prepare_rows had not");
+    }
+    let Some(engine) = engine() else { return };
+    assert!(matches!(block_on(engine.prepare_rows(Format::Int8, dim, 12)), Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: 12 }))));
+    assert!(matches!(block_on(engine.prepare_rows(Format::Int8, 0, 16)), Err(Error::ZeroDim)));
 }
 
 /// Alignments that are not a power of two from 4 to 256 bytes are refused, typed; 4 is none.

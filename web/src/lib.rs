@@ -299,14 +299,20 @@ impl EdoEngine {
         self.backend.note()
     }
 
-    /// Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup.
-    /// WebGPU compiles in the GPU process: start this, build the table meanwhile, then await it.
-    /// Resolves at once on the CPU path.
-    pub async fn prepare(&self, format: String, dim: usize) -> Result<(), Failure> {
+    /// Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup;
+    /// with `row_alignment` (a table's `rowAlignment`), the gather and small-batch bag kernels of
+    /// tables whose rows are aligned so ([`edo::Engine::prepare_rows`]). WebGPU compiles in the
+    /// GPU process: start this, build the table meanwhile, then await it. Resolves at once on the
+    /// CPU path (after checking the alignment).
+    pub async fn prepare(&self, format: String, dim: usize, row_alignment: Option<usize>) -> Result<(), Failure> {
         let format = format_of(&format)?;
-        match self.engine() {
-            Some(e) => e.prepare_gather(format, dim).await.map_err(err),
-            None => Ok(()),
+        if let Some(bytes) = row_alignment {
+            edo::format::check_row_alignment(bytes).map_err(err)?;
+        }
+        match (self.engine(), row_alignment) {
+            (Some(e), Some(bytes)) => e.prepare_rows(format, dim, bytes).await.map_err(err),
+            (Some(e), None) => e.prepare_gather(format, dim).await.map_err(err),
+            (None, _) => Ok(()),
         }
     }
 

@@ -144,8 +144,11 @@ fn decoders_equal_the_reference_on_every_simd_level() {
 async fn the_synthetic_table_and_a_prepared_kernel_serve_the_first_lookup() {
     let (rows, dim) = (1001, 37);
     let engine = EdoEngine::create(None, None).await;
-    engine.prepare("int8".into(), dim).await.unwrap();
-    assert!(engine.prepare("int9".into(), dim).await.is_err());
+    engine.prepare("int8".into(), dim, None).await.unwrap();
+    assert!(engine.prepare("int9".into(), dim, None).await.is_err());
+    // Aligned rows: the kernels that read them sixteen codes a load; a bad alignment is refused.
+    engine.prepare("fp8_e4m3".into(), 48, Some(16)).await.unwrap();
+    assert!(engine.prepare("int8".into(), 48, Some(12)).await.is_err());
     let source = EdoTable::synthetic(rows, dim, 7).unwrap();
     let exact = edo::synth::embedding_table(rows, dim, 7);
     let lookup = ids(777, rows);

@@ -97,6 +97,13 @@ function integer(v, name, { min = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
   return v;
 }
 
+// A row alignment in bytes: a power of two from 4 to 256.
+function rowAlignmentOf(v, name) {
+  const bytes = integer(v, name, { min: 4, max: 256 });
+  if ((bytes & (bytes - 1)) !== 0) throw invalid(`${name} must be a power of two from 4 to 256 (got ${bytes})`);
+  return bytes;
+}
+
 function boolean(v, name, fallback) {
   if (v === undefined) return fallback;
   if (typeof v !== 'boolean') throw invalid(`${name} must be true or false (got ${describe(v)})`);
@@ -284,9 +291,11 @@ export class Engine extends Resource {
     const report = JSON.parse(json);
     return 'total' in report ? report : { ...EMPTY_REPORT };
   }
-  /** Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup. */
-  async prepare(format, dim) {
-    return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
+  /** Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup; with `rowAlignment` (a table's), the gather and bag kernels of tables whose rows are aligned so. */
+  async prepare(format, dim, options = {}) {
+    const { rowAlignment } = plainObject(options, 'prepare(format, dim, options)');
+    const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
+    return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 }), alignment));
   }
   /** Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a few texts (one `embed` of thousands compiles its own shape at its first use). */
   async prepareModel(format, dim) {
@@ -376,8 +385,7 @@ export async function createTable(data, options) {
   integer(dim, 'options.dim', { min: 1 });
   const values = floats(data, 'data', rows * dim);
   const kept = keep === undefined ? undefined : flags(keep, 'options.keep', rows);
-  const alignment = rowAlignment === undefined ? undefined : integer(rowAlignment, 'options.rowAlignment', { min: 4, max: 256 });
-  if (alignment !== undefined && (alignment & (alignment - 1)) !== 0) throw invalid(`options.rowAlignment must be a power of two from 4 to 256 (got ${alignment})`);
+  const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
   await init();
   return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, rows, dim, text(format, 'options.format'), kept, alignment)));
 }

@@ -119,7 +119,8 @@ export class Engine implements Disposable {
   /** Hears of device losses and recoveries; returns a function that stops listening. */
   onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
   memoryReport(): MemoryReport;
-  prepare(format: string, dim: number): Promise<void>;
+  /** Compiles the lookup kernel of tables of `format` and `dim`; with `rowAlignment` (a table's), the gather and bag kernels of tables whose rows are aligned so. */
+  prepare(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
   prepareModel(format: string, dim: number): Promise<void>;
   uploadTable(table: Table): Promise<ResidentTable>;
   uploadModel(model: Model): Promise<ResidentModel>;

@@ -152,6 +152,9 @@ test('tables: lookups equal the CPU path, bad arguments are typed errors naming 
   assert.deepEqual(await (await engine.uploadTable(alignedBack)).gather(ids), await int8.gather(ids));
   await rejects(edo.createTable(data, { rows, dim, rowAlignment: 12 }), 'INVALID_ARGUMENT', /options.rowAlignment must be a power of two/);
   await rejects(edo.createTable(data, { rows, dim, rowAlignment: 512 }), 'INVALID_ARGUMENT', /options.rowAlignment must be an integer from 4 to 256/);
+  // Kernels of aligned rows prepared ahead (the CPU path checks the alignment and resolves).
+  await engine.prepare('int8', dim, { rowAlignment: 16 });
+  await rejects(engine.prepare('int8', dim, { rowAlignment: 24 }), 'INVALID_ARGUMENT', /options.rowAlignment must be a power of two/);
   for (const t of [aligned, alignedBack]) t.dispose();
   // Disposed objects say so.
   resident.dispose();
