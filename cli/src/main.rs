@@ -142,8 +142,8 @@ struct Common {
     #[arg(long)]
     cpu: bool,
     /// Align each row on the GPU to this many bytes (a power of two from 4 to 256; FBGEMM's
-    /// row_alignment): 16 lets INT8 rows of a dim that is a multiple of 16 be read sixteen codes
-    /// a load. Rows stay packed on the CPU path.
+    /// row_alignment): 16 lets rows of 8-bit codes (INT8, FP8, q8_0) of a dim that is a multiple
+    /// of 16 be read sixteen codes a load. Rows stay packed on the CPU path.
     #[arg(long, value_name = "BYTES")]
     row_alignment: Option<usize>,
     /// Print the report as JSON on stdout.

@@ -177,8 +177,8 @@ pub struct QuantizeArgs {
     itq_iterations: usize,
     /// Start each row on a multiple of BYTES once uploaded to a GPU (FBGEMM's row_alignment; a
     /// power of two from 4 to 256): rows there are padded, the file's stay packed. 16 lets the
-    /// GPU read INT8 rows of a dim that is a multiple of 16 sixteen codes a load. Default: an
-    /// .edo input's own (4, packed, for other inputs).
+    /// GPU read rows of 8-bit codes (INT8, FP8, q8_0) of a dim that is a multiple of 16 sixteen
+    /// codes a load. Default: an .edo input's own (4, packed, for other inputs).
     #[arg(long, value_name = "BYTES")]
     row_alignment: Option<usize>,
     /// Print the summary as JSON on stdout.

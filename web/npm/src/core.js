@@ -376,8 +376,9 @@ function need(v, Class, name) {
  * Quantises a row-major `rows × dim` table of f32 values to `format` (default 'fp32'). With
  * `keep` (a flag a row), only the kept rows are stored: the others take no memory and read as
  * zeros (a pruned table). With `rowAlignment` (bytes, a power of two from 4 to 256), each row
- * starts on a multiple of it once uploaded to a GPU (16 lets INT8 rows of a dim that is a
- * multiple of 16 be read sixteen codes a load); the table's own bytes stay packed.
+ * starts on a multiple of it once uploaded to a GPU (16 lets rows of 8-bit codes — INT8, FP8,
+ * q8_0 — of a dim that is a multiple of 16 be read sixteen codes a load); the table's own bytes
+ * stay packed.
  */
 export async function createTable(data, options) {
   const { rows, dim, format = 'fp32', keep, rowAlignment } = plainObject(options, 'createTable(data, options)');

@@ -150,7 +150,7 @@ export class Table implements Disposable {
   readonly remapped: boolean;
   /** Rows stored: `rows`, or fewer for a pruned table. */
   readonly storedRows: number;
-  /** Bytes each row starts on once uploaded to a GPU: 4 (packed), or what `createTable`'s `rowAlignment` or the `.edo` file asked for (16 lets INT8 rows be read sixteen codes a load). */
+  /** Bytes each row starts on once uploaded to a GPU: 4 (packed), or what `createTable`'s `rowAlignment` or the `.edo` file asked for (16 lets rows of 8-bit codes — INT8, FP8, q8_0 — be read sixteen codes a load). */
   readonly rowAlignment: number;
   readonly disposed: boolean;
   /** The transform binary codes went through: 'centered', 'itq', or null (plain signs, or not codes). */
