@@ -6,33 +6,20 @@
 // each row written whole by the dispatch of the shard that holds it, or as zeros by shard 0's
 // for a bad id under POLICY_ZERO).
 
-override WG_X: u32 = 32u;
-override WG_Y: u32 = 8u;
+alias Out = f32;
+const STEP_UNITS: u32 = 1u;
 
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
+
+fn row_units() -> u32 {
+    return params.dim;
+}
+
+fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
+    out[o] = decode1(base, s, rp);
+}
 
 @compute @workgroup_size(WG_X, WG_Y)
-fn main(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let ir = output_and_row(lid, wid, nwg);
-    let i = ir.x;
-    let row = ir.y;
-    if (row == ROW_SKIP) {
-        return;
-    }
-    let o = i * params.dim;
-    if (row == ROW_ZERO) {
-        for (var c = lid.x; c < params.dim; c += WG_X) {
-            out[o + c] = 0.0;
-        }
-        return;
-    }
-    let base = row * params.row_words;
-    let rp = row_params(base, params.code_words);
-    for (var c = lid.x; c < params.dim; c += WG_X) {
-        out[o + c] = decode1(base, c, rp);
-    }
+fn main(at: Invocation) {
+    gather(at);
 }

@@ -8,34 +8,20 @@
 // dense; each row written whole by the dispatch of the shard that holds it, or as zeros by
 // shard 0's for a bad id under POLICY_ZERO).
 
-override WG_X: u32 = 32u;
-override WG_Y: u32 = 8u;
+alias Out = vec4<f32>;
+const STEP_UNITS: u32 = 1u;
 
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
+
+fn row_units() -> u32 {
+    return params.dim / 4u;
+}
+
+fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
+    out[o] = decode4(base, 4u * s, rp);
+}
 
 @compute @workgroup_size(WG_X, WG_Y)
-fn main(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let ir = output_and_row(lid, wid, nwg);
-    let i = ir.x;
-    let row = ir.y;
-    if (row == ROW_SKIP) {
-        return;
-    }
-    let quads = params.dim / 4u;
-    let o = i * quads;
-    if (row == ROW_ZERO) {
-        for (var k = lid.x; k < quads; k += WG_X) {
-            out[o + k] = vec4<f32>(0.0);
-        }
-        return;
-    }
-    let base = row * params.row_words;
-    let rp = row_params(base, params.code_words);
-    for (var k = lid.x; k < quads; k += WG_X) {
-        out[o + k] = decode4(base, 4u * k, rp);
-    }
+fn main(at: Invocation) {
+    gather(at);
 }

@@ -6,36 +6,23 @@
 // row's loads, and its stores, are contiguous. Values are decode_f16's (unpack2x16float, exact).
 // Bindings: 0 params, 1 ids, 2 shard (as vec4<u32>), 3 out (vec4<f32>, n_ids × dim / 4).
 
-override WG_X: u32 = 32u;
-override WG_Y: u32 = 8u;
+alias Out = vec4<f32>;
+const STEP_UNITS: u32 = 2u;
 
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
+
+fn row_units() -> u32 {
+    return params.dim / 4u;
+}
+
+// Values 8s .. 8s + 8 of the row at word base (a multiple of 4): one 16-byte load, two quads.
+fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
+    let w = quad(base / 4u + s);
+    out[o] = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    out[o + 1u] = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+}
 
 @compute @workgroup_size(WG_X, WG_Y)
-fn main(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let ir = output_and_row(lid, wid, nwg);
-    let i = ir.x;
-    let row = ir.y;
-    if (row == ROW_SKIP) {
-        return;
-    }
-    let quads = params.dim / 4u;
-    let o = i * quads;
-    if (row == ROW_ZERO) {
-        for (var k = 2u * lid.x; k < quads; k += 2u * WG_X) {
-            out[o + k] = vec4<f32>(0.0);
-            out[o + k + 1u] = vec4<f32>(0.0);
-        }
-        return;
-    }
-    let base = row * (params.row_words / 4u);
-    for (var k = lid.x; k < quads / 2u; k += WG_X) {
-        let w = quad(base + k);
-        out[o + 2u * k] = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-        out[o + 2u * k + 1u] = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
-    }
+fn main(at: Invocation) {
+    gather(at);
 }

@@ -4,39 +4,26 @@
 // before it supplies row_params(base, code_words) and decode1(base, c, row_params).
 // Bindings: as gather_rows, but 3 out (u32, n_ids × ⌈dim / 2⌉ words of f16 pairs).
 
-override WG_X: u32 = 32u;
-override WG_Y: u32 = 8u;
+alias Out = u32;
+const STEP_UNITS: u32 = 1u;
 
-@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
+
+fn row_units() -> u32 {
+    return (params.dim + 1u) / 2u;
+}
+
+// Values 2s and 2s + 1 (0 past an odd dim) as one word of f16s.
+fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
+    let c = 2u * s;
+    var hi = 0.0;
+    if (c + 1u < params.dim) {
+        hi = decode1(base, c + 1u, rp);
+    }
+    out[o] = pack_f16(decode1(base, c, rp), hi);
+}
 
 @compute @workgroup_size(WG_X, WG_Y)
-fn main(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let ir = output_and_row(lid, wid, nwg);
-    let i = ir.x;
-    let row = ir.y;
-    if (row == ROW_SKIP) {
-        return;
-    }
-    let words = (params.dim + 1u) / 2u;
-    let o = i * words;
-    if (row == ROW_ZERO) {
-        for (var k = lid.x; k < words; k += WG_X) {
-            out[o + k] = 0u;
-        }
-        return;
-    }
-    let base = row * params.row_words;
-    let rp = row_params(base, params.code_words);
-    for (var k = lid.x; k < words; k += WG_X) {
-        let c = 2u * k;
-        var hi = 0.0;
-        if (c + 1u < params.dim) {
-            hi = decode1(base, c + 1u, rp);
-        }
-        out[o + k] = pack_f16(decode1(base, c, rp), hi);
-    }
+fn main(at: Invocation) {
+    gather(at);
 }

@@ -53,6 +53,8 @@ pub enum Src {
     GatherShard,
     /// `gather_shard4.wgsl`: a gathering kernel's shard as 16-byte words, `quad()` and `word()`.
     GatherShard4,
+    /// `no_row_params.wgsl`: `row_params` for kernels whose rows need none and have no decoder.
+    NoRowParams,
     /// `bag_shard.wgsl`: the bag's shard (binding 5) as u32 words, and `word()`.
     BagShard,
     /// `bag_shard4.wgsl`: the bag's shard as 16-byte words, `quad()` and `word()`.
@@ -116,6 +118,7 @@ impl Src {
             Src::BagDecode16 => wgsl!("bag_decode16.wgsl"),
             Src::GatherShard => wgsl!("gather_shard.wgsl"),
             Src::GatherShard4 => wgsl!("gather_shard4.wgsl"),
+            Src::NoRowParams => wgsl!("no_row_params.wgsl"),
             Src::BagShard => wgsl!("bag_shard.wgsl"),
             Src::BagShard4 => wgsl!("bag_shard4.wgsl"),
             Src::GatherRows8F16 => wgsl!("gather_rows8_f16.wgsl"),
@@ -238,7 +241,7 @@ pub mod kernels {
     pub const GATHER_ROWS4: Kernel = gather_kernel("gather_rows4", Src::GatherRows4, 4, false);
     /// FP32 rows of a dim that is a multiple of 4: a 16-byte load and a vec4 store per step.
     pub const GATHER_ROWS4_F32: Kernel =
-        Kernel { helpers: GATHER_SHARD4, decoder: Decoder::None, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
+        Kernel { helpers: GATHER_OWN_DECODE, decoder: Decoder::None, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
     /// Rows of a format with 16-byte reads ([`crate::Codec::WGSL_WIDE`]), every dim a multiple of
     /// 16 and rows on 16-byte boundaries: `decode16` (one 16-byte load of codes for 8-bit codes)
     /// and four vec4 stores per step.
@@ -246,9 +249,11 @@ pub mod kernels {
     /// FP16 rows of whole vec4s (a dim that is a multiple of 8): a 16-byte load of eight halves
     /// and two vec4 stores per step.
     pub const GATHER_ROWS8_F16: Kernel =
-        Kernel { helpers: GATHER_SHARD4, decoder: Decoder::None, ..gather_kernel("gather_rows8_f16", Src::GatherRows8F16, 8, false) };
+        Kernel { helpers: GATHER_OWN_DECODE, decoder: Decoder::None, ..gather_kernel("gather_rows8_f16", Src::GatherRows8F16, 8, false) };
     /// The helpers of the gathers that bind their shard as 16-byte words.
     const GATHER_SHARD4: &[Src] = &[Src::GatherCommon, Src::GatherDriver, Src::GatherShard4];
+    /// The helpers of the 16-byte gathers that unpack rows without a decoder.
+    const GATHER_OWN_DECODE: &[Src] = &[Src::GatherCommon, Src::GatherDriver, Src::GatherShard4, Src::NoRowParams];
     /// Rows of any dim written as f16, a word (two values) per step.
     pub const GATHER_ROWS_F16: Kernel = gather_kernel("gather_rows_f16", Src::GatherRowsF16, 2, true);
     /// Rows of a dim that is a multiple of 4 written as f16, four values (a vec2 store) per step.
