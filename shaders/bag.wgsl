@@ -1,6 +1,7 @@
 // bag: EmbeddingBag over one table or a batch of tables of one format (FBGEMM's table-batched
 // embedding), dequantisation fused into the pooling loop: no [indices × dim] intermediate.
-// Assembled after gather_common.wgsl (bounds policy, grid helper) and decode_<format>.wgsl.
+// Assembled after gather_common.wgsl (bounds policy, grid helper), bag_shard.wgsl or
+// bag_shard4.wgsl (the shard, word(), quad()) and decode_<format>.wgsl.
 //
 // Bindings: 0 params (uniform BagParams), 1 tables (TableMeta per table), 2 indices (u32),
 // 3 offsets (u32, bags + 1, validated on the host: start at 0, never decrease, end at the number

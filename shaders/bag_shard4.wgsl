@@ -1,6 +1,7 @@
 // bag_shard4: the bag's shard (binding 5) bound as 16-byte words, for the kernels
 // that read rows of whole vec4s: quad() reads one, word() one u32 of one (for the decoders' other
-// reads, which a WGSL entry point may not make through a second binding of the same buffer).
+// reads: a module declares each binding number once, so the same decoder text reads through
+// whichever binding the kernel's helpers declare).
 // Bindings: 5 shard (array<vec4<u32>>).
 
 @group(0) @binding(5) var<storage, read> shard4: array<vec4<u32>>;

@@ -1,6 +1,7 @@
 // gather_shard4: a gathering kernel's shard (binding 2) bound as 16-byte words, for the kernels
 // that read rows of whole vec4s: quad() reads one, word() one u32 of one (for the decoders' other
-// reads, which a WGSL entry point may not make through a second binding of the same buffer).
+// reads: a module declares each binding number once, so the same decoder text reads through
+// whichever binding the kernel's helpers declare).
 // Bindings: 2 shard (array<vec4<u32>>).
 
 @group(0) @binding(2) var<storage, read> shard4: array<vec4<u32>>;

@@ -1,6 +1,7 @@
 // qr: quotient-remainder embedding (DLRM): id → quotient row id / m of one table and remainder row
 // id mod m of another, combined by product, sum or concatenation. Assembled after
-// gather_common.wgsl (resolve_row, id_index) and decode_<format>.wgsl.
+// gather_common.wgsl (resolve_row, id_index), gather_shard.wgsl (the shard, word()) and
+// decode_<format>.wgsl.
 // Two stages, each a dispatch per shard of its table: stage 0 writes the quotient rows, stage 1
 // combines the remainder rows into them (out *= r, out += r, or the second half for concat), so
 // any number of shards works and each value is one f32 operation, as on the CPU.

@@ -1,5 +1,6 @@
 // rescore: the score of each candidate row of one query: the dot product of the float query
-// with the row of the rescoring table (decoded by the decode_<format>.wgsl before this file),
+// with the row of the rescoring table (decoded by the decode_<format>.wgsl before this file, which
+// reads the shard through gather_shard.wgsl's word()),
 // summed in column order. Each candidate is scored by the dispatch of the shard holding its row;
 // its key becomes the score mapped so that ascending keys are descending scores.
 // Bindings: 0 params, 1 float queries (Q × dim), 2 one shard of the rescoring table, 3 ws.

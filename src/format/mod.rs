@@ -401,8 +401,9 @@ impl Format {
     }
 
     /// Whether the GPU reads this format's rows 16 bytes at a time where they allow it: FP16 rows
-    /// of whole vec4s, and the 8-bit formats' rows aligned to 16 bytes
-    /// ([`PackedTable::with_row_alignment`]) at dims that are multiples of 16.
+    /// of whole vec4s, and INT8's, FP8's and q8_0's rows that start on 16-byte boundaries
+    /// (aligned so, [`PackedTable::with_row_alignment`], or q8_0's of whole vec4s) at dims that
+    /// are multiples of 16.
     pub fn has_wide_reads(self) -> bool {
         self.wgsl_wide().is_some()
     }

@@ -439,6 +439,13 @@ mod layout_tests {
         assert_eq!(bag_shader(Format::Q8_0, &[at(128, 34, 0)], true), ShaderId::Bag { format: Format::Q8_0, vec4: true });
         assert_eq!(ShaderId::gather(Format::Q8_0, 96, 28), ShaderId::GatherWide { format: Format::Q8_0 });
         assert_eq!(ShaderId::gather(Format::Q8_0, 96, 26), ShaderId::Gather { format: Format::Q8_0, vec4: true });
+        // Packed q8_0 rows of whole vec4s (dims 224 + 256k, multiples of 256) need no alignment.
+        for dim in [224, 256, 480, 2048] {
+            let row_words = Format::Q8_0.row_words(dim);
+            assert!(row_words.is_multiple_of(4), "{dim}");
+            assert_eq!(ShaderId::gather(Format::Q8_0, dim, row_words), ShaderId::GatherWide { format: Format::Q8_0 });
+        }
+        assert_eq!(ShaderId::gather(Format::Q8_0, 128, Format::Q8_0.row_words(128)), ShaderId::Gather { format: Format::Q8_0, vec4: true });
         // The 4-bit formats read words.
         assert_eq!(ShaderId::gather(Format::Q4_0, 128, 20), ShaderId::Gather { format: Format::Q4_0, vec4: true });
     }

@@ -271,6 +271,21 @@ fn check_limits(limits: &wgpu::Limits) -> Result<(), Error> {
     Ok(())
 }
 
+/// The largest dim `Engine::prepare_*` compiles kernels for: a row's words, in every format, then
+/// fit the kernels' 32-bit offsets (a table's own dim is bounded by its shards first).
+pub const MAX_PREPARED_DIM: usize = (u32::MAX / 32) as usize;
+
+/// A dim `Engine::prepare_*` takes: from 1 to [`MAX_PREPARED_DIM`].
+pub(crate) fn check_prepared_dim(dim: usize) -> Result<(), Error> {
+    if dim == 0 {
+        return Err(Error::ZeroDim);
+    }
+    if dim > MAX_PREPARED_DIM {
+        return Err(Error::LimitExceeded { what: "values per row", requested: dim as u64, max: MAX_PREPARED_DIM as u64 });
+    }
+    Ok(())
+}
+
 /// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
 #[derive(Clone)]
 pub struct Engine {
@@ -528,11 +543,13 @@ impl Engine {
     }
 
     /// Compiles the gather kernel of tables of `format` and `dim` (rows packed: for a table whose
-    /// rows are aligned, [`Engine::prepare_table`]) now rather than at their first lookup
+    /// rows are aligned, [`Engine::prepare_table`] or [`Engine::prepare_rows`]) now rather than
+    /// at their first lookup
     /// (kernels are compiled once per engine). In a browser the compiler runs in the GPU
     /// process, so a page can start this, build its table meanwhile, and find the kernel ready.
     pub async fn prepare_gather(&self, format: Format, dim: usize) -> Result<(), Error> {
         self.ctx.check_lost()?;
+        check_prepared_dim(dim)?;
         self.ctx.gather_pipeline(format, dim, format.row_words(dim)).await.map(drop)
     }
 
@@ -547,14 +564,13 @@ impl Engine {
     /// small batch of bags of a table of `format` and `dim` whose rows are aligned to
     /// `row_alignment` bytes on the GPU (4 for packed rows) will use. Fails with
     /// [`Error::Unsupported`] for an alignment [`crate::PackedTable::with_row_alignment`]
-    /// refuses, and [`Error::ZeroDim`] for a dim of 0.
+    /// refuses, [`Error::ZeroDim`] for a dim of 0 and [`Error::LimitExceeded`] for one past
+    /// [`MAX_PREPARED_DIM`].
     pub async fn prepare_rows(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
         crate::format::check_row_alignment(row_alignment)?;
-        if dim == 0 {
-            return Err(Error::ZeroDim);
-        }
+        check_prepared_dim(dim)?;
         let row_words = format.row_words(dim).next_multiple_of(row_alignment / 4);
         ctx.gather_pipeline(format, dim, row_words).await?;
         let placement = table::Placement { word_base: 0, rows: 1, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };

@@ -95,6 +95,7 @@ impl Engine {
     pub async fn prepare_model(&self, format: Format, dim: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
+        super::check_prepared_dim(dim)?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
         let rows = super::table::Placement {

@@ -6,7 +6,9 @@
 //! A module is the kernel's helpers (`*_common.wgsl`) + the format's decoder
 //! (`decode_<format>.wgsl`, from [`crate::Codec::WGSL`], when the kernel decodes rows) + its
 //! driver (bindings and the entry point), concatenated: WGSL resolves module-scope names in any
-//! order, so a decoder can read the `shard` its driver declares, and no preprocessor is needed.
+//! order, so a decoder can read the shard through the `word()` a helper defines (over the shard as
+//! u32 words, or as 16-byte words for the kernels that read rows 16 bytes at a time), and no
+//! preprocessor is needed.
 
 use crate::format::Format;
 
@@ -17,7 +19,8 @@ use crate::format::Format;
 pub enum Src {
     /// `gather_common.wgsl`: gather parameters, bounds policies, the row sentinels.
     GatherCommon,
-    /// `gather_driver.wgsl`: the gather drivers' input bindings and the id an invocation handles.
+    /// `gather_driver.wgsl`: the gather drivers' input bindings, the id an invocation handles,
+    /// and their entry point's body.
     GatherDriver,
     /// `hash_common.wgsl`: MurmurHash3 in WGSL.
     HashCommon,
@@ -456,9 +459,10 @@ impl ShaderId {
     }
 
     /// The gather kernel for rows of `dim` values of `format`, `row_words` words apart: one that
-    /// reads 16 bytes at a time where the format has such reads and the rows allow them (FP16
-    /// rows of a dim that is a multiple of 8 always do; the 8-bit formats' rows when aligned to 16
-    /// bytes, [`crate::PackedTable::with_row_alignment`], at dims that are multiples of 16).
+    /// reads 16 bytes at a time where the format has such reads and the rows start on 16-byte
+    /// boundaries (FP16 rows of a dim that is a multiple of 8 always do; INT8's and FP8's when
+    /// aligned to 16 bytes, [`crate::PackedTable::with_row_alignment`], at dims that are multiples
+    /// of 16; q8_0's so aligned, or packed at dims 224 + 256k and multiples of 256).
     pub fn gather(format: Format, dim: usize, row_words: usize) -> ShaderId {
         let unit = if format == Format::F16 { 8 } else { 16 };
         if format.has_wide_reads() && dim.is_multiple_of(unit) && row_words.is_multiple_of(4) {

@@ -154,6 +154,35 @@ fn reordered_aligned_tables_and_prepared_kernels() {
     assert_bits_eq(&run_job(block_on(gpu.prepare_gather(&ids, Bounds::Zero)).unwrap()), &table.gather(&ids, Bounds::Zero).unwrap(), "reordered, aligned");
 }
 
+/// Packed q8_0 rows that are whole 16-byte words by themselves (dims 224 and 256: 59 and 68 words)
+/// take the 16-byte kernels with no alignment asked, and gather and pool as the CPU path does, on
+/// one shard and over several.
+#[test]
+fn packed_q8_0_rows_of_whole_vec4s_read_16_bytes_a_load() {
+    let rows = 400;
+    let (indices, offsets) = random_bags(90, rows, 11, true, 4);
+    let bags = Bags::new(&indices, &offsets).include_last_offset(true);
+    for max_binding in [None, Some(16 << 10)] {
+        let Some(engine) = engine_with(EngineOptions { max_binding_bytes: max_binding, ..Default::default() }) else { return };
+        for dim in [224usize, 256] {
+            let table = PackedTable::quantize(Format::Q8_0, &embedding_table(rows, dim, dim as u64), rows, dim).unwrap();
+            assert_eq!((table.row_alignment(), table.gpu_row_words() % 4), (4, 0));
+            assert_eq!(edo::gpu::ShaderId::gather(Format::Q8_0, dim, table.gpu_row_words()), edo::gpu::ShaderId::GatherWide { format: Format::Q8_0 });
+            let gpu = block_on(GpuTable::upload(&engine, &table)).unwrap();
+            let what = format!("q8_0 dim {dim} shards {}", gpu.shard_count());
+            assert_eq!(gpu.shard_count() > 1, max_binding.is_some(), "{what}");
+            let ids = ids_with_bad(1500, rows, dim as u64);
+            assert_bits_eq(&gpu_gather(&gpu, &ids, Bounds::Zero).unwrap(), &edo::cpu::gather(&table, &ids, Bounds::Zero).unwrap(), &what);
+            let max_abs = table.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+            for pooling in [Pooling::Sum, Pooling::Max] {
+                let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Clamp).unwrap();
+                let got = run_job(block_on(gpu.prepare_bag(&bags, pooling, Bounds::Clamp)).unwrap());
+                assert_pooled_close(&got, &want, 11.0, max_abs, pooling == Pooling::Max, &format!("{what} {pooling:?}"));
+            }
+        }
+    }
+}
+
 /// `prepare_table`, and `prepare_rows` (a table's format, dim and alignment before the table
 /// exists, as the browser's `prepare(format, dim, { rowAlignment })`), compile what the table's
 /// first gather and bags use, for the 16-byte kernels of every 8-bit format and for packed rows;
@@ -183,6 +212,14 @@ fn prepared_rows_serve_the_first_lookups() {
     let Some(engine) = engine() else { return };
     assert!(matches!(block_on(engine.prepare_rows(Format::Int8, dim, 12)), Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: 12 }))));
     assert!(matches!(block_on(engine.prepare_rows(Format::Int8, 0, 16)), Err(Error::ZeroDim)));
+    // Dims whose rows' words would overflow the kernels' offsets (or usize, for the group-wise
+    // formats' arithmetic) are refused, typed, by every prepare.
+    let huge = edo::gpu::MAX_PREPARED_DIM + 1;
+    for format in [Format::Int4G32, Format::Q4K, Format::F32] {
+        assert!(matches!(block_on(engine.prepare_rows(format, usize::MAX, 4)), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_gather(format, huge)), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_model(format, huge)), Err(Error::LimitExceeded { .. })), "{format}");
+    }
 }
 
 /// Alignments that are not a power of two from 4 to 256 bytes are refused, typed; 4 is none.
