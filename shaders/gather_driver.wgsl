@@ -27,7 +27,7 @@ fn entry(j: u32) -> vec2<u32> {
 
 // The output row of this invocation's id, and the id's row in the bound shard: ROW_SKIP when the
 // invocation writes nothing (past this dispatch's ids, or another dispatch writes the row),
-// ROW_ZERO for a zero row. WG_Y is the driver's.
+// ROW_ZERO for a zero row.
 fn output_and_row(lid: vec3<u32>, wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
     let j = id_index(wid, nwg, lid, WG_Y);
     if (j >= params.n_ids) {
