@@ -1,15 +1,16 @@
 // Shared by the gather drivers (gather_rows*.wgsl), which differ only in what a step reads and
 // stores: the bindings they read, which id an invocation handles, and the body of their entry
 // point (gather), which calls the driver's
-//   alias Out (the element type of its `out`), const STEP_UNITS (elements a step writes),
-//   fn row_units() -> u32 (elements of `out` a row), fn write_step(o, base, s, rp) (step s of a
-//   row: elements o .. o + STEP_UNITS from the row at shard word `base`),
+//   alias Out (the element type of its `out`), const UNIT_VALUES (values an element holds: a
+//   row is ⌈dim / UNIT_VALUES⌉ elements), const STEP_UNITS (elements a step writes),
+//   fn write_step(o, base, s, rp) (step s of a row: elements o .. o + STEP_UNITS from the row at
+//   shard word `base`),
 // and row_params(base, code_words) of the decoder (or of the driver, if it decodes rows itself).
 // Bindings: 0 params (uniform GatherParams), 1 ids (u32, or (output row, id) pairs when listed),
 // 2 shard (the packed rows of one shard, row_words words each: gather_shard.wgsl or
-// gather_shard4.wgsl declares it); each driver declares 3 out (array<Out>, n_ids × row_units(),
-// dense; each row written whole by the dispatch of the shard that holds it, or as zeros by
-// shard 0's for a bad id under POLICY_ZERO).
+// gather_shard4.wgsl declares it); each driver declares 3 out (array<Out>, n_ids rows of
+// ⌈dim / UNIT_VALUES⌉, dense; each row written whole by the dispatch of the shard that holds it,
+// or as zeros by shard 0's for a bad id under POLICY_ZERO).
 
 override WG_X: u32 = 32u;
 override WG_Y: u32 = 8u;
@@ -53,7 +54,7 @@ fn gather(at: Invocation) {
     if (row == ROW_SKIP) {
         return;
     }
-    let units = row_units();
+    let units = (params.dim + UNIT_VALUES - 1u) / UNIT_VALUES;
     let o = ir.x * units;
     if (row == ROW_ZERO) {
         for (var k = lid.x; k < units; k += WG_X) {

@@ -7,13 +7,10 @@
 // for a bad id under POLICY_ZERO).
 
 alias Out = f32;
+const UNIT_VALUES: u32 = 1u;
 const STEP_UNITS: u32 = 1u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return params.dim;
-}
 
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
     out[o] = decode1(base, s, rp);

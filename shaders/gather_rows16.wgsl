@@ -7,13 +7,10 @@
 // n_ids × dim / 4).
 
 alias Out = vec4<f32>;
+const UNIT_VALUES: u32 = 4u;
 const STEP_UNITS: u32 = 4u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return params.dim / 4u;
-}
 
 // Values 16s .. 16s + 16: the decoder's decode16, four quads.
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {

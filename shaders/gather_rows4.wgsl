@@ -9,13 +9,10 @@
 // shard 0's for a bad id under POLICY_ZERO).
 
 alias Out = vec4<f32>;
+const UNIT_VALUES: u32 = 4u;
 const STEP_UNITS: u32 = 1u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return params.dim / 4u;
-}
 
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
     out[o] = decode4(base, 4u * s, rp);

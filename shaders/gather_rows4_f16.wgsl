@@ -3,13 +3,10 @@
 // Bindings: as gather_rows, but 3 out (vec2<u32>, n_ids × dim / 4: f16 pairs, two a vec2).
 
 alias Out = vec2<u32>;
+const UNIT_VALUES: u32 = 4u;
 const STEP_UNITS: u32 = 1u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return params.dim / 4u;
-}
 
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
     let v = decode4(base, 4u * s, rp);

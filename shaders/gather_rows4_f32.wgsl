@@ -6,13 +6,10 @@
 // Bindings: 0 params, 1 ids, 2 shard (as vec4<u32>), 3 out (vec4<f32>, n_ids × dim / 4).
 
 alias Out = vec4<f32>;
+const UNIT_VALUES: u32 = 4u;
 const STEP_UNITS: u32 = 1u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return params.dim / 4u;
-}
 
 // Quad s of the row at word base (dim words, or more for aligned rows: a multiple of 4).
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {

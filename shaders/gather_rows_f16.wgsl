@@ -5,13 +5,10 @@
 // Bindings: as gather_rows, but 3 out (u32, n_ids × ⌈dim / 2⌉ words of f16 pairs).
 
 alias Out = u32;
+const UNIT_VALUES: u32 = 2u; // a word of two f16s
 const STEP_UNITS: u32 = 1u;
 
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
-
-fn row_units() -> u32 {
-    return (params.dim + 1u) / 2u;
-}
 
 // Values 2s and 2s + 1 (0 past an odd dim) as one word of f16s.
 fn write_step(o: u32, base: u32, s: u32, rp: RowParams) {
