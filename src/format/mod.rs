@@ -795,7 +795,7 @@ impl PackedTable {
 
     /// Words per row on a GPU: [`PackedTable::row_words`], padded to the row alignment.
     pub fn gpu_row_words(&self) -> usize {
-        self.row_words().next_multiple_of(self.row_alignment as usize / 4)
+        aligned_row_words(self.row_words(), self.row_alignment as usize)
     }
 
     /// Bytes of the rows on a GPU: [`PackedTable::bytes`] and the padding of aligned rows.
@@ -862,6 +862,11 @@ pub fn check_row_alignment(bytes: usize) -> Result<(), Error> {
         return Err(Error::Unsupported(crate::Unsupported::RowAlignment { bytes }));
     }
     Ok(())
+}
+
+/// `row_words` words padded to a multiple of `row_alignment` bytes (a power of two from 4).
+pub(crate) fn aligned_row_words(row_words: usize, row_alignment: usize) -> usize {
+    row_words.next_multiple_of(row_alignment / 4)
 }
 
 pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Error> {

@@ -257,6 +257,14 @@ pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> Sh
     ShaderId::Bag { format, vec4 }
 }
 
+/// Compiles the bag kernel a first small batch of bags over one table of `format` and `dim`, rows
+/// `row_words` words apart, uses (`prepare_rows`, `prepare_model`).
+pub(crate) async fn prepare_first_bag(ctx: &Context, format: Format, dim: usize, row_words: usize) -> Result<(), Error> {
+    let placement = Placement { word_base: 0, rows: 1, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
+    let shader = bag_shader(format, &[placement], dim.is_multiple_of(4));
+    ctx.pipeline(shader, bag_shape(ctx, shader, dim, 1)).await.map(drop)
+}
+
 /// Lanes of a bag's work below which a batch is small: it then gets more lanes per bag.
 const SMALL_BATCH_LANES: u64 = 1 << 15;
 

@@ -571,11 +571,9 @@ impl Engine {
         ctx.check_lost()?;
         crate::format::check_row_alignment(row_alignment)?;
         check_prepared_dim(dim)?;
-        let row_words = format.row_words(dim).next_multiple_of(row_alignment / 4);
+        let row_words = crate::format::aligned_row_words(format.row_words(dim), row_alignment);
         ctx.gather_pipeline(format, dim, row_words).await?;
-        let placement = table::Placement { word_base: 0, rows: 1, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
-        let shader = bag::bag_shader(format, &[placement], dim.is_multiple_of(4));
-        ctx.pipeline(shader, bag::bag_shape(ctx, shader, dim, 1)).await.map(drop)
+        bag::prepare_first_bag(ctx, format, dim, row_words).await
     }
 
     /// Pipelines compiled so far (tests check that `prepare_*` compiles what a first call uses).

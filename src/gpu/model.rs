@@ -98,15 +98,7 @@ impl Engine {
         super::check_prepared_dim(dim)?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
-        let rows = super::table::Placement {
-            word_base: 0,
-            rows: 1,
-            dim: dim as u32,
-            row_words: format.row_words(dim) as u32,
-            code_words: format.code_words(dim) as u32,
-        };
-        let shader = super::bag::bag_shader(format, &[rows], dim.is_multiple_of(4));
-        ctx.pipeline(shader, super::bag::bag_shape(ctx, shader, dim, 1)).await?;
+        super::bag::prepare_first_bag(ctx, format, dim, format.row_words(dim)).await?;
         ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }
 }

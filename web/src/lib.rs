@@ -306,13 +306,11 @@ impl EdoEngine {
     /// CPU path (after checking the alignment).
     pub async fn prepare(&self, format: String, dim: usize, row_alignment: Option<usize>) -> Result<(), Failure> {
         let format = format_of(&format)?;
-        if let Some(bytes) = row_alignment {
-            edo::format::check_row_alignment(bytes).map_err(err)?;
-        }
         match (self.engine(), row_alignment) {
             (Some(e), Some(bytes)) => e.prepare_rows(format, dim, bytes).await.map_err(err),
             (Some(e), None) => e.prepare_gather(format, dim).await.map_err(err),
-            (None, _) => Ok(()),
+            (None, Some(bytes)) => edo::format::check_row_alignment(bytes).map_err(err),
+            (None, None) => Ok(()),
         }
     }
 
