@@ -1,6 +1,8 @@
 // decode_kquants: ggml's k-quant super-blocks of 256 values (q4_k, q6_k; src/format/kquant.rs):
 // code_words words of codes, BITS · 8 words per super-block (value 8k+j in nibble j of word k,
-// and for BITS = 6 the top two bits of value 16k+j at bits 2j of word 32+k), then every
+// and for BITS = 6 the top two bits of value 16k+j at bits 2j of word 32+k) but the row's last,
+// which stores only the sub-blocks (of 32 values for q4_k, 16 for q6_k) its values reach (for
+// q6_k with s of them, the top bits at word 2s+k), then every
 // super-block's parameter bytes as GGUF holds them: q4_k 16 bytes (fp16 d, fp16 dmin, 12 bytes of
 // 6-bit sub-block scales and minimums), q6_k 18 bytes (16 signed 8-bit scales, fp16 d), so a
 // q6_k super-block's parameters may start mid-word.
@@ -23,13 +25,15 @@ fn param_byte(p: RowParams, b: u32) -> u32 {
     return extractBits(word(p + b / 4u), 8u * (b & 3u), 8u);
 }
 
-// The code of value c of the row that starts at base.
-fn kcode(base: u32, c: u32) -> u32 {
+// The code of value c of the row that starts at base, whose parameters start at p.
+fn kcode(base: u32, c: u32, p: RowParams) -> u32 {
     let w = base + (c / 256u) * BITS * 8u;
     let i = c & 255u;
     let low = extractBits(word(w + i / 8u), 4u * (i & 7u), 4u);
     if (BITS == 6u) {
-        return low | (extractBits(word(w + 32u + i / 16u), 2u * (i & 15u), 2u) << 4u);
+        // Sub-blocks stored from w on: 16, or fewer in the row's last super-block (3 words each).
+        let subs = min(16u, (p - w) / 3u);
+        return low | (extractBits(word(w + 2u * subs + i / 16u), 2u * (i & 15u), 2u) << 4u);
     }
     return low;
 }
@@ -61,7 +65,7 @@ fn sub_params(p: RowParams, c: u32) -> vec2<f32> {
 
 fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
     let s = sub_params(p, c);
-    let q = kcode(base, c);
+    let q = kcode(base, c, p);
     if (BITS == 6u) {
         return s.x * f32(i32(q) - 32);
     }
@@ -70,7 +74,7 @@ fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
 
 fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let s = sub_params(p, c);
-    let q = vec4<u32>(kcode(base, c), kcode(base, c + 1u), kcode(base, c + 2u), kcode(base, c + 3u));
+    let q = vec4<u32>(kcode(base, c, p), kcode(base, c + 1u, p), kcode(base, c + 2u, p), kcode(base, c + 3u, p));
     if (BITS == 6u) {
         return s.x * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
     }

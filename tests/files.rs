@@ -266,6 +266,34 @@ fn row_alignment_round_trips_through_files() {
     }
 }
 
+/// K-quant rows of a dim that is not a multiple of 256 store only the sub-blocks their values
+/// reach; a file in which an earlier build stored the padded super-block is refused by name.
+#[test]
+fn padded_k_quant_files_of_earlier_builds_are_refused_by_name() {
+    use safetensors::tensor::{Dtype, TensorView};
+    for (format, dim, padded_words, words) in [(Format::Q6K, 128, 53, 29), (Format::Q4K, 40, 36, 12), (Format::Q6K, 384, 105, 81)] {
+        assert_eq!(format.row_words(dim), words, "{format} dim {dim}");
+        let rows = 3;
+        let data = vec![0u8; 4 * rows * padded_words];
+        let crc = vec![0u8; 4];
+        let tensors =
+            [("rows", TensorView::new(Dtype::U32, vec![rows, padded_words], &data).unwrap()), ("crc32", TensorView::new(Dtype::U32, vec![1], &crc).unwrap())];
+        let meta: std::collections::HashMap<String, String> = [
+            ("edo.version", "1".to_string()),
+            ("edo.format", format.name().to_string()),
+            ("edo.rows", rows.to_string()),
+            ("edo.dim", dim.to_string()),
+            ("edo.chunk_bytes", "1048576".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let bytes = safetensors::serialize(tensors, Some(meta)).unwrap();
+        let e = TableFile::from_bytes(bytes).unwrap_err();
+        assert!(matches!(e, Error::BadFile { .. }) && e.to_string().contains("quantise the table again"), "{format} dim {dim}: {e}");
+    }
+}
+
 #[test]
 fn reserved_metadata_and_vocab_length_are_checked() {
     let (mut file, _) = sample_file(Format::Int8);

@@ -649,6 +649,18 @@ impl Header {
         let range = |info: &TensorInfo| data_start + info.data_offsets.0..data_start + info.data_offsets.1;
         let rows_info = tensor("rows", Dtype::U32)?;
         if rows_info.shape != [rows, row_words] {
+            // Earlier builds stored a k-quant row's last super-block whole, padding included.
+            let padded = match format {
+                Format::Q4K => Some(dim.div_ceil(256) * 32 + format.param_words(dim)),
+                Format::Q6K => Some(dim.div_ceil(256) * 48 + format.param_words(dim)),
+                _ => None,
+            };
+            if padded.is_some_and(|w| w != row_words && rows_info.shape == [rows, w]) {
+                return Err(bad(format!(
+                    "its {format} rows of dim {dim} hold a whole zero-padded last super-block ({} words), as edo builds before 2026-12-05 wrote them; this edo stores the sub-blocks the values reach ({row_words} words): quantise the table again from its source with this edo",
+                    rows_info.shape[1]
+                )));
+            }
             return Err(bad(format!("tensor \"rows\" has shape {:?}, but {rows} rows of {format} dim {dim} need [{rows}, {row_words}]", rows_info.shape)));
         }
         let rows_bytes = rows_info.data_offsets.1 - rows_info.data_offsets.0;

@@ -13,8 +13,15 @@
 //! repacks the codes to whole words in element order: value `8k + j` of a super-block in nibble
 //! `j` of its word `k` and, for `q6_k`, the top two bits of value `16k + j` at bits `2j` of word
 //! `32 + k`. [`Codec::write_external`] and [`Codec::read_external`] convert to and from GGUF's
-//! blocks byte for byte. A row whose width is not a multiple of 256 has its last super-block
-//! zero-padded (GGUF files hold none).
+//! blocks byte for byte.
+//!
+//! A row whose width is not a multiple of 256 (GGUF files hold none) is quantised as if its last
+//! super-block were zero-padded, but stores only the sub-blocks its values reach: for `q4_k` the
+//! first ⌈n/32⌉ · 4 words of the super-block's nibbles, for `q6_k` ⌈n/16⌉ · 2 words of nibbles and
+//! then ⌈n/16⌉ words of top bits (value `16k + j`'s at bits `2j` of word `2⌈n/16⌉ + k`), and the
+//! whole parameter bytes. At dim 128 a row is then 80 bytes of `q4_k` and 116 of `q6_k`, not the
+//! padded super-block's 144 and 212 (INT8's is 136). Table files that earlier builds wrote with the
+//! padded layout are refused with a typed error that says so (their rows have another width).
 //!
 //! Decoding is exact but for one rounding: `d · sc` has at most 11 + 7 significant bits and
 //! `(d · sc) · q` at most 23, so both products are exact in f32 and `q6_k` values have no rounding
@@ -179,6 +186,11 @@ fn make_qx_quants(x: &[f32], nmax: i32, l: &mut [u8]) -> f32 {
 impl<const BITS: usize> KBlock<BITS> {
     /// Code words per super-block.
     const BLOCK_WORDS: usize = QK_K * BITS / 32;
+    /// Values per sub-block: the unit a row's last super-block stores whole.
+    const SUB: usize = if BITS == 4 { 32 } else { 16 };
+    /// Code words per sub-block: four words of nibbles for `q4_k`; two of nibbles and one of top
+    /// bits for `q6_k`.
+    const SUB_WORDS: usize = Self::SUB * BITS / 32;
     /// Parameter bytes per super-block (as in GGUF).
     const PARAM_BYTES: usize = if BITS == 4 { 16 } else { 18 };
 
@@ -193,21 +205,44 @@ impl<const BITS: usize> KBlock<BITS> {
         }
     }
 
-    /// The codes of one super-block's words.
+    /// Sub-blocks stored for a super-block of `n` values (16 or 8 for a whole one).
+    #[inline(always)]
+    fn subs(n: usize) -> usize {
+        n.div_ceil(Self::SUB)
+    }
+
+    /// Code words of a super-block of `n` values: whole sub-blocks, so a row's last super-block
+    /// stores only those its values reach.
+    fn block_words(n: usize) -> usize {
+        Self::subs(n) * Self::SUB_WORDS
+    }
+
+    /// The code words of each super-block of a row of `dim` values, in order.
+    fn blocks(codes: &[u32], dim: usize) -> impl Iterator<Item = &[u32]> {
+        (0..dim.div_ceil(QK_K)).map(move |g| &codes[g * Self::BLOCK_WORDS..][..Self::block_words((dim - g * QK_K).min(QK_K))])
+    }
+
+    /// The codes of a super-block's words (of [`Self::block_words`] for its values); values past
+    /// its stored sub-blocks are 0.
     fn codes(words: &[u32]) -> [u8; QK_K] {
+        let stored = words.len() / Self::SUB_WORDS * Self::SUB;
         std::array::from_fn(|i| {
+            if i >= stored {
+                return 0;
+            }
             let low = (words[i / 8] >> (4 * (i % 8))) & 0xF;
-            let high = if BITS == 6 { ((words[32 + i / 16] >> (2 * (i % 16))) & 3) << 4 } else { 0 };
+            let high = if BITS == 6 { ((words[2 * stored / 16 + i / 16] >> (2 * (i % 16))) & 3) << 4 } else { 0 };
             (low | high) as u8
         })
     }
 
-    /// Writes one super-block's codes into its (zeroed) words.
+    /// Writes a super-block's codes into its (zeroed) words, as many as they store.
     fn put_codes(codes: &[u8; QK_K], words: &mut [u32]) {
-        for (i, &q) in codes.iter().enumerate() {
+        let stored = words.len() / Self::SUB_WORDS * Self::SUB;
+        for (i, &q) in codes[..stored].iter().enumerate() {
             words[i / 8] |= (q as u32 & 0xF) << (4 * (i % 8));
             if BITS == 6 {
-                words[32 + i / 16] |= (q as u32 >> 4) << (2 * (i % 16));
+                words[2 * stored / 16 + i / 16] |= (q as u32 >> 4) << (2 * (i % 16));
             }
         }
     }
@@ -353,10 +388,13 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
         } else {
             // Sixteen sub-blocks of 16 values: `d·sc · (q − 32)`, the low four bits of `q` in
             // nibbles, the top two in word 32 + j (value 8k + i at bits 16k + 2i).
+            // The top bits follow the nibbles of the sub-blocks stored: word 32 + j in a whole
+            // super-block, 2·⌈n/16⌉ + j in a row's last one of n values.
+            let top = 2 * dst.len().div_ceil(16);
             let d = half_to_f32(u16::from_le_bytes([p[16], p[17]]));
-            for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..32].chunks_exact(2)).enumerate() {
+            for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..top].chunks_exact(2)).enumerate() {
                 let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
-                let high = words[32 + j];
+                let high = words[top + j];
                 let (octets, _) = sub.as_chunks_mut::<8>();
                 for (k, (o, &w)) in octets.iter_mut().zip(w).enumerate() {
                     let q = l.or(l.fields::<4>(w), l.shl(l.fields::<2>(high >> (16 * k)), 4));
@@ -385,12 +423,18 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
     const PARAM_BITS: usize = 8 * Self::PARAM_BYTES;
     const GGML_TYPE: Option<u32> = Some(if BITS == 4 { 12 } else { 14 });
 
+    /// Whole super-blocks, then the last one's sub-blocks only (see the module docs).
+    fn code_words(dim: usize) -> usize {
+        dim / QK_K * Self::BLOCK_WORDS + Self::block_words(dim % QK_K)
+    }
+
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;
         out.fill(0);
         let (codes, params) = out.split_at_mut(Self::code_words(row.len()));
         let params: &mut [u8] = bytemuck::cast_slice_mut(params);
-        for (g, (block, words)) in row.chunks(QK_K).zip(codes.chunks_exact_mut(Self::BLOCK_WORDS)).enumerate() {
+        for (g, block) in row.chunks(QK_K).enumerate() {
+            let words = &mut codes[g * Self::BLOCK_WORDS..][..Self::block_words(block.len())];
             let mut x = [0f32; QK_K];
             x[..block.len()].copy_from_slice(block);
             let mut l = [0u8; QK_K];
@@ -411,7 +455,8 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
     fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
         let params: &[u8] = bytemuck::cast_slice(params);
-        for (g, (dst, words)) in out.chunks_mut(QK_K).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
+        let dim = out.len();
+        for (g, (dst, words)) in out.chunks_mut(QK_K).zip(Self::blocks(codes, dim)).enumerate() {
             Self::decode_block(&Self::codes(words), &params[g * Self::PARAM_BYTES..][..Self::PARAM_BYTES], dst);
         }
     }
@@ -438,7 +483,7 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
         let (codes, params) = words.split_at(Self::code_words(dim));
         let params: &[u8] = bytemuck::cast_slice(params);
         let block_bytes = out.len() / Self::groups(dim);
-        for (g, (dst, words)) in out.chunks_exact_mut(block_bytes).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
+        for (g, (dst, words)) in out.chunks_exact_mut(block_bytes).zip(Self::blocks(codes, dim)).enumerate() {
             let l = Self::codes(words);
             let p = &params[g * Self::PARAM_BYTES..][..Self::PARAM_BYTES];
             if BITS == 4 {
@@ -468,7 +513,8 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
         let (codes, params) = out.split_at_mut(Self::code_words(dim));
         let params: &mut [u8] = bytemuck::cast_slice_mut(params);
         let block_bytes = src.len() / Self::groups(dim);
-        for (g, (block, words)) in src.chunks_exact(block_bytes).zip(codes.chunks_exact_mut(Self::BLOCK_WORDS)).enumerate() {
+        for (g, block) in src.chunks_exact(block_bytes).enumerate() {
+            let words = &mut codes[g * Self::BLOCK_WORDS..][..Self::block_words((dim - g * QK_K).min(QK_K))];
             let p = &mut params[g * Self::PARAM_BYTES..][..Self::PARAM_BYTES];
             let mut l = [0u8; QK_K];
             if BITS == 4 {

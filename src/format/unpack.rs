@@ -79,7 +79,8 @@ pub(crate) trait Groups<const G: usize> {
     /// Code words per group.
     const GROUP_WORDS: usize;
     /// Decodes the first `out.len()` values (a multiple of 8, at most `G`) of group `g` of a row
-    /// from the group's code words `codes` and the row's parameter words `params`.
+    /// from the group's code words `codes` (for a row's last group, the rest of the row's code
+    /// words) and the row's parameter words `params`.
     fn group<L: Lanes>(l: L, g: usize, codes: &[u32], params: &[u32], out: &mut [f32]);
 }
 
@@ -96,7 +97,9 @@ pub(crate) fn groups<const G: usize, D: Groups<G>, L: Lanes>(l: L, codes: &[u32]
     }
     if !tail.is_empty() {
         let g = whole.len();
-        let w = &codes[g * D::GROUP_WORDS..][..D::GROUP_WORDS];
+        // The last group's own words: all of a group's, or fewer where a format stores only what
+        // a short last group needs (the k-quants' sub-blocks).
+        let w = &codes[g * D::GROUP_WORDS..];
         let n = tail.len().next_multiple_of(8);
         if n == tail.len() {
             D::group(l, g, w, params, tail);
