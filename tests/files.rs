@@ -354,6 +354,18 @@ fn malformed_table_files_are_typed_errors() {
         }
     }
 
+    // A dim whose rows' words would overflow, in formats of groups and super-blocks too.
+    for format in [Format::Int4, Format::Q8_0, Format::Int8G32, Format::Q4K, Format::Q6K] {
+        let good = sample_file(format).0.to_bytes();
+        for dim in ["4611686018427387904", "18446744073709551615"] {
+            let bad = with_header(&good, |h| {
+                assert!(h.contains("\"edo.dim\":\"37\""), "{h}");
+                h.replace("\"edo.dim\":\"37\"", &format!("\"edo.dim\":\"{dim}\""))
+            });
+            assert!(matches!(open(bad), Err(Error::BadFile { .. })), "{format} dim {dim}");
+        }
+    }
+
     // Damaged rows: the checksum names the bytes; a damaged vocabulary is refused on open.
     let rows_at = good.len() - 4 * file.table().words().len() - file.vocab().unwrap().tokens().iter().map(|t| t.len()).sum::<usize>();
     let mut flipped = good.clone();

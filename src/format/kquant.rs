@@ -425,7 +425,7 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
 
     /// Whole super-blocks, then the last one's sub-blocks only (see the module docs).
     fn code_words(dim: usize) -> usize {
-        dim / QK_K * Self::BLOCK_WORDS + Self::block_words(dim % QK_K)
+        (dim / QK_K).saturating_mul(Self::BLOCK_WORDS).saturating_add(Self::block_words(dim % QK_K))
     }
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {

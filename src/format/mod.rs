@@ -165,17 +165,18 @@ pub trait Codec {
         }
     }
 
-    /// Code words of a row of `dim` values (each group's codes padded to a word).
+    /// Code words of a row of `dim` values (each group's codes padded to a word). Saturates
+    /// rather than wraps for a dim no table has (a file's header may claim one).
     fn code_words(dim: usize) -> usize {
         match Self::GROUP {
             0 => dim.saturating_mul(Self::CODE_BITS).div_ceil(32),
-            g => Self::groups(dim) * (g * Self::CODE_BITS).div_ceil(32),
+            g => Self::groups(dim).saturating_mul((g * Self::CODE_BITS).div_ceil(32)),
         }
     }
 
-    /// Parameter words of a row of `dim` values.
+    /// Parameter words of a row of `dim` values (saturating, as [`Codec::code_words`]).
     fn param_words(dim: usize) -> usize {
-        (Self::groups(dim) * Self::PARAM_BITS).div_ceil(32)
+        Self::groups(dim).saturating_mul(Self::PARAM_BITS).div_ceil(32)
     }
 
     /// Encodes `row` into `out`, which has exactly `code_words(row.len()) + param_words(row.len())`
@@ -440,9 +441,10 @@ impl Format {
         dispatch!(self, C => C::code_words(dim))
     }
 
-    /// Words per packed row: codes plus parameters.
+    /// Words per packed row: codes plus parameters (saturating at `usize::MAX` for a dim no
+    /// table has, so that a check against real sizes fails instead of wrapping).
     pub fn row_words(self, dim: usize) -> usize {
-        self.code_words(dim) + self.param_words(dim)
+        self.code_words(dim).saturating_add(self.param_words(dim))
     }
 
     /// Bytes per packed row as stored (word-padded).
