@@ -143,7 +143,7 @@ async function loadModel(fetchBytes, name) {
     const inMemory = performance.now();
     // The GPU process compiles the model's kernels while this thread reads the file.
     const shape = await fileShape(bytes);
-    const prepared = engine.prepareModel(shape.format, shape.dim);
+    const prepared = engine.prepareModel(shape.format, shape.dim, { rowAlignment: shape.rowAlignment });
     await tick();
     const model = await modelFromBytes(bytes);
     loadedModel = model;

@@ -544,13 +544,29 @@ impl TableFile {
     }
 }
 
-/// The format, rows and dim a table file (or model file) declares, from its first bytes: at
-/// least the 8-byte length and the header it gives ([`header_bytes`] of them), for a file of
-/// `file_len` bytes. A reader can act on the shape (compile its kernels, size its buffers) before
+/// What a table file (or model file) declares of its table, from the header alone
+/// ([`table_shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableShape {
+    /// The rows' format.
+    pub format: Format,
+    /// Rows.
+    pub rows: usize,
+    /// Values per row.
+    pub dim: usize,
+    /// Bytes each row starts on once uploaded to a GPU (`edo.row_alignment`;
+    /// [`NO_ROW_ALIGNMENT`] when the file asks for none).
+    pub row_alignment: usize,
+}
+
+/// The format, rows, dim and row alignment a table file (or model file) declares, from its first
+/// bytes: at least the 8-byte length and the header it gives ([`header_bytes`] of them), for a
+/// file of `file_len` bytes. A reader can act on the shape (compile its kernels with
+/// [`crate::Engine::prepare_model`] or [`crate::Engine::prepare_rows`], size its buffers) before
 /// the rest of the file has arrived.
-pub fn table_shape(prefix: &[u8], file_len: u64) -> Result<(Format, usize, usize), Error> {
+pub fn table_shape(prefix: &[u8], file_len: u64) -> Result<TableShape, Error> {
     let h = Header::parse(prefix, file_len)?;
-    Ok((h.format, h.rows, h.dim))
+    Ok(TableShape { format: h.format, rows: h.rows, dim: h.dim, row_alignment: h.row_alignment })
 }
 
 /// Bytes at the start of a table file that hold its header (the 8-byte length and the JSON), from

@@ -370,6 +370,15 @@ impl StaticModel {
         crate::prune::lookup_counts(&self.bags(texts)?.rows, self.table.rows())
     }
 
+    /// The model with its table's rows starting on multiples of `bytes` once uploaded to a GPU
+    /// ([`PackedTable::with_row_alignment`]: a power of two from 4 to 256); INT8, FP8 and q8_0
+    /// rows aligned to 16 bytes, of a dim that is a multiple of 16, are pooled sixteen codes a
+    /// load. The host's rows, and a file's, stay packed; the model's `.edo` file records it.
+    pub fn with_row_alignment(mut self, bytes: usize) -> Result<StaticModel, Error> {
+        self.table = self.table.with_row_alignment(bytes)?;
+        Ok(self)
+    }
+
     /// The embedding table (one row per token, or per cluster of tokens with a mapping).
     pub fn table(&self) -> &PackedTable {
         &self.table

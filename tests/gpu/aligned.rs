@@ -218,7 +218,7 @@ fn prepared_rows_serve_the_first_lookups() {
     for format in [Format::Int4G32, Format::Q4K, Format::F32] {
         assert!(matches!(block_on(engine.prepare_rows(format, usize::MAX, 4)), Err(Error::LimitExceeded { .. })), "{format}");
         assert!(matches!(block_on(engine.prepare_gather(format, huge)), Err(Error::LimitExceeded { .. })), "{format}");
-        assert!(matches!(block_on(engine.prepare_model(format, huge)), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_model(format, huge, 4)), Err(Error::LimitExceeded { .. })), "{format}");
     }
 }
 

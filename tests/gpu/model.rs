@@ -52,17 +52,35 @@ fn prepare_model_compiles_what_the_first_embedding_uses_and_a_large_batch_its_ow
     let file = |name: &str, f: &str| std::fs::read(format!("{}/{f}", dir(name))).unwrap();
     // Dims 16 (four values a step) and 7 (one), normalised or not, three decoders.
     let matryoshka = StaticModel::from_wordllama(&file("wordpiece", "tokenizer.json"), &file("wordpiece", "model.safetensors"), Some(7)).unwrap();
-    // FP16 at dim 16: the bag that reads eight halves a load.
-    for (host, format) in
-        [(model("wordpiece"), Format::F32), (model("unigram_vq"), Format::Int4), (matryoshka, Format::Q8_0), (model("wordpiece"), Format::F16)]
-    {
-        let host = host.quantize(format).unwrap();
-        block_on(engine.prepare_model(format, host.dim())).unwrap();
+    // FP16 at dim 16: the bag that reads eight halves a load; INT8 at dim 16 with rows aligned to
+    // 16 bytes: the bag that reads sixteen codes a load, which packed rows do not use.
+    const PACKED: usize = edo::format::NO_ROW_ALIGNMENT;
+    for (host, format, alignment) in [
+        (model("wordpiece"), Format::F32, PACKED),
+        (model("unigram_vq"), Format::Int4, PACKED),
+        (matryoshka, Format::Q8_0, PACKED),
+        (model("wordpiece"), Format::F16, PACKED),
+        (model("wordpiece"), Format::Int8, 16),
+    ] {
+        let host = host.quantize(format).unwrap().with_row_alignment(alignment).unwrap();
+        assert_eq!(host.table().row_alignment(), alignment);
+        if alignment != PACKED {
+            block_on(engine.prepare_model(format, host.dim(), PACKED)).unwrap();
+            let packed = engine.pipeline_count();
+            block_on(engine.prepare_model(format, host.dim(), alignment)).unwrap();
+            assert!(engine.pipeline_count() > packed, "{format}: aligned rows take a bag kernel of their own");
+        }
+        block_on(engine.prepare_model(format, host.dim(), alignment)).unwrap();
         let compiled = engine.pipeline_count();
         let gpu = block_on(GpuStaticModel::upload(&engine, &host)).unwrap();
         let got = block_on(gpu.encode(&["naïve café", "the quick fox"])).unwrap().read_blocking().unwrap();
         assert_eq!(got.len(), 2 * host.dim());
-        assert_eq!(engine.pipeline_count(), compiled, "{format} dim {}: the first embedding compiled a kernel prepare_model had not", host.dim());
+        assert_eq!(
+            engine.pipeline_count(),
+            compiled,
+            "{format} dim {} aligned to {alignment}: the first embedding compiled a kernel prepare_model had not",
+            host.dim()
+        );
         if format == Format::F32 {
             // A large batch (32 768 bags at dim 16, a lane each: exactly the 32 768 lanes where a
             // batch stops being small) compiles its own shape of the bag kernel, once.

@@ -1203,6 +1203,12 @@ impl EdoModel {
     pub fn format(&self) -> String {
         self.inner.table().format().name().into()
     }
+    /// Bytes each row of the table starts on once uploaded to a GPU: 4 (packed), or what the
+    /// model file asks for.
+    #[wasm_bindgen(getter, js_name = rowAlignment)]
+    pub fn row_alignment(&self) -> usize {
+        self.inner.table().row_alignment()
+    }
     /// Bytes of the packed table.
     #[wasm_bindgen(getter)]
     pub fn bytes(&self) -> f64 {
@@ -1240,18 +1246,20 @@ impl EdoEngine {
 
 #[wasm_bindgen]
 impl EdoEngine {
-    /// Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a
-    /// few texts, ahead of its first embedding: start it, read the model file meanwhile
-    /// (`tableShape` gives the format and dim from the file's first bytes), then await it. At
-    /// dims up to 256, one `embed` of thousands of texts (2 048 at dim 256) compiles its own
-    /// shape of the bag kernel at its first use.
-    /// Resolves at once on the CPU path.
+    /// Compiles the kernels a model whose table is in `format` with `dim` values (rows aligned to
+    /// `row_alignment` bytes, the model's `rowAlignment`; packed when absent) runs to embed a few
+    /// texts, ahead of its first embedding: start it, read the model file meanwhile
+    /// (`tableShape` gives the format, dim and row alignment from the file's first bytes), then
+    /// await it. At dims up to 256, one `embed` of thousands of texts (2 048 at dim 256) compiles
+    /// its own shape of the bag kernel at its first use.
+    /// Resolves at once on the CPU path (after checking the alignment).
     #[wasm_bindgen(js_name = prepareModel)]
-    pub async fn prepare_model(&self, format: String, dim: usize) -> Result<(), Failure> {
+    pub async fn prepare_model(&self, format: String, dim: usize, row_alignment: Option<usize>) -> Result<(), Failure> {
         let format = format_of(&format)?;
+        let bytes = row_alignment.unwrap_or(edo::format::NO_ROW_ALIGNMENT);
         match self.engine() {
-            Some(e) => e.prepare_model(format, dim).await.map_err(err),
-            None => Ok(()),
+            Some(e) => e.prepare_model(format, dim, bytes).await.map_err(err),
+            None => edo::format::check_row_alignment(bytes).map_err(err),
         }
     }
 }
@@ -1262,6 +1270,7 @@ pub struct EdoShape {
     format: String,
     rows: usize,
     dim: usize,
+    row_alignment: usize,
 }
 
 #[wasm_bindgen]
@@ -1278,18 +1287,23 @@ impl EdoShape {
     pub fn dim(&self) -> usize {
         self.dim
     }
+    /// Bytes each row starts on once uploaded to a GPU: 4 (packed), or what the file asks for.
+    #[wasm_bindgen(getter, js_name = rowAlignment)]
+    pub fn row_alignment(&self) -> usize {
+        self.row_alignment
+    }
 }
 
-/// The format, rows and dim of an `.edo` file, read from its header alone (only the header's
-/// bytes are copied into WASM memory).
+/// The format, rows, dim and row alignment of an `.edo` file, read from its header alone (only
+/// the header's bytes are copied into WASM memory).
 #[wasm_bindgen(js_name = tableShape)]
 pub fn table_shape(bytes: &js_sys::Uint8Array) -> Result<EdoShape, Failure> {
     let len = bytes.length();
     let first8 = bytes.subarray(0, len.min(8)).to_vec();
     let header = edo::file::header_bytes(&first8).map_err(err)?;
     let prefix = bytes.subarray(0, len.min(u32::try_from(header).unwrap_or(u32::MAX))).to_vec();
-    let (format, rows, dim) = edo::file::table_shape(&prefix, len as u64).map_err(err)?;
-    Ok(EdoShape { format: format.name().into(), rows, dim })
+    let shape = edo::file::table_shape(&prefix, len as u64).map_err(err)?;
+    Ok(EdoShape { format: shape.format.name().into(), rows: shape.rows, dim: shape.dim, row_alignment: shape.row_alignment })
 }
 
 /// A model ready to embed on the engine (see `EdoEngine.uploadModel`).

@@ -457,11 +457,27 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
     let url = web_sys::Url::create_object_url_with_blob(&web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap()).unwrap();
     // The header alone gives the shape, so the kernels can compile while the rest is read.
     let shape = edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..])).unwrap();
-    assert_eq!((shape.format(), shape.rows(), shape.dim()), ("int8".to_string(), model.rows(), 16));
+    assert_eq!((shape.format(), shape.rows(), shape.dim(), shape.row_alignment()), ("int8".to_string(), model.rows(), 16, 4));
     assert!(edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..7])).is_err());
     let engine = EdoEngine::create(None, None).await;
-    engine.prepare_model(shape.format(), shape.dim()).await.unwrap();
-    assert!(engine.prepare_model("int9".into(), 16).await.is_err());
+    engine.prepare_model(shape.format(), shape.dim(), None).await.unwrap();
+    assert!(engine.prepare_model("int9".into(), 16, None).await.is_err());
+    assert!(engine.prepare_model("int8".into(), 16, Some(12)).await.is_err(), "no power of two");
+    // A model whose rows are aligned to 16 bytes: its file says so, and the kernels its first
+    // embedding runs (on WebGPU, the bag that reads sixteen codes a load) are prepared from it.
+    let aligned = edo::model::StaticModel::from_edo_bytes(bytes.clone()).unwrap().with_row_alignment(16).unwrap().to_edo().to_bytes();
+    let shape = edo_web::table_shape(&js_sys::Uint8Array::from(&aligned[..])).unwrap();
+    assert_eq!(shape.row_alignment(), 16);
+    engine.prepare_model(shape.format(), shape.dim(), Some(shape.row_alignment())).await.unwrap();
+    let aligned = EdoModel::from_bytes(aligned).unwrap();
+    assert_eq!(aligned.row_alignment(), 16);
+    let resident = engine.upload_model(&aligned).await.unwrap();
+    let want = aligned.embed(vec!["naïve café".into()]).unwrap();
+    let got = resident.embed(vec!["naïve café".into()]).await.unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} vs {w}");
+    }
     let fetched = EdoModel::from_url(url.clone()).await.unwrap();
     web_sys::Url::revoke_object_url(&url).unwrap();
     assert_eq!(fetched.format(), "int8");

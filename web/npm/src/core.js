@@ -297,9 +297,11 @@ export class Engine extends Resource {
     const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
     return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 }), alignment));
   }
-  /** Compiles the kernels a model whose table is in `format` with `dim` values runs to embed a few texts (one `embed` of thousands compiles its own shape at its first use). */
-  async prepareModel(format, dim) {
-    return guarded(() => this._raw().prepareModel(text(format, 'format'), integer(dim, 'dim', { min: 1 })));
+  /** Compiles the kernels a model whose table is in `format` with `dim` values (rows aligned to `rowAlignment` bytes: the model's, or `fileShape`'s) runs to embed a few texts (one `embed` of thousands compiles its own shape at its first use). */
+  async prepareModel(format, dim, options = {}) {
+    const { rowAlignment } = plainObject(options, 'prepareModel(format, dim, options)');
+    const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
+    return guarded(() => this._raw().prepareModel(text(format, 'format'), integer(dim, 'dim', { min: 1 }), alignment));
   }
   /** Makes a table resident for lookups: on the GPU in shards, or kept as is on the CPU path. */
   async uploadTable(table) {
@@ -315,7 +317,7 @@ export class Engine extends Resource {
   async loadModel(source, options = {}) {
     const model = await loadModel(source, options);
     try {
-      if (this.backend === 'webgpu') await this.prepareModel(model.format, model.dim);
+      if (this.backend === 'webgpu') await this.prepareModel(model.format, model.dim, { rowAlignment: model.rowAlignment });
       return await this.uploadModel(model);
     } finally {
       model.dispose(); // the resident model keeps its own copy
@@ -653,7 +655,7 @@ export class Model extends Resource {
     return guardedSync(() => this._raw().toBytes());
   }
 }
-getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'bytes', 'normalize']);
+getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'rowAlignment', 'bytes', 'normalize']);
 
 /** A model ready to embed on an engine (see `Engine.uploadModel`, `Engine.loadModel`). */
 
@@ -936,14 +938,14 @@ export async function report(results) {
   return guardedSync(() => wasm.benchReport(list.map((r) => (typeof r === 'string' ? r : JSON.stringify(r)))));
 }
 
-/** The format, rows and dim an `.edo` file declares in its header. */
+/** The format, rows, dim and row alignment an `.edo` file declares in its header. */
 export async function fileShape(bytes) {
   const b = bytesOf(bytes, 'bytes');
   await init();
   return guardedSync(() => {
     const s = wasm.tableShape(b);
     try {
-      return { format: s.format, rows: s.rows, dim: s.dim };
+      return { format: s.format, rows: s.rows, dim: s.dim, rowAlignment: s.rowAlignment };
     } finally {
       s.free();
     }

@@ -121,7 +121,8 @@ export class Engine implements Disposable {
   memoryReport(): MemoryReport;
   /** Compiles the lookup kernel of tables of `format` and `dim`; with `rowAlignment` (a table's), the gather and bag kernels of tables whose rows are aligned so. */
   prepare(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
-  prepareModel(format: string, dim: number): Promise<void>;
+  /** Compiles the kernels a model's first embedding runs; `rowAlignment`: the model's (or `fileShape`'s). */
+  prepareModel(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
   uploadTable(table: Table): Promise<ResidentTable>;
   uploadModel(model: Model): Promise<ResidentModel>;
   loadModel(source: ModelSource, options?: LoadModelOptions): Promise<ResidentModel>;
@@ -280,6 +281,8 @@ export class Model implements Disposable {
   readonly vocabSize: number;
   readonly rows: number;
   readonly format: string;
+  /** Bytes each row of the table starts on once uploaded to a GPU: 4 (packed), or what the model file asks for. */
+  readonly rowAlignment: number;
   readonly bytes: number;
   readonly normalize: boolean;
   readonly disposed: boolean;
@@ -330,8 +333,8 @@ export const modelCache: {
 
 /** The charts and table of benchmark results, as an HTML fragment. */
 export function report(results: BenchmarkResults | BenchmarkResults[]): Promise<string>;
-/** The format, rows and dim an `.edo` file declares in its header. */
-export function fileShape(bytes: Uint8Array | ArrayBuffer): Promise<{ format: string; rows: number; dim: number }>;
+/** The format, rows, dim and row alignment an `.edo` file declares in its header. */
+export function fileShape(bytes: Uint8Array | ArrayBuffer): Promise<{ format: string; rows: number; dim: number; rowAlignment: number }>;
 /** The names of every format edo stores. */
 export function formats(): Promise<string[]>;
 

@@ -12,7 +12,7 @@ const PROPS = {
   Engine: ['backend', 'note', 'generation', 'maxBindingBytes'],
   Table: ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'codes', 'remapped', 'storedRows', 'rowAlignment'],
   ResidentTable: ['backend', 'shards', 'rows', 'dim'],
-  Model: ['dim', 'vocabSize', 'rows', 'format', 'bytes', 'normalize'],
+  Model: ['dim', 'vocabSize', 'rows', 'format', 'rowAlignment', 'bytes', 'normalize'],
   ResidentModel: ['backend', 'dim'],
   SearchIndex: ['rows', 'bytes'],
   RowCache: ['backend'],

@@ -316,6 +316,13 @@ test('an .edo model file from a URL, on an engine, with a search index', async (
   const engine = await edo.createEngine();
   const model = await engine.loadModel(`${base}/int8/model.edo`, { cache: false });
   assert.equal(model.backend, 'cpu');
+  // The header gives the shape and row alignment to prepare the kernels with (checked, then
+  // nothing to compile on the CPU path).
+  const shape = await edo.fileShape(bytes);
+  assert.deepEqual(shape, { format: 'int8', rows: folder.rows, dim: folder.dim, rowAlignment: 4 });
+  assert.equal(folder.rowAlignment, 4);
+  await engine.prepareModel(shape.format, shape.dim, { rowAlignment: 16 });
+  await rejects(engine.prepareModel('int8', shape.dim, { rowAlignment: 24 }), 'INVALID_ARGUMENT', /options.rowAlignment must be a power of two/);
   const v = await model.embed(TEXTS);
   const want = expected.models.wordpiece.vectors;
   for (let t = 0; t < TEXTS.length; t++) {
