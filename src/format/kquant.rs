@@ -396,9 +396,11 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
                 let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
                 let high = words[top + j];
                 let (octets, _) = sub.as_chunks_mut::<8>();
-                for (k, (o, &w)) in octets.iter_mut().zip(w).enumerate() {
-                    let q = l.or(l.fields::<4>(w), l.shl(l.fields::<2>(high >> (16 * k)), 4));
-                    l.store(a.lanes(l, q), o);
+                if let Some(o) = octets.first_mut() {
+                    l.store(a.lanes(l, l.or(l.fields::<4>(w[0]), l.fields_up::<2, 0, 4>(high))), o);
+                }
+                if let Some(o) = octets.get_mut(1) {
+                    l.store(a.lanes(l, l.or(l.fields::<4>(w[1]), l.fields_up::<2, 16, 4>(high))), o);
                 }
             }
         }

@@ -262,6 +262,14 @@ pub trait Lanes: Copy + Sealed {
     /// The lanes' `f32` bits.
     fn bitcast_i(self, x: Self::F) -> Self::I;
 
+    /// Lane `j` is bits `FIRST + W·j .. FIRST + W·j + W` of `x` shifted left by `UP`
+    /// (`FIRST + 8·W` at most 32, `UP + 8·W` at most 32): `fields::<W>(x >> FIRST) << UP`, which
+    /// a level with per-lane shifts does in three operations.
+    #[inline(always)]
+    fn fields_up<const W: u32, const FIRST: u32, const UP: u32>(self, x: u32) -> Self::I {
+        self.shl(self.fields::<W>(x.checked_shr(FIRST).unwrap_or(0)), UP)
+    }
+
     /// IEEE binary16 values as `f32`, exactly, NaNs quieted with their payload kept (as `half`'s
     /// conversion and x86's F16C, which AVX2 uses, do), from integer lanes without a branch.
     #[inline(always)]

@@ -61,6 +61,17 @@ impl Lanes for Avx2 {
         }
     }
     #[inline(always)]
+    fn fields_up<const W: u32, const FIRST: u32, const UP: u32>(self, x: u32) -> __m256i {
+        // One per-lane shift right lands every field at UP; where FIRST is below UP the word is
+        // first moved up by the difference (no field needed is lost: UP + 8·W ≤ 32).
+        let (x, first) = if FIRST >= UP { (x, (FIRST - UP) as i32) } else { (x << (UP - FIRST), 0) };
+        let w = W as i32;
+        unsafe {
+            let shifts = _mm256_setr_epi32(first, first + w, first + 2 * w, first + 3 * w, first + 4 * w, first + 5 * w, first + 6 * w, first + 7 * w);
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(x as i32), shifts), _mm256_set1_epi32((((1u32 << W) - 1) << UP) as i32))
+        }
+    }
+    #[inline(always)]
     fn to_f32(self, x: __m256i) -> __m256 {
         unsafe { _mm256_cvtepi32_ps(x) }
     }
