@@ -218,14 +218,18 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
         eprintln!("edo: warning: --min-error changes nothing for {}: only the group-wise int4_g* and int8_g* formats search", a.format);
     }
     let group = a.format.group();
-    if group > 0 && dim > 0 && dim.next_multiple_of(group) >= dim + dim / 4 {
-        // A quarter or more of each row would be padding (k-quants at dims below 256).
+    // Bits a value in rows of whole groups, and in these rows.
+    let bits = |d: usize| 8.0 * a.format.row_bytes(d) as f64 / d as f64;
+    if group > 0 && dim > 0 && bits(dim) >= 1.25 * bits(group) {
+        // A quarter more bytes than whole groups take (a short row's last block, its parameters
+        // or its codes, is a larger share of it: q8_0 at dim 8, k-quants at small dims).
         eprintln!(
-            "edo: warning: {} keeps parameters per {group} values, so a row of {dim} is padded to {}: {} bytes a row, {:.3} of fp32",
+            "edo: warning: {} keeps parameters per {group} values, so a row of {dim} takes {} bytes, {:.3} of fp32: {:.2} bits a value against {:.2} in rows of whole groups",
             a.format,
-            dim.next_multiple_of(group),
             a.format.row_bytes(dim),
-            a.format.row_bytes(dim) as f64 / (4 * dim) as f64
+            a.format.row_bytes(dim) as f64 / (4 * dim) as f64,
+            bits(dim),
+            bits(group)
         );
     }
     if (a.center || a.itq) && a.format != Format::Binary {
