@@ -237,6 +237,16 @@ fn malformed_gguf_headers_are_typed_errors() {
     ] {
         assert!(matches!(Gguf::parse(&bytes), Err(Error::BadFile { .. })), "{what}: {:?}", Gguf::parse(&bytes));
     }
+    // No rows, but a row width no table has (in whole blocks, so no bytes to hold): an error or
+    // an empty table, never a panic on the width's arithmetic.
+    for (dims, ty) in [([u64::MAX - 31, 0], 8u32), ([u64::MAX - 255, 0], 14), ([u64::MAX, 0], 0), ([1 << 62, 0], 12)] {
+        let wide = header(2, &dims, ty, 0, 0);
+        if let Ok(g) = Gguf::parse(&wide) {
+            if let Ok(t) = g.table(&wide, "t") {
+                assert_eq!(t.rows(), 0, "{dims:?}");
+            }
+        }
+    }
     // A type edo knows the size of but does not decode (Q5_K), and one it does not know at all.
     let k = header(2, &[256, 1], 13, 0, 176);
     assert!(matches!(Gguf::parse(&k).unwrap().table(&k, "t"), Err(Error::Unsupported { .. })));

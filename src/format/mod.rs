@@ -100,7 +100,8 @@ pub enum EncodeError {
 /// A row's values fall into groups of [`Codec::GROUP`] values that share parameters (a scale, a
 /// bias); `GROUP = 0` means one group, the whole row (FBGEMM's row-wise formats). A row of `dim`
 /// values takes [`Codec::code_words`]`(dim)` words of codes, each group's codes starting on a word
-/// and the last group zero-padded, followed by [`Codec::param_words`]`(dim)` words holding every
+/// and the last group zero-padded (the k-quants store only the sub-blocks a last super-block's
+/// values reach), followed by [`Codec::param_words`]`(dim)` words holding every
 /// group's [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a
 /// word, low half first).
 ///
@@ -258,7 +259,7 @@ pub trait Codec {
 fn code_bytes<C: Codec + ?Sized>(dim: usize) -> usize {
     match C::GROUP {
         0 => dim.saturating_mul(C::CODE_BITS).div_ceil(8),
-        g => C::groups(dim) * (g * C::CODE_BITS).div_ceil(8),
+        g => C::groups(dim).saturating_mul((g * C::CODE_BITS).div_ceil(8)),
     }
 }
 
@@ -455,7 +456,7 @@ impl Format {
     /// Bytes per row without word padding: the size of the format's external layout (`dim ·
     /// bits / 8` rounded up to a byte, plus the parameters; whole blocks for ggml's formats).
     pub fn unpadded_row_bytes(self, dim: usize) -> usize {
-        dispatch!(self, C => code_bytes::<C>(dim) + (C::groups(dim) * C::PARAM_BITS).div_ceil(8))
+        dispatch!(self, C => code_bytes::<C>(dim).saturating_add(C::groups(dim).saturating_mul(C::PARAM_BITS).div_ceil(8)))
     }
 
     /// Bytes of codes in a row, without the word padding: `dim · bits / 8` rounded up (whole
