@@ -547,6 +547,7 @@ impl TableFile {
 /// What a table file (or model file) declares of its table, from the header alone
 /// ([`table_shape`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableShape {
     /// The rows' format.
     pub format: Format,

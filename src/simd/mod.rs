@@ -406,7 +406,9 @@ mod tests {
                 let b = w.to_le_bytes();
                 let bytes = [b[0], b[1], b[2], b[3], b[3], b[2], b[1], b[0]];
                 let [x, y] = [l.bytes(&bytes), l.fields::<4>(w)];
-                for i in [x, y, l.fields::<2>(w), l.fields::<1>(w), l.u16s(&std::array::from_fn(|j| (w >> j) as u16))] {
+                let up =
+                    [l.fields_up::<2, 0, 4>(w), l.fields_up::<2, 16, 4>(w), l.fields_up::<4, 0, 0>(w), l.fields_up::<1, 24, 3>(w), l.fields_up::<2, 8, 16>(w)];
+                for i in [x, y, l.fields::<2>(w), l.fields::<1>(w), l.u16s(&std::array::from_fn(|j| (w >> j) as u16))].into_iter().chain(up) {
                     push(l.bitcast_f(i));
                     push(l.to_f32(i));
                 }
