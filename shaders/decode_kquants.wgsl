@@ -25,15 +25,21 @@ fn param_byte(p: RowParams, b: u32) -> u32 {
     return extractBits(word(p + b / 4u), 8u * (b & 3u), 8u);
 }
 
+// The word of top bits (q6_k) of value i of the super-block whose codes start at w, in a row
+// whose parameters start at p: after the nibbles of the sub-blocks stored from w on, 16 or fewer
+// in the row's last super-block (3 words each).
+fn top_word(w: u32, i: u32, p: RowParams) -> u32 {
+    let subs = min(16u, (p - w) / 3u);
+    return word(w + 2u * subs + i / 16u);
+}
+
 // The code of value c of the row that starts at base, whose parameters start at p.
 fn kcode(base: u32, c: u32, p: RowParams) -> u32 {
     let w = base + (c / 256u) * BITS * 8u;
     let i = c & 255u;
     let low = extractBits(word(w + i / 8u), 4u * (i & 7u), 4u);
     if (BITS == 6u) {
-        // Sub-blocks stored from w on: 16, or fewer in the row's last super-block (3 words each).
-        let subs = min(16u, (p - w) / 3u);
-        return low | (extractBits(word(w + 2u * subs + i / 16u), 2u * (i & 15u), 2u) << 4u);
+        return low | (extractBits(top_word(w, i, p), 2u * (i & 15u), 2u) << 4u);
     }
     return low;
 }
@@ -72,10 +78,16 @@ fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
     return s.x * f32(q) - s.y;
 }
 
+// Values c .. c + 4 (c a multiple of 4: one word of nibbles, and for q6_k one of top bits).
 fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let s = sub_params(p, c);
-    let q = vec4<u32>(kcode(base, c, p), kcode(base, c + 1u, p), kcode(base, c + 2u, p), kcode(base, c + 3u, p));
+    let w = base + (c / 256u) * BITS * 8u;
+    let i = c & 255u;
+    let low = word(w + i / 8u) >> (4u * (i & 7u));
+    var q = vec4<u32>(low, low >> 4u, low >> 8u, low >> 12u) & vec4<u32>(15u);
     if (BITS == 6u) {
+        let top = top_word(w, i, p) >> (2u * (i & 15u));
+        q |= (vec4<u32>(top, top >> 2u, top >> 4u, top >> 6u) & vec4<u32>(3u)) << vec4<u32>(4u);
         return s.x * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
     }
     return s.x * vec4<f32>(q) - s.y;
