@@ -49,13 +49,23 @@ fn decode1(base: u32, c: u32, p: RowParams) -> f32 {
     return (q - OFFSET) * dm.x;
 }
 
+// Values c .. c + 4 (c a multiple of 4: one word of codes, and for 5 bits one of fifth bits).
 fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let dm = block_params(p, c / 32u);
     var q: vec4<f32>;
     if (BITS == 8u) {
         q = vec4<f32>(unpack4xU8(word(base + c / 4u)));
     } else {
-        q = vec4<f32>(vec4<u32>(code(base, c), code(base, c + 1u), code(base, c + 2u), code(base, c + 3u)));
+        let w = base + (c / 32u) * BITS;
+        let i = c & 31u;
+        let low = word(w + i / 8u) >> (4u * (i & 7u));
+        let nibbles = vec4<u32>(low, low >> 4u, low >> 8u, low >> 12u) & vec4<u32>(15u);
+        if (BITS == 5u) {
+            let high = word(w + 4u) >> i;
+            q = vec4<f32>(nibbles | ((vec4<u32>(high, high >> 1u, high >> 2u, high >> 3u) & vec4<u32>(1u)) << vec4<u32>(4u)));
+        } else {
+            q = vec4<f32>(nibbles);
+        }
     }
     if (MIN) {
         return q * dm.x + dm.y;

@@ -84,11 +84,11 @@ fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32> {
     let w = base + (c / 256u) * BITS * 8u;
     let i = c & 255u;
     let low = word(w + i / 8u) >> (4u * (i & 7u));
-    var q = vec4<u32>(low, low >> 4u, low >> 8u, low >> 12u) & vec4<u32>(15u);
+    let nibbles = vec4<u32>(low, low >> 4u, low >> 8u, low >> 12u) & vec4<u32>(15u);
     if (BITS == 6u) {
         let top = top_word(w, i, p) >> (2u * (i & 15u));
-        q |= (vec4<u32>(top, top >> 2u, top >> 4u, top >> 6u) & vec4<u32>(3u)) << vec4<u32>(4u);
+        let q = nibbles | ((vec4<u32>(top, top >> 2u, top >> 4u, top >> 6u) & vec4<u32>(3u)) << vec4<u32>(4u));
         return s.x * vec4<f32>(vec4<i32>(q) - vec4<i32>(32));
     }
-    return s.x * vec4<f32>(q) - s.y;
+    return s.x * vec4<f32>(nibbles) - s.y;
 }
