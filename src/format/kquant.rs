@@ -387,9 +387,9 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             }
         } else {
             // Sixteen sub-blocks of 16 values: `d·sc · (q − 32)`, the low four bits of `q` in
-            // nibbles, the top two in word 32 + j (value 8k + i at bits 16k + 2i).
-            // The top bits follow the nibbles of the sub-blocks stored: word 32 + j in a whole
-            // super-block, 2·⌈n/16⌉ + j in a row's last one of n values.
+            // nibbles, the top two of sub-block j's value 8k + i at bits 16k + 2i of the word
+            // after the stored sub-blocks' nibbles: 32 + j in a whole super-block, 2·⌈n/16⌉ + j
+            // in a row's last one of n values.
             let top = 2 * dst.len().div_ceil(16);
             let d = half_to_f32(u16::from_le_bytes([p[16], p[17]]));
             for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..top].chunks_exact(2)).enumerate() {
