@@ -286,6 +286,15 @@ pub(crate) fn check_prepared_dim(dim: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// The words of a row of `dim` values of `format` on the GPU with rows aligned to
+/// `row_alignment` bytes, once both are checked as `Engine::prepare_rows` and
+/// `Engine::prepare_model` take them.
+pub(crate) fn prepared_row_words(format: Format, dim: usize, row_alignment: usize) -> Result<usize, Error> {
+    crate::format::check_row_alignment(row_alignment)?;
+    check_prepared_dim(dim)?;
+    Ok(crate::format::aligned_row_words(format.row_words(dim), row_alignment))
+}
+
 /// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
 #[derive(Clone)]
 pub struct Engine {
@@ -569,9 +578,7 @@ impl Engine {
     pub async fn prepare_rows(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
-        crate::format::check_row_alignment(row_alignment)?;
-        check_prepared_dim(dim)?;
-        let row_words = crate::format::aligned_row_words(format.row_words(dim), row_alignment);
+        let row_words = prepared_row_words(format, dim, row_alignment)?;
         ctx.gather_pipeline(format, dim, row_words).await?;
         bag::prepare_first_bag(ctx, format, dim, row_words).await
     }

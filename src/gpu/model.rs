@@ -97,11 +97,9 @@ impl Engine {
     pub async fn prepare_model(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
-        crate::format::check_row_alignment(row_alignment)?;
-        super::check_prepared_dim(dim)?;
+        let row_words = super::prepared_row_words(format, dim, row_alignment)?;
         // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
         // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
-        let row_words = crate::format::aligned_row_words(format.row_words(dim), row_alignment);
         super::bag::prepare_first_bag(ctx, format, dim, row_words).await?;
         ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
     }
