@@ -666,10 +666,10 @@ impl Header {
         let range = |info: &TensorInfo| data_start + info.data_offsets.0..data_start + info.data_offsets.1;
         let rows_info = tensor("rows", Dtype::U32)?;
         if rows_info.shape != [rows, row_words] {
-            // Earlier builds stored a k-quant row's last super-block whole, padding included.
+            // Earlier builds stored a k-quant row's last super-block whole, padding included: the
+            // words of a row of whole super-blocks.
             let padded = match format {
-                Format::Q4K => Some(dim.div_ceil(256) * 32 + format.param_words(dim)),
-                Format::Q6K => Some(dim.div_ceil(256) * 48 + format.param_words(dim)),
+                Format::Q4K | Format::Q6K => dim.checked_next_multiple_of(crate::format::QK_K).map(|d| format.row_words(d)),
                 _ => None,
             };
             if padded.is_some_and(|w| w != row_words && rows_info.shape == [rows, w]) {
