@@ -104,6 +104,12 @@ function rowAlignmentOf(v, name) {
   return bytes;
 }
 
+// The `rowAlignment` of a call's options (`what` names the call), checked; undefined when absent.
+function rowAlignmentOption(options, what) {
+  const { rowAlignment } = plainObject(options, what);
+  return rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
+}
+
 function boolean(v, name, fallback) {
   if (v === undefined) return fallback;
   if (typeof v !== 'boolean') throw invalid(`${name} must be true or false (got ${describe(v)})`);
@@ -293,14 +299,12 @@ export class Engine extends Resource {
   }
   /** Compiles the lookup kernel of tables of `format` and `dim` ahead of their first lookup; with `rowAlignment` (a table's), the gather and bag kernels of tables whose rows are aligned so. */
   async prepare(format, dim, options = {}) {
-    const { rowAlignment } = plainObject(options, 'prepare(format, dim, options)');
-    const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
+    const alignment = rowAlignmentOption(options, 'prepare(format, dim, options)');
     return guarded(() => this._raw().prepare(text(format, 'format'), integer(dim, 'dim', { min: 1 }), alignment));
   }
   /** Compiles the kernels a model whose table is in `format` with `dim` values (rows aligned to `rowAlignment` bytes: the model's, or `fileShape`'s) runs to embed a few texts (one `embed` of thousands compiles its own shape at its first use). */
   async prepareModel(format, dim, options = {}) {
-    const { rowAlignment } = plainObject(options, 'prepareModel(format, dim, options)');
-    const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
+    const alignment = rowAlignmentOption(options, 'prepareModel(format, dim, options)');
     return guarded(() => this._raw().prepareModel(text(format, 'format'), integer(dim, 'dim', { min: 1 }), alignment));
   }
   /** Makes a table resident for lookups: on the GPU in shards, or kept as is on the CPU path. */
