@@ -266,12 +266,21 @@ fn row_alignment_round_trips_through_files() {
     }
 }
 
-/// K-quant rows of a dim that is not a multiple of 256 store only the sub-blocks their values
-/// reach; a file in which an earlier build stored the padded super-block is refused by name.
+/// Rows whose last group is cut short store only the codes its values reach (the k-quants: the
+/// sub-blocks they reach); a file in which an earlier build stored the padded group is refused by
+/// name.
 #[test]
-fn padded_k_quant_files_of_earlier_builds_are_refused_by_name() {
+fn padded_last_group_files_of_earlier_builds_are_refused_by_name() {
     use safetensors::tensor::{Dtype, TensorView};
-    for (format, dim, padded_words, words) in [(Format::Q6K, 128, 53, 29), (Format::Q4K, 40, 36, 12), (Format::Q6K, 384, 105, 81)] {
+    for (format, dim, padded_words, words) in [
+        (Format::Q6K, 128, 53, 29),
+        (Format::Q4K, 40, 36, 12),
+        (Format::Q6K, 384, 105, 81),
+        (Format::Int4G128, 64, 17, 9),
+        (Format::Int4G128, 300, 51, 41),
+        (Format::Int8Zp32, 13, 9, 5),
+        (Format::Int8G64, 100, 34, 27),
+    ] {
         assert_eq!(format.row_words(dim), words, "{format} dim {dim}");
         let rows = 3;
         let data = vec![0u8; 4 * rows * padded_words];

@@ -206,6 +206,14 @@ fn memory_is_within_one_percent_plus_a_word_per_row_of_theory() {
     assert_eq!(ratio(Format::F16), 0.5);
     assert!((ratio(Format::Int8) - 0.2656).abs() < 1e-3);
     assert_eq!(ratio(Format::Binary), 1.0 / 32.0);
+    // A group-wise row's last group, cut short, stores only the codes its values reach: GloVe's
+    // 300 values in int4_g128 are 150 bytes of codes (38 words) and 3 words of parameters, not
+    // three whole groups (204 bytes).
+    for (format, dim, bytes) in
+        [(Format::Int4G128, 300, 164), (Format::Int4G128, 64, 36), (Format::Int8Zp32, 13, 20), (Format::Int8G64, 100, 108), (Format::Q8_0, 40, 68)]
+    {
+        assert_eq!(format.row_bytes(dim), bytes, "{format} dim {dim}");
+    }
 }
 
 #[test]

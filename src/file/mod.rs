@@ -666,15 +666,13 @@ impl Header {
         let range = |info: &TensorInfo| data_start + info.data_offsets.0..data_start + info.data_offsets.1;
         let rows_info = tensor("rows", Dtype::U32)?;
         if rows_info.shape != [rows, row_words] {
-            // Earlier builds stored a k-quant row's last super-block whole, padding included: the
-            // words of a row of whole super-blocks.
-            let padded = match format {
-                Format::Q4K | Format::Q6K => dim.checked_next_multiple_of(crate::format::QK_K).map(|d| format.row_words(d)),
-                _ => None,
-            };
+            // Earlier builds stored a row's last group (a k-quant's super-block) whole, padding
+            // included: the words of a row of whole groups.
+            let group = format.group();
+            let padded = (group > 0).then(|| dim.checked_next_multiple_of(group).map(|d| format.row_words(d))).flatten();
             if padded.is_some_and(|w| w != row_words && rows_info.shape == [rows, w]) {
                 return Err(bad(format!(
-                    "its {format} rows of dim {dim} hold a whole zero-padded last super-block ({} words), as edo builds before 2026-12-05 wrote them; this edo stores the sub-blocks the values reach ({row_words} words): quantise the table again from its source with this edo",
+                    "its {format} rows of dim {dim} hold a whole zero-padded last group of {group} values ({} words), as edo builds before 2026-12-05 wrote them; this edo stores only the codes the values reach ({row_words} words): quantise the table again from its source with this edo",
                     rows_info.shape[1]
                 )));
             }

@@ -19,8 +19,8 @@
 //! the high bits (`q5_*`) in the block's fifth word — then the parameters: two blocks' `d` to a
 //! word (`q*_0`), or one word of `d` (low half) and `m` (high half) per block (`q*_1`).
 //! [`Codec::write_external`] and [`Codec::read_external`] convert to and from GGUF's blocks byte
-//! for byte. A row whose width is not a multiple of 32 has its last block zero-padded (GGUF files
-//! hold none).
+//! for byte. A row whose width is not a multiple of 32 has its last block stored whole, zero-padded
+//! (GGUF files hold none).
 //!
 //! Encoding is the `gguf` Python package's `quants.quantize` (0.19.0, the same as ggml's reference
 //! quantisers), in f32 arithmetic step for step, so the bytes are equal:
@@ -235,6 +235,12 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
         (5, true) => 7,
         _ => panic!("no such ggml block format"),
     });
+
+    /// Whole blocks, a short last one zero-padded: GGUF's rows are whole blocks, and a `q5_*`
+    /// block's high bits are its fifth word.
+    fn code_words(dim: usize) -> usize {
+        Self::groups(dim).saturating_mul(Self::BLOCK_WORDS)
+    }
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;

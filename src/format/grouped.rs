@@ -7,8 +7,8 @@
 //! `code = clamp(round_ties_even((x − bias) / scale), 0, L)`. A group's codes are whole words in
 //! the element order of the row-wise formats (element `8k + j` at bits `4j` of word `k`, or byte
 //! `j` of word `k` for INT8); after all the codes, one word per group holds its fp16 scale (low
-//! half) and bias (high half). The last group of a row whose width is not a multiple of `G` is
-//! zero-padded. Decoding is `code · scale + bias` in f32 with an exact product, so the GPU equals
+//! half) and bias (high half). The last group of a row whose width is not a multiple of `G` stores
+//! only the words its values reach (the codes are `dim · bits / 32` words rounded up). Decoding is `code · scale + bias` in f32 with an exact product, so the GPU equals
 //! the CPU bit for bit.
 //!
 //! An fp16 scale and bias per 64 values cost 0.5625 bytes per value at 4 bits, and keep a smooth
@@ -117,7 +117,7 @@ impl<const BITS: usize, const G: usize> Grouped<BITS, G> {
         super::check_finite(row)?;
         out.fill(0);
         let (codes, params) = out.split_at_mut(Self::code_words(row.len()));
-        for (g, (group, words)) in row.chunks(G).zip(codes.chunks_exact_mut(G / Self::PER_WORD)).enumerate() {
+        for (g, (group, words)) in row.chunks(G).zip(codes.chunks_mut(G / Self::PER_WORD)).enumerate() {
             let (min, max) = super::min_max(group);
             let plain = fp16_scale_bias(group, min, max, Self::MAX_CODE as f32).map_err(|e| match e {
                 EncodeError::OutOfRange { col, value } => EncodeError::OutOfRange { col: g * G + col, value },
@@ -188,7 +188,7 @@ impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
 
     fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
-        for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks_exact(G / Self::PER_WORD)).zip(params) {
+        for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks(G / Self::PER_WORD)).zip(params) {
             let (scale, bias) = (half_to_f32(p as u16), half_to_f32((p >> 16) as u16));
             for (i, o) in dst.iter_mut().enumerate() {
                 let q = (words[i / Self::PER_WORD] >> (BITS * (i % Self::PER_WORD))) & Self::MAX_CODE;

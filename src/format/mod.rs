@@ -99,9 +99,9 @@ pub enum EncodeError {
 ///
 /// A row's values fall into groups of [`Codec::GROUP`] values that share parameters (a scale, a
 /// bias); `GROUP = 0` means one group, the whole row (FBGEMM's row-wise formats). A row of `dim`
-/// values takes [`Codec::code_words`]`(dim)` words of codes, each group's codes starting on a word
-/// and the last group zero-padded (the k-quants store only the sub-blocks a last super-block's
-/// values reach), followed by [`Codec::param_words`]`(dim)` words holding every
+/// values takes [`Codec::code_words`]`(dim)` words of codes, each group's codes starting on a word;
+/// a row's last group, cut short by its width, stores only the words its values reach (the
+/// k-quants: the sub-blocks they reach; ggml's blocks are stored whole, zero-padded), followed by [`Codec::param_words`]`(dim)` words holding every
 /// group's [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a
 /// word, low half first).
 ///
@@ -166,13 +166,13 @@ pub trait Codec {
         }
     }
 
-    /// Code words of a row of `dim` values (each group's codes padded to a word). Saturates
-    /// rather than wraps for a dim no table has (a file's header may claim one).
+    /// Code words of a row of `dim` values: `dim · bits / 32` rounded up — a group's codes are
+    /// whole words, so only a row's last group, cut short, may end inside a word (formats whose
+    /// blocks are stored whole say otherwise: ggml's). Saturates rather than wraps for a dim no
+    /// table has (a file's header may claim one).
     fn code_words(dim: usize) -> usize {
-        match Self::GROUP {
-            0 => dim.saturating_mul(Self::CODE_BITS).div_ceil(32),
-            g => Self::groups(dim).saturating_mul((g * Self::CODE_BITS).div_ceil(32)),
-        }
+        const { assert!((Self::GROUP * Self::CODE_BITS).is_multiple_of(32), "a group's codes must be whole words") };
+        dim.saturating_mul(Self::CODE_BITS).div_ceil(32)
     }
 
     /// Parameter words of a row of `dim` values (saturating, as [`Codec::code_words`]).
@@ -254,12 +254,12 @@ pub trait Codec {
     }
 }
 
-/// Bytes of codes in a row of `dim` values without word padding (whole groups for grouped
-/// formats): `dim · bits / 8` rounded up.
+/// Bytes of codes in a row of `dim` values without word padding: `dim · bits / 8` rounded up, or
+/// for ggml's formats whole blocks (a GGUF row is whole blocks).
 fn code_bytes<C: Codec + ?Sized>(dim: usize) -> usize {
-    match C::GROUP {
-        0 => dim.saturating_mul(C::CODE_BITS).div_ceil(8),
-        g => C::groups(dim).saturating_mul((g * C::CODE_BITS).div_ceil(8)),
+    match (C::GROUP, C::GGML_TYPE) {
+        (g, Some(_)) if g > 0 => C::groups(dim).saturating_mul(g * C::CODE_BITS / 8),
+        _ => dim.saturating_mul(C::CODE_BITS).div_ceil(8),
     }
 }
 
@@ -460,7 +460,7 @@ impl Format {
     }
 
     /// Bytes of codes in a row, without the word padding: `dim · bits / 8` rounded up (whole
-    /// groups for grouped formats).
+    /// blocks for ggml's formats).
     pub fn code_bytes(self, dim: usize) -> usize {
         dispatch!(self, C => code_bytes::<C>(dim))
     }

@@ -84,12 +84,17 @@ pub(crate) trait Groups<const G: usize> {
     fn group<L: Lanes>(l: L, g: usize, codes: &[u32], params: &[u32], out: &mut [f32]);
 }
 
+/// The most code words a group of any format takes (Q6_K's 48).
+const MAX_GROUP_WORDS: usize = 64;
+
 /// Decodes a row of groups: [`Groups::group`] for every group of `G` values. A last group cut
 /// short by the row's width is decoded as far as the next multiple of 8 — into a scratch group
-/// when that passes the row's end (its padding codes decode to something harmless) — so a
-/// decoder only ever sees whole octets.
+/// when that passes the row's end, from its words copied into zeroed scratch words (a short group
+/// stores only the words its values reach, which may end inside an octet's) — so a decoder only
+/// ever sees whole octets.
 #[inline(always)]
 pub(crate) fn groups<const G: usize, D: Groups<G>, L: Lanes>(l: L, codes: &[u32], params: &[u32], out: &mut [f32]) {
+    const { assert!(D::GROUP_WORDS <= MAX_GROUP_WORDS) };
     let (whole, tail) = out.as_chunks_mut::<G>();
     let mut words = codes.chunks_exact(D::GROUP_WORDS);
     for (g, (dst, w)) in whole.iter_mut().zip(&mut words).enumerate() {
@@ -105,7 +110,10 @@ pub(crate) fn groups<const G: usize, D: Groups<G>, L: Lanes>(l: L, codes: &[u32]
             D::group(l, g, w, params, tail);
         } else {
             let mut scratch = [0f32; G];
-            D::group(l, g, w, params, &mut scratch[..n]);
+            let mut words = [0u32; MAX_GROUP_WORDS];
+            let stored = w.len().min(D::GROUP_WORDS);
+            words[..stored].copy_from_slice(&w[..stored]);
+            D::group(l, g, &words[..D::GROUP_WORDS], params, &mut scratch[..n]);
             tail.copy_from_slice(&scratch[..tail.len()]);
         }
     }

@@ -4,7 +4,8 @@
 //!
 //! Value = `(q − zp) · scale`, `q` and `zp` in `0 ..= L` (L = 15 or 255). The codes are laid out as
 //! the group-wise formats' (element `8k + j` at bits `4j` of word `k`, or byte `j` of word `k`,
-//! which is also ONNX's order: element `2j` in the low nibble of byte `j`), and one word per group
+//! which is also ONNX's order: element `2j` in the low nibble of byte `j`; a row's codes are
+//! `dim · bits / 32` words rounded up, ONNX's data row padded to a word), and one word per group
 //! after all the codes holds the fp16 scale (low half) and the zero point (high half). `q − zp` has
 //! at most 9 significant bits and the scale 11, so the product is exact in f32: GPU, CPU and ONNX
 //! Runtime's CPU kernel (which computes the same product in f32) agree bit for bit.
@@ -114,7 +115,7 @@ impl<const BITS: usize, const G: usize> Codec for ZeroPoint<BITS, G> {
         out.fill(0);
         let (codes, params) = out.split_at_mut(Self::code_words(row.len()));
         let l = Self::MAX_CODE as f32;
-        for (g, (group, words)) in row.chunks(G).zip(codes.chunks_exact_mut(G / Self::PER_WORD)).enumerate() {
+        for (g, (group, words)) in row.chunks(G).zip(codes.chunks_mut(G / Self::PER_WORD)).enumerate() {
             let (scale, zp) = Self::params(group).map_err(|i| EncodeError::OutOfRange { col: g * G + i, value: group[i] })?;
             let inverse = 1.0 / scale.to_f32();
             for (i, &x) in group.iter().enumerate() {
@@ -134,7 +135,7 @@ impl<const BITS: usize, const G: usize> Codec for ZeroPoint<BITS, G> {
 
     fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
-        for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks_exact(G / Self::PER_WORD)).zip(params) {
+        for ((dst, words), &p) in out.chunks_mut(G).zip(codes.chunks(G / Self::PER_WORD)).zip(params) {
             let (scale, zp) = (half_to_f32(p as u16), (p >> 16) as f32);
             for (i, o) in dst.iter_mut().enumerate() {
                 let q = (words[i / Self::PER_WORD] >> (BITS * (i % Self::PER_WORD))) & Self::MAX_CODE;
