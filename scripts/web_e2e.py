@@ -64,10 +64,11 @@ def bytes_per_row(fmt, dim):
              "binary": -(-dim // 32), "binary+scale": -(-dim // 32) + 1,
              # ggml blocks of 32: the codes (8 or 4 words), then the fp16 scales (and minimums).
              "q8_0": 8 * blocks + -(-blocks // 2), "q4_0": 4 * blocks + -(-blocks // 2), "q4_1": 5 * blocks,
-             # 4-bit codes and one word of fp16 scale and bias per 64 values.
-             "int4_g64": 9 * -(-dim // 64),
+             # 4-bit codes (a short last group only as far as its values reach), then one word of
+             # fp16 scale and bias per 64 values ...
+             "int4_g64": -(-dim // 8) + -(-dim // 64),
              # ... or of fp16 scale and zero point per 32 values.
-             "int4_zp32": 5 * -(-dim // 32),
+             "int4_zp32": -(-dim // 8) + -(-dim // 32),
              # FP8 codes, then the f32 scale.
              "fp8_e4m3": -(-dim // 4) + 1}[fmt]
     return 4 * words

@@ -1,11 +1,11 @@
 // decode_grouped: group-wise INT4 / INT8 rows (src/format/grouped.rs, and with ZP
-// src/format/zero_point.rs): code_words words of codes,
-// GROUP · BITS / 32 words per group (element 8k+j at bits 4j of word k for BITS = 4, in byte j of
-// word k for BITS = 8 — the row-wise formats' order), then one word per group holding its fp16
-// scale (low half) and fp16 bias (high half). Value = code · scale + bias; a code of at most 8 bits
-// times an fp16 scale is exact in f32, so fused or not the result is the CPU oracle's. With ZP the
-// high half is an integer zero point instead (ONNX Runtime's GatherBlockQuantized):
-// value = (code − zp) · scale, exact.
+// src/format/zero_point.rs): code_words words of codes, GROUP · BITS / 32 words per group and a
+// row's short last group only the words its values reach (element 8k+j at bits 4j of word k for
+// BITS = 4, in byte j of word k for BITS = 8 — the row-wise formats' order), then one word per
+// group holding its fp16 scale (low half) and fp16 bias (high half). Value = code · scale + bias;
+// a code of at most 8 bits times an fp16 scale is exact in f32, so fused or not the result is the
+// CPU oracle's. With ZP the high half is an integer zero point instead (ONNX Runtime's
+// GatherBlockQuantized): value = (code − zp) · scale, exact.
 // Helpers for a driver, whose helpers define word(p), the shard's u32 word p.
 
 override BITS: u32 = 4u;

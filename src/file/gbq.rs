@@ -188,7 +188,8 @@ impl Gbq {
         for (r, words) in table.words_mut().chunks_exact_mut(format.row_words(self.dim)).enumerate() {
             let (codes, params) = words.split_at_mut(code_words);
             // Both layouts put element 2j in the low nibble of byte j (or element j in byte j),
-            // and a row's blocks are whole words (32 values or more).
+            // and edo's codes are the operator's data row padded to a word (a row's blocks of 32
+            // values or more start on words; a short last block ends where its values do).
             bytemuck::cast_slice_mut::<u32, u8>(codes)[..row_bytes].copy_from_slice(&self.data[r * row_bytes..][..row_bytes]);
             for (b, p) in params.iter_mut().enumerate() {
                 let scale = f16::from_f32(self.scales.get(r * self.blocks() + b));

@@ -672,7 +672,7 @@ impl Header {
             let padded = (group > 0).then(|| dim.checked_next_multiple_of(group).map(|d| format.row_words(d))).flatten();
             if padded.is_some_and(|w| w != row_words && rows_info.shape == [rows, w]) {
                 return Err(bad(format!(
-                    "its {format} rows of dim {dim} hold a whole zero-padded last group of {group} values ({} words), as edo builds before 2026-12-05 wrote them; this edo stores only the codes the values reach ({row_words} words): quantise the table again from its source with this edo",
+                    "its {format} rows of dim {dim} hold a whole zero-padded last group of {group} values ({} words), as edo builds up to 2026-12-05 wrote them; this edo stores only the codes the values reach ({row_words} words): quantise the table again from its source with this edo",
                     rows_info.shape[1]
                 )));
             }

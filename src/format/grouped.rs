@@ -4,12 +4,13 @@
 //!
 //! Per group, as [`Int4`](super::Int4) per row: `bias = fp16(min)`, `scale = fp16((max − bias) /
 //! L)` with `L` = 15 or 255 (1 for a constant group, or when its inverse overflows),
-//! `code = clamp(round_ties_even((x − bias) / scale), 0, L)`. A group's codes are whole words in
+//! `code = clamp(round_ties_even((x − bias) / scale), 0, L)`. A group's codes start on a word, in
 //! the element order of the row-wise formats (element `8k + j` at bits `4j` of word `k`, or byte
 //! `j` of word `k` for INT8); after all the codes, one word per group holds its fp16 scale (low
-//! half) and bias (high half). The last group of a row whose width is not a multiple of `G` stores
-//! only the words its values reach (the codes are `dim · bits / 32` words rounded up). Decoding is `code · scale + bias` in f32 with an exact product, so the GPU equals
-//! the CPU bit for bit.
+//! half) and bias (high half). A whole group's codes are whole words; the last group of a row
+//! whose width is not a multiple of `G` stores only the words its values reach (a row's codes are
+//! `dim · bits / 32` words rounded up). Decoding is `code · scale + bias` in f32 with an exact
+//! product, so the GPU equals the CPU bit for bit.
 //!
 //! An fp16 scale and bias per 64 values cost 0.5625 bytes per value at 4 bits, and keep a smooth
 //! row's outliers from widening every other value's step: on WordLlama's token table, `int4_g64`

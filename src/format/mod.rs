@@ -167,8 +167,9 @@ pub trait Codec {
     }
 
     /// Code words of a row of `dim` values: `dim · bits / 32` rounded up — a group's codes are
-    /// whole words, so only a row's last group, cut short, may end inside a word (formats whose
-    /// blocks are stored whole say otherwise: ggml's). Saturates rather than wraps for a dim no
+    /// whole words, so only a row's last group, cut short, may end inside a word. Formats that
+    /// lay out a short last group otherwise override it: ggml's blocks, stored whole, and the
+    /// k-quants' sub-blocks. Saturates rather than wraps for a dim no
     /// table has (a file's header may claim one).
     fn code_words(dim: usize) -> usize {
         const { assert!((Self::GROUP * Self::CODE_BITS).is_multiple_of(32), "a group's codes must be whole words") };

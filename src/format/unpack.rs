@@ -80,11 +80,12 @@ pub(crate) trait Groups<const G: usize> {
     const GROUP_WORDS: usize;
     /// Decodes the first `out.len()` values (a multiple of 8, at most `G`) of group `g` of a row
     /// from the group's code words `codes` (for a row's last group, the rest of the row's code
-    /// words) and the row's parameter words `params`.
+    /// words, or a zero-padded copy of them a whole group long) and the row's parameter words
+    /// `params`.
     fn group<L: Lanes>(l: L, g: usize, codes: &[u32], params: &[u32], out: &mut [f32]);
 }
 
-/// The most code words a group of any format takes (Q6_K's 48).
+/// At least as many code words as a group of any format takes (Q6_K's 48 are the most).
 const MAX_GROUP_WORDS: usize = 64;
 
 /// Decodes a row of groups: [`Groups::group`] for every group of `G` values. A last group cut
@@ -103,7 +104,8 @@ pub(crate) fn groups<const G: usize, D: Groups<G>, L: Lanes>(l: L, codes: &[u32]
     if !tail.is_empty() {
         let g = whole.len();
         // The last group's own words: all of a group's, or fewer where a format stores only what
-        // a short last group needs (the k-quants' sub-blocks).
+        // a short last group's values reach (the group-wise formats' words, the k-quants'
+        // sub-blocks).
         let w = &codes[g * D::GROUP_WORDS..];
         let n = tail.len().next_multiple_of(8);
         if n == tail.len() {
