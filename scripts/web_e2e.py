@@ -62,8 +62,10 @@ def bytes_per_row(fmt, dim):
     blocks = -(-dim // 32)
     words = {"fp32": dim, "fp16": -(-dim // 2), "int8": -(-dim // 4) + 2, "int4": -(-dim // 8) + 1,
              "binary": -(-dim // 32), "binary+scale": -(-dim // 32) + 1,
-             # ggml blocks of 32: the codes (8 or 4 words), then the fp16 scales (and minimums).
-             "q8_0": 8 * blocks + -(-blocks // 2), "q4_0": 4 * blocks + -(-blocks // 2), "q4_1": 5 * blocks,
+             # ggml blocks of 32: the codes (8 or 4 words a block, a short last block's as far as
+             # its values reach), then the fp16 scales (and minimums).
+             "q8_0": -(-dim // 4) + -(-blocks // 2), "q4_0": -(-dim // 8) + -(-blocks // 2),
+             "q4_1": -(-dim // 8) + blocks,
              # 4-bit codes (a short last group only as far as its values reach), then one word of
              # fp16 scale and bias per 64 values ...
              "int4_g64": -(-dim // 8) + -(-dim // 64),

@@ -280,6 +280,8 @@ fn padded_last_group_files_of_earlier_builds_are_refused_by_name() {
         (Format::Int4G128, 300, 51, 41),
         (Format::Int8Zp32, 13, 9, 5),
         (Format::Int8G64, 100, 34, 27),
+        (Format::Q8_0, 40, 17, 11),
+        (Format::Q5_0, 13, 6, 4),
     ] {
         assert_eq!(format.row_words(dim), words, "{format} dim {dim}");
         let rows = 3;

@@ -206,12 +206,21 @@ fn memory_is_within_one_percent_plus_a_word_per_row_of_theory() {
     assert_eq!(ratio(Format::F16), 0.5);
     assert!((ratio(Format::Int8) - 0.2656).abs() < 1e-3);
     assert_eq!(ratio(Format::Binary), 1.0 / 32.0);
-    // A group-wise row's last group, cut short, stores only the codes its values reach: GloVe's
-    // 300 values in int4_g128 are 150 bytes of codes (38 words) and 3 words of parameters, not
-    // three whole groups (204 bytes).
-    for (format, dim, bytes) in
-        [(Format::Int4G128, 300, 164), (Format::Int4G128, 64, 36), (Format::Int8Zp32, 13, 20), (Format::Int8G64, 100, 108), (Format::Q8_0, 40, 68)]
-    {
+    // A row's last group, cut short, stores only the codes its values reach: GloVe's 300 values
+    // in int4_g128 are 150 bytes of codes (38 words) and 3 words of parameters, not three whole
+    // groups (204 bytes); q8_0's 40 values are 10 words of codes and one of two scales (a whole
+    // second block would make 68 bytes); q5_1's 40 are a block (5 words), a word of nibbles and
+    // one of fifth bits, then two words of scales and minimums.
+    for (format, dim, bytes) in [
+        (Format::Int4G128, 300, 164),
+        (Format::Int4G128, 64, 36),
+        (Format::Int8Zp32, 13, 20),
+        (Format::Int8G64, 100, 108),
+        (Format::Q8_0, 40, 44),
+        (Format::Q8_0, 300, 320),
+        (Format::Q5_1, 40, 36),
+        (Format::Q4_0, 7, 8),
+    ] {
         assert_eq!(format.row_bytes(dim), bytes, "{format} dim {dim}");
     }
 }

@@ -19,8 +19,9 @@
 //! the high bits (`q5_*`) in the block's fifth word — then the parameters: two blocks' `d` to a
 //! word (`q*_0`), or one word of `d` (low half) and `m` (high half) per block (`q*_1`).
 //! [`Codec::write_external`] and [`Codec::read_external`] convert to and from GGUF's blocks byte
-//! for byte. A row whose width is not a multiple of 32 has its last block stored whole, zero-padded
-//! (GGUF files hold none).
+//! for byte. A row whose width is not a multiple of 32 (GGUF files hold none) stores only the words
+//! its last block's values reach — for `q5_*` the nibbles' words, then the fifth bits' word — and
+//! is exported as GGUF's whole block, the missing values' codes zero.
 //!
 //! Encoding is the `gguf` Python package's `quants.quantize` (0.19.0, the same as ggml's reference
 //! quantisers), in f32 arithmetic step for step, so the bytes are equal:
@@ -75,7 +76,17 @@ impl<const BITS: usize, const MIN: bool> Block<BITS, MIN> {
     /// Bytes of the block's nibble or byte codes in GGUF.
     const QS_BYTES: usize = if BITS == 8 { QK } else { QK / 2 };
 
-    /// Code `i` of a block's words.
+    /// Code words of a block of `n` values (1 to 32): the nibble or byte words its values reach,
+    /// and for 5 bits the word of fifth bits after them (the fifth word of a whole block).
+    fn block_words(n: usize) -> usize {
+        if BITS == 5 {
+            n.div_ceil(8) + 1
+        } else {
+            (n * BITS).div_ceil(32)
+        }
+    }
+
+    /// Code `i` of a block's words (all of them, so that the last is a 5-bit block's fifth bits).
     #[inline(always)]
     fn code(codes: &[u32], i: usize) -> u32 {
         if BITS == 8 {
@@ -83,10 +94,24 @@ impl<const BITS: usize, const MIN: bool> Block<BITS, MIN> {
         }
         let low = (codes[i / 8] >> (4 * (i % 8))) & 0xF;
         if BITS == 5 {
-            low | ((codes[4] >> i) & 1) << 4
+            low | ((codes[codes.len() - 1] >> i) & 1) << 4
         } else {
             low
         }
+    }
+
+    /// A block's words as GGUF's whole block holds them: a short last block's zero-padded, its
+    /// fifth bits (5 bits) moved to the fifth word.
+    fn whole_block(words: &[u32]) -> [u32; 8] {
+        let mut block = [0u32; 8];
+        if BITS == 5 {
+            let (high, low) = words.split_last().expect("a block has words");
+            block[..low.len()].copy_from_slice(low);
+            block[4] = *high;
+        } else {
+            block[..words.len()].copy_from_slice(words);
+        }
+        block
     }
 
     /// Sets code `i` of a block's (zeroed) words.
@@ -98,7 +123,8 @@ impl<const BITS: usize, const MIN: bool> Block<BITS, MIN> {
         }
         codes[i / 8] |= (q & 0xF) << (4 * (i % 8));
         if BITS == 5 {
-            codes[4] |= (q >> 4) << i;
+            let high = codes.len() - 1;
+            codes[high] |= (q >> 4) << i;
         }
     }
 
@@ -191,11 +217,11 @@ impl<const BITS: usize, const MIN: bool> Groups<QK> for Block<BITS, MIN> {
         } else if BITS == 4 {
             super::unpack::nibbles(l, words, dst, a);
         } else {
-            // Bit i of the fifth word is bit 4 of code i: word k's eight codes take bits
-            // 8k .. 8k + 8 of it.
-            let high = words[4];
+            // Bit i of the word after the nibbles (a whole block's fifth) is bit 4 of code i:
+            // word k's eight codes take bits 8k .. 8k + 8 of it.
             let (octets, _) = dst.as_chunks_mut::<8>();
-            for (k, (o, &w)) in octets.iter_mut().zip(&words[..4]).enumerate() {
+            let (low, high) = (&words[..octets.len()], words[octets.len()]);
+            for (k, (o, &w)) in octets.iter_mut().zip(low).enumerate() {
                 let q = l.or(l.fields::<4>(w), l.shl(l.fields::<1>(high >> (8 * k)), 4));
                 l.store(a.lanes(l, q), o);
             }
@@ -236,17 +262,20 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
         _ => panic!("no such ggml block format"),
     });
 
-    /// Whole blocks, a short last one zero-padded: GGUF's rows are whole blocks, and a `q5_*`
-    /// block's high bits are its fifth word.
+    /// Whole blocks, then a short last block's words: those its values reach, and for 5 bits a
+    /// word of fifth bits after them.
     fn code_words(dim: usize) -> usize {
-        Self::groups(dim).saturating_mul(Self::BLOCK_WORDS)
+        (dim / QK).saturating_mul(Self::BLOCK_WORDS).saturating_add(match dim % QK {
+            0 => 0,
+            n => Self::block_words(n),
+        })
     }
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {
         check_finite(row)?;
         out.fill(0);
         let (codes, params) = out.split_at_mut(Self::code_words(row.len()));
-        for (g, (block, words)) in row.chunks(QK).zip(codes.chunks_exact_mut(Self::BLOCK_WORDS)).enumerate() {
+        for (g, (block, words)) in row.chunks(QK).zip(codes.chunks_mut(Self::BLOCK_WORDS)).enumerate() {
             let (d, m) = Self::quantize_block(block, words).map_err(|i| EncodeError::OutOfRange { col: g * QK + i, value: block[i] })?;
             Self::put_params(params, g, d, m);
         }
@@ -261,7 +290,7 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
 
     fn decode_row_reference(words: &[u32], out: &mut [f32]) {
         let (codes, params) = words.split_at(Self::code_words(out.len()));
-        for (g, (dst, words)) in out.chunks_mut(QK).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
+        for (g, (dst, words)) in out.chunks_mut(QK).zip(codes.chunks(Self::BLOCK_WORDS)).enumerate() {
             let (d, m) = Self::params(params, g);
             let (d, m) = (half_to_f32(d), half_to_f32(m));
             for (i, o) in dst.iter_mut().enumerate() {
@@ -293,7 +322,9 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
     fn write_external(words: &[u32], dim: usize, out: &mut [u8]) {
         let (codes, params) = words.split_at(Self::code_words(dim));
         let block_bytes = out.len() / Self::groups(dim);
-        for (g, (dst, words)) in out.chunks_exact_mut(block_bytes).zip(codes.chunks_exact(Self::BLOCK_WORDS)).enumerate() {
+        for (g, (dst, words)) in out.chunks_exact_mut(block_bytes).zip(codes.chunks(Self::BLOCK_WORDS)).enumerate() {
+            let block = Self::whole_block(words);
+            let words = &block[..Self::BLOCK_WORDS];
             let (d, m) = Self::params(params, g);
             dst[..2].copy_from_slice(&d.to_le_bytes());
             if MIN {
@@ -323,7 +354,11 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
     fn read_external(src: &[u8], dim: usize, out: &mut [u32]) {
         let (codes, params) = out.split_at_mut(Self::code_words(dim));
         let block_bytes = src.len() / Self::groups(dim);
-        for (g, (block, words)) in src.chunks_exact(block_bytes).zip(codes.chunks_exact_mut(Self::BLOCK_WORDS)).enumerate() {
+        for (g, (block, short)) in src.chunks_exact(block_bytes).zip(codes.chunks_mut(Self::BLOCK_WORDS)).enumerate() {
+            // Read into a whole block, whose words a short last block then keeps as far as its
+            // values reach (a 5-bit block's fifth bits after them).
+            let mut whole = [0u32; 8];
+            let words = &mut whole[..Self::BLOCK_WORDS];
             let half = |at: usize| u16::from_le_bytes([block[at], block[at + 1]]);
             let (d, m) = (half(0), if MIN { half(2) } else { 0 });
             Self::put_params(params, g, d, m);
@@ -332,14 +367,21 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
                 for (i, &b) in rest.iter().enumerate() {
                     Self::put_code(words, i, (b ^ 0x80) as u32);
                 }
-                continue;
-            }
-            let (high, qs) = if BITS == 5 { (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), &rest[4..]) } else { (0, rest) };
-            debug_assert_eq!(qs.len(), Self::QS_BYTES);
-            for (j, &b) in qs.iter().enumerate() {
-                for (i, nibble) in [(j, b & 0xF), (j + 16, b >> 4)] {
-                    Self::put_code(words, i, nibble as u32 | ((high >> i) & 1) << 4);
+            } else {
+                let (high, qs) = if BITS == 5 { (u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]), &rest[4..]) } else { (0, rest) };
+                debug_assert_eq!(qs.len(), Self::QS_BYTES);
+                for (j, &b) in qs.iter().enumerate() {
+                    for (i, nibble) in [(j, b & 0xF), (j + 16, b >> 4)] {
+                        Self::put_code(words, i, nibble as u32 | ((high >> i) & 1) << 4);
+                    }
                 }
+            }
+            if BITS == 5 {
+                let (high, low) = short.split_last_mut().expect("a block has words");
+                low.copy_from_slice(&words[..low.len()]);
+                *high = words[4];
+            } else {
+                short.copy_from_slice(&words[..short.len()]);
             }
         }
     }

@@ -101,9 +101,10 @@ pub enum EncodeError {
 /// bias); `GROUP = 0` means one group, the whole row (FBGEMM's row-wise formats). A row of `dim`
 /// values takes [`Codec::code_words`]`(dim)` words of codes, each group's codes starting on a word;
 /// a row's last group, cut short by its width, stores only the words its values reach (the
-/// k-quants: the sub-blocks they reach; ggml's blocks are stored whole, zero-padded), followed by [`Codec::param_words`]`(dim)` words holding every
-/// group's [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a
-/// word, low half first).
+/// k-quants: the sub-blocks they reach; ggml's 5-bit blocks: their nibbles, then their fifth
+/// bits), followed by [`Codec::param_words`]`(dim)` words holding every group's
+/// [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a word,
+/// low half first).
 ///
 /// # The WGSL decoder contract
 ///
@@ -168,8 +169,8 @@ pub trait Codec {
 
     /// Code words of a row of `dim` values: `dim · bits / 32` rounded up — a group's codes are
     /// whole words, so only a row's last group, cut short, may end inside a word. Formats that
-    /// lay out a short last group otherwise override it: ggml's blocks, stored whole, and the
-    /// k-quants' sub-blocks. Saturates rather than wraps for a dim no
+    /// lay out a short last group otherwise override it: ggml's 5-bit blocks (a word of fifth
+    /// bits after the nibbles) and the k-quants' sub-blocks. Saturates rather than wraps for a dim no
     /// table has (a file's header may claim one).
     fn code_words(dim: usize) -> usize {
         const { assert!((Self::GROUP * Self::CODE_BITS).is_multiple_of(32), "a group's codes must be whole words") };
@@ -1007,6 +1008,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every format's rows go to their external layout and back word for word, at dims that end
+    /// in a short group, block or super-block; a short ggml block's external bytes are a whole
+    /// block whose missing values are zero codes.
+    #[test]
+    fn external_layout_round_trips_at_every_dim() {
+        let mut rng = crate::synth::Rng::new(13);
+        for format in Format::ALL {
+            for dim in [1, 7, 13, 40, 100, 257, 300] {
+                let data: Vec<f32> = (0..3 * dim).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
+                let table = PackedTable::quantize(format, &data, 3, dim).unwrap();
+                let mut external = vec![0u8; format.unpadded_row_bytes(dim)];
+                for r in 0..3 {
+                    format.write_external(table.row(r), dim, &mut external);
+                    let mut back = vec![0u32; format.row_words(dim)];
+                    format.read_external(&external, dim, &mut back);
+                    assert_eq!(back, table.row(r), "{format} dim {dim} row {r}");
+                }
+            }
+        }
+        // q5_0's short block of 13 values in GGUF's 22 bytes (d, fifth bits, 16 bytes of value j
+        // and j + 16): the 19 values past them are code 0, nibbles and fifth bits.
+        let data: Vec<f32> = (0..13).map(|i| i as f32 - 6.5).collect();
+        let table = PackedTable::quantize(Format::Q5_0, &data, 1, 13).unwrap();
+        let mut external = vec![0u8; 22];
+        Format::Q5_0.write_external(table.row(0), 13, &mut external);
+        let high = u32::from_le_bytes(external[2..6].try_into().unwrap());
+        assert_eq!(high >> 13, 0, "no fifth bits past the values");
+        assert_ne!(high, 0, "the values' fifth bits are there");
+        let qs = &external[6..];
+        assert!(qs[13..].iter().all(|&b| b == 0) && qs.iter().all(|&b| b >> 4 == 0), "{qs:?}");
+        assert!(qs[..13].iter().any(|&b| b != 0));
     }
 
     #[test]

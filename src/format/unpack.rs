@@ -104,8 +104,8 @@ pub(crate) fn groups<const G: usize, D: Groups<G>, L: Lanes>(l: L, codes: &[u32]
     if !tail.is_empty() {
         let g = whole.len();
         // The last group's own words: all of a group's, or fewer where a format stores only what
-        // a short last group's values reach (the group-wise formats' words, the k-quants'
-        // sub-blocks).
+        // a short last group's values reach (the group-wise formats' and ggml blocks' words, the
+        // k-quants' sub-blocks).
         let w = &codes[g * D::GROUP_WORDS..];
         let n = tail.len().next_multiple_of(8);
         if n == tail.len() {

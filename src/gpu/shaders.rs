@@ -462,7 +462,8 @@ impl ShaderId {
     /// reads 16 bytes at a time where the format has such reads and the rows start on 16-byte
     /// boundaries (FP16 rows of a dim that is a multiple of 8 always do; INT8's and FP8's when
     /// aligned to 16 bytes, [`crate::PackedTable::with_row_alignment`], at dims that are multiples
-    /// of 16; q8_0's so aligned, or packed at dims 224 + 256k and multiples of 256).
+    /// of 16; q8_0's so aligned, or packed rows of whole vec4s, as at dims 224 + 256k and
+    /// multiples of 256).
     pub fn gather(format: Format, dim: usize, row_words: usize) -> ShaderId {
         let unit = if format == Format::F16 { 8 } else { 16 };
         if format.has_wide_reads() && dim.is_multiple_of(unit) && row_words.is_multiple_of(4) {
