@@ -46,7 +46,7 @@ use half::f16;
 
 use super::f16::{f16_half_ulp, half_to_f32};
 use super::unpack::{Affine, Groups};
-use super::{check_finite, Codec, EncodeError, Format};
+use super::{block_code_words, check_finite, Codec, EncodeError, Format};
 use crate::simd::Lanes;
 
 /// Values per ggml block.
@@ -265,10 +265,7 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
     /// Whole blocks, then a short last block's words: those its values reach, and for 5 bits a
     /// word of fifth bits after them.
     fn code_words(dim: usize) -> usize {
-        (dim / QK).saturating_mul(Self::BLOCK_WORDS).saturating_add(match dim % QK {
-            0 => 0,
-            n => Self::block_words(n),
-        })
+        block_code_words(dim, QK, Self::BLOCK_WORDS, Self::block_words)
     }
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {

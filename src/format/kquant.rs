@@ -49,7 +49,7 @@ use half::f16;
 
 use super::f16::{f16_half_ulp, half_to_f32};
 use super::unpack::{Affine, Groups};
-use super::{check_finite, min_max, Codec, EncodeError, Format};
+use super::{block_code_words, check_finite, min_max, Codec, EncodeError, Format};
 use crate::simd::Lanes;
 
 /// Values per k-quant super-block.
@@ -427,7 +427,7 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
 
     /// Whole super-blocks, then the last one's sub-blocks only (see the module docs).
     fn code_words(dim: usize) -> usize {
-        (dim / QK_K).saturating_mul(Self::BLOCK_WORDS).saturating_add(Self::block_words(dim % QK_K))
+        block_code_words(dim, QK_K, Self::BLOCK_WORDS, Self::block_words)
     }
 
     fn encode_row(row: &[f32], out: &mut [u32]) -> Result<(), EncodeError> {

@@ -265,6 +265,16 @@ fn code_bytes<C: Codec + ?Sized>(dim: usize) -> usize {
     }
 }
 
+/// Code words of a row of `dim` values laid out in blocks of `block` values, each whole block
+/// `whole` words and a short last block of `n` values `short(n)` words (ggml's blocks, the
+/// k-quants' super-blocks). Saturates, as [`Codec::code_words`].
+pub(crate) fn block_code_words(dim: usize, block: usize, whole: usize, short: impl Fn(usize) -> usize) -> usize {
+    (dim / block).saturating_mul(whole).saturating_add(match dim % block {
+        0 => 0,
+        n => short(n),
+    })
+}
+
 /// The least and greatest value of a (finite) row.
 pub(crate) fn min_max(row: &[f32]) -> (f32, f32) {
     row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
