@@ -388,11 +388,29 @@ fn malformed_table_files_are_typed_errors() {
     flipped[last] ^= 0x01;
     assert!(matches!(TableFile::from_bytes(flipped), Err(Error::BadFile { .. })));
 
-    // Single-byte damage anywhere: an error or a file that still verifies, never a panic.
-    for i in (0..good.len()).step_by(7) {
+    // A header damaged where its shape stays plausible: dim 37 → 38 leaves an INT4 row as many
+    // words, so only the header's own checksum tells.
+    let e = open(with_header(&good, |h| h.replace("\"edo.dim\":\"37\"", "\"edo.dim\":\"38\""))).unwrap_err();
+    assert!(matches!(e, Error::BadFile { .. }) && e.to_string().contains("edo.header_crc32"), "{e}");
+    let e = open(with_header(&good, |h| {
+        let at = h.find("\"edo.header_crc32\"").unwrap();
+        let end = at + h[at..].find(',').unwrap();
+        format!("{}{}", &h[..at], &h[end + 1..])
+    }))
+    .unwrap_err();
+    assert!(matches!(e, Error::BadFile { .. }) && e.to_string().contains("edo.header_crc32 is missing"), "{e}");
+
+    // Single-byte damage anywhere — every byte of the header, every seventh of the data: an
+    // error, or (damage in a user key) a file of the same rows; never a panic, never another
+    // table.
+    let data_start = 8 + u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    for i in (0..data_start).chain((data_start..good.len()).step_by(7)) {
         let mut b = good.clone();
         b[i] = b[i].wrapping_add(1 + (i % 200) as u8);
-        let _ = open(b);
+        if let Ok(f) = open(b) {
+            let (t, g) = (f.table(), file.table());
+            assert_eq!((t.format(), t.rows(), t.dim(), t.words()), (g.format(), g.rows(), g.dim(), g.words()), "byte {i} damaged, read as another table");
+        }
     }
 }
 

@@ -745,6 +745,9 @@ fn bad_model_files_are_typed_errors() {
         }
         let mut json = json.clone();
         json["__metadata__"]["edo.model_crc32"] = crc.finalize().to_string().into();
+        // And the header's own checksum, over its edo.* keys.
+        let meta: Vec<(String, String)> = json["__metadata__"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+        json["__metadata__"]["edo.header_crc32"] = edo::file::header_crc32(meta.iter().map(|(k, v)| (k, v))).to_string().into();
         let mut text = serde_json::to_string(&json).unwrap();
         text.push_str(&" ".repeat(text.len().next_multiple_of(8) - text.len()));
         let mut out = (text.len() as u64).to_le_bytes().to_vec();

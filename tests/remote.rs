@@ -445,8 +445,16 @@ fn a_header_declaring_a_gigabyte_of_checksums_costs_only_what_is_read() {
             "sparse".into()
         }
     }
+    let meta = [
+        ("edo.version", "1".to_string()),
+        ("edo.format", "fp32".into()),
+        ("edo.rows", R.to_string()),
+        ("edo.dim", "1".into()),
+        ("edo.chunk_bytes", "4".into()),
+    ];
+    let header_crc = edo::file::header_crc32(meta.iter().map(|(k, v)| (k, v)));
     let json = format!(
-        r#"{{"__metadata__":{{"edo.version":"1","edo.format":"fp32","edo.rows":"{R}","edo.dim":"1","edo.chunk_bytes":"4"}},"crc32":{{"dtype":"U32","shape":[{R}],"data_offsets":[0,{}]}},"rows":{{"dtype":"U32","shape":[{R},1],"data_offsets":[{},{}]}}}}"#,
+        r#"{{"__metadata__":{{"edo.version":"1","edo.format":"fp32","edo.rows":"{R}","edo.dim":"1","edo.chunk_bytes":"4","edo.header_crc32":"{header_crc}"}},"crc32":{{"dtype":"U32","shape":[{R}],"data_offsets":[0,{}]}},"rows":{{"dtype":"U32","shape":[{R},1],"data_offsets":[{},{}]}}}}"#,
         4 * R,
         4 * R,
         8 * R

@@ -17,8 +17,9 @@
 //! Metadata: `edo.version` (`1`), `edo.format` ([`Format::name`]), `edo.rows`, `edo.dim`,
 //! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, `edo.row_alignment` when the
 //! table asks for rows aligned on a GPU ([`PackedTable::with_row_alignment`]; the rows here stay
-//! packed without gaps, so a reader that predates the key reads them right), and any user keys
-//! (which must not start with `edo.`).
+//! packed without gaps, so a reader that predates the key reads them right),
+//! `edo.header_crc32` ([`header_crc32`] of the other `edo.*` keys), and any user keys (which must
+//! not start with `edo.`).
 //!
 //! A **model file** is a table file whose table is a static embedding model's
 //! ([`crate::model::StaticModel::to_edo`]): the model's settings as JSON in `edo.model`, its
@@ -540,8 +541,31 @@ impl TableFile {
         }
         views.extend(vocab);
         views.extend(bytes_last);
+        info.insert(HEADER_CRC_KEY.into(), header_crc32(&info).to_string());
         (views, info)
     }
+}
+
+/// The metadata key of the header's own checksum ([`header_crc32`]).
+pub const HEADER_CRC_KEY: &str = "edo.header_crc32";
+
+/// CRC-32 of a table file's `edo.*` metadata but `edo.header_crc32` itself: each key and its
+/// value, in byte order of the keys, each followed by a zero byte. A file stores it as
+/// `edo.header_crc32`, so a header damaged where its shape is still plausible — a digit of
+/// `edo.dim` changed, which leaves an INT8 row as many words — is refused, not read as another
+/// table. User keys (not `edo.`) are not covered.
+pub fn header_crc32<'a, K: AsRef<str> + 'a, V: AsRef<str> + 'a>(metadata: impl IntoIterator<Item = (&'a K, &'a V)>) -> u32 {
+    let mut own: Vec<(&str, &str)> =
+        metadata.into_iter().map(|(k, v)| (k.as_ref(), v.as_ref())).filter(|(k, _)| k.starts_with("edo.") && *k != HEADER_CRC_KEY).collect();
+    own.sort_unstable();
+    let mut crc = crc32fast::Hasher::new();
+    for (k, v) in own {
+        crc.update(k.as_bytes());
+        crc.update(&[0]);
+        crc.update(v.as_bytes());
+        crc.update(&[0]);
+    }
+    crc.finalize()
 }
 
 /// What a table file (or model file) declares of its table, from the header alone
@@ -595,7 +619,7 @@ pub(crate) struct Header {
     pub metadata: BTreeMap<String, String>,
     /// A reordered table's id map (version [`ID_MAP_VERSION`] files only).
     pub id_map: Option<Range<usize>>,
-    /// The id map's checksum as written (`edo.id_map_crc32`; files written before it have none).
+    /// The id map's checksum as written (`edo.id_map_crc32`; there with the map).
     pub id_map_crc: Option<String>,
     /// A binary table's code transform: its mean, rotation and checksum (as written) (version
     /// [`CODE_TRANSFORM_VERSION`] files only).
@@ -752,8 +776,14 @@ impl Header {
             (false, _) => None,
         };
         let id_map_crc = kv.get("edo.id_map_crc32").cloned();
-        if id_map_crc.is_some() && id_map.is_none() {
-            return Err(bad("an edo.id_map_crc32 without an \"id_map\"".into()));
+        if id_map_crc.is_some() != id_map.is_some() {
+            return Err(bad("an \"id_map\" and its edo.id_map_crc32 come together".into()));
+        }
+        // Last, so that every other check of a damaged header still names what it finds.
+        let expected = get(HEADER_CRC_KEY)
+            .map_err(|_| bad(format!("metadata {HEADER_CRC_KEY} is missing (edo builds up to 2026-12-05 wrote none): write the file again with this edo")))?;
+        if expected.parse::<u32>().ok() != Some(header_crc32(kv)) {
+            return Err(bad(format!("its edo.* metadata does not match {HEADER_CRC_KEY}: the header is damaged")));
         }
         let metadata = kv.iter().filter(|(k, _)| !k.starts_with("edo.")).map(|(k, v)| (k.clone(), v.clone())).collect();
         Ok(Header {
