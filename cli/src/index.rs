@@ -60,6 +60,7 @@ pub fn index(a: IndexArgs) -> Result<(), Failure> {
     let mut file = TableFile::new(table).with_vocab(Vocab::new(lines.iter().map(|l| l.to_string()).collect()))?;
     let model_path = std::fs::canonicalize(&a.model).unwrap_or_else(|_| a.model.clone());
     file.set_metadata("index.model", model_path.display().to_string())?;
+    file.set_metadata(MODEL_CRC_KEY, model_crc32(&model).to_string())?;
     file.write(&a.output)?;
     println!(
         "indexed {} lines in {:.2} s ({:.0} lines/s): {} × {} INT8 vectors, {} → {}",
@@ -74,12 +75,31 @@ pub fn index(a: IndexArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The metadata key of an index's model's checksum ([`model_crc32`]).
+const MODEL_CRC_KEY: &str = "index.model_crc32";
+
+/// A checksum of what a model's vectors come from: its table's format, shape and rows, its
+/// mapping and whether it normalises. Another model — even one of the same dim — has another;
+/// the same model from another path has the same.
+fn model_crc32(model: &StaticModel) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    let table = model.table();
+    crc.update(format!("{} {} {} {} {}\0", table.format().name(), table.rows(), table.dim(), model.vocab_size(), model.normalize()).as_bytes());
+    crc.update(bytemuck::cast_slice(table.words()));
+    if let Some(mapping) = model.mapping() {
+        crc.update(bytemuck::cast_slice(mapping));
+    }
+    crc.finalize()
+}
+
 pub fn query(a: QueryArgs) -> Result<(), Failure> {
     if a.k == 0 || a.multiplier == 0 {
         return Err(Failure::new(exit::USAGE, "-k and --multiplier must be at least 1"));
     }
     let file = TableFile::open(&a.index)?;
-    let Some(lines) = file.vocab() else { return Err(Failure::new(exit::DATA, format!("{}: not an index (no lines)", a.index.display()))) };
+    let (Some(lines), Some(recorded)) = (file.vocab(), file.metadata().get(MODEL_CRC_KEY)) else {
+        return Err(Failure::new(exit::DATA, format!("{}: not an index written by `edo index` (it records no model)", a.index.display())));
+    };
     let model_path = match (&a.model, file.metadata().get("index.model")) {
         (Some(p), _) => p.clone(),
         (None, Some(p)) => PathBuf::from(p),
@@ -89,6 +109,16 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     let table = file.table();
     if table.dim() != model.dim() {
         return Err(Failure::new(exit::USAGE, format!("the index has {} dims, the model {}: not the model that wrote it", table.dim(), model.dim())));
+    }
+    if *recorded != model_crc32(&model).to_string() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{} is not the model that wrote {} (the index records another model's checksum): query with that model, or index the lines again with this one",
+                model_path.display(),
+                a.index.display()
+            ),
+        ));
     }
     let started = std::time::Instant::now();
     // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.

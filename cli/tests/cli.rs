@@ -571,6 +571,23 @@ fn index_and_query_find_a_line_by_its_meaning() {
     let plain = dir.path("plain.edo");
     ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
     assert_eq!(edo(&["query", plain.to_str().unwrap(), "--model", &model, "x"]).status.code(), Some(65));
+    // A table with lines that `edo index` did not write (a GloVe file's words) is not an index.
+    let words = dir.path("words.edo");
+    ok(&["quantize", &fixture("glove.txt"), "--format", "int8", "-o", words.to_str().unwrap()]);
+    let out = edo(&["query", words.to_str().unwrap(), "--model", &model, "x"]);
+    assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an index"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Another model of the same dim is refused; the same model under another path is the same.
+    let other = format!("{}/../tests/data/models/wordpiece_int8", env!("CARGO_MANIFEST_DIR"));
+    let out = edo(&["query", index.to_str().unwrap(), "--model", &other, "fox"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not the model that wrote"), "{}", String::from_utf8_lossy(&out.stderr));
+    let copy = dir.path("model-copy");
+    std::fs::create_dir(&copy).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(format!("{model}/{f}"), copy.join(f)).unwrap();
+    }
+    ok(&["query", index.to_str().unwrap(), "--model", copy.to_str().unwrap(), "fox"]);
     let empty = dir.path("empty.txt");
     std::fs::write(&empty, "\n\n").unwrap();
     assert_eq!(edo(&["index", &model, empty.to_str().unwrap(), "-o", dir.path("e.edo").to_str().unwrap()]).status.code(), Some(65));
