@@ -141,6 +141,17 @@ fn default_tables() -> Vec<TableSpec> {
 }
 
 pub fn run(a: PlanArgs) -> Result<(), Failure> {
+    // Names are the plan's rows and the written files' names: each once.
+    let mut names = std::collections::HashSet::new();
+    for t in &a.tables {
+        let name = match t {
+            TableArg::Shape(spec) => &spec.name,
+            TableArg::File { name, .. } => name,
+        };
+        if !names.insert(name.as_str()) {
+            return Err(Failure::new(exit::USAGE, format!("--table {name} is given twice: each table needs a name of its own")));
+        }
+    }
     let mut tables = Vec::new();
     let mut loaded = Vec::new();
     for t in &a.tables {

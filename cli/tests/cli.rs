@@ -394,6 +394,10 @@ fn plan_writes_the_tables_it_plans_from_files() {
     assert_eq!(bad.status.code(), Some(2));
     let missing = edo(&["plan", "--table", "a=/nonexistent/t.npy"]);
     assert_eq!(missing.status.code(), Some(66), "{}", String::from_utf8_lossy(&missing.stderr));
+    // A name given twice would write one table over the other.
+    let twice = edo(&["plan", "--table", &table, "--table", "words:1000:8", "--write", o]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("given twice"), "{}", String::from_utf8_lossy(&twice.stderr));
 }
 
 #[test]
