@@ -348,11 +348,11 @@ pub enum Unsupported {
     /// A GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k.
     #[error("a GGUF file of this format: GGUF holds fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k")]
     GgufExportFormat,
-    /// A GGUF tensor of rows that are not whole ggml blocks (32 values).
-    #[error("a GGUF tensor of rows that are not whole ggml blocks (32 values)")]
+    /// A GGUF tensor of rows that are not whole ggml blocks (32 values; the k-quants' 256).
+    #[error("a GGUF tensor of rows that are not whole ggml blocks (32 values; the k-quants' 256)")]
     GgufPartialBlocks,
-    /// This GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors.
-    #[error("this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 tensors")]
+    /// This GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors.
+    #[error("this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors")]
     GgufTensorType,
     /// Hamming search needs binary codes (Format::Binary or BinaryScaled).
     #[error("Hamming search needs binary codes (Format::Binary or BinaryScaled)")]

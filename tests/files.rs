@@ -110,6 +110,48 @@ fn fbgemm_4bit_rows_import_with_their_dim() {
     assert!(matches!(e, Error::BadFile { .. }), "{e}");
 }
 
+/// Every format's export (`edo export` of packed rows) reads back as the table it was: from a
+/// `.npy` with the format named as the layout, from a safetensors file by its own metadata.
+#[test]
+fn every_formats_export_reads_back_as_it_was() {
+    // FP32 and FP16 export as float arrays (`npy_floats_import_exactly`).
+    for format in Format::ALL.into_iter().filter(|f| !matches!(f, Format::F32 | Format::F16)) {
+        assert_eq!(FileLayout::from_name(format.name(), None).map(|l| l == FileLayout::Dense), Some(false), "{format}");
+        for dim in [1, 13, 40, 300] {
+            let rows = 9;
+            let table = PackedTable::quantize(format, &embedding_table(rows, dim, 5), rows, dim).unwrap();
+            let array = export::packed_array(&table);
+            let what = format!("{format} dim {dim}");
+            let read = |layout| import::npy(&array.to_npy(), layout);
+            let named = FileLayout::from_name(format.name(), Some(dim)).unwrap();
+            assert_eq!(packed(read(named).unwrap_or_else(|e| panic!("{what}: {e}"))), table, "{what}");
+            // Without the dim: the one that fits, or an error naming the range.
+            match read(FileLayout::from_name(format.name(), None).unwrap()) {
+                // FBGEMM's 4-bit rows and packbits read the most values the width holds (an
+                // even dim, a multiple of 8), as those ecosystems' tables have; the CLI says so.
+                Ok(t) if matches!(format, Format::Int4 | Format::Binary) => {
+                    let t = packed(t);
+                    assert_eq!(t.dim(), if format == Format::Int4 { dim.next_multiple_of(2) } else { dim.next_multiple_of(8) }, "{what}");
+                }
+                Ok(t) => assert_eq!(packed(t), table, "{what}, dim inferred"),
+                Err(e) => assert!(e.to_string().contains("any dim from") && e.to_string().contains("pass the dim"), "{what}: {e}"),
+            }
+            let meta: BTreeMap<String, String> = [("edo.format".to_string(), format.name().to_string()), ("edo.dim".to_string(), dim.to_string())].into();
+            let st = array.to_safetensors("weight", &meta);
+            assert_eq!(packed(import::safetensors(&st, None, FileLayout::Dense).unwrap_or_else(|e| panic!("{what}: {e}"))), table, "{what}, safetensors");
+        }
+    }
+    // q8_0's rows are whole blocks of 34 bytes: 1 to 32 values fit one.
+    let table = PackedTable::quantize(Format::Q8_0, &embedding_table(3, 20, 1), 3, 20).unwrap();
+    let e = import::npy(&export::packed_array(&table).to_npy(), FileLayout::from_name("q8_0", None).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("any dim from 1 to 32: pass the dim"), "{e}");
+    // A width no dim of the format has, and a name that is neither a layout nor a format.
+    let e = import::npy(&export::packed_array(&table).to_npy(), FileLayout::from_name("int4_g32", None).unwrap()).unwrap_err();
+    assert!(matches!(e, Error::BadFile { .. }), "{e}");
+    assert_eq!(FileLayout::from_name("int3", None), None);
+    assert_eq!(FileLayout::from_name("fp16", None), Some(FileLayout::Dense));
+}
+
 #[test]
 fn packbits_codes_import_as_binary() {
     let values = npy_f32("table_f32.npy");

@@ -23,10 +23,13 @@ pub struct SourceArgs {
     #[arg(long)]
     tensor: Option<String>,
     /// How a byte (uint8/int8) array is laid out: fbgemm8, fbgemm4, packbits (numpy /
-    /// sentence-transformers, MSB-first) or packbits-lsb (faiss). Float arrays need no layout.
+    /// sentence-transformers, MSB-first), packbits-lsb (faiss), or the name of the format `edo
+    /// export` wrote it in (q8_0, int4_g32, q4_k, …). Float arrays need no layout, nor does a
+    /// .safetensors file `edo export` wrote (it names its format).
     #[arg(long)]
     layout: Option<String>,
-    /// Values per row of fbgemm4 or packbits arrays whose width leaves it ambiguous.
+    /// Values per row, for a byte array whose width fits several: fbgemm4 (an odd dim), packbits
+    /// (not a multiple of 8), a format's rows (a ggml row is whole blocks).
     #[arg(long)]
     dim: Option<usize>,
     /// For a GGUF file cut short (one part of a split model, a truncated download): read the
@@ -39,8 +42,9 @@ impl SourceArgs {
     fn layout(&self) -> Result<FileLayout, Failure> {
         match &self.layout {
             None => Ok(FileLayout::Dense),
-            Some(name) => FileLayout::from_name(name, self.dim)
-                .ok_or_else(|| Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits, packbits-lsb)"))),
+            Some(name) => FileLayout::from_name(name, self.dim).ok_or_else(|| {
+                Failure::new(exit::USAGE, format!("unknown --layout {name:?} (dense, fbgemm8, fbgemm4, packbits, packbits-lsb, or a format's name)"))
+            }),
         }
     }
 
@@ -72,7 +76,24 @@ impl SourceArgs {
             let name = self.tensor.as_deref().unwrap_or(edo::file::gguf::EMBEDDING_TENSOR);
             return Ok(edo::file::gguf::Gguf::read_present_rows(path, name)?);
         }
-        Ok(import::path(path, self.tensor.as_deref(), self.layout()?)?)
+        let layout = self.layout()?;
+        let imported = import::path(path, self.tensor.as_deref(), layout)?;
+        if let (FileLayout::Fbgemm4 { dim: None } | FileLayout::Packbits { dim: None } | FileLayout::PackbitsLsb { dim: None }, import::Table::Packed(t)) =
+            (layout, &imported.table)
+        {
+            // The width alone fits several dims: the most it holds was read. Say so.
+            let (format, dim) = (t.format(), t.dim());
+            let fewest = (1..dim).rev().take_while(|&d| format.unpadded_row_bytes(d) == format.unpadded_row_bytes(dim)).last();
+            if let Some(fewest) = fewest {
+                let fewer = if fewest + 1 == dim { fewest.to_string() } else { format!("{fewest} to {}", dim - 1) };
+                eprintln!(
+                    "edo: note: {}: read as {dim} values a row, the most its {} bytes a row hold; if the table has {fewer} a row, pass --dim",
+                    path.display(),
+                    format.unpadded_row_bytes(dim)
+                );
+            }
+        }
+        Ok(imported)
     }
 }
 
@@ -931,6 +952,10 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
             let mut meta = BTreeMap::new();
             meta.insert("edo.layout".to_string(), layout_name(t.format(), a.dense).to_string());
             meta.insert("edo.dim".to_string(), t.dim().to_string());
+            if !a.dense {
+                // So that `edo quantize` reads the rows back as they are, with no --layout.
+                meta.insert("edo.format".to_string(), t.format().name().to_string());
+            }
             (array().to_safetensors(a.tensor.as_deref().unwrap_or("weight"), &meta), layout_name(t.format(), a.dense))
         }
         Some(FileKind::Gguf) => {
@@ -944,7 +969,7 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
             let mut bytes = Vec::new();
             let name = a.tensor.as_deref().unwrap_or(edo::file::gguf::EMBEDDING_TENSOR);
             edo::file::gguf::write(table, name, &[("general.name", &a.file.display().to_string()), ("edo.format", t.format().name())], &mut bytes)?;
-            (bytes, "a GGUF tensor of the table's ggml type")
+            (bytes, if a.dense { "a GGUF tensor of decoded f32 values" } else { "a GGUF tensor of the table's ggml type" })
         }
         Some(FileKind::Text) => (exp::text(t, file.vocab())?.into_bytes(), "word2vec text (decoded f32)"),
         _ if a.gbq => return Err(Failure::new(exit::USAGE, format!("{}: --gbq writes a .safetensors file", a.output.display()))),
@@ -952,6 +977,16 @@ pub fn export(a: ExportArgs) -> Result<(), Failure> {
     };
     std::fs::write(&a.output, &bytes).map_err(|e| Failure::new(exit::CANT_CREATE, format!("{}: {e}", a.output.display())))?;
     println!("wrote {}: {} rows × {} dim as {what}, {}", a.output.display(), t.rows(), t.dim(), mib(bytes.len() as u64));
+    if FileKind::from_path(&a.output) == Some(FileKind::Npy) && !a.dense && !matches!(t.format(), Format::F32 | Format::F16) {
+        // A .npy of bytes does not say what they are.
+        println!(
+            "  read it back: edo quantize {} --layout {} --dim {} --format {} -o TABLE.edo",
+            a.output.display(),
+            t.format().name(),
+            t.dim(),
+            t.format().name()
+        );
+    }
     Ok(())
 }
 

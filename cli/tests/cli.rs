@@ -138,6 +138,37 @@ fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
     let back = dir.path("back.edo");
     ok(&["quantize", npy.to_str().unwrap(), "--layout", "fbgemm8", "-f", "int8", "-o", back.to_str().unwrap()]);
     assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), table.table());
+
+    // Any format's export reads back as it was: a .npy with the format named as its layout (the
+    // export says how), a .safetensors by itself. q8_0 at dim 13: a short block, whole in GGUF.
+    let q = dir.path("words_q8.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "-f", "q8_0", "-o", q.to_str().unwrap()]);
+    let q_table = edo::file::TableFile::open(&q).unwrap();
+    let q_npy = dir.path("words_q8.npy");
+    let out = ok(&["export", q.to_str().unwrap(), "-o", q_npy.to_str().unwrap()]);
+    assert!(out.contains("--layout q8_0 --dim 13"), "{out}");
+    ok(&["quantize", q_npy.to_str().unwrap(), "--layout", "q8_0", "--dim", "13", "-f", "q8_0", "-o", back.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), q_table.table());
+    let e = edo(&["quantize", q_npy.to_str().unwrap(), "--layout", "q8_0", "-f", "q8_0", "-o", back.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("any dim from 1 to 32: pass the dim"), "{}", String::from_utf8_lossy(&e.stderr));
+    let q_st = dir.path("words_q8.safetensors");
+    ok(&["export", q.to_str().unwrap(), "-o", q_st.to_str().unwrap()]);
+    ok(&["quantize", q_st.to_str().unwrap(), "-f", "q8_0", "-o", back.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), q_table.table());
+
+    // FBGEMM 4-bit rows of an odd dim read as the even dim their width holds, and say so.
+    let i4 = dir.path("words_i4.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "-f", "int4", "-o", i4.to_str().unwrap()]);
+    let i4_npy = dir.path("words_i4.npy");
+    ok(&["export", i4.to_str().unwrap(), "-o", i4_npy.to_str().unwrap()]);
+    let r = edo(&["quantize", i4_npy.to_str().unwrap(), "--layout", "fbgemm4", "-f", "int4", "-o", back.to_str().unwrap()]);
+    assert!(
+        r.status.success()
+            && String::from_utf8_lossy(&r.stderr).contains("read as 14 values a row")
+            && String::from_utf8_lossy(&r.stderr).contains("13 a row, pass --dim"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
 }
 
 #[test]

@@ -477,7 +477,8 @@ impl Gguf {
 
 /// Writes `table` as a GGUF file (version 3) holding one tensor, `name`, of the table's ggml
 /// type, with `metadata` as string key-values. Formats without a ggml type (int8, int4, binary)
-/// are [`Error::Unsupported`]; block formats need rows of whole blocks (32 values).
+/// are [`Error::Unsupported`]; block formats need rows of whole blocks (32 values; 256 for the
+/// k-quants).
 pub fn write(table: &PackedTable, name: &str, metadata: &[(&str, &str)], out: &mut impl std::io::Write) -> Result<(), Error> {
     let format = table.format();
     let ggml_type = format.ggml_type().ok_or(Error::Unsupported(crate::Unsupported::GgufExportFormat))?;

@@ -25,7 +25,7 @@ pub use super::tensor::{FileLayout, Imported, Table};
 
 use super::tensor::{Array, Elem};
 use super::{npy, Vocab};
-use crate::Error;
+use crate::{Error, Format};
 
 /// The 2-D tensors of a safetensors file, as `name [rows, cols] dtype` lines for messages.
 fn tensor_list(st: &safetensors::SafeTensors<'_>) -> String {
@@ -87,8 +87,22 @@ pub fn safetensors(bytes: &[u8], tensor: Option<&str>, layout: FileLayout) -> Re
     let [rows, cols] = view.shape() else {
         return Err(bad(WHAT, format!("tensor {name:?} has shape {:?}; an embedding table is 2-D", view.shape())));
     };
+    // Bytes `edo export` wrote name their format and dim in the metadata: read back as written.
+    let layout = match (layout, elem) {
+        (FileLayout::Dense, Elem::U8 | Elem::I8) => exported_layout(bytes).unwrap_or(layout),
+        _ => layout,
+    };
     let table = Array { elem, rows: *rows, cols: *cols, data: view.data() }.into_table(layout, WHAT)?;
     Ok(Imported { table, vocab: None, lossy_tokens: 0 })
+}
+
+/// The layout `edo export` records in a safetensors file of packed rows: `edo.format` and
+/// `edo.dim` in its metadata.
+fn exported_layout(bytes: &[u8]) -> Option<FileLayout> {
+    let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).ok()?;
+    let kv = meta.metadata().as_ref()?;
+    let format = Format::from_name(kv.get("edo.format")?)?;
+    Some(FileLayout::Packed { format, dim: kv.get("edo.dim").and_then(|d| d.parse().ok()) })
 }
 
 /// Reads a 2-D `.npy` array.

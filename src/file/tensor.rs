@@ -34,11 +34,22 @@ pub enum FileLayout {
         /// Values per row, when not a multiple of 8.
         dim: Option<usize>,
     },
+    /// Rows of `format` as [`super::export::packed_array`] (`edo export`) writes them
+    /// ([`Format::write_external`]): a group-wise or zero-point row's codes then its parameters,
+    /// ggml's and the k-quants' blocks as GGUF holds them, … — so any export reads back as it
+    /// was. (For INT8, INT4 and binary that is FBGEMM's and packbits' layout.)
+    Packed {
+        /// The rows' format.
+        format: Format,
+        /// Values per row, when the width fits several dims (a ggml row is whole blocks).
+        dim: Option<usize>,
+    },
 }
 
 impl FileLayout {
-    /// Parses a layout name (`dense`, `fbgemm8`, `fbgemm4`, `packbits`), with the dim for the
-    /// layouts that may need it.
+    /// Parses a layout name (`dense`, `fbgemm8`, `fbgemm4`, `packbits`, `packbits-lsb`, or a
+    /// format's name for [`FileLayout::Packed`]; `fp32` and `fp16`, exported as float arrays, are
+    /// `Dense`), with the dim for the layouts that may need it.
     pub fn from_name(name: &str, dim: Option<usize>) -> Option<FileLayout> {
         Some(match name.to_ascii_lowercase().as_str() {
             "dense" | "float" => FileLayout::Dense,
@@ -46,7 +57,11 @@ impl FileLayout {
             "fbgemm4" | "fused4" | "int4" => FileLayout::Fbgemm4 { dim },
             "packbits" | "ubinary" | "binary" => FileLayout::Packbits { dim },
             "packbits-lsb" | "faiss" | "lsb" => FileLayout::PackbitsLsb { dim },
-            _ => return None,
+            // FP32 and FP16 rows are exported as float arrays: read as such.
+            other => match Format::from_name(other)? {
+                Format::F32 | Format::F16 => FileLayout::Dense,
+                format => FileLayout::Packed { format, dim },
+            },
         })
     }
 }
@@ -140,7 +155,11 @@ pub(crate) struct Array<'a> {
 impl Array<'_> {
     pub(crate) fn into_table(self, layout: FileLayout, what: &'static str) -> Result<Table, Error> {
         match (layout, self.elem) {
-            (FileLayout::Dense, Elem::U8 | Elem::I8) => Err(bad(what, "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4 or packbits)".into())),
+            (FileLayout::Dense, Elem::U8 | Elem::I8) => Err(bad(
+                what,
+                "a byte array holds packed rows: name its layout (fbgemm8, fbgemm4, packbits, packbits-lsb, or the format `edo export` wrote it in, e.g. q8_0)"
+                    .into(),
+            )),
             (FileLayout::Dense, _) => {
                 if self.cols == 0 {
                     return Err(Error::ZeroDim);
@@ -152,6 +171,7 @@ impl Array<'_> {
                     FileLayout::Fbgemm8 => (Format::Int8, self.cols.checked_sub(8).filter(|&d| d > 0)),
                     FileLayout::Fbgemm4 { dim } => (Format::Int4, dim.or(self.cols.checked_sub(4).map(|c| c.saturating_mul(2)))),
                     FileLayout::Packbits { dim } | FileLayout::PackbitsLsb { dim } => (Format::Binary, dim.or(Some(self.cols.saturating_mul(8)))),
+                    FileLayout::Packed { format, dim } => (format, dim.map_or_else(|| only_dim(format, self.cols, what), |d| Ok(Some(d)))?),
                     FileLayout::Dense => unreachable!("matched above"),
                 };
                 let dim = dim
@@ -192,8 +212,38 @@ fn layout_dim_hint(layout: FileLayout) -> &'static str {
     match layout {
         FileLayout::Fbgemm8 => " (fbgemm8 rows are dim + 8 bytes)",
         FileLayout::Fbgemm4 { .. } => " (fbgemm4 rows are ⌈dim/2⌉ + 4 bytes; pass the dim if it is odd)",
+        FileLayout::Packed { .. } => " (docs/formats.md gives each format's bytes a row)",
         _ => " (packbits rows are ⌈dim/8⌉ bytes; pass the dim if it is not a multiple of 8)",
     }
+}
+
+/// The one dim whose rows of `format` are `cols` bytes ([`Format::unpadded_row_bytes`], which
+/// grows with the dim), `None` when none is; an error naming them when several are (a ggml row's
+/// last block is whole whatever its values).
+fn only_dim(format: Format, cols: usize, what: &'static str) -> Result<Option<usize>, Error> {
+    let bytes = |d: usize| format.unpadded_row_bytes(d);
+    // The first dim whose rows take at least `at_least` bytes, among 1 ..= 8·cols (every format
+    // spends at least a bit a value).
+    let first = |at_least: usize| {
+        let (mut lo, mut hi) = (1usize, cols.saturating_mul(8).saturating_add(1));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if bytes(mid) >= at_least {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    };
+    let (low, high) = (first(cols), first(cols.saturating_add(1)) - 1);
+    if cols == 0 || low > high || bytes(low) != cols {
+        return Ok(None);
+    }
+    if low < high {
+        return Err(bad(what, format!("{cols} columns are a {format} row of any dim from {low} to {high}: pass the dim")));
+    }
+    Ok(Some(low))
 }
 
 /// Packs rows given without word padding (codes, then parameters: the FBGEMM and packbits
