@@ -261,10 +261,11 @@ pub enum Error {
         /// The byte past it.
         end: u64,
     },
-    /// A named tensor is not in the file.
-    #[error("no tensor named {name:?}; 2-D tensors in the file: {available}")]
+    /// A named tensor is not in the file, or (`name` empty) none was named and the file holds
+    /// several 2-D tensors.
+    #[error("{}", missing_tensor(.name, .available))]
     MissingTensor {
-        /// The name asked for.
+        /// The name asked for (empty when none was).
         name: String,
         /// The 2-D tensors the file has, with their shapes and types.
         available: String,
@@ -518,6 +519,15 @@ impl Error {
     /// [`Error::Gpu`] found without wgpu reporting one (a GPU result that fails a check).
     pub fn gpu(what: &'static str, message: impl Into<String>) -> Error {
         Error::Gpu { what, message: message.into(), source: None }
+    }
+}
+
+/// [`Error::MissingTensor`]'s message.
+fn missing_tensor(name: &str, available: &str) -> String {
+    if name.is_empty() {
+        format!("the file holds several 2-D tensors: say which (--tensor on the command line, the tensor option in the browser): {available}")
+    } else {
+        format!("no tensor named {name:?}; 2-D tensors in the file: {available}")
     }
 }
 
