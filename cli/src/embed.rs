@@ -26,7 +26,7 @@ pub struct EmbedArgs {
     #[arg(long, conflicts_with = "texts")]
     input: Option<PathBuf>,
     /// Hold the table in this format.
-    #[arg(long, value_parser = FormatParser)]
+    #[arg(long, short, value_parser = FormatParser)]
     format: Option<Format>,
     /// Pool on the GPU (the tokenizer runs on the CPU either way).
     #[arg(long)]
@@ -330,7 +330,7 @@ pub struct QuantizeModelArgs {
     /// file, or with --wordllama WordLlama's weights (.safetensors with embedding.weight).
     source: PathBuf,
     /// The table's format in the file.
-    #[arg(long, default_value = "int8", value_parser = FormatParser)]
+    #[arg(long, short, default_value = "int8", value_parser = FormatParser)]
     format: Format,
     /// The .edo model file to write: table, tokenizer, mapping, weights and settings in one file.
     #[arg(short, long)]

@@ -32,7 +32,7 @@ pub struct QueryArgs {
     /// The question.
     query: String,
     /// Results.
-    #[arg(short, default_value_t = 10)]
+    #[arg(short, long, default_value_t = 10)]
     k: usize,
     /// Hamming candidates per result that INT8 rescoring ranks.
     #[arg(long, default_value_t = 4)]

@@ -214,8 +214,24 @@ impl From<edo::Error> for Failure {
             | E::TooFewRows { .. }
             | E::NotOrthogonal { .. }
             | E::Training { .. }
-            | E::Unsupported(edo::Unsupported::ReorderedTableFile) => exit::DATA,
+            | E::Unsupported(edo::Unsupported::ReorderedTableFile | edo::Unsupported::GgufTensorType) => exit::DATA,
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
+            // What the command line asked of a table that cannot do it: an argument to change.
+            E::Unsupported(
+                edo::Unsupported::GbqExportFormat
+                | edo::Unsupported::GbqExportOddWidth
+                | edo::Unsupported::GgufExportFormat
+                | edo::Unsupported::GgufPartialBlocks
+                | edo::Unsupported::HammingOfNonBinaryCodes
+                | edo::Unsupported::CodeTransformOfNonBinary
+                | edo::Unsupported::ReservedMetadataKey
+                | edo::Unsupported::RowAlignment { .. }
+                | edo::Unsupported::ZeroNeighbours
+                | edo::Unsupported::ZipfExponent
+                | edo::Unsupported::PlanWithoutFormats
+                | edo::Unsupported::ChecksumChunkBytes
+                | edo::Unsupported::CacheBenchmarkShape,
+            ) => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
         };

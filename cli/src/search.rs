@@ -136,7 +136,7 @@ pub struct SearchBenchArgs {
     #[arg(long, default_value_t = 100)]
     queries: usize,
     /// Neighbours per query.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, short, default_value_t = 10)]
     k: usize,
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 5)]

@@ -643,16 +643,17 @@ fn inspect_gguf(path: &Path, json: bool) -> Result<(), Failure> {
 }
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("rows").required(true).args(["ids", "ids_file", "tokens"])))]
 pub struct LookupArgs {
     /// The .edo table file (or model file: its ids are token ids, read from their rows as
     /// `edo embed` reads them).
     file: PathBuf,
     /// Row ids (a model's: token ids), comma separated.
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true, required_unless_present_any = ["tokens", "ids_file"], conflicts_with_all = ["tokens", "ids_file"])]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     ids: Vec<String>,
     /// A file of row ids separated by commas, spaces or newlines (`-`: standard input), for more
     /// ids than a command line holds.
-    #[arg(long, conflicts_with = "tokens")]
+    #[arg(long)]
     ids_file: Option<PathBuf>,
     /// Tokens, comma separated (needs a table with a vocabulary).
     #[arg(long, value_delimiter = ',')]
@@ -774,6 +775,7 @@ fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
 }
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("frequency").required(true).args(["trace", "counts", "texts"])))]
 pub struct ReorderArgs {
     /// The .edo table or model file.
     file: PathBuf,
@@ -784,10 +786,10 @@ pub struct ReorderArgs {
     output: PathBuf,
     /// A trace of looked-up ids (one a line, or a 1-D .npy of ids; for a model, ids of its
     /// table's rows): rows are ordered by how often it looks them up.
-    #[arg(long, required_unless_present_any = ["counts", "texts"], conflicts_with_all = ["counts", "texts"])]
+    #[arg(long)]
     trace: Option<PathBuf>,
     /// Lookup counts, one per row of the table (one a line, or a 1-D .npy).
-    #[arg(long, conflicts_with = "texts")]
+    #[arg(long)]
     counts: Option<PathBuf>,
     /// For a model: a file of texts (one a line, `-`: standard input) like those it will embed;
     /// rows are ordered by how often their tokens look them up.
