@@ -357,10 +357,26 @@ export interface WorkerTable extends WorkerHandle {
   readonly remapped: boolean;
   readonly storedRows: number;
   readonly rowAlignment: number;
+  readonly codes: 'centered' | 'itq' | null;
   quantize(format: string): Promise<WorkerTable>;
+  quantizeCodes(kind: 'centered' | 'itq', options?: { iterations?: number }): Promise<WorkerTable>;
   reorder(options: { counts: Ids } | { trace: Ids }): Promise<WorkerTable>;
   gather(ids: Ids): Promise<Float32Array>;
+  idOf(token: string): Promise<number | null>;
   toBytes(options?: { chunkBytes?: number }): Promise<Uint8Array>;
+}
+
+export interface WorkerRowCache extends WorkerHandle {
+  readonly kind: 'RowCache';
+  readonly backend: 'webgpu' | 'cpu';
+  gather(ids: Ids): Promise<Float32Array>;
+  prefetch(ids: Ids): Promise<number>;
+  stats(): Promise<CacheStats>;
+}
+
+export interface WorkerBinaryCodes extends WorkerHandle {
+  readonly kind: 'BinaryCodes';
+  search(queries: Floats, k: number): Promise<{ k: number; ids: Uint32Array; distances: Uint32Array }>;
 }
 
 export interface WorkerResidentTable extends WorkerHandle {
@@ -403,8 +419,17 @@ export interface WorkerEngine extends WorkerHandle {
   createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[]; rowAlignment?: number }): Promise<WorkerTable>;
   readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<WorkerTable>;
   syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<WorkerTable>;
+  prepare(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
+  prepareModel(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
   uploadTable(table: WorkerTable): Promise<WorkerResidentTable>;
   loadModel(source: ModelSource, options?: LoadModelOptions): Promise<WorkerResidentModel>;
+  cache(table: WorkerTable, options: { capacity: number; policy?: CachePolicy }): Promise<WorkerRowCache>;
+  cacheRemote(url: string, options: { capacity: number; policy?: CachePolicy }): Promise<WorkerRowCache>;
+  uploadCodes(codes: WorkerTable): Promise<WorkerBinaryCodes>;
+  /** The page engine's benchmark, run in the worker (a model to embed with is the page engine's only). */
+  benchmark(options?: Omit<BenchmarkOptions, 'model'>): Promise<BenchmarkResults>;
+  loseDevice(): Promise<void>;
+  recover(): Promise<boolean>;
   /** Calls made, and bytes of answers transferred or copied. */
   workerStats(): { calls: number; transferredBytes: number; copiedBytes: number };
   /** Disposes the engine and ends the worker. */

@@ -328,6 +328,16 @@ async function main(): Promise<void> {
     const table = await worker.createTable(data(rows, dim, 3), { rows, dim, format: 'int8' });
     const resident = await worker.uploadTable(table);
     sameBits(await resident.gather(ids), await tables.int8.table.gather(ids), 'worker gather');
+    // The rest of the engine's API through the worker, as typed.
+    await worker.prepare('int8', dim);
+    const cache = await worker.cache(table, { capacity: 64 });
+    sameBits(await cache.gather(ids), await tables.int8.table.gather(ids), 'worker cache gather');
+    assert(((await cache.stats()).misses ?? 0) > 0, 'the worker cache counts its misses');
+    const fp32 = await worker.createTable(data(rows, dim, 3), { rows, dim });
+    const codes = await fp32.quantizeCodes('centered');
+    assert(codes.codes === 'centered' && (await fp32.idOf('x')) === null, 'centred codes in the worker');
+    const found = await (await worker.uploadCodes(codes)).search(data(2, dim, 9), 3);
+    assert(found.k === 3 && found.ids.length === 6, `the worker's codes search (${found.k}, ${found.ids.length})`);
     await rejects(worker.loadModel('models/missing/'), 'HTTP', /404/);
     if (haveReal) {
       const big = await worker.loadModel(real);
