@@ -114,8 +114,13 @@ fn size_ratio(packed: u64, f32_bytes: u64) -> String {
     format!(" ({ratio:.3} of fp32, {:.1}× smaller)", 1.0 / ratio)
 }
 
+/// The table file at `path`; a reordered table's (`edo reorder`) with its rows back in id order,
+/// the table its ids name (its user metadata left behind).
 fn open_table(path: &Path) -> Result<TableFile, Failure> {
-    open_table_or_reordered(path)?.map_err(|e| Failure::new(exit::DATA, format!("{}: {}", path.display(), Error::Unsupported(e))))
+    match open_table_or_reordered(path)? {
+        Ok(file) => Ok(file),
+        Err(_) => Ok(TableFile::new(edo::PrunedTable::open(path)?.original_order()?)),
+    }
 }
 
 /// That `path` exists and is named as an .edo file.

@@ -936,10 +936,19 @@ fn reorder_stores_rows_by_frequency_and_keeps_ids() {
         assert_eq!(bad.status.code(), Some(2), "{needle}: {}", String::from_utf8_lossy(&bad.stderr));
         assert!(String::from_utf8_lossy(&bad.stderr).contains(needle), "{needle}: {}", String::from_utf8_lossy(&bad.stderr));
     }
-    // A reordered file is not reordered again, nor read as a plain table.
-    let again = edo(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", dir.path("x.edo").to_str().unwrap()]);
-    assert_eq!(again.status.code(), Some(65), "a data error");
-    assert!(String::from_utf8_lossy(&again.stderr).contains("reordered"), "{}", String::from_utf8_lossy(&again.stderr));
+    // A reordered file is read as the table its ids name: reordered again by a trace (as the
+    // plain file would be), exported and quantised as the plain file.
+    let again = dir.path("again.edo");
+    ok(&["reorder", s, "--trace", trace.to_str().unwrap(), "-o", o]);
+    ok(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(o).unwrap(), "reordered again by the same trace: the same file");
+    let (plain_npy, hot_npy) = (dir.path("plain.npy"), dir.path("hot.npy"));
+    ok(&["export", s, "-o", plain_npy.to_str().unwrap()]);
+    ok(&["export", o, "-o", hot_npy.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&hot_npy).unwrap(), std::fs::read(&plain_npy).unwrap(), "a reordered table exports in id order");
+    let requantised = dir.path("requantised.edo");
+    ok(&["quantize", o, "-f", "int8", "-o", requantised.to_str().unwrap()]);
+    assert_eq!(edo::file::TableFile::open(&requantised).unwrap().table(), &table, "quantised from a reordered file: the table in id order");
     // `edo inspect` describes it as stored, and measures it against its source (recorded by
     // `edo quantize`, kept by `edo reorder`) as the plain file: the same error, the same worst id.
     let npy = dir.path("t.npy");

@@ -429,7 +429,7 @@ impl Gguf {
         let (_, rows) = table_dims(t)?;
         let present = self.present_rows(t);
         if present < rows {
-            return Err(bad(format!("tensor {name:?} is cut short: {present} of its {rows} rows are in the file (a split part or a truncated download)")));
+            return Err(bad(format!("tensor {name:?} is cut short: {present} of its {rows} rows are in the file (a split part or a truncated download; `edo quantize --partial` and `Gguf::read_present_rows` read those)")));
         }
         self.table_rows(bytes, name, 0..rows)
     }
