@@ -14,7 +14,8 @@ if [ "${1:-}" = measure ]; then
     mkdir -p docs/bench
     "${edo[@]}" bench suite --quick --label "native, $(nproc) cores" --model tests/data/models/wordpiece -o docs/bench/native.json --html /dev/null
     ./scripts/build-web.sh
-    [ -f web/model.edo ] || ./scripts/make_web_model.sh
+    cargo build -q --all-features --bin edo
+    { [ -f web/model.edo ] && "${CARGO_TARGET_DIR:-target}/debug/edo" inspect web/model.edo --no-png >/dev/null 2>&1; } || ./scripts/make_web_model.sh
     EDO_BENCH_SCALE=quick python3 scripts/web_e2e.py >/dev/null || echo "the page's checks failed; its results are still kept if it wrote them"
     cp target/web-e2e/bench-webgpu.json docs/bench/browser-webgpu.json
     cp target/web-e2e/bench-cpu.json docs/bench/browser-cpu.json

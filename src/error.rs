@@ -399,7 +399,7 @@ pub enum Unsupported {
     RescoringAcrossBackends,
     /// A table file whose rows are reordered (it has an id map) opened as a plain table: its rows
     /// are not in id order.
-    #[error("a table file whose rows are reordered (it holds an id map): read it with PrunedTable::open or from_file_bytes, which apply the map (on the command line, `edo lookup` does; `edo inspect` describes the file as stored)")]
+    #[error("a table file whose rows are reordered (it holds an id map): read it with PrunedTable::open or from_file_bytes, which apply the map (on the command line, `edo lookup` does, and `edo quantize`, `export` and `reorder` read the rows back in id order; `edo inspect` describes the file as stored)")]
     ReorderedTableFile,
     /// Metadata keys starting with "edo." are reserved.
     #[error("metadata keys starting with \"edo.\" are reserved")]
@@ -524,7 +524,9 @@ impl Error {
 
 /// [`Error::MissingTensor`]'s message.
 fn missing_tensor(name: &str, available: &str) -> String {
-    if name.is_empty() {
+    if name.is_empty() && available.is_empty() {
+        "the file holds no 2-D tensor (an embedding table is 2-D)".to_string()
+    } else if name.is_empty() {
         format!("the file holds several 2-D tensors: say which (--tensor on the command line, the tensor option in the browser): {available}")
     } else {
         format!("no tensor named {name:?}; 2-D tensors in the file: {available}")

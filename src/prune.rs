@@ -189,8 +189,8 @@ impl PrunedTable {
             Some(map) => map.to_vec(),
             None => (0..file.table().rows() as u32).collect(),
         };
-        // A map that is no permutation is a damaged file (one written before the map had its
-        // checksum), not a caller's mistake.
+        // A map that matches its checksum but is no permutation is a writer's bug in the file,
+        // not a caller's mistake.
         check_permutation(&remap, file.table().rows()).map_err(|e| Error::BadFile { what: "edo table file", reason: format!("its id map: {e}") })?;
         Ok(PrunedTable { table: file.into_table(), remap })
     }

@@ -60,7 +60,7 @@ pub fn index(a: IndexArgs) -> Result<(), Failure> {
     let mut file = TableFile::new(table).with_vocab(Vocab::new(lines.iter().map(|l| l.to_string()).collect()))?;
     let model_path = std::fs::canonicalize(&a.model).unwrap_or_else(|_| a.model.clone());
     file.set_metadata("index.model", model_path.display().to_string())?;
-    file.set_metadata(MODEL_CRC_KEY, model_crc32(&model).to_string())?;
+    file.set_metadata(MODEL_CRC_KEY, model_crc32(&model)?.to_string())?;
     file.write(&a.output)?;
     println!(
         "indexed {} lines in {:.2} s ({:.0} lines/s): {} × {} INT8 vectors, {} → {}",
@@ -78,18 +78,21 @@ pub fn index(a: IndexArgs) -> Result<(), Failure> {
 /// The metadata key of an index's model's checksum ([`model_crc32`]).
 const MODEL_CRC_KEY: &str = "index.model_crc32";
 
-/// A checksum of what a model's vectors come from: its table's format, shape and rows, its
-/// mapping and whether it normalises. Another model — even one of the same dim — has another;
-/// the same model from another path has the same.
-fn model_crc32(model: &StaticModel) -> u32 {
+/// A checksum of what a model's vectors come from: each token id's packed row and weight (so
+/// its mapping, and not the order its rows are stored in), the rows' format, normalisation and
+/// truncation. Another model — even one of the same dim and format — has another; the same
+/// model from another path, or reordered, has the same. (Its tokenizer is not covered.)
+fn model_crc32(model: &StaticModel) -> Result<u32, Failure> {
     let mut crc = crc32fast::Hasher::new();
     let table = model.table();
-    crc.update(format!("{} {} {} {} {}\0", table.format().name(), table.rows(), table.dim(), model.vocab_size(), model.normalize()).as_bytes());
-    crc.update(bytemuck::cast_slice(table.words()));
-    if let Some(mapping) = model.mapping() {
-        crc.update(bytemuck::cast_slice(mapping));
+    let settings = (table.format().name(), table.dim(), model.vocab_size(), model.normalize(), model.max_length(), model.truncation());
+    crc.update(format!("{settings:?}\0").as_bytes());
+    for id in 0..model.vocab_size() as u32 {
+        let (row, weight) = model.row_of(id)?;
+        crc.update(bytemuck::cast_slice(table.row(row)));
+        crc.update(&weight.to_bits().to_le_bytes());
     }
-    crc.finalize()
+    Ok(crc.finalize())
 }
 
 pub fn query(a: QueryArgs) -> Result<(), Failure> {
@@ -110,7 +113,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     if table.dim() != model.dim() {
         return Err(Failure::new(exit::USAGE, format!("the index has {} dims, the model {}: not the model that wrote it", table.dim(), model.dim())));
     }
-    if *recorded != model_crc32(&model).to_string() {
+    if *recorded != model_crc32(&model)?.to_string() {
         return Err(Failure::new(
             exit::USAGE,
             format!(

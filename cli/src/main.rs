@@ -204,7 +204,6 @@ impl From<edo::Error> for Failure {
             | E::NonFinite { .. }
             | E::OutOfRange { .. }
             | E::BeyondF32 { .. }
-            | E::MissingTensor { .. }
             | E::ShapeMismatch { .. }
             | E::NonFiniteWeight { .. }
             | E::Tokenizer { .. }
@@ -215,7 +214,8 @@ impl From<edo::Error> for Failure {
             | E::NotOrthogonal { .. }
             | E::Training { .. }
             | E::Unsupported(edo::Unsupported::ReorderedTableFile | edo::Unsupported::GgufTensorType) => exit::DATA,
-            E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim => exit::USAGE,
+            // A tensor asked for that is not there, or none asked for among several: say which.
+            E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim | E::MissingTensor { .. } => exit::USAGE,
             // What the command line asked of a table that cannot do it: an argument to change.
             E::Unsupported(
                 edo::Unsupported::GbqExportFormat

@@ -77,9 +77,18 @@ impl SourceArgs {
             return Ok(edo::file::gguf::Gguf::read_present_rows(path, name)?);
         }
         let layout = self.layout()?;
+        if let Ok(Err(_)) = open_table_or_reordered(path) {
+            // A reordered table (`edo reorder`): the table its ids name, its rows in id order.
+            return Ok(Imported { table: import::Table::Packed(open_table(path)?.into_table()), vocab: None, lossy_tokens: 0 });
+        }
         let imported = import::path(path, self.tensor.as_deref(), layout)?;
-        if let (FileLayout::Fbgemm4 { dim: None } | FileLayout::Packbits { dim: None } | FileLayout::PackbitsLsb { dim: None }, import::Table::Packed(t)) =
-            (layout, &imported.table)
+        // (A layout is for arrays: an .edo or GGUF input knows its dim.)
+        let array = matches!(FileKind::from_path(path), Some(FileKind::Npy | FileKind::Safetensors));
+        if let (
+            true,
+            FileLayout::Fbgemm4 { dim: None } | FileLayout::Packbits { dim: None } | FileLayout::PackbitsLsb { dim: None },
+            import::Table::Packed(t),
+        ) = (array, layout, &imported.table)
         {
             // The width alone fits several dims: the most it holds was read. Say so.
             let (format, dim) = (t.format(), t.dim());
@@ -115,11 +124,18 @@ fn size_ratio(packed: u64, f32_bytes: u64) -> String {
 }
 
 /// The table file at `path`; a reordered table's (`edo reorder`) with its rows back in id order,
-/// the table its ids name (its user metadata left behind).
+/// the table its ids name, with the file's metadata and checksum chunk.
 fn open_table(path: &Path) -> Result<TableFile, Failure> {
     match open_table_or_reordered(path)? {
         Ok(file) => Ok(file),
-        Err(_) => Ok(TableFile::new(edo::PrunedTable::open(path)?.original_order()?)),
+        Err(_) => {
+            let stored = TableFile::open_stored(path)?;
+            let mut file = TableFile::new(edo::PrunedTable::open(path)?.original_order()?).with_chunk_bytes(stored.chunk_bytes())?;
+            for (k, v) in stored.metadata() {
+                file.set_metadata(k.clone(), v.clone())?;
+            }
+            Ok(file)
+        }
     }
 }
 

@@ -623,6 +623,19 @@ fn index_and_query_find_a_line_by_its_meaning() {
         std::fs::copy(format!("{model}/{f}"), copy.join(f)).unwrap();
     }
     ok(&["query", index.to_str().unwrap(), "--model", copy.to_str().unwrap(), "fox"]);
+    // The same F32 model as an .edo model file, and reordered, is the same model.
+    let (as_edo, hot) = (dir.path("model.edo"), dir.path("model-hot.edo"));
+    ok(&["quantize-model", &model, "-f", "fp32", "-o", as_edo.to_str().unwrap()]);
+    ok(&["query", index.to_str().unwrap(), "--model", as_edo.to_str().unwrap(), "fox"]);
+    ok(&["reorder", as_edo.to_str().unwrap(), "--texts", corpus.to_str().unwrap(), "-o", hot.to_str().unwrap()]);
+    ok(&["query", index.to_str().unwrap(), "--model", hot.to_str().unwrap(), "fox"]);
+    // One value of the table changed, same format and shape: another model.
+    let mut weights = std::fs::read(copy.join("model.safetensors")).unwrap();
+    let last = weights.len() - 1;
+    weights[last] ^= 0x01;
+    std::fs::write(copy.join("model.safetensors"), weights).unwrap();
+    let out = edo(&["query", index.to_str().unwrap(), "--model", copy.to_str().unwrap(), "fox"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let empty = dir.path("empty.txt");
     std::fs::write(&empty, "\n\n").unwrap();
     assert_eq!(edo(&["index", &model, empty.to_str().unwrap(), "-o", dir.path("e.edo").to_str().unwrap()]).status.code(), Some(65));
@@ -939,6 +952,9 @@ fn reorder_stores_rows_by_frequency_and_keeps_ids() {
     // A reordered file is read as the table its ids name: reordered again by a trace (as the
     // plain file would be), exported and quantised as the plain file.
     let again = dir.path("again.edo");
+    let mut with_meta = edo::file::TableFile::new(table.clone()).with_chunk_bytes(4096).unwrap();
+    with_meta.set_metadata("source.path", "kept").unwrap();
+    with_meta.write(&src).unwrap();
     ok(&["reorder", s, "--trace", trace.to_str().unwrap(), "-o", o]);
     ok(&["reorder", o, "--trace", trace.to_str().unwrap(), "-o", again.to_str().unwrap()]);
     assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(o).unwrap(), "reordered again by the same trace: the same file");

@@ -222,7 +222,7 @@ impl FileKind {
 
 /// Reads a table from a file: the kind from the extension, `tensor` for safetensors and GGUF
 /// files (for GGUF, `token_embd.weight` when left out), `layout` for byte arrays. An `.edo` file
-/// is read as the packed table it holds (a reordered one's rows in id order again).
+/// is read as the packed table it holds.
 #[cfg(native)]
 pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: FileLayout) -> Result<Imported, Error> {
     let path = path.as_ref();
@@ -231,14 +231,7 @@ pub fn path(path: impl AsRef<std::path::Path>, tensor: Option<&str>, layout: Fil
         Error::io(path.display(), std::io::Error::new(std::io::ErrorKind::InvalidInput, message))
     })?;
     if kind == FileKind::Edo {
-        let file = match super::TableFile::open(path) {
-            // A reordered table (`edo reorder`): its rows in id order, the table its ids name.
-            Err(Error::Unsupported(crate::Unsupported::ReorderedTableFile)) => {
-                let table = crate::PrunedTable::open(path)?.original_order()?;
-                return Ok(Imported { table: Table::Packed(table), vocab: None, lossy_tokens: 0 });
-            }
-            other => other?,
-        };
+        let file = super::TableFile::open(path)?;
         file.verify()?;
         let vocab = file.vocab().cloned();
         return Ok(Imported { table: Table::Packed(file.into_table()), vocab, lossy_tokens: 0 });

@@ -780,8 +780,11 @@ impl Header {
             return Err(bad("an \"id_map\" and its edo.id_map_crc32 come together".into()));
         }
         // Last, so that every other check of a damaged header still names what it finds.
-        let expected = get(HEADER_CRC_KEY)
-            .map_err(|_| bad(format!("metadata {HEADER_CRC_KEY} is missing (edo builds up to 2026-12-05 wrote none): write the file again with this edo")))?;
+        let expected = get(HEADER_CRC_KEY).map_err(|_| {
+            bad(format!(
+                "metadata {HEADER_CRC_KEY} is missing (edo builds up to 2026-12-05 wrote none): quantise the table again from its source with this edo"
+            ))
+        })?;
         if expected.parse::<u32>().ok() != Some(header_crc32(kv)) {
             return Err(bad(format!("its edo.* metadata does not match {HEADER_CRC_KEY}: the header is damaged")));
         }

@@ -13,6 +13,7 @@ use crate::Error;
 
 /// How to read an array's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileLayout {
     /// Floats, one row per table row.
     Dense,
@@ -58,8 +59,12 @@ impl FileLayout {
             "packbits" | "ubinary" | "binary" => FileLayout::Packbits { dim },
             "packbits-lsb" | "faiss" | "lsb" => FileLayout::PackbitsLsb { dim },
             // FP32 and FP16 rows are exported as float arrays: read as such.
+            // …and INT8, INT4 and binary are FBGEMM's and packbits' layouts, by any of their names.
             other => match Format::from_name(other)? {
                 Format::F32 | Format::F16 => FileLayout::Dense,
+                Format::Int8 => FileLayout::Fbgemm8,
+                Format::Int4 => FileLayout::Fbgemm4 { dim },
+                Format::Binary => FileLayout::Packbits { dim },
                 format => FileLayout::Packed { format, dim },
             },
         })
