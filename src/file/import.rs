@@ -6,11 +6,12 @@
 //!
 //! | [`FileLayout`]   | array                         | becomes          | written by                                  |
 //! |--------------|-------------------------------|------------------|---------------------------------------------|
-//! | `Fbgemm8`    | u8 `[rows, dim + 8]`          | [`Format::Int8`](crate::Format::Int8) | `torch.ops.fbgemm` / `embedding_bag_byte_prepack` |
-//! | `Fbgemm4`    | u8 `[rows, ⌈dim/2⌉ + 4]`      | [`Format::Int4`](crate::Format::Int4) | `embedding_bag_4bit_prepack`                 |
-//! | `Packbits`   | u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`](crate::Format::Binary) | `numpy.packbits(x > 0, axis=-1)`, sentence-transformers `ubinary` |
-//! | `Packbits`   | i8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`](crate::Format::Binary) | sentence-transformers `binary` (packbits − 128) |
-//! | `PackbitsLsb`| u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`](crate::Format::Binary) | faiss (`pack_bitstrings`): LSB-first bits    |
+//! | `Fbgemm8`    | u8 `[rows, dim + 8]`          | [`Format::Int8`] | `torch.ops.fbgemm` / `embedding_bag_byte_prepack` |
+//! | `Fbgemm4`    | u8 `[rows, ⌈dim/2⌉ + 4]`      | [`Format::Int4`] | `embedding_bag_4bit_prepack`                 |
+//! | `Packbits`   | u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | `numpy.packbits(x > 0, axis=-1)`, sentence-transformers `ubinary` |
+//! | `Packbits`   | i8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | sentence-transformers `binary` (packbits − 128) |
+//! | `PackbitsLsb`| u8 `[rows, ⌈dim/8⌉]`          | [`Format::Binary`] | faiss (`pack_bitstrings`): LSB-first bits    |
+//! | `Packed`     | u8 `[rows, bytes of a row]`   | its format       | `edo export` of any format (a safetensors export names it) |
 //!
 //! The dim of a 4-bit or binary array is ambiguous from its width (`⌈dim/2⌉`, `⌈dim/8⌉`); pass it
 //! when it is not the largest the width allows. Bits of a binary row past `dim` are cleared.

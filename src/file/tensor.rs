@@ -35,10 +35,10 @@ pub enum FileLayout {
         /// Values per row, when not a multiple of 8.
         dim: Option<usize>,
     },
-    /// Rows of `format` as [`super::export::packed_array`] (`edo export`) writes them
-    /// ([`Format::write_external`]): a group-wise or zero-point row's codes then its parameters,
-    /// ggml's and the k-quants' blocks as GGUF holds them, … — so any export reads back as it
-    /// was. (For INT8, INT4 and binary that is FBGEMM's and packbits' layout.)
+    /// Rows of `format` as [`super::export::packed_array`] (`edo export`) writes them: a
+    /// group-wise or zero-point row's codes then its parameters, ggml's and the k-quants' blocks
+    /// as GGUF holds them, … — so any export reads back as it was. (INT8, INT4 and binary are
+    /// exported in FBGEMM's and packbits' layouts, which `from_name` gives for their names.)
     Packed {
         /// The rows' format.
         format: Format,
@@ -58,8 +58,8 @@ impl FileLayout {
             "fbgemm4" | "fused4" | "int4" => FileLayout::Fbgemm4 { dim },
             "packbits" | "ubinary" | "binary" => FileLayout::Packbits { dim },
             "packbits-lsb" | "faiss" | "lsb" => FileLayout::PackbitsLsb { dim },
-            // FP32 and FP16 rows are exported as float arrays: read as such.
-            // …and INT8, INT4 and binary are FBGEMM's and packbits' layouts, by any of their names.
+            // A format's name: FP32 and FP16 rows are exported as float arrays, INT8, INT4 and
+            // binary in FBGEMM's and packbits' layouts (by any of their names), the rest packed.
             other => match Format::from_name(other)? {
                 Format::F32 | Format::F16 => FileLayout::Dense,
                 Format::Int8 => FileLayout::Fbgemm8,
