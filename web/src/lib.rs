@@ -414,15 +414,23 @@ impl EdoTable {
     /// Reads the bytes of a file, its kind from `name`'s extension: an `.edo` table file (checked
     /// against its checksums), or a `.npy` / `.safetensors` / `.gguf` (`tensor`, by default
     /// `token_embd.weight`; ggml blocks kept as they are) / word2vec `.txt` table, which is
-    /// quantised to `format` (default: kept as f32, or as packed for FBGEMM / packbits arrays,
-    /// whose `layout` must be named: fbgemm8, fbgemm4, packbits, packbits-lsb).
+    /// quantised to `format` (default: kept as f32, or as packed for byte arrays, whose `layout`
+    /// must be named: fbgemm8, fbgemm4, packbits, packbits-lsb, or the format `edo export` wrote
+    /// them in; `dim` where the width fits several).
     #[wasm_bindgen(js_name = fromBytes)]
-    pub fn from_bytes(bytes: Vec<u8>, name: &str, format: Option<String>, layout: Option<String>, tensor: Option<String>) -> Result<EdoTable, Failure> {
+    pub fn from_bytes(
+        bytes: Vec<u8>,
+        name: &str,
+        format: Option<String>,
+        layout: Option<String>,
+        tensor: Option<String>,
+        dim: Option<u32>,
+    ) -> Result<EdoTable, Failure> {
         let kind = FileKind::from_path(std::path::Path::new(name))
             .ok_or_else(|| Failure::arg(format!("{name}: edo reads .edo, .npy, .safetensors, .gguf and .txt/.vec files")))?;
         let layout = match layout.as_deref() {
             None | Some("") => FileLayout::Dense,
-            Some(l) => FileLayout::from_name(l, None).ok_or_else(|| Failure::arg(format!("unknown layout {l:?}")))?,
+            Some(l) => FileLayout::from_name(l, dim.map(|d| d as usize)).ok_or_else(|| Failure::arg(format!("unknown layout {l:?}")))?,
         };
         let mut codes = None;
         let imported = match kind {

@@ -209,12 +209,12 @@ async fn centred_and_itq_codes_search_through_their_transform() {
         assert_eq!((ids.clone(), distances.clone()), search(&cpu, &codes, queries.clone()).await, "{kind}: WebGPU and CPU path");
         let lib = edo::search::hamming_topk(&want.encode(&values).unwrap(), &want.encode(&queries).unwrap(), 17).unwrap();
         assert_eq!((ids.clone(), distances), (lib.ids, lib.distances), "{kind}: the library's codes and queries");
-        let back = EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", None, None, None).unwrap();
+        let back = EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", None, None, None, None).unwrap();
         assert_eq!(back.codes().as_deref(), Some(kind));
         assert_eq!(search(&cpu, &back, queries.clone()).await.0, ids, "{kind}: through .edo bytes");
         // Codes stay binary: another format would lose the transform.
         assert!(codes.quantize("int8").is_err());
-        assert!(EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", Some("binary+scale".into()), None, None).is_err());
+        assert!(EdoTable::from_bytes(codes.to_bytes(None).unwrap(), "codes.edo", Some("binary+scale".into()), None, None, None).is_err());
         assert_eq!(codes.quantize("binary").unwrap().codes().as_deref(), Some(kind));
     }
     assert!(table.quantize_codes("pca", None).is_err());
@@ -248,11 +248,19 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     let message = JsValue::from(e).dyn_into::<js_sys::Error>().map(|e| String::from(e.message())).unwrap_or_default();
     assert!(message.contains("out of host memory"), "{message}");
     assert_eq!(wide.gather(&[0]).unwrap().len(), 4096, "the table still serves after the refusal");
-    assert!(EdoTable::from_bytes(b"not a table".to_vec(), "x.edo", None, None, None).is_err());
+    assert!(EdoTable::from_bytes(b"not a table".to_vec(), "x.edo", None, None, None, None).is_err());
     // An .edo file made in the browser reads back.
     let bytes = table.to_bytes(None).unwrap();
-    let back = EdoTable::from_bytes(bytes, "t.edo", None, None, None).unwrap();
+    let back = EdoTable::from_bytes(bytes, "t.edo", None, None, None, None).unwrap();
     assert_eq!(back.gather(&[7]).unwrap(), table.gather(&[7]).unwrap());
+    // A .npy of q8_0 rows as `edo export` writes them (dim 13: one whole block a row) reads back
+    // with its format as the layout and its dim; without the dim, the error asks for it.
+    let q8 = edo::PackedTable::quantize(edo::Format::Q8_0, &data(5, 13, 3), 5, 13).unwrap();
+    let npy = edo::file::export::packed_array(&q8).to_npy();
+    let read = |dim| EdoTable::from_bytes(npy.clone(), "q8.npy", None, Some("q8_0".into()), None, dim);
+    assert_eq!(read(Some(13)).unwrap().gather(&[4]).unwrap(), edo::cpu::gather(&q8, &[4], edo::Bounds::Error).unwrap());
+    let e = JsValue::from(read(None).err().expect("a width of several dims")).dyn_into::<js_sys::Error>().unwrap();
+    assert!(String::from(e.message()).contains("pass the dim"), "{}", String::from(e.message()));
 }
 
 #[wasm_bindgen_test]
@@ -600,7 +608,7 @@ async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
         let plain = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let counts: Vec<u32> = (0..rows as u32).map(|r| (r * 7919) % 1000).collect();
         let reordered = plain.reorder_by_counts(&counts).unwrap();
-        let back = EdoTable::from_bytes(reordered.to_bytes(None).unwrap(), "r.edo", None, None, None).unwrap();
+        let back = EdoTable::from_bytes(reordered.to_bytes(None).unwrap(), "r.edo", None, None, None, None).unwrap();
         assert!(back.remapped(), "{format}");
         let on_plain = engine.upload(&plain).await.unwrap();
         let on_back = engine.upload(&back).await.unwrap();
@@ -693,7 +701,7 @@ async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
         let plain = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let aligned = EdoTable::from_float32(&values, rows, dim, format, None, Some(16)).unwrap();
         assert_eq!((plain.row_alignment(), aligned.row_alignment()), (4, 16));
-        let back = EdoTable::from_bytes(aligned.to_bytes(None).unwrap(), "a.edo", None, None, None).unwrap();
+        let back = EdoTable::from_bytes(aligned.to_bytes(None).unwrap(), "a.edo", None, None, None, None).unwrap();
         assert_eq!(back.row_alignment(), 16, "kept in the file");
         let (on_plain, on_back) = (engine.upload(&plain).await.unwrap(), engine.upload(&back).await.unwrap());
         let what = format!("{format} on the {} backend, shard {shard:?}", engine.backend());

@@ -400,13 +400,15 @@ export async function createTable(data, options) {
 /**
  * Reads a table file's bytes, its kind from `options.name`'s extension: `.edo`, `.npy`,
  * `.safetensors`, `.gguf`, word2vec `.txt`; `format` requantises, `layout` names packed arrays
- * (fbgemm8, fbgemm4, packbits, packbits-lsb), `tensor` picks one of a file's tensors.
+ * (fbgemm8, fbgemm4, packbits, packbits-lsb, or the format `edo export` wrote them in, with
+ * `dim` where their width fits several), `tensor` picks one of a file's tensors.
  */
 export async function readTable(bytes, options) {
-  const { name, format, layout, tensor } = plainObject(options, 'readTable(bytes, options)');
+  const { name, format, layout, tensor, dim } = plainObject(options, 'readTable(bytes, options)');
   const b = bytesOf(bytes, 'bytes');
+  const width = dim === undefined ? undefined : integer(dim, 'options.dim', { min: 1, max: 0xffffffff });
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.fromBytes(b, text(name, 'options.name'), optionalText(format, 'options.format'), optionalText(layout, 'options.layout'), optionalText(tensor, 'options.tensor'))));
+  return guardedSync(() => new Table(wasm.EdoTable.fromBytes(b, text(name, 'options.name'), optionalText(format, 'options.format'), optionalText(layout, 'options.layout'), optionalText(tensor, 'options.tensor'), width)));
 }
 
 /** edo's built-in synthetic `rows × dim` table (the demo's default), as f32. */

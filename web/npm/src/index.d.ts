@@ -137,7 +137,7 @@ export class Engine implements Disposable {
 }
 
 export function createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[]; rowAlignment?: number }): Promise<Table>;
-export function readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<Table>;
+export function readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string; dim?: number }): Promise<Table>;
 export function syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<Table>;
 
 export class Table implements Disposable {
@@ -417,7 +417,7 @@ export interface WorkerEngine extends WorkerHandle {
   onDeviceEvent(listener: (event: DeviceEvent) => void): () => void;
   memoryReport(): Promise<MemoryReport>;
   createTable(data: Floats, options: { rows: number; dim: number; format?: string; keep?: Uint8Array | boolean[]; rowAlignment?: number }): Promise<WorkerTable>;
-  readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string }): Promise<WorkerTable>;
+  readTable(bytes: Uint8Array | ArrayBuffer, options: { name: string; format?: string; layout?: string; tensor?: string; dim?: number }): Promise<WorkerTable>;
   syntheticTable(rows: number, dim: number, options?: { seed?: number }): Promise<WorkerTable>;
   prepare(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
   prepareModel(format: string, dim: number, options?: { rowAlignment?: number }): Promise<void>;
