@@ -497,23 +497,48 @@ fn malformed_npy_files_are_typed_errors() {
     assert!(import::npy(&cube, FileLayout::Dense).unwrap_err().to_string().contains("2-D"));
 }
 
-/// Replays the fuzz corpus: none of it may panic.
+/// An input whose header is JSON with `edo.*` metadata, with its `edo.header_crc32` made right:
+/// so that a mutated header reaches the checks past its checksum.
+fn signed(bytes: &[u8]) -> Option<Vec<u8>> {
+    let n = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let mut header: serde_json::Value = serde_json::from_slice(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
+    let meta = header.get_mut("__metadata__")?.as_object_mut()?;
+    let own: Vec<(String, String)> = meta.iter().map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect::<Option<_>>()?;
+    meta.insert("edo.header_crc32".into(), edo::file::header_crc32(own.iter().map(|(k, v)| (k, v))).to_string().into());
+    let mut text = serde_json::to_vec(&header).ok()?;
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[8 + n..]);
+    Some(out)
+}
+
+/// Replays the fuzz corpus — each input as it is, and with its header's checksum made right —
+/// and reads byte arrays in every layout: none of it may panic.
 #[test]
 fn fuzz_corpus_does_not_panic() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/table_file");
-    let mut n = 0;
+    let (mut n, mut opened) = (0, 0);
+    let layouts =
+        [FileLayout::Dense, FileLayout::Fbgemm4 { dim: None }, FileLayout::from_name("q8_0", None).unwrap(), FileLayout::from_name("q4_k", Some(300)).unwrap()];
     for entry in std::fs::read_dir(&dir).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        if let Ok(f) = TableFile::from_bytes(bytes.clone()) {
-            let _ = f.verify();
-            let rows = f.table().rows();
-            let _ = f.verify_rows(rows / 2..rows);
+        for input in std::iter::once(bytes.clone()).chain(signed(&bytes)) {
+            if let Ok(f) = TableFile::from_bytes(input) {
+                opened += 1;
+                let _ = f.verify();
+                let rows = f.table().rows();
+                let _ = f.verify_rows(rows / 2..rows);
+            }
         }
-        let _ = import::npy(&bytes, FileLayout::Dense);
-        let _ = import::safetensors(&bytes, None, FileLayout::Dense);
+        for layout in layouts {
+            let _ = import::npy(&bytes, layout);
+            let _ = import::safetensors(&bytes, None, layout);
+        }
         n += 1;
     }
     assert!(n >= 4, "corpus has {n} files");
+    assert!(opened >= 4, "{opened} inputs of the corpus open: the replay reaches past the header");
 }
 
 /// A directory under the temporary directory, removed when it goes out of scope.
