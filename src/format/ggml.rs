@@ -210,7 +210,7 @@ impl<const BITS: usize, const MIN: bool> Groups<QK> for Block<BITS, MIN> {
     #[inline(always)]
     fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
         let (d, m) = Self::params(params, g);
-        let (d, m) = (half_to_f32(d), half_to_f32(m));
+        let (d, m) = (l.half(d), l.half(m));
         let a = if MIN { Affine::ScaleBias(d, m) } else { Affine::OffsetScale(Self::OFFSET as f32, d) };
         if BITS == 8 {
             super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);

@@ -138,7 +138,7 @@ impl<const BITS: usize, const G: usize> Groups<G> for Grouped<BITS, G> {
     #[inline(always)]
     fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
         let p = params[g];
-        let a = Affine::ScaleBias(half_to_f32(p as u16), half_to_f32((p >> 16) as u16));
+        let a = Affine::ScaleBias(l.half(p as u16), l.half((p >> 16) as u16));
         if BITS == 8 {
             super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);
         } else {

@@ -14,7 +14,6 @@
 
 use half::f16;
 
-use super::f16::half_to_f32;
 use super::unpack::Affine;
 use super::{finite_min_max, round_ties_even_small, Codec, EncodeError, Format};
 use crate::simd::Lanes;
@@ -64,7 +63,7 @@ impl Codec for Int4 {
     fn decode<L: Lanes>(l: L, words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 1;
         let params = words[code_words];
-        let (scale, bias) = (half_to_f32(params as u16), half_to_f32((params >> 16) as u16));
+        let (scale, bias) = (l.half(params as u16), l.half((params >> 16) as u16));
         super::unpack::nibbles(l, &words[..code_words], out, Affine::ScaleBias(scale, bias));
     }
 

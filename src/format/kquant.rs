@@ -379,8 +379,8 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
         let p = &params[g * Self::PARAM_BYTES..][..Self::PARAM_BYTES];
         if BITS == 4 {
             // Eight sub-blocks of 32 values: `d·sc · q − dmin·m`.
-            let d = half_to_f32(u16::from_le_bytes([p[0], p[1]]));
-            let dmin = half_to_f32(u16::from_le_bytes([p[2], p[3]]));
+            let d = l.half(u16::from_le_bytes([p[0], p[1]]));
+            let dmin = l.half(u16::from_le_bytes([p[2], p[3]]));
             for (j, (sub, w)) in dst.chunks_mut(32).zip(words.chunks_exact(4)).enumerate() {
                 let (sc, m) = Self::scale_min(&p[4..], j);
                 super::unpack::nibbles(l, w, sub, Affine::ScaleBias(d * sc as f32, -(dmin * m as f32)));
@@ -391,7 +391,7 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // after the stored sub-blocks' nibbles: 32 + j in a whole super-block, 2·⌈n/16⌉ + j
             // in a row's last one of n values.
             let top = 2 * dst.len().div_ceil(16);
-            let d = half_to_f32(u16::from_le_bytes([p[16], p[17]]));
+            let d = l.half(u16::from_le_bytes([p[16], p[17]]));
             for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..top].chunks_exact(2)).enumerate() {
                 let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
                 let high = words[top + j];

@@ -76,7 +76,7 @@ impl<const BITS: usize, const G: usize> Groups<G> for ZeroPoint<BITS, G> {
     #[inline(always)]
     fn group<L: Lanes>(l: L, g: usize, words: &[u32], params: &[u32], dst: &mut [f32]) {
         let p = params[g];
-        let a = Affine::OffsetScale((p >> 16) as f32, half_to_f32(p as u16));
+        let a = Affine::OffsetScale((p >> 16) as f32, l.half(p as u16));
         if BITS == 8 {
             super::unpack::bytes(l, bytemuck::cast_slice(words), dst, a);
         } else {

@@ -270,6 +270,12 @@ pub trait Lanes: Copy + Sealed {
         self.shl(self.fields::<W>(x.checked_shr(FIRST).unwrap_or(0)), UP)
     }
 
+    /// An IEEE binary16 value as `f32`, exactly (as the portable `half_to_f32`).
+    #[inline(always)]
+    fn half(self, h: u16) -> f32 {
+        crate::format::f16::half_to_f32(h)
+    }
+
     /// IEEE binary16 values as `f32`, exactly, NaNs quieted with their payload kept (as `half`'s
     /// conversion and x86's F16C, which AVX2 uses, do), from integer lanes without a branch.
     #[inline(always)]
@@ -400,6 +406,7 @@ mod tests {
             for h in (0..=u16::MAX as u32).step_by(8) {
                 let halves: [u16; 8] = std::array::from_fn(|j| (h + j as u32) as u16);
                 push(l.halves(&halves));
+                push(l.load(&halves.map(|h| l.half(h))));
             }
             for _ in 0..512 {
                 let w = rng.next_u32();
@@ -444,6 +451,7 @@ mod tests {
             let got = super::Scalar.halves(&halves);
             for (g, h) in got.iter().zip(halves) {
                 assert_eq!(g.to_bits(), half::f16::from_bits(h).to_f32().to_bits(), "{h:#06x}");
+                assert_eq!(super::Scalar.half(h).to_bits(), g.to_bits(), "{h:#06x}");
             }
         }
     }

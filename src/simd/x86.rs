@@ -124,6 +124,10 @@ impl Lanes for Avx2 {
         // F16C: exact, NaNs quieted with their payload, as the portable conversion.
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr().cast())) }
     }
+    #[inline(always)]
+    fn half(self, h: u16) -> f32 {
+        unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32))) }
+    }
 }
 
 /// SSE4.1. Made only by [`Sse41::new`].
