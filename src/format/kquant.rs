@@ -381,9 +381,22 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // Eight sub-blocks of 32 values: `d·sc · q − dmin·m`.
             let d = l.half(u16::from_le_bytes([p[0], p[1]]));
             let dmin = l.half(u16::from_le_bytes([p[2], p[3]]));
-            for (j, (sub, w)) in dst.chunks_mut(32).zip(words.chunks_exact(4)).enumerate() {
+            let affine = |j| {
                 let (sc, m) = Self::scale_min(&p[4..], j);
-                super::unpack::nibbles(l, w, sub, Affine::ScaleBias(d * sc as f32, -(dmin * m as f32)));
+                Affine::ScaleBias(d * sc as f32, -(dmin * m as f32))
+            };
+            let (subs, rest) = dst.as_chunks_mut::<32>();
+            let (quads, _) = words.as_chunks::<4>();
+            for (j, (sub, w)) in subs.iter_mut().zip(quads).enumerate() {
+                let a = affine(j);
+                let (octets, _) = sub.as_chunks_mut::<8>();
+                for (o, &w) in octets.iter_mut().zip(w) {
+                    l.store(a.lanes(l, l.fields::<4>(w)), o);
+                }
+            }
+            if !rest.is_empty() {
+                let j = subs.len();
+                super::unpack::nibbles(l, &words[4 * j..], rest, affine(j));
             }
         } else {
             // Sixteen sub-blocks of 16 values: `d·sc · (q − 32)`, the low four bits of `q` in
@@ -392,16 +405,21 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // in a row's last one of n values.
             let top = 2 * dst.len().div_ceil(16);
             let d = l.half(u16::from_le_bytes([p[16], p[17]]));
-            for (j, (sub, w)) in dst.chunks_mut(16).zip(words[..top].chunks_exact(2)).enumerate() {
+            let (nibbles, high) = words[..top + top / 2].split_at(top);
+            let (subs, rest) = dst.as_chunks_mut::<16>();
+            let (pairs, _) = nibbles.as_chunks::<2>();
+            for (((sub, w), &high), &sc) in subs.iter_mut().zip(pairs).zip(high).zip(&p[..16]) {
+                let a = Affine::OffsetScale(32.0, d * sc as i8 as f32);
+                let codes = [l.or(l.fields::<4>(w[0]), l.fields_up::<2, 0, 4>(high)), l.or(l.fields::<4>(w[1]), l.fields_up::<2, 16, 4>(high))];
+                for (o, q) in sub.as_chunks_mut::<8>().0.iter_mut().zip(codes) {
+                    l.store(a.lanes(l, q), o);
+                }
+            }
+            // A row's last eight values where its width is 8 past a multiple of 16.
+            if let Ok(o) = <&mut [f32; 8]>::try_from(rest) {
+                let j = subs.len();
                 let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
-                let high = words[top + j];
-                let (octets, _) = sub.as_chunks_mut::<8>();
-                if let Some(o) = octets.first_mut() {
-                    l.store(a.lanes(l, l.or(l.fields::<4>(w[0]), l.fields_up::<2, 0, 4>(high))), o);
-                }
-                if let Some(o) = octets.get_mut(1) {
-                    l.store(a.lanes(l, l.or(l.fields::<4>(w[1]), l.fields_up::<2, 16, 4>(high))), o);
-                }
+                l.store(a.lanes(l, l.or(l.fields::<4>(nibbles[2 * j]), l.fields_up::<2, 0, 4>(high[j]))), o);
             }
         }
     }
