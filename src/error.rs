@@ -245,6 +245,23 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// Packed rows whose width is a row of several dims (a ggml block is stored whole however
+    /// few of its values a row's last one holds): the dim has to be given
+    /// ([`FileLayout::Packed`](crate::file::import::FileLayout::Packed)'s `dim`; `--dim` on the command
+    /// line).
+    #[error("{what}: {cols} columns are a {format} row of any dim from {low} to {high}: pass the dim")]
+    AmbiguousDim {
+        /// What was being read.
+        what: &'static str,
+        /// The rows' format.
+        format: Format,
+        /// The rows' width in bytes.
+        cols: usize,
+        /// The smallest dim whose rows are that wide.
+        low: usize,
+        /// The largest.
+        high: usize,
+    },
     /// A table file written by a newer edo.
     #[error("table file version {found} is not supported (this edo reads version {supported})")]
     UnsupportedVersion {

@@ -144,9 +144,11 @@ fn every_formats_export_reads_back_as_it_was() {
     // q8_0's rows are whole blocks of 34 bytes: 1 to 32 values fit one.
     let table = PackedTable::quantize(Format::Q8_0, &embedding_table(3, 20, 1), 3, 20).unwrap();
     let e = import::npy(&export::packed_array(&table).to_npy(), FileLayout::from_name("q8_0", None).unwrap()).unwrap_err();
+    assert!(matches!(e, Error::AmbiguousDim { format: Format::Q8_0, cols: 34, low: 1, high: 32, .. }), "{e}");
     assert!(e.to_string().contains("any dim from 1 to 32: pass the dim"), "{e}");
-    // A width no dim of the format has, and a name that is neither a layout nor a format.
-    let e = import::npy(&export::packed_array(&table).to_npy(), FileLayout::from_name("int4_g32", None).unwrap()).unwrap_err();
+    // A width no dim of the format has (q4_0 rows are 18 bytes a block of 32), and a name that
+    // is neither a layout nor a format.
+    let e = import::npy(&export::packed_array(&table).to_npy(), FileLayout::from_name("q4_0", None).unwrap()).unwrap_err();
     assert!(matches!(e, Error::BadFile { .. }), "{e}");
     assert_eq!(FileLayout::from_name("int3", None), None);
     assert_eq!(FileLayout::from_name("fp16", None), Some(FileLayout::Dense));

@@ -215,7 +215,7 @@ impl From<edo::Error> for Failure {
             | E::Training { .. }
             | E::Unsupported(edo::Unsupported::ReorderedTableFile | edo::Unsupported::GgufTensorType) => exit::DATA,
             // A tensor asked for that is not there, or none asked for among several: say which.
-            E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim | E::MissingTensor { .. } => exit::USAGE,
+            E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim | E::MissingTensor { .. } | E::AmbiguousDim { .. } => exit::USAGE,
             // What the command line asked of a table that cannot do it: an argument to change.
             E::Unsupported(
                 edo::Unsupported::GbqExportFormat

@@ -151,6 +151,7 @@ fn quantize_inspect_lookup_export_a_checkpoint_tensor() {
     assert_eq!(edo::file::TableFile::open(&back).unwrap().table(), q_table.table());
     let e = edo(&["quantize", q_npy.to_str().unwrap(), "--layout", "q8_0", "-f", "q8_0", "-o", back.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("any dim from 1 to 32: pass the dim"), "{}", String::from_utf8_lossy(&e.stderr));
+    assert_eq!(e.status.code(), Some(2), "a dim to pass is an argument, not a malformed file");
     let q_st = dir.path("words_q8.safetensors");
     ok(&["export", q.to_str().unwrap(), "-o", q_st.to_str().unwrap()]);
     ok(&["quantize", q_st.to_str().unwrap(), "-f", "q8_0", "-o", back.to_str().unwrap()]);

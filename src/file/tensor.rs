@@ -246,7 +246,7 @@ fn only_dim(format: Format, cols: usize, what: &'static str) -> Result<Option<us
         return Ok(None);
     }
     if low < high {
-        return Err(bad(what, format!("{cols} columns are a {format} row of any dim from {low} to {high}: pass the dim")));
+        return Err(Error::AmbiguousDim { what, format, cols, low, high });
     }
     Ok(Some(low))
 }

@@ -76,7 +76,9 @@ pub fn code_of(e: &edo::Error) -> &'static str {
         E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
         E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
         E::DeviceLost(_) => "DEVICE_LOST",
-        E::DuplicateHotId { .. } | E::TooFewRows { .. } | E::NotOrthogonal { .. } | E::Training { .. } | E::NotAPermutation { .. } => "INVALID_ARGUMENT",
+        E::DuplicateHotId { .. } | E::TooFewRows { .. } | E::NotOrthogonal { .. } | E::Training { .. } | E::NotAPermutation { .. } | E::AmbiguousDim { .. } => {
+            "INVALID_ARGUMENT"
+        }
         E::Busy { .. } => "BUSY",
         E::Unsupported(_) | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
         E::Io { .. } => "IO",

@@ -261,6 +261,7 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
     assert_eq!(read(Some(13)).unwrap().gather(&[4]).unwrap(), edo::cpu::gather(&q8, &[4], edo::Bounds::Error).unwrap());
     let e = JsValue::from(read(None).err().expect("a width of several dims")).dyn_into::<js_sys::Error>().unwrap();
     assert!(String::from(e.message()).contains("pass the dim"), "{}", String::from(e.message()));
+    assert_eq!(js_sys::Reflect::get(&e, &"code".into()).unwrap(), "INVALID_ARGUMENT");
 }
 
 #[wasm_bindgen_test]
