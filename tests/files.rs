@@ -9,6 +9,8 @@ use edo::file::{export, npy, TableFile, Vocab};
 use edo::synth::embedding_table;
 use edo::{Error, Format, PackedTable};
 
+mod common;
+
 const ROWS: usize = 37;
 const DIM: usize = 13;
 
@@ -499,22 +501,6 @@ fn malformed_npy_files_are_typed_errors() {
     assert!(import::npy(&cube, FileLayout::Dense).unwrap_err().to_string().contains("2-D"));
 }
 
-/// An input whose header is JSON with `edo.*` metadata, with its `edo.header_crc32` made right:
-/// so that a mutated header reaches the checks past its checksum.
-fn signed(bytes: &[u8]) -> Option<Vec<u8>> {
-    let n = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
-    let mut header: serde_json::Value = serde_json::from_slice(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
-    let meta = header.get_mut("__metadata__")?.as_object_mut()?;
-    let own: Vec<(String, String)> = meta.iter().map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect::<Option<_>>()?;
-    meta.insert("edo.header_crc32".into(), edo::file::header_crc32(own.iter().map(|(k, v)| (k, v))).to_string().into());
-    let mut text = serde_json::to_vec(&header).ok()?;
-    text.resize(text.len().next_multiple_of(8), b' ');
-    let mut out = (text.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&text);
-    out.extend_from_slice(&bytes[8 + n..]);
-    Some(out)
-}
-
 /// Replays the fuzz corpus — each input as it is, and with its header's checksum made right —
 /// and reads byte arrays in every layout: none of it may panic.
 #[test]
@@ -525,7 +511,7 @@ fn fuzz_corpus_does_not_panic() {
         [FileLayout::Dense, FileLayout::Fbgemm4 { dim: None }, FileLayout::from_name("q8_0", None).unwrap(), FileLayout::from_name("q4_k", Some(300)).unwrap()];
     for entry in std::fs::read_dir(&dir).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        for input in std::iter::once(bytes.clone()).chain(signed(&bytes)) {
+        for input in std::iter::once(bytes.clone()).chain(common::resigned(&bytes)) {
             if let Ok(f) = TableFile::from_bytes(input) {
                 opened += 1;
                 let _ = f.verify();
