@@ -92,9 +92,20 @@ impl<const E5M2: bool> Fp8<E5M2> {
     /// `f32::NAN` whatever the sign.
     #[inline(always)]
     fn values<L: Lanes>(l: L, code: L::I) -> L::F {
+        Self::scaled_values(l, code, l.splat(Self::RESCALE))
+    }
+
+    /// 2^(127 − bias): a code's exponent and mantissa bits in f32's places, times this, are its
+    /// magnitude.
+    const RESCALE: f32 = f32::from_bits(((254 - Self::BIAS) as u32) << 23);
+
+    /// [`Self::values`] times `scale`, where `rescale` is [`Self::RESCALE`] times `scale` (one
+    /// product fewer a value): the same bits as `values(code) · scale` wherever `rescale` is
+    /// positive, finite and normal (the product is then exact, or the same single rounding).
+    #[inline(always)]
+    fn scaled_values<L: Lanes>(l: L, code: L::I, rescale: L::F) -> L::F {
         let c = |x: u32| l.splat_i(x);
         let em = l.and(code, c(0x7F));
-        let rescale = l.splat(f32::from_bits(((254 - Self::BIAS) as u32) << 23));
         let magnitude = l.bitcast_i(l.mul(l.bitcast_f(l.shl(em, 23 - Self::MANTISSA)), rescale));
         let sign = l.shl(l.and(code, c(0x80)), 24);
         let signed = l.or(magnitude, sign);
@@ -161,8 +172,16 @@ impl<const E5M2: bool> Codec for Fp8<E5M2> {
         let (octets, tail) = out.as_chunks_mut::<8>();
         let (codes, _) = bytes.as_chunks::<8>();
         let s = l.splat(scale);
-        for (o, c) in octets.iter_mut().zip(codes) {
-            l.store(l.mul(Self::values(l, l.bytes(c)), s), o);
+        let rescale = Self::RESCALE * scale;
+        if scale > 0.0 && rescale.is_normal() {
+            let r = l.splat(rescale);
+            for (o, c) in octets.iter_mut().zip(codes) {
+                l.store(Self::scaled_values(l, l.bytes(c), r), o);
+            }
+        } else {
+            for (o, c) in octets.iter_mut().zip(codes) {
+                l.store(l.mul(Self::values(l, l.bytes(c)), s), o);
+            }
         }
         if !tail.is_empty() {
             // The last codes, padded to eight, through the same lanes.
