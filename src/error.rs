@@ -246,7 +246,8 @@ pub enum Error {
         reason: String,
     },
     /// Packed rows whose width is a row of several dims (a ggml block is stored whole however
-    /// few of its values a row's last one holds): the dim has to be given
+    /// few of its values a row's last one holds; a 4-bit row's last byte holds one value or two):
+    /// the dim has to be given
     /// ([`FileLayout::Packed`](crate::file::import::FileLayout::Packed)'s `dim`; `--dim` on the command
     /// line).
     #[error("{what}: {cols} columns are a {format} row of any dim from {low} to {high}: pass the dim")]

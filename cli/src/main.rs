@@ -22,8 +22,8 @@ use reports::bench::Config;
     name = "edo",
     version,
     about = "Portable embedding engine: compressed tables, GPU lookups",
-    after_help = "Exit status: 0 success, 1 failure (GPU, internal), 2 bad arguments (including ids out of range and unknown \
-                  tokens), 65 malformed input data, 66 input file missing or unreadable, 74 output not writable."
+    after_help = "Exit status: 0 success, 1 failure (GPU, internal), 2 bad arguments (including ids out of range, unknown \
+                  tokens and a dim that packed rows need), 65 malformed input data, 66 input file missing or unreadable, 74 output not writable."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -214,7 +214,8 @@ impl From<edo::Error> for Failure {
             | E::NotOrthogonal { .. }
             | E::Training { .. }
             | E::Unsupported(edo::Unsupported::ReorderedTableFile | edo::Unsupported::GgufTensorType) => exit::DATA,
-            // A tensor asked for that is not there, or none asked for among several: say which.
+            // A tensor asked for that is not there, or none asked for among several, or a dim left
+            // open that the rows' width does not settle: say which.
             E::IdOutOfRange { .. } | E::UnknownToken { .. } | E::ZeroDim | E::MissingTensor { .. } | E::AmbiguousDim { .. } => exit::USAGE,
             // What the command line asked of a table that cannot do it: an argument to change.
             E::Unsupported(

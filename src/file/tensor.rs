@@ -42,7 +42,8 @@ pub enum FileLayout {
     Packed {
         /// The rows' format.
         format: Format,
-        /// Values per row, when the width fits several dims (a ggml row is whole blocks).
+        /// Values per row, when the width fits several dims (a ggml row is whole blocks; a 4-bit
+        /// row's last byte holds one value or two).
         dim: Option<usize>,
     },
 }

@@ -59,7 +59,7 @@ impl Codec for F16 {
             l.store(l.halves(h), o);
         }
         for (o, &h) in tail.iter_mut().zip(&halves[8 * octets.len()..]) {
-            *o = half_to_f32(h);
+            *o = l.half(h);
         }
     }
 

@@ -415,7 +415,8 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
                     l.store(a.lanes(l, q), o);
                 }
             }
-            // A row's last eight values where its width is 8 past a multiple of 16.
+            // The row's last octet, where it ends in the first half of a sub-block (`groups`
+            // gives whole octets: a width 1 to 7 past one comes through its scratch group).
             if let Ok(o) = <&mut [f32; 8]>::try_from(rest) {
                 let j = subs.len();
                 let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
