@@ -285,10 +285,10 @@ pub trait Lanes: Copy + Sealed {
         let sign = self.shl(self.and(h, c(0x8000)), 16);
         let em = self.and(h, c(0x7fff));
         // × 2¹¹²: exponent and mantissa into f32's places, half subnormals made exact normals.
-        // (The scalar `half_to_f32` rebases normal halves in integers instead, so as to have no
-        // product with a subnormal operand; here that costs more operations a lane than it saves:
-        // FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable level with
-        // it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
+        // (Rebasing normal halves in integers and scaling subnormal ones from their integer
+        // mantissa, so that no product has a subnormal operand, cost more operations a lane than
+        // it saved: FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable
+        // level with it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
         let scaled = self.bitcast_i(self.mul(self.bitcast_f(self.shl(em, 13)), self.splat(f32::from_bits(0x7780_0000))));
         let quiet = self.and(self.gt(em, c(0x7c00)), c(0x0040_0000));
         let special = self.or(self.or(self.shl(em, 13), c(0x7f80_0000)), quiet);
