@@ -8,6 +8,7 @@
 use half::f16;
 
 use super::{Codec, EncodeError, Format};
+pub(super) use crate::simd::half_to_f32;
 use crate::simd::Lanes;
 
 /// Half-precision rows.
@@ -68,33 +69,7 @@ impl Codec for F16 {
     }
 }
 
-/// An IEEE binary16 value as f32, exactly (as `half::f16::to_f32`, quieting NaNs as it does),
-/// without branches, so a loop of them runs on vector registers: exponent and mantissa are moved
-/// into f32's places and rescaled by 2¹¹² (which also makes half subnormals exact normals);
-/// infinities and NaNs get f32's all-ones exponent instead. A call per value would otherwise go
-/// through `half`'s run-time CPU dispatch, which made FP16 rows slower to decode than FP32 ones.
-#[inline(always)]
-pub fn half_to_f32(h: u16) -> f32 {
-    let h = h as u32;
-    let sign = (h & 0x8000) << 16;
-    let em = h & 0x7fff;
-    let scaled = (f32::from_bits(em << 13) * f32::from_bits(0x7780_0000)).to_bits(); // × 2¹¹²
-    let special = (em << 13) | 0x7f80_0000 | if em > 0x7c00 { 0x0040_0000 } else { 0 };
-    f32::from_bits(sign | if em >= 0x7c00 { special } else { scaled })
-}
-
 /// Half an ulp of `x` in FP16: the bound of [`F16`] rounding at `x`.
 pub fn f16_half_ulp(x: f32) -> f32 {
     (x.abs() * (2f32).powi(-11)).max((2f32).powi(-25))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn half_to_f32_is_exact_for_every_half() {
-        for h in 0..=u16::MAX {
-            let (got, want) = (super::half_to_f32(h), half::f16::from_bits(h).to_f32());
-            assert_eq!(got.to_bits(), want.to_bits(), "{h:#06x}: {got} vs {want}");
-        }
-    }
 }

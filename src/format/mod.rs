@@ -16,7 +16,7 @@
 //! drivers differ.
 
 mod binary;
-pub(crate) mod f16;
+mod f16;
 mod f32;
 mod fp8;
 mod ggml;

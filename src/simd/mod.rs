@@ -273,7 +273,7 @@ pub trait Lanes: Copy + Sealed {
     /// An IEEE binary16 value as `f32`, exactly (as the portable `half_to_f32`).
     #[inline(always)]
     fn half(self, h: u16) -> f32 {
-        crate::format::f16::half_to_f32(h)
+        half_to_f32(h)
     }
 
     /// IEEE binary16 values as `f32`, exactly, NaNs quieted with their payload kept (as `half`'s
@@ -294,6 +294,21 @@ pub trait Lanes: Copy + Sealed {
         let special = self.or(self.or(self.shl(em, 13), c(0x7f80_0000)), quiet);
         self.bitcast_f(self.or(sign, self.select(self.gt(em, c(0x7bff)), special, scaled)))
     }
+}
+
+/// An IEEE binary16 value as f32, exactly (as `half::f16::to_f32`, quieting NaNs as it does),
+/// without branches, so a loop of them runs on vector registers: exponent and mantissa are moved
+/// into f32's places and rescaled by 2¹¹² (which also makes half subnormals exact normals);
+/// infinities and NaNs get f32's all-ones exponent instead. A call per value would otherwise go
+/// through `half`'s run-time CPU dispatch, which made FP16 rows slower to decode than FP32 ones.
+#[inline(always)]
+pub(crate) fn half_to_f32(h: u16) -> f32 {
+    let h = h as u32;
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let scaled = (f32::from_bits(em << 13) * f32::from_bits(0x7780_0000)).to_bits(); // × 2¹¹²
+    let special = (em << 13) | 0x7f80_0000 | if em > 0x7c00 { 0x0040_0000 } else { 0 };
+    f32::from_bits(sign | if em >= 0x7c00 { special } else { scaled })
 }
 
 /// Keeps [`Lanes`] to the levels defined here.
@@ -445,6 +460,14 @@ mod tests {
             if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
                 panic!("{level}: value {i}: {:#010x} vs the portable {:#010x}", got[i], want[i]);
             }
+        }
+    }
+
+    #[test]
+    fn half_to_f32_is_exact_for_every_half() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (super::half_to_f32(h), half::f16::from_bits(h).to_f32());
+            assert_eq!(got.to_bits(), want.to_bits(), "{h:#06x}: {got} vs {want}");
         }
     }
 
