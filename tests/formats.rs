@@ -318,11 +318,21 @@ fn update_rows_of_a_mapped_table_copies_on_write() {
 
 #[test]
 fn requantize_keeps_the_same_format_and_decodes_for_another() {
-    let data = edo::synth::embedding_table(40, 9, 8);
-    let int8 = PackedTable::quantize(Format::Int8, &data, 40, 9).unwrap();
-    assert_eq!(int8.requantize(Format::Int8).unwrap(), int8);
-    let int4 = int8.requantize(Format::Int4).unwrap();
-    assert_eq!(int4, PackedTable::quantize(Format::Int4, &int8.dequantize(), 40, 9).unwrap());
+    // Rows enough for several workers' blocks (each row is decoded as it is encoded), one of
+    // them too large for FP16: requantising is quantising the decoded table, errors included.
+    let (rows, dim) = (2600, 9);
+    let mut data = edo::synth::embedding_table(rows, dim, 8);
+    data[1700 * dim + 4] = 1e6;
+    for from in [Format::F32, Format::Int8, Format::Q8_0, Format::Fp8E4M3] {
+        let source = PackedTable::quantize(from, &data, rows, dim).unwrap();
+        assert_eq!(source.requantize(from).unwrap(), source);
+        let decoded = source.dequantize();
+        for to in Format::ALL {
+            let want = PackedTable::quantize(to, &decoded, rows, dim);
+            assert_eq!(source.requantize(to), want, "{from} to {to}");
+        }
+        assert!(matches!(source.requantize(Format::F16), Err(Error::OutOfRange { row: 1700, .. })), "{from}");
+    }
 }
 
 #[test]

@@ -650,7 +650,8 @@ impl PackedTable {
     /// infinity, and with [`Error::OutOfRange`] for values the format cannot hold.
     /// Runs on all cores natively.
     pub fn quantize(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
-        Self::quantize_by(format, data, rows, dim, false)
+        check_shape(data.len(), rows, dim)?;
+        Self::quantize_by(format, RowValues::Given(data), rows, dim, false)
     }
 
     /// Quantises as [`PackedTable::quantize`] does, but choosing the parameters of each group of
@@ -660,19 +661,30 @@ impl PackedTable {
     /// error is at most `quantize`'s; the per-value [`Format::error_bounds`] no longer hold,
     /// since an outlier may be clipped. Other formats quantise as `quantize` does.
     pub fn quantize_min_error(format: Format, data: &[f32], rows: usize, dim: usize) -> Result<Self, Error> {
-        Self::quantize_by(format, data, rows, dim, true)
+        check_shape(data.len(), rows, dim)?;
+        Self::quantize_by(format, RowValues::Given(data), rows, dim, true)
     }
 
-    fn quantize_by(format: Format, data: &[f32], rows: usize, dim: usize, min_error: bool) -> Result<Self, Error> {
-        check_shape(data.len(), rows, dim)?;
+    fn quantize_by(format: Format, values: RowValues<'_>, rows: usize, dim: usize, min_error: bool) -> Result<Self, Error> {
         let row_words = format.row_words(dim);
         let mut table = PackedTable::zeroed(format, rows, dim, "packed table")?;
         // Each worker encodes a contiguous block of rows and reports its first failure; the
         // lowest failing row wins so the error is the same whatever the thread count.
         let first_error = crate::par::for_each_chunk_mut(table.words_mut(), row_words, 1024, |first_row, block| {
+            // A decoded row lives here while it is encoded: one row a worker, not a whole table.
+            let mut decoded = match values {
+                RowValues::Given(_) => Vec::new(),
+                RowValues::DecodedFrom(_) => vec![0f32; dim],
+            };
             for (i, out) in block.chunks_exact_mut(row_words).enumerate() {
                 let r = first_row + i;
-                let row = &data[r * dim..(r + 1) * dim];
+                let row = match values {
+                    RowValues::Given(data) => &data[r * dim..(r + 1) * dim],
+                    RowValues::DecodedFrom(source) => {
+                        source.decode_row_into(r, &mut decoded);
+                        &decoded[..]
+                    }
+                };
                 let encoded = if min_error { format.encode_row_min_error(row, out) } else { format.encode_row(row, out) };
                 if let Err(e) = encoded {
                     return Some(Error::from_encode(r, e, format));
@@ -842,17 +854,16 @@ impl PackedTable {
     }
 
     /// The same table in `format`: itself when already in it, else decoded and quantised again
-    /// (with the same [`PackedTable::row_alignment`]).
+    /// (with the same [`PackedTable::row_alignment`]), a row at a time: no decoded copy of the
+    /// whole table is made, so the memory it takes is the new table's.
     pub fn requantize(&self, format: Format) -> Result<PackedTable, Error> {
         if format == self.format {
             return Ok(self.clone());
         }
-        let table = if self.format == Format::F32 {
-            // FP32 rows are the values themselves: quantise them in place, without a decoded copy.
-            PackedTable::quantize(format, bytemuck::cast_slice(self.words()), self.rows, self.dim)?
-        } else {
-            PackedTable::quantize(format, &self.dequantize(), self.rows, self.dim)?
-        };
+        // FP32 rows are the values themselves; other rows are decoded one at a time as they are
+        // encoded, never the whole table at once.
+        let values = if self.format == Format::F32 { RowValues::Given(bytemuck::cast_slice(self.words())) } else { RowValues::DecodedFrom(self) };
+        let table = PackedTable::quantize_by(format, values, self.rows, self.dim, false)?;
         // The rows keep the alignment asked of them on a GPU.
         Ok(PackedTable { row_alignment: self.row_alignment, ..table })
     }
@@ -868,6 +879,15 @@ impl PackedTable {
         });
         out
     }
+}
+
+/// Where [`PackedTable::quantize_by`] takes each row's values from.
+#[derive(Clone, Copy)]
+enum RowValues<'a> {
+    /// A row-major `rows × dim` f32 table.
+    Given(&'a [f32]),
+    /// Another table's rows, decoded.
+    DecodedFrom(&'a PackedTable),
 }
 
 /// Checks a row alignment for [`PackedTable::with_row_alignment`]: a power of two from 4 to 256
