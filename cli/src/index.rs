@@ -123,9 +123,11 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
             ),
         ));
     }
+    // Every row is read below: a damaged index is an error, not wrong neighbours.
+    file.verify()?;
     let started = std::time::Instant::now();
     // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
-    let codes = PackedTable::quantize(Format::Binary, &table.dequantize(), table.rows(), table.dim())?;
+    let codes = table.requantize(Format::Binary)?;
     let query = model.encode(&[a.query.as_str()])?;
     // A binary index made through a transform (edo quantize --itq) searches with it.
     let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, a.k.min(table.rows()), a.multiplier)?;

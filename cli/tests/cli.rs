@@ -603,6 +603,17 @@ fn index_and_query_find_a_line_by_its_meaning() {
         assert!(first.trim_start().starts_with("1.") && first.ends_with(line), "{line:?}:\n{out}");
     }
     assert_eq!(edo(&["query", index.to_str().unwrap(), "x", "-k", "0"]).status.code(), Some(2));
+    // One code of the last row damaged: a checksum error (65), not other neighbours.
+    let mut bytes = std::fs::read(&index).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    let rows_end = header["rows"]["data_offsets"][1].as_u64().unwrap() as usize;
+    bytes[8 + header_len + rows_end - 1] ^= 0x40;
+    let damaged = dir.path("damaged.edo");
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = edo(&["query", damaged.to_str().unwrap(), "--model", &model, "fox"]);
+    assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"), "{}", String::from_utf8_lossy(&out.stderr));
     // A table without lines, an empty corpus: typed refusals.
     let plain = dir.path("plain.edo");
     ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
