@@ -405,11 +405,12 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // in a row's last one of n values.
             let top = 2 * dst.len().div_ceil(16);
             let d = l.half(u16::from_le_bytes([p[16], p[17]]));
+            let affine = |sc: u8| Affine::OffsetScale(32.0, d * sc as i8 as f32);
             let (nibbles, high) = words[..top + top / 2].split_at(top);
             let (subs, rest) = dst.as_chunks_mut::<16>();
             let (pairs, _) = nibbles.as_chunks::<2>();
             for (((sub, w), &high), &sc) in subs.iter_mut().zip(pairs).zip(high).zip(&p[..16]) {
-                let a = Affine::OffsetScale(32.0, d * sc as i8 as f32);
+                let a = affine(sc);
                 let codes = [l.or(l.fields::<4>(w[0]), l.fields_up::<2, 0, 4>(high)), l.or(l.fields::<4>(w[1]), l.fields_up::<2, 16, 4>(high))];
                 for (o, q) in sub.as_chunks_mut::<8>().0.iter_mut().zip(codes) {
                     l.store(a.lanes(l, q), o);
@@ -419,8 +420,7 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // gives whole octets: a width 1 to 7 past one comes through its scratch group).
             if let Ok(o) = <&mut [f32; 8]>::try_from(rest) {
                 let j = subs.len();
-                let a = Affine::OffsetScale(32.0, d * p[j] as i8 as f32);
-                l.store(a.lanes(l, l.or(l.fields::<4>(nibbles[2 * j]), l.fields_up::<2, 0, 4>(high[j]))), o);
+                l.store(affine(p[j]).lanes(l, l.or(l.fields::<4>(nibbles[2 * j]), l.fields_up::<2, 0, 4>(high[j]))), o);
             }
         }
     }
