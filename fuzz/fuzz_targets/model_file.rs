@@ -28,20 +28,21 @@ fn exercise(model: StaticModel) {
     let _ = model.to_edo().to_bytes();
 }
 
+/// `data` read as an `.edo` model file, and the model exercised if it is one.
+fn edo_file(data: &[u8]) {
+    if let Ok(model) = StaticModel::from_edo_bytes(data.to_vec()) {
+        exercise(model);
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     // An `.edo` model file with its header's checksum made right too, so that a mutated header
     // also reaches the checks past the checksum.
     if let Some(resigned) = common::resigned(data) {
-        peak::bounded(&resigned, FACTOR, ALLOWANCE, |data| {
-            if let Ok(model) = StaticModel::from_edo_bytes(data.to_vec()) {
-                exercise(model);
-            }
-        });
+        peak::bounded(&resigned, FACTOR, ALLOWANCE, edo_file);
     }
     peak::bounded(data, FACTOR, ALLOWANCE, |data| {
-        if let Ok(model) = StaticModel::from_edo_bytes(data.to_vec()) {
-            exercise(model);
-        }
+        edo_file(data);
         if data.len() >= 6 {
             let config_len = u16::from_le_bytes([data[0], data[1]]) as usize;
             let tokenizer_len = u32::from_le_bytes([data[2], data[3], data[4], data[5]]) as usize;
