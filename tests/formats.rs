@@ -118,6 +118,18 @@ fn binary_layout_is_numpy_packbits() {
         assert_eq!(&bytes[..2], &[0b1011_0001, 0b1100_0000], "{format}");
         assert_eq!(&bytes[2..], &[0, 0], "{format}: padding is zero");
     }
+    // Whole words of 32 values and a short last one: numpy.packbits's bytes, written out here.
+    for dim in [31, 32, 33, 64, 70, 100] {
+        let data = edo::synth::embedding_table(3, dim, 4);
+        let t = PackedTable::quantize(Format::Binary, &data, 3, dim).unwrap();
+        for (r, values) in data.chunks(dim).enumerate() {
+            let mut want = vec![0u8; 4 * Format::Binary.code_words(dim)];
+            for (i, &x) in values.iter().enumerate() {
+                want[i / 8] |= u8::from(x > 0.0) << (7 - i % 8);
+            }
+            assert_eq!(bytemuck::cast_slice::<u32, u8>(t.row(r)), &want[..], "dim {dim}, row {r}");
+        }
+    }
     let t = PackedTable::quantize(Format::Binary, &row, 1, row.len()).unwrap();
     assert_eq!(t.dequantize(), row.iter().map(|&x| if x > 0.0 { 1.0 } else { -1.0 }).collect::<Vec<_>>());
     let s = PackedTable::quantize(Format::BinaryScaled, &row, 1, row.len()).unwrap();

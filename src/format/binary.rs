@@ -25,12 +25,14 @@ pub(crate) fn bit_shift(i: usize) -> u32 {
 }
 
 fn encode_bits(row: &[f32], out: &mut [u32]) {
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut word = 0u32;
-        for (j, &x) in row.iter().skip(32 * k).take(32).enumerate() {
-            word |= ((x > 0.0) as u32) << bit_shift(j);
-        }
-        *o = word;
+    let word = |values: &[f32]| values.iter().enumerate().fold(0u32, |w, (j, &x)| w | ((x > 0.0) as u32) << bit_shift(j));
+    // Whole words of 32 values, each a loop of known length the compiler unrolls and vectorises.
+    let (whole, tail) = row.as_chunks::<32>();
+    for (o, values) in out.iter_mut().zip(whole) {
+        *o = word(values);
+    }
+    if let Some(o) = out.get_mut(whole.len()) {
+        *o = word(tail);
     }
 }
 
