@@ -959,6 +959,13 @@ pub(crate) fn round_ties_even_small(x: f32) -> f32 {
 
 /// The first non-finite value of a row.
 pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
+    // One branch-free pass the compiler vectorises (a search that stops at the first hit does
+    // not vectorise): a value's magnitude bits plus the smallest normal's carry into bit 31 only
+    // from an infinity or a NaN. The first such value is looked for only when there is one.
+    let any_non_finite = row.iter().fold(0u32, |acc, x| acc | ((x.to_bits() & 0x7fff_ffff) + 0x0080_0000)) >> 31 != 0;
+    if !any_non_finite {
+        return Ok(());
+    }
     match row.iter().position(|x| !x.is_finite()) {
         Some(col) => Err(EncodeError::NonFinite { col, value: row[col] }),
         None => Ok(()),
@@ -973,6 +980,30 @@ pub(crate) fn words_le(bytes: &[u8]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The branch-free test agrees with `is_finite` on every class of value, in every place of a
+    /// row, and names the first non-finite one.
+    #[test]
+    fn check_finite_finds_the_first_infinity_or_nan() {
+        let finite = [0.0, -0.0, 1.0, -2.5, f32::MAX, f32::MIN, f32::MIN_POSITIVE, f32::from_bits(1), f32::from_bits(0x807f_ffff)];
+        let bad = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::from_bits(0x7f80_0001), f32::from_bits(0x7fff_ffff), f32::from_bits(0xffff_ffff)];
+        let row: Vec<f32> = (0..37).map(|i| finite[i % finite.len()]).collect();
+        assert_eq!(check_finite(&row), Ok(()));
+        for &b in &bad {
+            for col in [0, 5, 31, 36] {
+                // The value at `col`, and an infinity after it: `col` is named.
+                let mut with = row.clone();
+                with[col] = b;
+                if col < 36 {
+                    with[36] = f32::INFINITY;
+                }
+                match check_finite(&with) {
+                    Err(EncodeError::NonFinite { col: c, value }) => assert_eq!((c, value.to_bits()), (col, b.to_bits()), "{b:?} at {col}"),
+                    other => panic!("{b:?} at {col}: {other:?}"),
+                }
+            }
+        }
+    }
 
     /// `formats!` makes the enum, `ALL` and `dispatch!` from one list, so no variant can be missing
     /// from `ALL` (nor from `dispatch!`'s match); this checks that each is listed once, with a name
