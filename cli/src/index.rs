@@ -31,7 +31,7 @@ pub struct QueryArgs {
     model: Option<PathBuf>,
     /// The question.
     query: String,
-    /// Results.
+    /// Results (1 to 1024).
     #[arg(short, long, default_value_t = 10)]
     k: usize,
     /// Hamming candidates per result that INT8 rescoring ranks.
@@ -99,6 +99,9 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     if a.k == 0 || a.multiplier == 0 {
         return Err(Failure::new(exit::USAGE, "-k and --multiplier must be at least 1"));
     }
+    if a.k > edo::search::MAX_K {
+        return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns at most {} results", a.k, edo::search::MAX_K)));
+    }
     let file = TableFile::open(&a.index)?;
     let (Some(lines), Some(recorded)) = (file.vocab(), file.metadata().get(MODEL_CRC_KEY)) else {
         return Err(Failure::new(exit::DATA, format!("{}: not an index written by `edo index` (it records no model)", a.index.display())));
@@ -108,7 +111,13 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         (None, Some(p)) => PathBuf::from(p),
         (None, None) => return Err(Failure::new(exit::USAGE, "the index does not name its model: give --model")),
     };
-    let model = StaticModel::open(&model_path)?;
+    let model = StaticModel::open(&model_path).map_err(|e| {
+        let mut f = Failure::from(e);
+        if a.model.is_none() {
+            f.message = format!("{} (the model {} records; give another with --model)", f.message, a.index.display());
+        }
+        f
+    })?;
     let table = file.table();
     if table.dim() != model.dim() {
         return Err(Failure::new(exit::USAGE, format!("the index has {} dims, the model {}: not the model that wrote it", table.dim(), model.dim())));

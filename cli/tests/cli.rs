@@ -367,8 +367,9 @@ fn plan_fits_the_budget_and_explains_itself() {
     }
     let bad = edo(&["plan", "--table", "a:10:0"]);
     assert_eq!(bad.status.code(), Some(2));
+    // A budget no plan fits is an argument to change: 2.
     let small = edo(&["plan", "--budget", "1KiB", "--table", "a:100000:64"]);
-    assert_eq!(small.status.code(), Some(1));
+    assert_eq!(small.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&small.stderr).contains("smallest plan"), "{}", String::from_utf8_lossy(&small.stderr));
 }
 
@@ -635,6 +636,17 @@ fn index_and_query_find_a_line_by_its_meaning() {
         std::fs::copy(format!("{model}/{f}"), copy.join(f)).unwrap();
     }
     ok(&["query", index.to_str().unwrap(), "--model", copy.to_str().unwrap(), "fox"]);
+    // An index whose model has moved names it as the index's, and the way out; past 1024 results, 2.
+    let moved = dir.path("moved.edo");
+    ok(&["index", copy.to_str().unwrap(), corpus.to_str().unwrap(), "-o", moved.to_str().unwrap()]);
+    std::fs::rename(&copy, dir.path("model-moved")).unwrap();
+    let out = edo(&["query", moved.to_str().unwrap(), "fox"]);
+    assert_eq!(out.status.code(), Some(66), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("records; give another with --model"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::rename(dir.path("model-moved"), &copy).unwrap();
+    let out = edo(&["query", index.to_str().unwrap(), "fox", "-k", "200000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-k 200000: a search returns at most 1024"), "{}", String::from_utf8_lossy(&out.stderr));
     // The same F32 model as an .edo model file, and reordered, is the same model.
     let (as_edo, hot) = (dir.path("model.edo"), dir.path("model-hot.edo"));
     ok(&["quantize-model", &model, "-f", "fp32", "-o", as_edo.to_str().unwrap()]);
