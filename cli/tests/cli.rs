@@ -554,7 +554,7 @@ fn quantize_model_writes_one_file_that_embeds_like_its_folder() {
     assert_eq!(edo(&["quantize-model", &model, "--dim", "8", "-o", file.to_str().unwrap()]).status.code(), Some(2));
     let not_model = edo(&["embed", &fixture("table_f32.npy"), "--text", "x"]);
     assert_eq!(not_model.status.code(), Some(65));
-    assert!(String::from_utf8_lossy(&not_model.stderr).contains("a model is a folder or an .edo model file"));
+    assert!(String::from_utf8_lossy(&not_model.stderr).contains("a .npy table, not a model (a model is a folder or an .edo model file)"));
     let plain = dir.path("plain.edo");
     ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
     let not_model = edo(&["embed", plain.to_str().unwrap(), "--text", "x"]);

@@ -139,6 +139,13 @@ impl StaticModel {
         if path.is_dir() {
             return StaticModel::from_dir(path);
         }
+        use crate::file::import::FileKind;
+        if let Some(kind) = FileKind::from_path(path).filter(|&k| k != FileKind::Edo) {
+            // Named as a table of another kind: say so, not what its bytes read as in an .edo header.
+            let folder = if kind == FileKind::Safetensors { "; for a model folder's weights, pass the folder" } else { "" };
+            let ext = path.extension().unwrap_or_default().to_string_lossy().to_lowercase();
+            return Err(crate::file::in_file(path, bad(format!("a .{ext} table, not a model (a model is a folder or an .edo model file{folder})"))));
+        }
         let file = TableFile::open(path).map_err(|e| match e {
             Error::BadFile { reason, .. } => bad(format!("{reason} (a model is a folder or an .edo model file)")),
             e => e,
