@@ -194,15 +194,17 @@ pub fn run(a: PlanArgs) -> Result<(), Failure> {
         return Ok(());
     }
     println!();
-    println!("edo plan — {} tables into {} of GPU memory (INT8 everywhere would take {})", tables.len(), human_bytes(budget), human_bytes(int8));
+    let plural = if tables.len() == 1 { "" } else { "s" };
+    println!("edo plan — {} table{plural} into {} of GPU memory (INT8 everywhere would take {})", tables.len(), human_bytes(budget), human_bytes(int8));
     println!();
     println!("{p}");
     println!();
+    // Tables already in INT8 have no error against it: no ratio to give.
+    let ratio = if p.int8_error > 0.0 { format!(" ({:.2}×)", p.expected_error / p.int8_error) } else { String::new() };
     println!(
-        "expected error {:.2e} against {:.2e} for INT8 everywhere ({:.2}×), in {} instead of {}",
+        "expected error {:.2e} against {:.2e} for INT8 everywhere{ratio}, in {} instead of {}",
         p.expected_error,
         p.int8_error,
-        p.expected_error / p.int8_error,
         human_bytes(p.bytes),
         human_bytes(p.int8_bytes)
     );

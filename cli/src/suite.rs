@@ -163,7 +163,9 @@ pub fn suite(a: SuiteArgs) -> Result<(), Failure> {
 }
 
 pub fn read_results(path: &Path) -> Result<Results, Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Failure::new(exit::DATA, format!("{}: not an edo benchmark file (not text; `edo bench suite` writes them)", path.display())))?;
     Results::from_json(&text).map_err(|e| {
         let f = Failure::from(e);
         Failure::new(f.code, format!("{}: {}", path.display(), f.message))

@@ -753,14 +753,21 @@ pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&json!({ "format": t.format().name(), "dim": dim, "model": file.is_model(), "rows": out })).expect("JSON"));
     } else {
         for (i, (&id, row)) in ids.iter().zip(values.chunks_exact(dim)).enumerate() {
-            let shown: Vec<String> = row.iter().take(a.show).map(|v| format!("{v:.5}")).collect();
-            let more = if dim > a.show { format!(", … {} more", dim - a.show) } else { String::new() };
             let name = token(id).map_or(String::new(), |t| format!(" {t:?}"));
             let place = row_of(i).map_or(String::new(), |r| format!(" (row {r})"));
-            println!("{id}{name}{place}: [{}{more}]", shown.join(", "));
+            println!("{id}{name}{place}: {}", shown_row(row, a.show));
         }
     }
     Ok(())
+}
+
+/// `[v0, v1, … n more]`: a row's first `show` values and how many are left out.
+fn shown_row(row: &[f32], show: usize) -> String {
+    let mut parts: Vec<String> = row.iter().take(show).map(|v| format!("{v:.5}")).collect();
+    if row.len() > show {
+        parts.push(format!("… {} more", row.len() - show));
+    }
+    format!("[{}]", parts.join(", "))
 }
 
 /// `edo lookup` of a reordered table (`edo reorder`): ids go through its id map.
@@ -787,9 +794,7 @@ fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
         );
     } else {
         for (&id, row) in ids.iter().zip(values.chunks_exact(dim)) {
-            let shown: Vec<String> = row.iter().take(a.show).map(|v| format!("{v:.5}")).collect();
-            let more = if dim > a.show { format!(", … {} more", dim - a.show) } else { String::new() };
-            println!("{id}: [{}{more}]", shown.join(", "));
+            println!("{id}: {}", shown_row(row, a.show));
         }
     }
     Ok(())

@@ -227,6 +227,7 @@ fn exit_codes_say_what_went_wrong() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"));
     // Bad arguments: 2.
     assert_eq!(code(&["lookup", t, "--ids", "37"]).0, Some(2));
+    assert!(ok(&["lookup", t, "--ids", "3", "--show", "0"]).ends_with(": [… 13 more]\n"), "no values shown, no stray comma");
     assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", dir.path("x.npy").to_str().unwrap()]).0, Some(2));
     // Unwritable output: 74.
     assert_eq!(code(&["quantize", &fixture("table_f32.npy"), "-f", "int8", "-o", "/nonexistent/dir/t.edo"]).0, Some(74));
@@ -362,9 +363,15 @@ fn plan_fits_the_budget_and_explains_itself() {
     assert_eq!(p["tables"].as_array().unwrap().len(), 2);
     assert!(p["expected_error"].as_f64().unwrap() < p["int8_error"].as_f64().unwrap());
     let text = ok(&["plan", "--table", "a:100000:64"]);
-    for needle in ["INT8 everywhere", "expected error", "a "] {
+    for needle in ["INT8 everywhere", "expected error", "a ", "1 table into"] {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
+    // A table already in INT8 has no error against INT8: no ratio to it (it was NaN).
+    let dir = Scratch::new("plan-int8");
+    let int8 = dir.path("t.edo");
+    ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", int8.to_str().unwrap()]);
+    let text = ok(&["plan", "--table", &format!("t={}", int8.display())]);
+    assert!(text.contains("expected error") && !text.contains("NaN"), "{text}");
     let bad = edo(&["plan", "--table", "a:10:0"]);
     assert_eq!(bad.status.code(), Some(2));
     // A budget no plan fits is an argument to change: 2.
@@ -908,6 +915,10 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("version"), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::write(&foreign, "not json").unwrap();
     assert_eq!(edo(&["bench", "compare", foreign.to_str().unwrap()]).status.code(), Some(65));
+    std::fs::write(&foreign, [0x93, b'N', b'U', b'M', 0xff]).unwrap();
+    let out = edo(&["bench", "compare", foreign.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(65), "not text: malformed, not missing");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an edo benchmark file"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(edo(&["bench", "compare", dir.path("missing.json").to_str().unwrap()]).status.code(), Some(66));
     let out = edo(&["bench", "suite", "--scale", "tiny", "--adapter", "no such adapter", "-o", b_s]);
     assert_eq!(out.status.code(), Some(2));
