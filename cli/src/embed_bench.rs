@@ -13,7 +13,8 @@ use crate::{exit, Failure, FormatParser};
 
 #[derive(Args)]
 pub struct EmbedBenchArgs {
-    /// A static embedding model folder (model2vec, sentence-transformers StaticEmbedding).
+    /// A static embedding model: an .edo model file (`edo quantize-model`) or a folder
+    /// (model2vec, sentence-transformers StaticEmbedding).
     model: PathBuf,
     /// Table formats to time, comma separated.
     #[arg(long, value_delimiter = ',', value_parser = FormatParser, default_value = "fp32,int8")]
