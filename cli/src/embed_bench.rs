@@ -20,7 +20,7 @@ pub struct EmbedBenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = FormatParser, default_value = "fp32,int8")]
     formats: Vec<Format>,
     /// Timed repetitions per batch (the median is reported).
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = 7, value_parser = crate::parse_iters)]
     iters: usize,
     /// Run the CPU path only, even when a GPU is present.
     #[arg(long)]
@@ -97,9 +97,6 @@ pub fn texts() -> Vec<String> {
 }
 
 pub fn embed_bench(a: EmbedBenchArgs) -> Result<(), Failure> {
-    if a.iters == 0 {
-        return Err(Failure::new(exit::USAGE, "--iters must be at least 1"));
-    }
     let base = StaticModel::open(&a.model)?;
     let texts = texts();
     if let Some(path) = &a.texts_out {

@@ -130,7 +130,7 @@ struct Common {
     #[arg(long)]
     ids: Option<usize>,
     /// Timed repetitions (the median is reported).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = parse_iters)]
     iters: usize,
     /// Formats to run, comma separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = FormatParser)]
@@ -149,6 +149,15 @@ struct Common {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// `--iters`'s parser: a count of timed repetitions, at least one (a median of none is nothing).
+pub(crate) fn parse_iters(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("at least 1 repetition is needed".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub(crate) fn parse_format(s: &str) -> Result<Format, String> {

@@ -48,7 +48,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 4)]
     multiplier: usize,
     /// Timed repetitions per method (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::parse_iters)]
     iters: usize,
     /// The CPU path only.
     #[arg(long)]
@@ -139,7 +139,7 @@ pub struct SearchBenchArgs {
     #[arg(long, short, default_value_t = 10)]
     k: usize,
     /// Timed repetitions (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::parse_iters)]
     iters: usize,
     /// Corpus codes from a .npy of packbits bytes (u8 [rows, bits/8]) instead of random ones.
     #[arg(long, requires = "query_codes")]

@@ -583,7 +583,12 @@ fn embed_bench_reports_texts_per_second_per_format_and_batch() {
     }
     assert!(runs[3]["table_bytes"].as_u64() < runs[0]["table_bytes"].as_u64(), "INT4 is smaller");
     assert_eq!(std::fs::read_to_string(&texts).unwrap().lines().count(), 1024);
-    assert_eq!(edo(&["bench", "embed", &model, "--iters", "0"]).status.code(), Some(2));
+    // No repetitions to time is a bad argument, for every benchmark.
+    for command in [&["bench", "embed", &model][..], &["bench"], &["demo"], &["bench", "search"], &["eval"]] {
+        let out = edo(&[command, &["--iters", "0"]].concat());
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1 repetition"), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[test]
