@@ -99,9 +99,6 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     if a.k == 0 || a.multiplier == 0 {
         return Err(Failure::new(exit::USAGE, "-k and --multiplier must be at least 1"));
     }
-    if a.k > edo::search::MAX_K {
-        return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns at most {} results", a.k, edo::search::MAX_K)));
-    }
     let file = TableFile::open(&a.index)?;
     let (Some(lines), Some(recorded)) = (file.vocab(), file.metadata().get(MODEL_CRC_KEY)) else {
         return Err(Failure::new(exit::DATA, format!("{}: not an index written by `edo index` (it records no model)", a.index.display())));
@@ -137,9 +134,14 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     let started = std::time::Instant::now();
     // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
     let codes = table.requantize(Format::Binary)?;
+    // More results than lines asks for every line; past a search's limit, it is the -k given.
+    let k = a.k.min(table.rows());
+    if k > edo::search::MAX_K {
+        return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns at most {} results", a.k, edo::search::MAX_K)));
+    }
     let query = model.encode(&[a.query.as_str()])?;
     // A binary index made through a transform (edo quantize --itq) searches with it.
-    let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, a.k.min(table.rows()), a.multiplier)?;
+    let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, k, a.multiplier)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     println!("{} of {} lines for {:?} ({ms:.1} ms, binary candidates rescored in {}):", found.k, table.rows(), a.query, table.format());
     for (rank, (&id, &score)) in found.ids.iter().zip(&found.scores).enumerate() {

@@ -23,7 +23,7 @@ use reports::bench::Config;
     version,
     about = "Portable embedding engine: compressed tables, GPU lookups",
     after_help = "Exit status: 0 success, 1 failure (GPU, internal), 2 bad arguments (including ids out of range, unknown \
-                  tokens, sizes past a limit such as k > 1024, and a dim that packed rows need), 65 malformed input data, 66 input file missing or unreadable, 74 output not writable."
+                  tokens, k over 1024, a budget no plan fits, and a dim that packed rows need), 65 malformed input data, 66 input file missing or unreadable, 74 output not writable."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -242,10 +242,6 @@ impl From<edo::Error> for Failure {
                 | edo::Unsupported::ChecksumChunkBytes
                 | edo::Unsupported::CacheBenchmarkShape,
             ) => exit::USAGE,
-            // A size past a limit: a file's own (a GGUF header's, a text's) is malformed input;
-            // any other is what the command line asked for (k, a budget, a cache's slots, …).
-            E::LimitExceeded { what, .. } if what.starts_with("GGUF") || *what == "bytes of one text" => exit::DATA,
-            E::LimitExceeded { .. } => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,
         };

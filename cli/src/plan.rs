@@ -180,7 +180,11 @@ pub fn run(a: PlanArgs) -> Result<(), Failure> {
     let int8: u64 = tables.iter().map(|t| (t.rows * Format::Int8.row_bytes(t.dim)) as u64).sum();
     let budget = a.budget.unwrap_or(int8 / 2);
     let options = PlanOptions { formats: a.formats, min_hit_rate: a.min_hit_rate, mixed: !a.no_mixed, ..PlanOptions::default() };
-    let p = plan(&tables, budget, &options)?;
+    let p = plan(&tables, budget, &options).map_err(|e| match e {
+        // Not even the smallest plan fits: the budget asked for is the argument to change.
+        e @ edo::Error::LimitExceeded { .. } => Failure::new(exit::USAGE, e.to_string()),
+        e => e.into(),
+    })?;
     let mut written = Vec::new();
     if let Some(dir) = &a.write {
         for ((spec, table), tp) in tables.iter().zip(&loaded).zip(&p.tables) {

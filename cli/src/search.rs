@@ -161,6 +161,9 @@ fn read_codes(path: &std::path::Path) -> Result<PackedTable, Failure> {
 }
 
 pub fn search_bench(a: SearchBenchArgs) -> Result<(), Failure> {
+    if a.k == 0 || a.k > edo::search::MAX_K {
+        return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns 1 to {} results", a.k, edo::search::MAX_K)));
+    }
     let (corpus, queries) = match (&a.codes, &a.query_codes) {
         (Some(c), Some(q)) => (read_codes(c)?, read_codes(q)?),
         _ => {

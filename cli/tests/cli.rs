@@ -562,6 +562,7 @@ fn quantize_model_writes_one_file_that_embeds_like_its_folder() {
     let not_model = edo(&["embed", &fixture("table_f32.npy"), "--text", "x"]);
     assert_eq!(not_model.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&not_model.stderr).contains("a .npy table, not a model (a model is a folder or an .edo model file)"));
+    assert_eq!(edo(&["embed", dir.path("absent.npy").to_str().unwrap(), "--text", "x"]).status.code(), Some(66), "missing, not of the wrong kind");
     let plain = dir.path("plain.edo");
     ok(&["quantize", &fixture("table_f32.npy"), "--format", "int8", "-o", plain.to_str().unwrap()]);
     let not_model = edo(&["embed", plain.to_str().unwrap(), "--text", "x"]);
@@ -656,9 +657,16 @@ fn index_and_query_find_a_line_by_its_meaning() {
     assert_eq!(out.status.code(), Some(66), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("records; give another with --model"), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::rename(dir.path("model-moved"), &copy).unwrap();
-    let out = edo(&["query", index.to_str().unwrap(), "fox", "-k", "200000"]);
+    // More results than lines: every line. Past 1024 results of a larger index: 2, naming the -k given.
+    assert!(ok(&["query", index.to_str().unwrap(), "fox", "-k", "200000"]).starts_with("6 of 6 lines"));
+    let many = dir.path("many.txt");
+    std::fs::write(&many, (0..1100).map(|i| format!("line {i} of the fox")).collect::<Vec<_>>().join("\n")).unwrap();
+    let many_index = dir.path("many.edo");
+    ok(&["index", &model, many.to_str().unwrap(), "-o", many_index.to_str().unwrap()]);
+    let out = edo(&["query", many_index.to_str().unwrap(), "fox", "-k", "2000"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-k 200000: a search returns at most 1024"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-k 2000: a search returns at most 1024"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(edo(&["bench", "search", "--cpu", "-k", "2000"]).status.code(), Some(2));
     // The same F32 model as an .edo model file, and reordered, is the same model.
     let (as_edo, hot) = (dir.path("model.edo"), dir.path("model-hot.edo"));
     ok(&["quantize-model", &model, "-f", "fp32", "-o", as_edo.to_str().unwrap()]);
