@@ -140,7 +140,8 @@ impl StaticModel {
             return StaticModel::from_dir(path);
         }
         use crate::file::import::FileKind;
-        if let Some(kind) = FileKind::from_path(path).filter(|&k| k != FileKind::Edo) {
+        // (A missing path goes on to the open below: missing, not of the wrong kind.)
+        if let Some(kind) = FileKind::from_path(path).filter(|&k| k != FileKind::Edo && path.is_file()) {
             // Named as a table of another kind: say so, not what its bytes read as in an .edo header.
             let folder = if kind == FileKind::Safetensors { "; for a model folder's weights, pass the folder" } else { "" };
             let ext = path.extension().unwrap_or_default().to_string_lossy().to_lowercase();
