@@ -330,8 +330,9 @@ fn update_rows_of_a_mapped_table_copies_on_write() {
 
 #[test]
 fn requantize_keeps_the_same_format_and_decodes_for_another() {
-    // Rows enough for several workers' blocks (each row is decoded as it is encoded), one of
-    // them too large for FP16: requantising is quantising the decoded table, errors included.
+    // Rows enough for two workers' blocks on two threads (each row is decoded as it is encoded),
+    // one of them too large for FP16: requantising is quantising the decoded table, errors
+    // included.
     let (rows, dim) = (2600, 9);
     let mut data = edo::synth::embedding_table(rows, dim, 8);
     data[1700 * dim + 4] = 1e6;
@@ -339,7 +340,7 @@ fn requantize_keeps_the_same_format_and_decodes_for_another() {
         let source = PackedTable::quantize(from, &data, rows, dim).unwrap();
         assert_eq!(source.requantize(from).unwrap(), source);
         let decoded = source.dequantize();
-        for to in Format::ALL {
+        for to in Format::ALL.into_iter().filter(|&to| to != from) {
             let want = PackedTable::quantize(to, &decoded, rows, dim);
             assert_eq!(source.requantize(to), want, "{from} to {to}");
         }
