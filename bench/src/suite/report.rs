@@ -458,13 +458,14 @@ pub fn text(files: &[Results]) -> String {
     // The round trips' tails, where a case has one.
     let mut tails = keys(files).into_iter().filter(|k| k.op == "latency").peekable();
     if tails.peek().is_some() {
-        let _ = writeln!(out, "\nlatency per call, P50 / P99 (ms):");
+        // In microseconds: the CPU path's calls of one id take a few (0.000 ms in milliseconds).
+        let _ = writeln!(out, "\nlatency per call, P50 / P99 (µs):");
         for k in tails {
             let _ = write!(out, "{:<34}", format!("{} {} {} {}", k.op, k.format, k.size, k.items));
             for s in &ser {
                 let cell = find(s, &k).map_or("-".to_string(), |c| match c.p99_s {
-                    Some(p99) => format!("{:.3} / {:.3}", 1e3 * c.median_s, 1e3 * p99),
-                    None => format!("{:.3}", 1e3 * c.median_s),
+                    Some(p99) => format!("{:.1} / {:.1}", 1e6 * c.median_s, 1e6 * p99),
+                    None => format!("{:.1}", 1e6 * c.median_s),
                 });
                 let _ = write!(out, "{cell:>w$}");
             }
