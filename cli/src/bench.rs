@@ -121,11 +121,15 @@ pub fn print_report(r: &Report, accuracy: bool) {
         );
     }
     println!();
-    println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
-    println!("copy (the faster of the two above). vs fp32: time over the fp32 gather. % memcpy: CPU output");
-    println!("bytes per second over a memcpy of the same bytes on the same threads. Timings are medians;");
-    println!("only ratios compare across machines (software Vulkan such as lavapipe runs the GPU path on");
-    println!("the CPU).");
+    if r.formats.iter().any(|f| f.gpu.is_some()) {
+        println!("GB/s: packed rows + ids read and f32 rows written, per second. % copy: of the device's own");
+        println!("copy (the faster of the two above). vs fp32: time over the fp32 gather.");
+    } else {
+        println!("GPU columns: none in this run (the CPU path only).");
+    }
+    println!("out GB/s: f32 rows written by the CPU path per second. % memcpy: those bytes per second over a");
+    println!("memcpy of as many on the same threads. Timings are medians; only ratios compare across machines");
+    println!("(software Vulkan such as lavapipe runs the GPU path on the CPU).");
     if bag {
         println!("bag ms, bag %cp: sum bags of {} of the same ids on the GPU; bytes moved (packed rows + ids", r.bag.unwrap_or(0));
         println!("read, pooled rows written) per second, as % of the device's copy.");
