@@ -140,6 +140,9 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns at most {} results", a.k, edo::search::MAX_K)));
     }
     let query = model.encode(&[a.query.as_str()])?;
+    if query.iter().all(|&x| x == 0.0) {
+        eprintln!("edo: note: the model knows no token of {:?}: its vector is zero, and every line scores 0 against it", a.query);
+    }
     // A binary index made through a transform (edo quantize --itq) searches with it.
     let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, k, a.multiplier)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;

@@ -657,6 +657,9 @@ fn index_and_query_find_a_line_by_its_meaning() {
     assert_eq!(out.status.code(), Some(66), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("records; give another with --model"), "{}", String::from_utf8_lossy(&out.stderr));
     std::fs::rename(dir.path("model-moved"), &copy).unwrap();
+    // A question the model has no token of says so (its vector is zero).
+    let out = edo(&["query", index.to_str().unwrap(), ""]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stderr).contains("knows no token"), "{}", String::from_utf8_lossy(&out.stderr));
     // More results than lines: every line. Past 1024 results of a larger index: 2, naming the -k given.
     assert!(ok(&["query", index.to_str().unwrap(), "fox", "-k", "200000"]).starts_with("6 of 6 lines"));
     let many = dir.path("many.txt");
