@@ -586,6 +586,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
             }
         }
         match (&stats, &source_path) {
+            (Some(_), Some(p)) if t.rows() == 0 => println!("error against {}: no rows to compare", p.display()),
             (Some(s), Some(p)) => {
                 let transformed = if file.code_transform().is_some() { " through the code transform" } else { "" };
                 println!("error against {}{}{transformed}:", p.display(), read.tensor.as_ref().map_or(String::new(), |t| format!(" [{t}]")));
@@ -599,7 +600,8 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
                     println!("  documented bound   {} of {} rows within it", t.rows() - n, t.rows());
                 }
             }
-            _ => println!("error: not measured: {}", source_note.unwrap_or_default()),
+            // (Not "error:": nothing failed, there was nothing to compare with.)
+            _ => println!("quantisation error not measured: {}", source_note.unwrap_or_default()),
         }
         if let (Some(path), Some(l)) = (&png, &legend) {
             let order = if id_map.is_some() { ", rows in stored order" } else { "" };

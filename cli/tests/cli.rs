@@ -225,6 +225,16 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stdout).contains("checksums FAILED"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"));
+    // A table of no rows: nothing to compare, no row named.
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let header = format!("{:<117}\n", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }");
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    let (empty, empty_edo) = (dir.path("empty.npy"), dir.path("empty.edo"));
+    std::fs::write(&empty, npy).unwrap();
+    ok(&["quantize", empty.to_str().unwrap(), "-f", "int8", "-o", empty_edo.to_str().unwrap()]);
+    let shown = ok(&["inspect", empty_edo.to_str().unwrap(), "--no-png", "--source", empty.to_str().unwrap()]);
+    assert!(shown.contains("no rows to compare") && !shown.contains("(row 0)"), "{shown}");
     // Bad arguments: 2.
     assert_eq!(code(&["lookup", t, "--ids", "37"]).0, Some(2));
     assert!(ok(&["lookup", t, "--ids", "3", "--show", "0"]).ends_with(": [… 13 more]\n"), "no values shown, no stray comma");
@@ -549,6 +559,7 @@ fn quantize_model_writes_one_file_that_embeds_like_its_folder() {
     assert_eq!(from_file, from_dir);
     let shown = ok(&["inspect", file.to_str().unwrap(), "--no-png"]);
     assert!(shown.contains("static embedding model: 146-token tokenizer"), "{shown}");
+    assert!(shown.contains("quantisation error not measured: no source recorded") && !shown.contains("error:"), "{shown}");
     // WordLlama's layout (weights + tokenizer), Matryoshka-truncated; the real model is tested
     // in tests/model.rs, a made-up one here.
     let tokenizer = format!("{model}/tokenizer.json");
