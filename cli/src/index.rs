@@ -129,16 +129,16 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
             ),
         ));
     }
-    // Every row is read below: a damaged index is an error, not wrong neighbours.
-    file.verify()?;
-    let started = std::time::Instant::now();
-    // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
-    let codes = table.requantize(Format::Binary)?;
     // More results than lines asks for every line; past a search's limit, it is the -k given.
     let k = a.k.min(table.rows());
     if k > edo::search::MAX_K {
         return Err(Failure::new(exit::USAGE, format!("-k {}: a search returns at most {} results", a.k, edo::search::MAX_K)));
     }
+    // Every row is read below: a damaged index is an error, not wrong neighbours.
+    file.verify()?;
+    let started = std::time::Instant::now();
+    // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
+    let codes = table.requantize(Format::Binary)?;
     let query = model.encode(&[a.query.as_str()])?;
     if query.iter().all(|&x| x == 0.0) {
         eprintln!("edo: note: the model knows no token of {:?}: its vector is zero, and every line scores 0 against it", a.query);
