@@ -345,6 +345,10 @@ fn requantize_keeps_the_same_format_and_decodes_for_another() {
             assert_eq!(source.requantize(to), want, "{from} to {to}");
         }
         assert!(matches!(source.requantize(Format::F16), Err(Error::OutOfRange { row: 1700, .. })), "{from}");
+        // The rows keep the alignment asked of them on a GPU.
+        let aligned = source.clone().with_row_alignment(16).unwrap();
+        let to = if from == Format::Int8 { Format::Q8_0 } else { Format::Int8 };
+        assert_eq!(aligned.requantize(to).unwrap().row_alignment(), 16, "{from}");
     }
 }
 
