@@ -226,10 +226,7 @@ fn exit_codes_say_what_went_wrong() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("checksums FAILED"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("checksum mismatch"));
     // A table of no rows: nothing to compare, no row named.
-    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
-    let header = format!("{:<117}\n", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }");
-    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    npy.extend_from_slice(header.as_bytes());
+    let npy = edo::file::export::Array { dtype: edo::file::npy::Dtype::F32, shape: vec![0, 4], data: Vec::new() }.to_npy();
     let (empty, empty_edo) = (dir.path("empty.npy"), dir.path("empty.edo"));
     std::fs::write(&empty, npy).unwrap();
     ok(&["quantize", empty.to_str().unwrap(), "-f", "int8", "-o", empty_edo.to_str().unwrap()]);
