@@ -15,10 +15,16 @@ const MAX_TILE: u32 = 8u;
 var<workgroup> qtile: array<vec4<u32>, 224>;
 
 // One row's distances to the tile's queries: queries 0–3 in `a`, 4–7 in `b` (NONE past the
-// shard); `row_dists(r, wide)` (topk_rows.wgsl or topk_rows4.wgsl) gives them.
+// shard); `group_rows(r0, wide)` (topk_rows.wgsl or topk_rows4.wgsl) gives four rows' of them.
 struct Dists {
     a: vec4<u32>,
     b: vec4<u32>,
+}
+
+// Row r's distances `a` and `b`, or NONE where r is past the shard.
+fn dists_or_none(r: u32, a: vec4<u32>, b: vec4<u32>) -> Dists {
+    let past = r >= params.shard_rows;
+    return Dists(select(a, vec4<u32>(NONE), past), select(b, vec4<u32>(NONE), past));
 }
 
 // Word w of query qi of the tile starting at query q0 (nt queries), zero past the tile.
@@ -46,8 +52,7 @@ struct Rows4 {
 
 // This invocation's rows of group g of its block (rows from r, 256 apart).
 fn load_group(r: u32, g: u32, wide: bool) -> Rows4 {
-    let r0 = r + 1024u * g;
-    return Rows4(row_dists(r0, wide), row_dists(r0 + 256u, wide), row_dists(r0 + 512u, wide), row_dists(r0 + 768u, wide));
+    return group_rows(r + 1024u * g, wide);
 }
 
 // Query qi's distances to a group's rows.
