@@ -12,11 +12,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         return;
     }
     // Named groups, not an array: a private array indexed at run time would live in a GPU's
-    // local memory (g1–g3 only with 16 stripes).
+    // local memory (g1 from 8 stripes, g2 and g3 with 16).
     let none = Entries(vec4<u32>(NONE), vec4<u32>(NONE));
     var held = HeldEntries(load_entries(block, 0u, q, lid.x), none, none, none);
     if (STRIPES > 4u) {
         held.g1 = load_entries(block, 1u, q, lid.x);
+    }
+    if (STRIPES > 8u) {
         held.g2 = load_entries(block, 2u, q, lid.x);
         held.g3 = load_entries(block, 3u, q, lid.x);
     }
@@ -58,7 +60,7 @@ fn load_entries(block: u32, g: u32, q: u32, lid: u32) -> Entries {
     return e;
 }
 
-// An invocation's entries of the block, in groups (g1–g3 only with 16 stripes).
+// An invocation's entries of the block, in groups (g1 from 8 stripes, g2 and g3 with 16).
 struct HeldEntries {
     g0: Entries,
     g1: Entries,

@@ -60,7 +60,7 @@ fn group_dists(x: Rows4, qi: u32) -> vec4<u32> {
     return vec4<u32>(dist_of(x.s0, qi), dist_of(x.s1, qi), dist_of(x.s2, qi), dist_of(x.s3, qi));
 }
 
-// The block's rows of this invocation, in groups (g1–g3 only with 16 stripes).
+// The block's rows of this invocation, in groups (g1 from 8 stripes, g2 and g3 with 16).
 struct Held {
     g0: Rows4,
     g1: Rows4,
@@ -95,8 +95,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let nt = min(params.tile, params.n_queries - q0);
     let cw = params.code_words;
     // Blocks of 4096 rows take tiles of four: with STRIPES a constant, a compiler drops the
-    // distances of queries 4–7 (Dists.b) from the sixteen rows an invocation holds.
-    let wide = STRIPES == 4u && params.tile > 4u;
+    // distances of queries 4–7 (Dists.b) from the sixteen rows an invocation holds, which keeps
+    // 64 distances, as eight rows of a tile of eight do.
+    let wide = STRIPES <= 8u && params.tile > 4u;
     let lanes = select(MAX_TILE / 2u, MAX_TILE, wide);
     // Each invocation writes whole vec4s: writes of one vector's components by different
     // invocations would race (a backend may store a component as the whole vector).
@@ -116,6 +117,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var held = Held(load_group(r, 0u, wide), Rows4(none, none, none, none), Rows4(none, none, none, none), Rows4(none, none, none, none));
     if (STRIPES > 4u) {
         held.g1 = load_group(r, 1u, wide);
+    }
+    if (STRIPES > 8u) {
         held.g2 = load_group(r, 2u, wide);
         held.g3 = load_group(r, 3u, wide);
     }

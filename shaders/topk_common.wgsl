@@ -2,7 +2,7 @@
 // the parameter block, the bindings, and the selection that keeps a block's k nearest entries in
 // workgroup memory.
 //
-// A block is 256 · STRIPES entries in order (1024 for k ≤ 64, 4096 for k ≤ 1024: a level of
+// A block is 256 · STRIPES entries in order (2048 for k ≤ 64, 4096 for k ≤ 1024: a level of
 // merges shrinks the lists at least fourfold); invocation `lid` of the 256 holds positions
 // s·256 + lid (s < STRIPES, "stripe" s), so consecutive invocations read consecutive rows. It
 // holds them as vec4 groups: group g is stripes 4g to 4g + 3. A block's k nearest, ties to the
@@ -31,7 +31,7 @@ struct TopkParams {
     corpus_row_words: u32,  // words per corpus row (codes, + 1 scale word for binary+scale)
     query_row_words: u32,   // words per query row
     bins: u32,              // bits + 1: the distances there can be
-    k: u32,                 // entries kept per block (< 256 · STRIPES; the host: ≤ 64 with 4 stripes)
+    k: u32,                 // entries kept per block (< 256 · STRIPES; the host: ≤ 64 with 8 stripes)
     tile: u32,              // scan: queries per workgroup (8, or 4 where code_words > 112 or STRIPES is 16)
     shard_first: u32,       // scan: first corpus row of the bound shard
     shard_rows: u32,        // scan: rows of the bound shard
@@ -50,8 +50,9 @@ struct TopkParams {
 
 const NONE: u32 = 0xffffffffu;
 
-// Entries per invocation: 4 (blocks of 1024, k ≤ 64) or 16 (blocks of 4096, k ≤ 1024).
-override STRIPES: u32 = 4u;
+// Entries per invocation: 8 (blocks of 2048, k ≤ 64) or 16 (blocks of 4096, k ≤ 1024). (4, blocks
+// of 1024, works too: more workgroups, each paying the selection's fixed costs.)
+override STRIPES: u32 = 8u;
 fn block_len() -> u32 {
     return 256u * STRIPES;
 }
@@ -72,7 +73,7 @@ var<workgroup> scratch: array<u32, 256>;
 var<workgroup> picked: array<vec4<u32>, 8>;
 
 // Where the marks' prefix counts start in `hist`, after the masks (8 words each: at most
-// 4 queries × 2 kinds × 16 stripes, 1024 words, or 8 × 2 × 4, 512; as many prefix counts).
+// 4 queries × 2 kinds × 16 stripes or 8 × 2 × 8, 1024 words; as many prefix counts).
 const PREFIX: u32 = 1024u;
 
 fn block_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

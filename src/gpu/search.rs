@@ -5,7 +5,7 @@
 //! leave room for at least eight queries a submission, one pass over the codes
 //! (`shaders/hamming_topk_*.wgsl`, `topk_common.wgsl`, `topk_rows*.wgsl`), per batch of queries:
 //! 1. `hamming_topk_scan`: a workgroup takes a tile of up to eight queries (in workgroup memory,
-//!    word-major, so each code word meets four queries in one vec4 operation) and a block of 1024
+//!    word-major, so each code word meets four queries in one vec4 operation) and a block of 2048
 //!    rows (4096 for k > 64, with tiles of four queries), reads each code word once for the
 //!    whole tile (four words a 16-byte load where rows are whole vec4s: `topk_rows4.wgsl`, else
 //!    `topk_rows.wgsl`), and keeps the block's k nearest per query (a histogram of the
@@ -94,13 +94,16 @@ const _: () = assert!(std::mem::size_of::<TopkParams>() == 64);
 /// Rows per chunk of the histogram passes (`CHUNK` in their shaders).
 const CHUNK: u64 = 1024;
 /// The most results per query the one-pass kernels keep per block (larger `k` takes the
-/// histogram passes): up to 64 in blocks of 1024 entries, up to 1024 in blocks of 4096 (the
+/// histogram passes): up to 64 in blocks of 2048 entries, up to 1024 in blocks of 4096 (the
 /// `*Long` kernels), so that a level of merges shrinks the lists at least sixteenfold up to
 /// k = 256 and at least fourfold beyond.
 pub const ONE_PASS_MAX_K: usize = 1024;
-/// The most results the one-pass kernels keep per block of 1024 entries. Past it, blocks of 4096
-/// need fewer levels of merges: on lavapipe, 32 queries over 262 144 codes of 256 bits, 1.11× the
-/// queries/s at k = 100 and 1.37× at k = 256, though tiles hold four queries, not eight.
+/// The most results the one-pass kernels keep per block of 2048 entries, in tiles of eight queries.
+/// Past it, blocks of 4096 need fewer levels of merges: on lavapipe, 32 queries over 262 144 codes
+/// of 256 bits, blocks of 4096 against blocks of 1024 made 1.11× the queries/s at k = 100 and
+/// 1.37× at k = 256, though their tiles hold four queries, not eight. Blocks of 2048 against 1024
+/// in tiles of eight: 1.27× at k = 10 and 64 (half the workgroups, each paying the selection's
+/// fixed costs once for twice the rows).
 const SHORT_MAX_K: usize = 64;
 /// Queries per workgroup of the one-pass scan (`MAX_TILE` in `hamming_topk_scan.wgsl`): eight
 /// where their code words fit its tile (two vec4s a word, 224 in all), else four (one a word).
@@ -124,10 +127,10 @@ struct Plan {
     blocks: u64,
 }
 
-/// Entries per block of the one-pass kernels keeping `kc` results: 1024 up to 64, else 4096.
+/// Entries per block of the one-pass kernels keeping `kc` results: 2048 up to 64, else 4096.
 fn block_len(kc: usize) -> u64 {
     if kc <= SHORT_MAX_K {
-        1024
+        2048
     } else {
         4096
     }
@@ -252,7 +255,7 @@ impl GpuCodes {
     }
 
     /// Queries per workgroup of the one-pass scan keeping `kc` results: four for blocks of 4096
-    /// rows (sixteen rows' distances an invocation) and for wide codes, else eight.
+    /// rows (sixteen rows' distances an invocation) and for wide codes, else eight (eight rows).
     fn tile(&self, kc: usize) -> u32 {
         // search::MAX_BITS keeps code words ≤ 128, within a four-query tile.
         if self.res.tables[0].code_words <= WIDE_TILE_MAX_WORDS && kc <= SHORT_MAX_K {

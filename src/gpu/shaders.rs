@@ -347,7 +347,7 @@ pub enum SearchKernel {
     Collect,
     /// The results, sorted.
     Sort,
-    /// One pass over the codes: each block of 1024 rows' k nearest per query (k ≤ 64).
+    /// One pass over the codes: each block of 2048 rows' k nearest per query (k ≤ 64).
     TopkScan,
     /// [`SearchKernel::TopkScan`] over rows of whole vec4s, read 16 bytes a load.
     TopkScan4,

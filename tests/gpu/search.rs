@@ -59,7 +59,7 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 }
 
 /// The one-pass kernels at their edges: lists long enough for two levels of merges, k of exactly
-/// 64 (the last of blocks of 1024 rows), 65 (the first of blocks of 4096, tiles of four queries),
+/// 64 (the last of blocks of 2048 rows), 65 (the first of blocks of 4096, tiles of four queries),
 /// 256 and 1024 (the last one pass takes), codes too wide for a tile of eight queries (four,
 /// one histogram a batch), the widest that take eight (3 584 bits), a partial last tile, shards,
 /// rows of whole vec4s (read 16 bytes a load) and of words; bindings too small for the lists (the
@@ -68,7 +68,7 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     let Some(engine) = engine() else { return };
     // Bindings of 256 KiB: shards, and at k = 64 the 30 001-row corpus in two shards, its
-    // one-pass lists (4 224 words a query) still room for 15 queries a submission (at k = 1024
+    // one-pass lists (2 176 words a query) still room for 30 queries a submission (at k = 1024
     // room for two, so the histogram passes); 9 000 codes of 384 bits at k = 300, blocks of 4096
     // over two shards in one pass. Bindings of 16 KiB: the 30 001-row corpus's lists leave room
     // for none, so the histogram passes take the search. On one shard every case takes the one
@@ -184,8 +184,8 @@ fn corpus_reads_count_the_tiles_or_the_passes() {
     assert_eq!(long.corpus_reads(19, 64).unwrap(), 57);
 }
 
-/// Every row at the same distance: a block's 1024 (or 4096) entries all tie, so whole stripes of
-/// 256 ties sit before the kept ones; k in blocks of 1024 (up to 64), and in blocks of 4096 below,
+/// Every row at the same distance: a block's 2048 (or 4096) entries all tie, so whole stripes of
+/// 256 ties sit before the kept ones; k in blocks of 2048 (up to 64), and in blocks of 4096 below,
 /// at and past a stripe's width up to 1024, over one block and several.
 #[test]
 fn one_pass_search_keeps_the_lowest_rows_when_every_row_ties() {
