@@ -13,7 +13,8 @@ mod tables;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use edo::Format;
 use reports::bench::Config;
 
@@ -249,6 +250,29 @@ impl From<edo::Error> for Failure {
     }
 }
 
+/// The command line, parsed. A mistyped command that clap finds close to a hidden old name
+/// (`search-bench`) is offered the name it has now (`bench search`, from the old one's "Now `edo
+/// bench search`." help), not the old one.
+fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|mut e| {
+        if let Some(ContextValue::Strings(names)) = e.get(ContextKind::SuggestedSubcommand) {
+            let cmd = Cli::command();
+            let now = |name: &String| {
+                let about = cmd.find_subcommand(name).filter(|c| c.is_hide_set())?.get_about()?.to_string();
+                Some(about.split('`').nth(1)?.strip_prefix("edo ")?.to_string())
+            };
+            let mut offered: Vec<String> = Vec::new();
+            for name in names.iter().map(|n| now(n).unwrap_or_else(|| n.clone())) {
+                if !offered.contains(&name) {
+                    offered.push(name);
+                }
+            }
+            e.insert(ContextKind::SuggestedSubcommand, ContextValue::Strings(offered));
+        }
+        e.exit()
+    })
+}
+
 fn main() -> ExitCode {
     // `edo … | head` should end quietly when head has read enough, as other Unix tools do,
     // rather than panic on a failed print: restore the default SIGPIPE action Rust ignores.
@@ -263,7 +287,7 @@ fn main() -> ExitCode {
         // Nothing else runs yet: no other thread can be reading the environment.
         std::env::set_var("NODEVICE_SELECT", "1");
     }
-    let result = match Cli::parse().command {
+    let result = match parse().command {
         Command::Demo(c) => run_bench(c, true),
         Command::Bench(b) => match b.command {
             None => run_bench(b.gather, false),

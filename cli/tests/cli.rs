@@ -64,6 +64,11 @@ fn bad_arguments_fail_with_a_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(flag), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // A mistyped command is offered today's names, not the hidden old ones (`search-bench`).
+    let out = edo(&["search"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("'bench search'") && !err.contains("search-bench"), "{err}");
 }
 
 fn fixture(name: &str) -> String {
