@@ -35,6 +35,10 @@ struct Cli {
 enum Command {
     /// Quantise a built-in synthetic table to every format and compare memory, error and lookup
     /// speed on the GPU and the CPU path.
+    #[command(
+        mut_arg("rows", |a| a.help("Rows of the synthetic table [default: 1 000 000]")),
+        mut_arg("ids", |a| a.help("Ids per lookup, uniformly random [default: 65 536]"))
+    )]
     Demo(Common),
     /// Benchmarks: `edo bench suite` runs the whole matrix on every backend and writes JSON and
     /// an HTML report, `edo bench compare` sets runs side by side; `gather`, `search`, `cache`
@@ -119,15 +123,15 @@ enum BenchCommand {
 
 #[derive(Args)]
 struct Common {
-    /// Rows of the synthetic table [default: 1 000 000 for the demo; 2 000 000 for the
-    /// benchmark, whose FP32 table (1 GiB) and INT8 one (272 MB) are over 4× a large GPU's L2]
+    /// Rows of the synthetic table [default: 2 000 000, whose FP32 table (1 GiB) and INT8 one
+    /// (272 MB) are over 4× a large GPU's L2; `edo demo`: 1 000 000]
     #[arg(long)]
     rows: Option<usize>,
     /// Values per row.
     #[arg(long, default_value_t = 128)]
     dim: usize,
-    /// Ids per lookup, uniformly random [default: 65 536 for the demo; 1 048 576 for the
-    /// benchmark, so the rows and output a gather touches do not fit a GPU's L2]
+    /// Ids per lookup, uniformly random [default: 1 048 576, so the rows and output a gather
+    /// touches do not fit a GPU's L2; `edo demo`: 65 536]
     #[arg(long)]
     ids: Option<usize>,
     /// Timed repetitions (the median is reported).

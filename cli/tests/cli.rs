@@ -69,6 +69,10 @@ fn bad_arguments_fail_with_a_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("'bench search'") && !err.contains("search-bench"), "{err}");
+    // The demo's help gives the demo's defaults, the benchmark's its own.
+    let demo = String::from_utf8_lossy(&edo(&["demo", "--help"]).stdout).into_owned();
+    assert!(demo.contains("[default: 1 000 000]") && !demo.contains("2 000 000"), "{demo}");
+    assert!(String::from_utf8_lossy(&edo(&["bench", "--help"]).stdout).contains("[default: 2 000 000"));
 }
 
 fn fixture(name: &str) -> String {
