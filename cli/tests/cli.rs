@@ -739,6 +739,11 @@ fn ids_come_from_a_file_or_standard_input_and_bad_ones_say_why() {
     let bad = edo(&["lookup", t, "--ids-file", path.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("\"two\" is not an id"));
+    // A file with no ids in it is refused, not answered with nothing.
+    std::fs::write(&path, " \n,\n").unwrap();
+    let none = edo(&["lookup", t, "--ids-file", path.to_str().unwrap()]);
+    assert_eq!(none.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no ids in it"), "{}", String::from_utf8_lossy(&none.stderr));
     // A file of the wrong kind is malformed input (65), like a damaged one.
     assert_eq!(edo(&["lookup", &fixture("table_f32.npy"), "--ids", "1"]).status.code(), Some(65));
     assert_eq!(
