@@ -259,6 +259,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
     }
     let imported = a.source.read(&a.input)?;
     let (rows, dim) = (imported.rows(), imported.dim());
+    if rows == 0 {
+        eprintln!("edo: warning: {} has no rows: the table written holds none, and every id is out of its range", a.input.display());
+    }
     if imported.lossy_tokens > 0 {
         eprintln!("edo: warning: {} tokens were not valid UTF-8; they are stored with U+FFFD in place of the bad bytes", imported.lossy_tokens);
     }

@@ -760,8 +760,11 @@ fn a_table_of_no_rows_goes_everywhere_and_says_so() {
     let npy_path = dir.path("empty.npy");
     std::fs::write(&npy_path, edo::file::npy::write(edo::file::npy::Dtype::F32, &[0, 8], &[])).unwrap();
     let t = dir.path("empty.edo");
-    let out = ok(&["quantize", npy_path.to_str().unwrap(), "--format", "int8", "-o", t.to_str().unwrap()]);
+    let run = edo(&["quantize", npy_path.to_str().unwrap(), "--format", "int8", "-o", t.to_str().unwrap()]);
+    let (out, err) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert_eq!(run.status.code(), Some(0), "{err}");
     assert!(out.contains("0 × 8, 0 B packed") && !out.contains("smaller"), "{out}");
+    assert!(err.contains("has no rows"), "{err}");
     let out = ok(&["inspect", t.to_str().unwrap()]);
     assert!(out.contains("0 rows × 8 dim") && !out.contains("smaller"), "{out}");
     let bad = edo(&["lookup", t.to_str().unwrap(), "--ids", "0"]);
