@@ -349,6 +349,11 @@ fn requantize_keeps_the_same_format_and_decodes_for_another() {
         let aligned = source.clone().with_row_alignment(16).unwrap();
         let to = if from == Format::Int8 { Format::Q8_0 } else { Format::Int8 };
         assert_eq!(aligned.requantize(to).unwrap().row_alignment(), 16, "{from}");
+        // A table of no rows requantises to one of no rows.
+        let empty = PackedTable::quantize(from, &[], 0, dim).unwrap();
+        for to in Format::ALL {
+            assert_eq!(empty.requantize(to), PackedTable::quantize(to, &[], 0, dim), "{from} to {to}, no rows");
+        }
     }
 }
 
