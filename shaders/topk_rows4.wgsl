@@ -14,7 +14,7 @@
 // each word of the tile's queries is loaded once for all four.
 fn group_rows(r0: u32, wide: bool) -> Rows4 {
     let rw = params.corpus_row_words / 4u;
-    let last = params.shard_rows - 1u; // ≥ 0: the scan returns before blocks past the shard
+    let last = params.shard_rows - 1u; // shard_rows ≥ 1: the scan returns before blocks past the shard
     let p0 = min(r0, last) * rw;
     let p1 = min(r0 + 256u, last) * rw;
     let p2 = min(r0 + 512u, last) * rw;

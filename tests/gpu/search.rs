@@ -68,7 +68,7 @@ fn hamming_topk_on_the_gpu_equals_the_cpu_path() {
 fn one_pass_search_equals_the_cpu_path_at_its_edges() {
     let Some(engine) = engine() else { return };
     // Bindings of 256 KiB: shards, and at k = 64 the 30 001-row corpus in two shards, its
-    // one-pass lists (2 176 words a query) still room for 30 queries a submission (at k = 1024
+    // one-pass lists (2 048 words a query) still room for 32 queries a submission (at k = 1024
     // room for two, so the histogram passes); 9 000 codes of 384 bits at k = 300, blocks of 4096
     // over two shards in one pass. Bindings of 16 KiB: the 30 001-row corpus's lists leave room
     // for none, so the histogram passes take the search. On one shard every case takes the one
@@ -87,6 +87,8 @@ fn one_pass_search_equals_the_cpu_path_at_its_edges() {
         (1_200, 3_584, 30, Format::Binary),
         (9_000, 33, 65, Format::Binary),
         (5_000, 40, 64, Format::Binary),
+        // Blocks of 2048 at k = 64, 35 of them: two levels of merges.
+        (70_000, 32, 64, Format::Binary),
         (1_024, 64, 3, Format::Binary),
         // Rows of whole vec4s, read 16 bytes a load: 128 bits (a tile of eight), 384 bits at
         // k = 256, 3 968 bits (a tile of four).
