@@ -27,6 +27,37 @@ fn dists_or_none(r: u32, a: vec4<u32>, b: vec4<u32>) -> Dists {
     return Dists(select(a, vec4<u32>(NONE), past), select(b, vec4<u32>(NONE), past));
 }
 
+// A group's distances as group_rows (topk_rows*.wgsl) sums them: row r0 + 256·j's to queries 0–3
+// in aj, to 4–7 in bj. Named values, not an array (as Rows4).
+struct Sums {
+    a0: vec4<u32>,
+    a1: vec4<u32>,
+    a2: vec4<u32>,
+    a3: vec4<u32>,
+    b0: vec4<u32>,
+    b1: vec4<u32>,
+    b2: vec4<u32>,
+    b3: vec4<u32>,
+}
+
+// Where rows r0, r0 + 256, r0 + 512 and r0 + 768 of the shard start, in units of `per_row` a row.
+// Rows past the shard read its last row (shard_rows ≥ 1: main returns before blocks past the
+// shard), and group_of drops their distances.
+fn group_starts(r0: u32, per_row: u32) -> vec4<u32> {
+    let rows = vec4<u32>(r0) + vec4<u32>(0u, 256u, 512u, 768u);
+    return min(rows, vec4<u32>(params.shard_rows - 1u)) * per_row;
+}
+
+// The group of rows from r0 with sums `s`, NONE for rows past the shard.
+fn group_of(r0: u32, s: ptr<function, Sums>) -> Rows4 {
+    return Rows4(
+        dists_or_none(r0, (*s).a0, (*s).b0),
+        dists_or_none(r0 + 256u, (*s).a1, (*s).b1),
+        dists_or_none(r0 + 512u, (*s).a2, (*s).b2),
+        dists_or_none(r0 + 768u, (*s).a3, (*s).b3),
+    );
+}
+
 // Word w of query qi of the tile starting at query q0 (nt queries), zero past the tile.
 fn query_word(q0: u32, nt: u32, qi: u32, w: u32) -> u32 {
     var x = 0u;

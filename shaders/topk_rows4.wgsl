@@ -3,8 +3,8 @@
 // 97–128, 225–256, … bits), and nothing else in a row or rows aligned to 16 bytes (binary+scale,
 // whose scale word follows the codes, once PackedTable::with_row_alignment pads it). Shards hold
 // whole rows, so every row starts on a 16-byte boundary of its shard. Helpers for
-// hamming_topk_scan.wgsl (which declares `qtile`, `Dists`, `Rows4` and `dists_or_none`), as
-// topk_rows.wgsl.
+// hamming_topk_scan.wgsl (which declares `qtile`, `Rows4`, `Sums`, `group_starts` and
+// `group_of`), as topk_rows.wgsl.
 // Bindings: 2 shard4 (one shard of corpus codes, as vec4<u32>).
 
 @group(0) @binding(2) var<storage, read> shard4: array<vec4<u32>>;
@@ -13,20 +13,8 @@
 // distances to the tile's queries, NONE past the shard. The four rows are read side by side, so
 // each word of the tile's queries is loaded once for all four.
 fn group_rows(r0: u32, wide: bool) -> Rows4 {
-    let rw = params.corpus_row_words / 4u;
-    let last = params.shard_rows - 1u; // shard_rows ≥ 1: the scan returns before blocks past the shard
-    let p0 = min(r0, last) * rw;
-    let p1 = min(r0 + 256u, last) * rw;
-    let p2 = min(r0 + 512u, last) * rw;
-    let p3 = min(r0 + 768u, last) * rw;
-    var a0 = vec4<u32>(0u);
-    var a1 = vec4<u32>(0u);
-    var a2 = vec4<u32>(0u);
-    var a3 = vec4<u32>(0u);
-    var b0 = vec4<u32>(0u);
-    var b1 = vec4<u32>(0u);
-    var b2 = vec4<u32>(0u);
-    var b3 = vec4<u32>(0u);
+    let p = group_starts(r0, params.corpus_row_words / 4u);
+    var s = Sums();
     if (wide) {
         for (var v = 0u; v < params.code_words / 4u; v++) {
             let q = 8u * v; // qtile holds two vec4s a word
@@ -38,18 +26,18 @@ fn group_rows(r0: u32, wide: bool) -> Rows4 {
             let t5 = qtile[q + 5u];
             let t6 = qtile[q + 6u];
             let t7 = qtile[q + 7u];
-            let c0 = shard4[p0 + v];
-            let c1 = shard4[p1 + v];
-            let c2 = shard4[p2 + v];
-            let c3 = shard4[p3 + v];
-            a0 += popcounts4(c0, t0, t2, t4, t6);
-            b0 += popcounts4(c0, t1, t3, t5, t7);
-            a1 += popcounts4(c1, t0, t2, t4, t6);
-            b1 += popcounts4(c1, t1, t3, t5, t7);
-            a2 += popcounts4(c2, t0, t2, t4, t6);
-            b2 += popcounts4(c2, t1, t3, t5, t7);
-            a3 += popcounts4(c3, t0, t2, t4, t6);
-            b3 += popcounts4(c3, t1, t3, t5, t7);
+            let c0 = shard4[p.x + v];
+            let c1 = shard4[p.y + v];
+            let c2 = shard4[p.z + v];
+            let c3 = shard4[p.w + v];
+            s.a0 += popcounts4(c0, t0, t2, t4, t6);
+            s.b0 += popcounts4(c0, t1, t3, t5, t7);
+            s.a1 += popcounts4(c1, t0, t2, t4, t6);
+            s.b1 += popcounts4(c1, t1, t3, t5, t7);
+            s.a2 += popcounts4(c2, t0, t2, t4, t6);
+            s.b2 += popcounts4(c2, t1, t3, t5, t7);
+            s.a3 += popcounts4(c3, t0, t2, t4, t6);
+            s.b3 += popcounts4(c3, t1, t3, t5, t7);
         }
     } else {
         for (var v = 0u; v < params.code_words / 4u; v++) {
@@ -58,13 +46,13 @@ fn group_rows(r0: u32, wide: bool) -> Rows4 {
             let t1 = qtile[q + 1u];
             let t2 = qtile[q + 2u];
             let t3 = qtile[q + 3u];
-            a0 += popcounts4(shard4[p0 + v], t0, t1, t2, t3);
-            a1 += popcounts4(shard4[p1 + v], t0, t1, t2, t3);
-            a2 += popcounts4(shard4[p2 + v], t0, t1, t2, t3);
-            a3 += popcounts4(shard4[p3 + v], t0, t1, t2, t3);
+            s.a0 += popcounts4(shard4[p.x + v], t0, t1, t2, t3);
+            s.a1 += popcounts4(shard4[p.y + v], t0, t1, t2, t3);
+            s.a2 += popcounts4(shard4[p.z + v], t0, t1, t2, t3);
+            s.a3 += popcounts4(shard4[p.w + v], t0, t1, t2, t3);
         }
     }
-    return Rows4(dists_or_none(r0, a0, b0), dists_or_none(r0 + 256u, a1, b1), dists_or_none(r0 + 512u, a2, b2), dists_or_none(r0 + 768u, a3, b3));
+    return group_of(r0, &s);
 }
 
 // The distances of four code words `c` of a row to four queries, whose words are t0 (c.x's) to t3
