@@ -163,14 +163,11 @@ fn lookup_ids(a: &LookupArgs) -> Result<Vec<u32>, Failure> {
     match &a.ids_file {
         Some(path) => {
             let stdin = path.as_os_str() == "-";
-            let text = if stdin {
-                std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
-            } else {
-                std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?
-            };
+            let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
+            let text = if stdin { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
+            let text = text.map_err(|e| Failure::new(exit::NO_INPUT, format!("{name}: {e}")))?;
             let ids = parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?;
             if ids.is_empty() {
-                let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
                 return Err(Failure::new(exit::DATA, format!("{name}: no ids in it (row ids separated by commas, spaces or newlines)")));
             }
             Ok(ids)
