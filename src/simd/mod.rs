@@ -215,7 +215,8 @@ unsafe fn with_sse41<K: Kernel>(kernel: K, lanes: Sse41) -> K::Output {
 /// does. `F` holds eight `f32`, `I` eight 32-bit integers. Sealed: the crate's levels are the
 /// only implementations.
 ///
-/// Integer lanes hold values below 2³¹ wherever a comparison or conversion reads them as signed.
+/// Comparisons and conversions read integer lanes as signed (`i32`): every level the same way, so
+/// a lane from [`Lanes::signed_bytes`] converts to its negative value.
 #[allow(private_bounds)]
 pub trait Lanes: Copy + Sealed {
     /// Eight `f32`.
@@ -233,11 +234,14 @@ pub trait Lanes: Copy + Sealed {
     fn store(self, x: Self::F, out: &mut [f32; 8]);
     /// Lane `j` is `b[j]`, zero-extended.
     fn bytes(self, b: &[u8; 8]) -> Self::I;
+    /// Lane `j` is `b[j]` read as an `i8`, sign-extended: the byte's top bit copied into bits
+    /// 8 to 31.
+    fn signed_bytes(self, b: &[u8; 8]) -> Self::I;
     /// Lane `j` is `h[j]`, zero-extended.
     fn u16s(self, h: &[u16; 8]) -> Self::I;
     /// Lane `j` is bits `W·j .. W·j + W` of `x` (`W` of 1, 2 or 4).
     fn fields<const W: u32>(self, x: u32) -> Self::I;
-    /// Each lane's integer (below 2²⁴ in magnitude: exact) as `f32`.
+    /// Each lane's integer, read as an `i32` (below 2²⁴ in magnitude: exact), as `f32`.
     fn to_f32(self, x: Self::I) -> Self::F;
     /// `a + b`, one rounding.
     fn add(self, a: Self::F, b: Self::F) -> Self::F;
@@ -345,6 +349,10 @@ impl Lanes for Scalar {
         b.map(u32::from)
     }
     #[inline(always)]
+    fn signed_bytes(self, b: &[u8; 8]) -> [u32; 8] {
+        b.map(|x| x as i8 as u32)
+    }
+    #[inline(always)]
     fn u16s(self, h: &[u16; 8]) -> [u32; 8] {
         h.map(u32::from)
     }
@@ -434,7 +442,9 @@ mod tests {
                 let [x, y] = [l.bytes(&bytes), l.fields::<4>(w)];
                 let up =
                     [l.fields_up::<2, 0, 4>(w), l.fields_up::<2, 16, 4>(w), l.fields_up::<4, 0, 0>(w), l.fields_up::<1, 24, 3>(w), l.fields_up::<2, 8, 16>(w)];
-                for i in [x, y, l.fields::<2>(w), l.fields::<1>(w), l.u16s(&std::array::from_fn(|j| (w >> j) as u16))].into_iter().chain(up) {
+                for i in
+                    [x, y, l.signed_bytes(&bytes), l.fields::<2>(w), l.fields::<1>(w), l.u16s(&std::array::from_fn(|j| (w >> j) as u16))].into_iter().chain(up)
+                {
                     push(l.bitcast_f(i));
                     push(l.to_f32(i));
                 }

@@ -43,6 +43,11 @@ impl Lanes for Wasm128 {
         [u32x4_extend_low_u16x8(v), u32x4_extend_high_u16x8(v)]
     }
     #[inline(always)]
+    fn signed_bytes(self, b: &[u8; 8]) -> [v128; 2] {
+        let v = unsafe { i16x8_load_extend_i8x8(b.as_ptr().cast()) };
+        [i32x4_extend_low_i16x8(v), i32x4_extend_high_i16x8(v)]
+    }
+    #[inline(always)]
     fn u16s(self, h: &[u16; 8]) -> [v128; 2] {
         let v = unsafe { v128_load(h.as_ptr().cast()) };
         [u32x4_extend_low_u16x8(v), u32x4_extend_high_u16x8(v)]

@@ -49,6 +49,10 @@ impl Lanes for Avx2 {
         unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(b.as_ptr().cast())) }
     }
     #[inline(always)]
+    fn signed_bytes(self, b: &[u8; 8]) -> __m256i {
+        unsafe { _mm256_cvtepi8_epi32(_mm_loadl_epi64(b.as_ptr().cast())) }
+    }
+    #[inline(always)]
     fn u16s(self, h: &[u16; 8]) -> __m256i {
         unsafe { _mm256_cvtepu16_epi32(_mm_loadu_si128(h.as_ptr().cast())) }
     }
@@ -173,6 +177,13 @@ impl Lanes for Sse41 {
         unsafe {
             let v = _mm_loadl_epi64(b.as_ptr().cast());
             [_mm_cvtepu8_epi32(v), _mm_cvtepu8_epi32(_mm_srli_si128::<4>(v))]
+        }
+    }
+    #[inline(always)]
+    fn signed_bytes(self, b: &[u8; 8]) -> [__m128i; 2] {
+        unsafe {
+            let v = _mm_loadl_epi64(b.as_ptr().cast());
+            [_mm_cvtepi8_epi32(v), _mm_cvtepi8_epi32(_mm_srli_si128::<4>(v))]
         }
     }
     #[inline(always)]
