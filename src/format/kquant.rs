@@ -405,12 +405,17 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // in a row's last one of n values.
             let top = 2 * dst.len().div_ceil(16);
             let d = l.half(u16::from_le_bytes([p[16], p[17]]));
-            let affine = |sc: u8| Affine::OffsetScale(32.0, d * sc as i8 as f32);
+            // The sub-blocks' scales `d·sc`, eight at a time.
+            let mut scales = [0f32; 16];
+            for (s, sc) in scales.as_chunks_mut::<8>().0.iter_mut().zip(p[..16].as_chunks::<8>().0) {
+                l.store(l.mul(l.to_f32(l.signed_bytes(sc)), l.splat(d)), s);
+            }
+            let affine = |j: usize| Affine::OffsetScale(32.0, scales[j]);
             let (nibbles, high) = words[..top + top / 2].split_at(top);
             let (subs, rest) = dst.as_chunks_mut::<16>();
             let (pairs, _) = nibbles.as_chunks::<2>();
-            for (((sub, w), &high), &sc) in subs.iter_mut().zip(pairs).zip(high).zip(&p[..16]) {
-                let a = affine(sc);
+            for (j, ((sub, w), &high)) in subs.iter_mut().zip(pairs).zip(high).enumerate() {
+                let a = affine(j);
                 let codes = [l.or(l.fields::<4>(w[0]), l.fields_up::<2, 0, 4>(high)), l.or(l.fields::<4>(w[1]), l.fields_up::<2, 16, 4>(high))];
                 for (o, q) in sub.as_chunks_mut::<8>().0.iter_mut().zip(codes) {
                     l.store(a.lanes(l, q), o);
@@ -420,7 +425,7 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // gives whole octets: a width 1 to 7 past one comes through its scratch group).
             if let Ok(o) = <&mut [f32; 8]>::try_from(rest) {
                 let j = subs.len();
-                l.store(affine(p[j]).lanes(l, l.or(l.fields::<4>(nibbles[2 * j]), l.fields_up::<2, 0, 4>(high[j]))), o);
+                l.store(affine(j).lanes(l, l.or(l.fields::<4>(nibbles[2 * j]), l.fields_up::<2, 0, 4>(high[j]))), o);
             }
         }
     }
