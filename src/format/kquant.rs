@@ -381,10 +381,15 @@ impl<const BITS: usize> Groups<QK_K> for KBlock<BITS> {
             // Eight sub-blocks of 32 values: `d·sc · q − dmin·m`.
             let d = l.half(u16::from_le_bytes([p[0], p[1]]));
             let dmin = l.half(u16::from_le_bytes([p[2], p[3]]));
-            let affine = |j| {
-                let (sc, m) = Self::scale_min(&p[4..], j);
-                Affine::ScaleBias(d * sc as f32, -(dmin * m as f32))
-            };
+            // The sub-blocks' scales `d·sc` and minimums `dmin·m`, eight at a time.
+            let (mut sc, mut m) = ([0u8; 8], [0u8; 8]);
+            for j in 0..8 {
+                (sc[j], m[j]) = Self::scale_min(&p[4..], j);
+            }
+            let (mut scales, mut mins) = ([0f32; 8], [0f32; 8]);
+            l.store(l.mul(l.to_f32(l.bytes(&sc)), l.splat(d)), &mut scales);
+            l.store(l.mul(l.to_f32(l.bytes(&m)), l.splat(dmin)), &mut mins);
+            let affine = |j: usize| Affine::ScaleBias(scales[j], -mins[j]);
             let (subs, rest) = dst.as_chunks_mut::<32>();
             let (quads, _) = words.as_chunks::<4>();
             for (j, (sub, w)) in subs.iter_mut().zip(quads).enumerate() {
