@@ -1,12 +1,12 @@
 //! Fallible allocation of zeroed buffers: a table or an output too large for memory is
 //! [`Error::HostOutOfMemory`], not an aborted process (or, in a browser, an aborted module).
 //!
-//! On Linux, buffers of 4 MiB or more ask for transparent huge pages (`MADV_HUGEPAGE`; most
-//! distributions give them only to memory that asks). A gather reads rows at random all over a
+//! On Linux, buffers of 4 MiB or more ask for transparent huge pages (`MADV_HUGEPAGE`; many
+//! kernels give them only to memory that asks). A gather reads rows at random all over a
 //! table: with 4 KiB pages nearly every row of a table far larger than the TLB's reach costs a
 //! page walk, with 2 MiB pages a table of a few GB fits the TLB. CPU gathers of 2 000 000 × 128
-//! rows ran 1.1–1.4 × faster (docs/benchmarks.md, "Huge pages"). Tables mapped from files are
-//! file pages and keep the page size the kernel gives them.
+//! rows ran 1.05–1.57 × faster (docs/benchmarks.md, "FP8, the K-quants' scales and huge pages").
+//! Tables mapped from files are file pages and keep the page size the kernel gives them.
 
 use crate::Error;
 
