@@ -141,8 +141,8 @@ mod tests {
 
     /// FP8's decoder takes a shorter path for rows with no special code (e4m3's NaN, e5m2's
     /// infinities and NaNs): rows of every ordinary code, with one special code planted at each
-    /// place or none, under scales whose products are normal, subnormal, or whose rescale is not
-    /// normal, equal the reference on every level.
+    /// place or none, under scales whose products are normal or subnormal, and scales whose
+    /// rescale overflows (300 for e4m3's, 10³⁰ for both), equal the reference on every level.
     #[test]
     fn fp8_rows_with_and_without_special_codes_equal_the_reference_on_every_level() {
         for format in [Format::Fp8E4M3, Format::Fp8E5M2] {
@@ -150,7 +150,7 @@ mod tests {
             let ordinary: Vec<u8> = (0..=255u8).filter(|&c| !special(c)).collect();
             let specials: Vec<u8> = (0..=255u8).filter(|&c| special(c)).collect();
             for dim in [ordinary.len(), 40, 13] {
-                for scale in [1.0f32, 0.37, 3.1e-36, 1e-42, 2.5e-3] {
+                for scale in [1.0f32, 0.37, 3.1e-36, 1e-42, 2.5e-3, 300.0, 1e30] {
                     for plant in std::iter::once(None).chain((0..dim).step_by(5).map(Some)) {
                         let mut codes: Vec<u8> = (0..dim).map(|i| ordinary[(7 * i) % ordinary.len()]).collect();
                         if let Some(i) = plant {

@@ -117,8 +117,8 @@ impl<const E5M2: bool> Fp8<E5M2> {
     /// one mask clears the sign's copies between them, and one product rescales (its sign is the
     /// code's, as `rescale` is positive). The same bits as `values(code) · scale` wherever
     /// `rescale` is positive, finite and normal: that product is then exact, or the same single
-    /// rounding. Three operations on eight lanes where [`Self::values`] takes eight (e4m3) or eleven
-    /// (e5m2).
+    /// rounding. Three operations on eight lanes where [`Self::values`] and the scale's product take
+    /// nine (e4m3) or twelve (e5m2).
     #[inline(always)]
     fn plain_values<L: Lanes>(l: L, signed: L::I, rescale: L::F) -> L::F {
         let mask = 0x8000_0000 | 0x7F << (23 - Self::MANTISSA);
