@@ -27,34 +27,36 @@ pub(crate) fn zeroed<T: bytemuck::Zeroable>(len: usize, what: &'static str) -> R
         if ptr.is_null() {
             return Err(oom);
         }
-        advise_huge_pages(ptr.cast(), layout.size());
-        Ok(Vec::from_raw_parts(ptr, len, len))
+        let mut buf = Vec::from_raw_parts(ptr, len, len);
+        advise_huge_pages(&mut buf);
+        Ok(buf)
     }
 }
 
-/// Asks Linux to back the whole 2 MiB pages inside `bytes` bytes from `ptr` with transparent huge
-/// pages (`MADV_HUGEPAGE`), for buffers of 4 MiB or more. A hint: refused or not, nothing changes
-/// but speed.
+/// Asks Linux to back the whole 2 MiB pages inside `buf` with transparent huge pages
+/// (`MADV_HUGEPAGE`), for buffers of 4 MiB or more; best called before the pages are first
+/// written. A hint: refused or not, nothing changes but speed.
 #[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+pub(crate) fn advise_huge_pages<T>(buf: &mut [T]) {
     const HUGE: usize = 2 << 20;
+    let (ptr, bytes) = (buf.as_mut_ptr() as usize, std::mem::size_of_val(buf));
     if bytes < 2 * HUGE {
         return;
     }
-    let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize + bytes) / HUGE * HUGE;
+    let start = ptr.next_multiple_of(HUGE);
+    let end = (ptr + bytes) / HUGE * HUGE;
     if end > start {
-        // SAFETY: madvise with MADV_HUGEPAGE changes no memory contents; the range is inside the
-        // allocation and starts on a page.
+        // SAFETY: madvise with MADV_HUGEPAGE changes no memory contents; the range is inside
+        // `buf` and starts on a page.
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_ptr: *mut u8, _bytes: usize) {}
+pub(crate) fn advise_huge_pages<T>(_buf: &mut [T]) {}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::Error;
 
     #[test]
@@ -67,35 +69,37 @@ mod tests {
         }
     }
 
+    /// Whether the mapping that holds `addr` is advised for huge pages (the `hg` flag in
+    /// `/proc/self/smaps`); `None` where this kernel or sandbox does not say (no transparent huge
+    /// pages, or no `VmFlags` in smaps).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn huge_pages_advised(addr: usize) -> Option<bool> {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            return None;
+        }
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
+            if let Some((Ok(start), Ok(end))) = range.map(|(a, b)| (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))) {
+                inside = (start..end).contains(&addr);
+            } else if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
+                return Some(flags.split_whitespace().any(|f| f == "hg"));
+            }
+        }
+        assert!(!smaps.contains("VmFlags:"), "no mapping holds {addr:#x}");
+        None
+    }
+
     /// A buffer of 16 MiB is advised for transparent huge pages: the mapping that holds its
     /// middle carries the `hg` flag in `/proc/self/smaps`.
     #[cfg(target_os = "linux")]
     #[test]
     fn large_buffers_ask_for_huge_pages() {
-        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
-            eprintln!("SKIPPED: this kernel has no transparent huge pages");
-            return;
-        }
-        // The VmFlags of the mapping that holds `addr`.
-        let flags = |addr: usize| -> Vec<String> {
-            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let mut inside = false;
-            for line in smaps.lines() {
-                let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
-                if let Some((Ok(start), Ok(end))) = range.map(|(a, b)| (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))) {
-                    inside = (start..end).contains(&addr);
-                } else if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
-                    return flags.split_whitespace().map(str::to_owned).collect();
-                }
-            }
-            panic!("no mapping holds {addr:#x}");
-        };
-        if !std::fs::read_to_string("/proc/self/smaps").is_ok_and(|s| s.contains("VmFlags:")) {
-            eprintln!("SKIPPED: /proc/self/smaps lists no VmFlags here");
-            return;
-        }
         let large = super::zeroed::<u32>(4 << 20, "x").unwrap();
-        let middle = large.as_ptr() as usize + (8 << 20);
-        assert!(flags(middle).iter().any(|f| f == "hg"), "{:?}", flags(middle));
+        match huge_pages_advised(large.as_ptr() as usize + (8 << 20)) {
+            Some(advised) => assert!(advised),
+            None => eprintln!("SKIPPED: this kernel or sandbox does not list huge-page advice"),
+        }
     }
 }

@@ -581,7 +581,9 @@ impl Words {
 
     /// A copy of `words` starting on a cache line.
     fn aligned_copy(words: &[u32]) -> Words {
-        let mut copy = Words::at_line(vec![0; words.len() + 15], words.len());
+        let mut buf = vec![0; words.len() + 15];
+        crate::alloc::advise_huge_pages(&mut buf);
+        let mut copy = Words::at_line(buf, words.len());
         copy.as_mut().copy_from_slice(words);
         copy
     }
@@ -1043,6 +1045,21 @@ mod tests {
             }
         }
         assert!(aligned(&crate::synth::embedding_packed(33, 5, 1).unwrap()));
+    }
+
+    /// Large tables built in memory ask for huge pages (`alloc::advise_huge_pages`), and so do
+    /// their copies.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_tables_and_their_copies_ask_for_huge_pages() {
+        let t = PackedTable::quantize(Format::F32, &vec![0.5; 4 << 20], 1 << 15, 128).unwrap();
+        let middle = |t: &PackedTable| t.words().as_ptr() as usize + (8 << 20);
+        for (what, table) in [("built", &t), ("cloned", &t.clone())] {
+            match crate::alloc::tests::huge_pages_advised(middle(table)) {
+                Some(advised) => assert!(advised, "{what}"),
+                None => eprintln!("SKIPPED: this kernel or sandbox does not list huge-page advice"),
+            }
+        }
     }
 
     /// Every format's `pool_row` is `decode_row` and then `pool_values`, bit for bit.
