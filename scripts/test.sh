@@ -26,8 +26,9 @@ MALLOC_ARENA_MAX=2 cargo run --quiet --all-features --example soak -- --seconds 
 echo "== cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --quiet
 
-echo "== cargo clippy (warnings denied)"
+echo "== cargo clippy (warnings denied), with all features and with the default ones"
 cargo clippy --all-features --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --quiet -- -D warnings
 
 echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -q '^wasm32-unknown-unknown$'; then

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use edo::file::remote::{RangeReader, RemoteTable};
 use edo::file::TableFile;
 use edo::synth::{embedding_table, zipf_ids};
-use edo::{block_on, Bounds, Error, Format, GpuLookup, PackedTable};
+use edo::{block_on, Bounds, Error, Format, PackedTable};
 
 /// A file in memory, read by ranges, counting what it serves.
 #[derive(Clone, Default)]
@@ -178,6 +178,7 @@ mod http {
 
     use super::*;
     use edo::file::remote::HttpReader;
+    use edo::GpuLookup;
 
     #[derive(Clone, Copy, PartialEq)]
     enum Mode {
