@@ -99,13 +99,14 @@ fn exact(got: &[f32], want: &[f32]) -> Result<(), String> {
 /// One operation, chosen by `op`, checked against the CPU path.
 fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
     let e = |e: edo::Error| e.to_string();
+    let ec = |e: edo::CoreError| e.to_string();
     match op {
         0 => {
             let gpu = &f.tables[rng.below(f.tables.len() as u32) as usize];
             let n = 1 + rng.below(3000) as usize;
             let ids = ids(rng, n, ROWS);
             let got = block_on(gpu.gather(&ids, Bounds::Zero)).map_err(e)?;
-            exact(&got, &edo::cpu::gather(gpu.host(), &ids, Bounds::Zero).map_err(e)?)
+            exact(&got, &edo::cpu::gather(gpu.host(), &ids, Bounds::Zero).map_err(ec)?)
         }
         1 => {
             let gpu = &f.tables[rng.below(f.tables.len() as u32) as usize];
@@ -116,7 +117,7 @@ fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
             let bags = Bags::new(&ids, &offsets).include_last_offset(true);
             let pooling = if rng.below(2) == 0 { Pooling::Sum } else { Pooling::Mean };
             let got = block_on(gpu.bag(&bags, pooling, Bounds::Zero)).map_err(e)?;
-            let want = edo::cpu::embedding_bag(gpu.host(), &bags, pooling, Bounds::Zero).map_err(e)?;
+            let want = edo::cpu::embedding_bag(gpu.host(), &bags, pooling, Bounds::Zero).map_err(ec)?;
             close(&got, &want, ids.len() as f32, 2.0)
         }
         2 => {
@@ -143,12 +144,12 @@ fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
                 ids[7] = u32::MAX;
             }
             let got = block_on(f.cache.gather(&ids, Bounds::Zero)).map_err(e)?;
-            exact(&got, &edo::cpu::gather(&f.cache.host().source, &ids, Bounds::Zero).map_err(e)?)
+            exact(&got, &edo::cpu::gather(&f.cache.host().source, &ids, Bounds::Zero).map_err(ec)?)
         }
         _ => {
             let bits = f.codes.host();
             let (first, w) = (rng.below(ROWS as u32 - 8) as usize, bits.row_words());
-            let q = PackedTable::from_words(Format::Binary, 8, DIM, bits.words()[first * w..(first + 8) * w].to_vec()).map_err(e)?;
+            let q = PackedTable::from_words(Format::Binary, 8, DIM, bits.words()[first * w..(first + 8) * w].to_vec()).map_err(ec)?;
             let got = block_on(f.codes.hamming_topk(&q, 10)).map_err(e)?;
             let want = edo::search::hamming_topk(bits, &q, 10).map_err(e)?;
             if (got.ids, got.distances) != (want.ids, want.distances) {

@@ -3,7 +3,8 @@
 # backend, the GPU path against the CPU oracle (needs a Vulkan/Metal/DX12 adapter; lavapipe works —
 # without one the GPU tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a
 # failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
-# and wasm32 for the library and the browser crate), and the browser tests (headless Chromium;
+# and wasm32 for the library and the browser crate; edo-core, the CPU-path crate, for WASI and
+# aarch64 too, with no wgpu in its dependencies), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
 # threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
@@ -30,10 +31,24 @@ echo "== cargo clippy (warnings denied), with all features and with the default 
 cargo clippy --all-features --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet -- -D warnings
 
-echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
-if command -v rustup >/dev/null && ! rustup target list --installed | grep -q '^wasm32-unknown-unknown$'; then
-    rustup target add wasm32-unknown-unknown
+# Targets the checks below build for (.ci/run installs them; a developer's rustup adds them here).
+for target in wasm32-unknown-unknown wasm32-wasip1 aarch64-unknown-linux-gnu; do
+    if command -v rustup >/dev/null && ! rustup target list --installed | grep -q "^$target\$"; then
+        rustup target add "$target"
+    fi
+done
+
+echo "== edo-core: no wgpu among its dependencies on any platform, and clippy for WASI and aarch64"
+if cargo tree -p edo-core -e normal --target all --prefix none | grep -q '^wgpu'; then
+    echo "edo-core depends on wgpu: the CPU-path crate must build without the GPU stack" >&2
+    cargo tree -p edo-core -e normal --target all -i wgpu >&2 || true
+    exit 1
 fi
+for target in wasm32-wasip1 aarch64-unknown-linux-gnu wasm32-unknown-unknown; do
+    cargo clippy -p edo-core --target "$target" --all-targets --quiet -- -D warnings
+done
+
+echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 cargo clippy --lib --target wasm32-unknown-unknown --quiet -- -D warnings
 cargo clippy -p edo-web --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::format::{EncodeError, Format};
+use crate::format::Format;
 
 /// Everything that can go wrong in edo, with the fields a caller needs to act on it. New kinds of
 /// error may be added (`#[non_exhaustive]`): a `match` needs a `_` arm.
@@ -332,11 +332,33 @@ pub enum Error {
     },
 }
 
-impl Error {
-    pub(crate) fn from_encode(row: usize, e: EncodeError, format: Format) -> Self {
+/// edo-core's errors under the names they have here, so that a `match` on an [`Error`] sees the
+/// same variant whether the formats, the CPU path or the GPU path found the case.
+impl From<edo_core::Error> for Error {
+    fn from(e: edo_core::Error) -> Self {
+        use edo_core::Error as E;
         match e {
-            EncodeError::NonFinite { col, value } => Error::NonFinite { row, col, value },
-            EncodeError::OutOfRange { col, value } => Error::OutOfRange { row, col, value, format },
+            E::NonFinite { row, col, value } => Error::NonFinite { row, col, value },
+            E::OutOfRange { row, col, value, format } => Error::OutOfRange { row, col, value, format },
+            E::ZeroDim => Error::ZeroDim,
+            E::ShapeMismatch { what, expected, actual } => Error::ShapeMismatch { what, expected, actual },
+            E::IdOutOfRange { index, id, rows } => Error::IdOutOfRange { index, id, rows },
+            E::LimitExceeded { what, requested, max } => Error::LimitExceeded { what, requested, max },
+            E::HostOutOfMemory { what, bytes } => Error::HostOutOfMemory { what, bytes },
+            E::NonFiniteWeight { index, value } => Error::NonFiniteWeight { index, value },
+            E::BadOffsets { index, value, reason } => Error::BadOffsets { index, value, reason },
+            E::Unsupported(u) => Error::Unsupported(u.into()),
+        }
+    }
+}
+
+impl From<edo_core::Unsupported> for Unsupported {
+    fn from(u: edo_core::Unsupported) -> Self {
+        use edo_core::Unsupported as U;
+        match u {
+            U::PoolingNoneOverSeveralTables => Unsupported::PoolingNoneOverSeveralTables,
+            U::RowAlignment { bytes } => Unsupported::RowAlignment { bytes },
+            U::WeightsWithMeanOrMax => Unsupported::WeightsWithMeanOrMax,
         }
     }
 }
@@ -373,6 +395,13 @@ pub enum Unsupported {
     /// This GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors.
     #[error("this GGUF tensor type: edo reads F32, F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors")]
     GgufTensorType,
+    /// A table format the GPU path has no decoder for (edo-core has the format; the GPU path
+    /// does not yet): look it up on the CPU path.
+    #[error("{format} tables on the GPU (the CPU path reads them)")]
+    GpuDecoder {
+        /// The format.
+        format: Format,
+    },
     /// Hamming search needs binary codes (Format::Binary or BinaryScaled).
     #[error("Hamming search needs binary codes (Format::Binary or BinaryScaled)")]
     HammingOfNonBinaryCodes,

@@ -39,41 +39,41 @@ macro_rules! wgsl {
     };
 }
 
-mod alloc;
 mod backend;
-mod bags;
-mod bounds;
 pub mod cache;
-pub mod cpu;
 mod error;
 pub mod file;
-pub mod format;
 pub mod gpu;
 pub mod hash;
 mod lookup;
 pub mod mixed;
 pub mod model;
 mod oneshot;
-pub mod par;
 pub mod plan;
 pub mod prune;
 pub mod qr;
 mod request;
 pub mod search;
-mod simd;
 mod source;
+
+// The layer below: formats, SIMD levels, the CPU path (edo-core, no GPU). Its modules keep the
+// paths they had in this crate (`edo::format`, `edo::cpu`, `edo::par`).
+pub use edo_core::{cpu, format, par};
+use edo_core::{alloc, bags, bounds, simd};
 
 /// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
-pub mod synth;
+pub use edo_core::synth;
 #[cfg(not(feature = "synth"))]
-#[allow(dead_code, missing_docs)]
-mod synth;
+use edo_core::synth;
 
 pub use backend::{Backend, Placeable, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::{Cause, CauseError, Error, Unsupported};
+/// The errors of edo-core's own calls (quantising, the CPU path's lookups), before they become
+/// an [`Error`] (`?` and `.into()` convert each to the variant of the same name).
+pub use edo_core::{Error as CoreError, Unsupported as CoreUnsupported};
 pub use format::{Codec, Format, PackedTable};
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,

@@ -129,7 +129,7 @@ impl PrunedTable {
         for (dst, &r) in words.chunks_exact_mut(rw.max(1)).zip(&self.remap) {
             dst.copy_from_slice(if r == ABSENT { zero.row(0) } else { self.table.row(r as usize) });
         }
-        PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)?.with_row_alignment(self.table.row_alignment())
+        Ok(PackedTable::from_words(self.table.format(), self.remap.len(), self.dim(), words)?.with_row_alignment(self.table.row_alignment())?)
     }
 
     /// The `.edo` file's bytes of a reordered table: its stored rows and its id map, so a reader

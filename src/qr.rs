@@ -47,7 +47,7 @@ pub fn bag(
     bags.validate(pooling, None)?;
     let rows = gather(quotient, remainder, bags.indices, combine, bounds)?;
     let dim = if combine == QrCombine::Concat { 2 * quotient.dim() } else { quotient.dim() };
-    crate::cpu::pool_rows(rows, dim, bags, pooling)
+    Ok(crate::cpu::pool_rows(rows, dim, bags, pooling)?)
 }
 
 /// Quotient-remainder lookup on the CPU: `quotient` has `ceil(N / m)` rows, `remainder` has `m`;

@@ -81,8 +81,8 @@ impl<'a> Request<'a> {
     /// weights and pooling of bags) before anything is computed or built.
     pub fn check(&self, rows: usize, dim: usize) -> Result<(), Error> {
         match self.select {
-            Select::Ids(ids) => self.bounds.check(ids, rows),
-            Select::Bags(bags, pooling) => BagPlan::new(&[(rows, dim)], bags.len(), &bags, pooling, self.bounds).map(|_| ()),
+            Select::Ids(ids) => Ok(self.bounds.check(ids, rows)?),
+            Select::Bags(bags, pooling) => Ok(BagPlan::new(&[(rows, dim)], bags.len(), &bags, pooling, self.bounds).map(|_| ())?),
         }
     }
 

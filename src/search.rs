@@ -21,7 +21,7 @@ use std::marker::PhantomData;
 
 pub use codes::{CodeTransform, ItqOptions};
 
-use crate::format::{dispatch, Codec, Format, PackedTable};
+use crate::format::{Codec, CodecVisitor, Format, PackedTable};
 use crate::simd::{Kernel, Lanes};
 use crate::Error;
 
@@ -78,7 +78,7 @@ impl Scored {
 /// Binary codes of f32 queries (`bit = x > 0`), as the binary format packs table rows.
 pub fn binarize(queries: &[f32], dim: usize) -> Result<PackedTable, Error> {
     let n = queries.len().checked_div(dim).unwrap_or(0);
-    PackedTable::quantize(Format::Binary, queries, n, dim)
+    Ok(PackedTable::quantize(Format::Binary, queries, n, dim)?)
 }
 
 /// The binary codes of float `queries`: through `transform` if there is one (its dim must be
@@ -515,10 +515,20 @@ pub fn dot_topk(table: &PackedTable, queries: &[f32], k: usize) -> Result<Scored
     }
     crate::par::for_each_chunk_mut(&mut out, k_eff, 1, |first, block| {
         let nb = block.len() / k_eff;
-        dispatch!(table.format(), C => crate::simd::run(DotBlock::<C>(PhantomData, (table, &queries[first * dim..(first + nb) * dim], k_eff, block))));
+        table.format().visit(DotBlocks((table, &queries[first * dim..(first + nb) * dim], k_eff, block)));
         None::<()>
     });
     Ok(split_scored(out, k_eff))
+}
+
+/// [`DotBlock`] for the codec of a runtime format.
+struct DotBlocks<'a>((&'a PackedTable, &'a [f32], usize, &'a mut [(u32, f32)]));
+
+impl CodecVisitor for DotBlocks<'_> {
+    type Output = ();
+    fn visit<C: Codec>(self) {
+        crate::simd::run(DotBlock::<C>(PhantomData, self.0))
+    }
 }
 
 /// [`dot_block`] as a [`Kernel`].

@@ -2,7 +2,7 @@
 //! from PyTorch's definition, and the typed errors of bad offsets. No GPU needed.
 
 use edo::synth::{embedding_table, Rng};
-use edo::{Bags, Bounds, Error, Format, Layout, PackedTable, Pooling};
+use edo::{Bags, Bounds, CoreError as Error, Format, Layout, PackedTable, Pooling};
 
 /// PyTorch's EmbeddingBag, written as plainly as possible over decoded rows (f64 accumulation).
 fn reference(rows: &[Vec<f32>], indices: &[u32], offsets: &[usize], weights: Option<&[f32]>, pooling: Pooling, bounds: Bounds) -> Vec<Vec<f64>> {
@@ -229,8 +229,8 @@ fn mixed_tables_gather_on_all_cores_and_bag_like_their_rows() {
         assert_eq!(mixed.bag(&bags, pooling, Bounds::Error).unwrap(), want, "{pooling:?}");
     }
     // Checked before any row is read.
-    assert!(matches!(mixed.bag(&Bags::new(&[1, 2000], &[0]), Pooling::Sum, Bounds::Error), Err(Error::IdOutOfRange { index: 1, id: 2000, .. })));
-    assert!(matches!(mixed.bag(&Bags::new(&[1, 2], &[0, 3]), Pooling::Sum, Bounds::Zero), Err(Error::BadOffsets { .. })));
+    assert!(matches!(mixed.bag(&Bags::new(&[1, 2000], &[0]), Pooling::Sum, Bounds::Error), Err(edo::Error::IdOutOfRange { index: 1, id: 2000, .. })));
+    assert!(matches!(mixed.bag(&Bags::new(&[1, 2], &[0, 3]), Pooling::Sum, Bounds::Zero), Err(edo::Error::BadOffsets { .. })));
     // The closed enum dispatches to the same code.
     let any: AnyTable = mixed.clone().into();
     assert_eq!(any.bag(&bags, Pooling::Mean, Bounds::Error).unwrap(), mixed.bag(&bags, Pooling::Mean, Bounds::Error).unwrap());
@@ -258,6 +258,6 @@ fn quotient_remainder_bags_pool_the_combined_rows() {
     }
     assert!(matches!(
         qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
-        Err(Error::IdOutOfRange64 { index: 3, id: 70, .. })
+        Err(edo::Error::IdOutOfRange64 { index: 3, id: 70, .. })
     ));
 }

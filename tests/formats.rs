@@ -2,7 +2,7 @@
 //! packbits, FBGEMM fused rows), edge cases, typed errors. No GPU needed.
 
 use edo::synth::{embedding_table, Rng};
-use edo::{Bounds, Error, Format, PackedTable};
+use edo::{Bounds, CoreError as Error, Format, PackedTable};
 
 const DIMS: [usize; 8] = [1, 3, 7, 8, 33, 100, 384, 1000];
 

@@ -87,7 +87,7 @@ fn k_quants_decode_as_the_gguf_package() {
         for (r, row) in want.chunks_exact(512).enumerate() {
             let again = match PackedTable::quantize(format, row, 1, 512) {
                 Ok(t) => t.dequantize(),
-                Err(Error::OutOfRange { value, .. }) if value.abs() > 65504.0 * 15.0 => continue,
+                Err(edo::CoreError::OutOfRange { value, .. }) if value.abs() > 65504.0 * 15.0 => continue,
                 Err(e) => panic!("{name} row {r}: {e}"),
             };
             for (c, ((x, y), b)) in row.iter().zip(&again).zip(format.error_bounds(row)).enumerate() {

@@ -8,6 +8,13 @@ use naga::back::PipelineConstants;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use std::collections::HashSet;
 
+use edo::gpu::decoders::{has_wide_reads, WgslDecoder};
+
+/// `format`'s GPU decoder (every format has one).
+fn wgsl_of(format: Format) -> WgslDecoder {
+    edo::gpu::decoders::decoder(format).unwrap_or_else(|| panic!("{format}: no GPU decoder"))
+}
+
 include!("../src/gpu/wgsl_min.rs");
 
 /// The override values the engine uses: every workgroup shape it makes, as the kernel's shape
@@ -145,28 +152,28 @@ fn shader_files_document_their_layout() {
     // The files on disk are exactly the kernel table's drivers and the formats' decoders.
     let kernels: Vec<_> = ShaderId::all().into_iter().map(|s| s.kernel().0).collect();
     let listed_drivers: HashSet<&str> = kernels.iter().map(|k| k.driver.text()).collect();
-    let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|f| f.wgsl().0).collect();
+    let listed_decoders: HashSet<&str> = Format::ALL.iter().map(|&f| wgsl_of(f).wgsl).collect();
     assert_eq!(drivers, listed_drivers.len(), "every driver file is a kernel's, and every kernel's driver is a file");
     assert_eq!(decoders, listed_decoders.len(), "every decoder file is a format's, and every format's decoder is a file");
-    let listed_wide: HashSet<&str> = Format::ALL.iter().filter_map(|f| f.wgsl_wide()).collect();
+    let listed_wide: HashSet<&str> = Format::ALL.iter().filter_map(|&f| wgsl_of(f).wide).collect();
     assert_eq!(wide_decoders, listed_wide.len(), "every decode_*_16.wgsl is a format's 16-byte reads, and each of those a file");
     // Every kernel that decodes words gets each decoder but one: the vec4 gather of FP32 is its
     // own driver, with 16-byte loads and no decoder.
     let all = ShaderId::all();
     let decoder = |s: &ShaderId| s.kernel().0.decoder;
     let word_pairs: HashSet<(&str, &str)> =
-        all.iter().filter(|s| decoder(s) == Decoder::Words).map(|s| (s.kernel().0.driver.text(), s.format().unwrap().wgsl().0)).collect();
+        all.iter().filter(|s| decoder(s) == Decoder::Words).map(|s| (s.kernel().0.driver.text(), wgsl_of(s.format().unwrap()).wgsl)).collect();
     let word_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decoder == Decoder::Words).map(|k| k.driver.text()).collect();
     assert_eq!(word_pairs.len(), word_drivers.len() * listed_decoders.len() - 1);
     assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
     // Every format with 16-byte reads has a gather and a bag that use them (FP16's gather unpacks
     // its rows itself: gather_rows8_f16.wgsl, no decoder).
-    for f in Format::ALL.iter().filter(|f| f.has_wide_reads()) {
+    for f in Format::ALL.iter().filter(|&&f| has_wide_reads(f)) {
         let (gather, bag) = (ShaderId::GatherWide { format: *f }, ShaderId::BagWide { format: *f });
         assert!(all.contains(&gather) && all.contains(&bag), "{f}");
         assert_eq!(decoder(&bag), Decoder::Wide);
         assert_eq!(decoder(&gather), if *f == Format::F16 { Decoder::None } else { Decoder::Wide }, "{f}");
-        assert!(bag.source().contains(f.wgsl_wide().unwrap()));
+        assert!(bag.source().contains(wgsl_of(*f).wide.unwrap()));
     }
     // The sources are all (driver, helpers, decoder) triples, each assembled differently (bag's
     // vec4 variant and binary+scale are override constants, not sources): a kernel that reads its
@@ -175,8 +182,8 @@ fn shader_files_document_their_layout() {
         .iter()
         .map(|s| {
             let decoders = match (decoder(s), s.format()) {
-                (Decoder::Words, Some(f)) => vec![f.wgsl().0],
-                (Decoder::Wide, Some(f)) => vec![f.wgsl().0, f.wgsl_wide().unwrap()],
+                (Decoder::Words, Some(f)) => vec![wgsl_of(f).wgsl],
+                (Decoder::Wide, Some(f)) => vec![wgsl_of(f).wgsl, wgsl_of(f).wide.unwrap()],
                 _ => vec![],
             };
             (s.kernel().0.driver.text(), s.kernel().0.helpers, decoders)
@@ -267,7 +274,7 @@ fn the_fp32_gather_reads_16_bytes_per_load() {
 #[test]
 fn aligned_rows_read_16_bytes_per_load() {
     let wide = [Format::F16, Format::Int8, Format::Q8_0, Format::Fp8E4M3, Format::Fp8E5M2];
-    assert_eq!(Format::ALL.iter().filter(|f| f.has_wide_reads()).copied().collect::<Vec<_>>(), wide);
+    assert_eq!(Format::ALL.iter().filter(|&&f| has_wide_reads(f)).copied().collect::<Vec<_>>(), wide);
     for format in wide {
         let (gather, bag) = (ShaderId::GatherWide { format }, ShaderId::BagWide { format });
         assert_eq!(u32_loads(gather).1, 1, "{format}: one vec4<u32> load a step");

@@ -207,6 +207,13 @@ impl Failure {
     }
 }
 
+/// edo-core's errors (quantising, the CPU path) as the edo errors of the same name.
+impl From<edo::CoreError> for Failure {
+    fn from(e: edo::CoreError) -> Failure {
+        edo::Error::from(e).into()
+    }
+}
+
 impl From<edo::Error> for Failure {
     fn from(e: edo::Error) -> Failure {
         use edo::Error as E;

@@ -406,7 +406,7 @@ fn quantize_with_progress(values: &[f32], rows: usize, dim: usize, format: Forma
     for start in (0..rows).step_by(block) {
         let n = block.min(rows - start);
         let quantize = if min_error { PackedTable::quantize_min_error } else { PackedTable::quantize };
-        let part = quantize(format, &values[start * dim..(start + n) * dim], n, dim).map_err(|e| match e {
+        let part = quantize(format, &values[start * dim..(start + n) * dim], n, dim).map_err(|e| match Error::from(e) {
             Error::NonFinite { row, col, value } => Error::NonFinite { row: row + start, col, value },
             Error::OutOfRange { row, col, value, format } => Error::OutOfRange { row: row + start, col, value, format },
             e => e,

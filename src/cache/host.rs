@@ -479,6 +479,6 @@ impl<S: RowSource> HostCache<S> {
         let n = ids.len();
         let local = PackedTable::from_words(format, n, dim, packed)?;
         let local_ids: Vec<u32> = resolved.iter().enumerate().map(|(p, r)| if r.is_some() { p as u32 } else { u32::MAX }).collect();
-        crate::cpu::gather(&local, &local_ids, Bounds::Zero)
+        Ok(crate::cpu::gather(&local, &local_ids, Bounds::Zero)?)
     }
 }

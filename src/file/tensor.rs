@@ -133,8 +133,8 @@ impl Imported {
     /// `format`, or decoded and requantised otherwise.
     pub fn to_format(&self, format: Format) -> Result<PackedTable, Error> {
         match &self.table {
-            Table::Dense { data, rows, dim } => PackedTable::quantize(format, data, *rows, *dim),
-            Table::Packed(t) => t.requantize(format),
+            Table::Dense { data, rows, dim } => Ok(PackedTable::quantize(format, data, *rows, *dim)?),
+            Table::Packed(t) => Ok(t.requantize(format)?),
         }
     }
 }
@@ -264,7 +264,7 @@ pub(crate) fn from_unpadded(format: Format, rows: usize, dim: usize, data: &[u8]
     }
     if rows == 0 {
         // Nothing to allocate: the width alone is the file's claim, not its bytes.
-        return PackedTable::from_words(format, 0, dim, Vec::new());
+        return Ok(PackedTable::from_words(format, 0, dim, Vec::new())?);
     }
     let mut table = PackedTable::zeroed(format, rows, dim, "imported table")?;
     let mut src_bytes = vec![0u8; src_row];

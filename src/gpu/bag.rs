@@ -246,12 +246,12 @@ impl Resident {
 
 /// The bag kernel for tables of `format` placed as `tables`; `vec4` when the quad kernel may run
 /// (every dim a multiple of 4, pooling). Tables of a format with 16-byte reads
-/// ([`Format::has_wide_reads`]) whose rows start on 16-byte boundaries and whose dims are
+/// ([`has_wide_reads`](super::decoders::has_wide_reads)) whose rows start on 16-byte boundaries and whose dims are
 /// multiples of 16 get the kernel that reads a lane's sixteen columns of a row at once: the 8-bit
 /// formats' rows aligned to 16 bytes, FP16's rows of such dims without an alignment.
 pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
     let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
-    if vec4 && format.has_wide_reads() && tables.iter().all(aligned) {
+    if vec4 && super::decoders::has_wide_reads(format) && tables.iter().all(aligned) {
         return ShaderId::BagWide { format };
     }
     ShaderId::Bag { format, vec4 }

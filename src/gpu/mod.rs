@@ -8,6 +8,7 @@
 
 mod any;
 mod bag;
+pub mod decoders;
 mod cache;
 mod hash;
 mod job;

@@ -4,12 +4,13 @@
 //! workgroup shape, which together determine everything a pipeline is made of.
 //!
 //! A module is the kernel's helpers (`*_common.wgsl`) + the format's decoder
-//! (`decode_<format>.wgsl`, from [`crate::Codec::WGSL`], when the kernel decodes rows) + its
+//! (`decode_<format>.wgsl`, from [`super::decoders`], when the kernel decodes rows) + its
 //! driver (bindings and the entry point), concatenated: WGSL resolves module-scope names in any
 //! order, so a decoder can read the shard through the `word()` a helper defines (over the shard as
 //! u32 words, or as 16-byte words for the kernels that read rows 16 bytes at a time), and no
 //! preprocessor is needed.
 
+use super::decoders::{self, has_wide_reads};
 use crate::format::Format;
 
 /// A WGSL file of `shaders/`. Kernels name their files with these, and each file's text is in
@@ -450,7 +451,7 @@ impl ShaderId {
             .flat_map(|&format| [false, true].map(|vec4| [ShaderId::Gather { format, vec4 }, ShaderId::Bag { format, vec4 }]))
             .flatten()
             .chain(Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::GatherF16 { format, vec4 })))
-            .chain(Format::ALL.iter().filter(|f| f.has_wide_reads()).flat_map(|&format| [ShaderId::GatherWide { format }, ShaderId::BagWide { format }]))
+            .chain(Format::ALL.iter().filter(|&&f| has_wide_reads(f)).flat_map(|&format| [ShaderId::GatherWide { format }, ShaderId::BagWide { format }]))
             .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
@@ -466,7 +467,7 @@ impl ShaderId {
     /// multiples of 256).
     pub fn gather(format: Format, dim: usize, row_words: usize) -> ShaderId {
         let unit = if format == Format::F16 { 8 } else { 16 };
-        if format.has_wide_reads() && dim.is_multiple_of(unit) && row_words.is_multiple_of(4) {
+        if has_wide_reads(format) && dim.is_multiple_of(unit) && row_words.is_multiple_of(4) {
             return ShaderId::GatherWide { format };
         }
         ShaderId::Gather { format, vec4: dim.is_multiple_of(4) }
@@ -535,10 +536,12 @@ impl ShaderId {
     /// driver.
     pub fn source(self) -> String {
         let (kernel, format) = self.kernel();
-        let decoder = match (kernel.decoder, format) {
-            (Decoder::Words, Some(f)) => vec![f.wgsl().0],
+        // A format the GPU path has no decoder for never reaches a kernel: uploads refuse it
+        // (`decoders::require`).
+        let decoder = match (kernel.decoder, format.and_then(decoders::decoder)) {
+            (Decoder::Words, Some(d)) => vec![d.wgsl],
             // A format without 16-byte reads decodes sixteen values as four quads of words.
-            (Decoder::Wide, Some(f)) => vec![f.wgsl().0, f.wgsl_wide().unwrap_or(Src::BagDecode16.text())],
+            (Decoder::Wide, Some(d)) => vec![d.wgsl, d.wide.unwrap_or(Src::BagDecode16.text())],
             _ => vec![],
         };
         kernel.helpers.iter().map(|h| h.text()).chain(decoder).chain([kernel.driver.text()]).collect()
@@ -548,7 +551,7 @@ impl ShaderId {
     /// decoder's. The workgroup shape's (`WG_X`, `WG_Y` or `WG`) are added per pipeline.
     pub fn constants(self) -> Vec<(&'static str, f64)> {
         let (kernel, format) = self.kernel();
-        let decoder = format.filter(|_| kernel.decoder != Decoder::None).map_or(&[][..], |f| f.wgsl().1);
+        let decoder = format.filter(|_| kernel.decoder != Decoder::None).and_then(decoders::decoder).map_or(&[][..], |d| d.constants);
         kernel.constants.iter().chain(decoder).copied().collect()
     }
 

@@ -71,6 +71,7 @@ impl Resident {
             return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
         };
         let format = first.format();
+        super::decoders::require(format)?;
         let cap_words = ctx.max_binding_bytes / 4;
         let mut placements = Vec::with_capacity(tables.len());
         let mut total_words = 0u64;
@@ -138,6 +139,7 @@ impl Resident {
         if dim == 0 {
             return Err(Error::ZeroDim);
         }
+        super::decoders::require(format)?;
         let row_words = format.row_words(dim) as u64;
         let cap_words = ctx.max_binding_bytes / 4;
         if row_words > cap_words {

@@ -132,7 +132,7 @@ impl CodeTransform {
     pub fn encode(&self, x: &[f32]) -> Result<PackedTable, Error> {
         let y = self.apply(x)?;
         let dim = self.dim();
-        PackedTable::quantize(Format::Binary, &y, y.len() / dim, dim)
+        Ok(PackedTable::quantize(Format::Binary, &y, y.len() / dim, dim)?)
     }
 }
 

@@ -17,7 +17,7 @@ fn aligned_rows_gather_as_the_cpu_does_in_every_format() {
             // Every format at dim 48 (52-byte INT8 rows, which the 16-byte kernel takes padded
             // to 64); the formats whose kernels read 16 bytes a load at every dim, and INT8 at
             // 64 bytes too.
-            let wide = |f: Format| f.has_wide_reads() || f == Format::F32;
+            let wide = |f: Format| edo::gpu::decoders::has_wide_reads(f) || f == Format::F32;
             for format in Format::ALL.into_iter().filter(|&f| wide(f) || dim == 48) {
                 for alignment in [16usize, 64].into_iter().filter(|&a| a == 16 || format == Format::Int8) {
                     let table = PackedTable::quantize(format, &data, rows, dim).unwrap().with_row_alignment(alignment).unwrap();
@@ -227,7 +227,7 @@ fn prepared_rows_serve_the_first_lookups() {
 fn row_alignments_outside_the_powers_of_two_are_refused() {
     let table = PackedTable::quantize(Format::Int8, &embedding_table(3, 5, 1), 3, 5).unwrap();
     for bytes in [0usize, 1, 2, 3, 12, 48, 512] {
-        assert!(matches!(table.clone().with_row_alignment(bytes), Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: b })) if b == bytes));
+        assert!(matches!(table.clone().with_row_alignment(bytes), Err(edo::CoreError::Unsupported(edo::CoreUnsupported::RowAlignment { bytes: b })) if b == bytes));
     }
     let none = table.clone().with_row_alignment(4).unwrap();
     assert_eq!(none.gpu_row_words(), table.row_words());

@@ -93,7 +93,8 @@ pub fn code_of(e: &edo::Error) -> &'static str {
     }
 }
 
-fn err(e: edo::Error) -> Failure {
+fn err(e: impl Into<edo::Error>) -> Failure {
+    let e = e.into();
     Failure { code: code_of(&e), message: e.to_string() }
 }
 

@@ -743,8 +743,10 @@ fn push_case(st: &mut State, backend: &BackendInfo, w: Work, t: Timing) {
     });
 }
 
-fn time_cpu(reps: usize, threads: usize, f: impl FnMut() -> Result<(), Error>) -> Result<Timing, Error> {
-    let (first, times) = edo::par::with_threads(threads, || crate::measure::sample_calls(reps, f))?;
+/// Times `f` on `threads` threads of the CPU path (edo-core's calls return its own error, the
+/// others edo's).
+fn time_cpu<E: Into<Error>>(reps: usize, threads: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Timing, Error> {
+    let (first, times) = edo::par::with_threads(threads, || crate::measure::sample_calls(reps, || f().map_err(Into::into)))?;
     Ok(Timing { first, times })
 }
 

@@ -166,8 +166,6 @@ impl<const BITS: usize, const G: usize> Codec for Grouped<BITS, G> {
         (8, 128) => "int8_g128",
         _ => panic!("no such grouped format"),
     };
-    const WGSL: &'static str = wgsl!("decode_grouped.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("GROUP", G as f64), ("ZP", 0.0)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = G;
     const PARAM_BITS: usize = 32;

@@ -18,8 +18,6 @@ impl Codec for F16 {
     const FORMAT: Format = Format::F16;
     const NAME: &'static str = "fp16";
     const ALIASES: &'static [&'static str] = &["f16"];
-    const WGSL: &'static str = wgsl!("decode_f16.wgsl");
-    const WGSL_WIDE: Option<&'static str> = Some(wgsl!("decode_f16_16.wgsl"));
     const CODE_BITS: usize = 16;
     const PARAM_BITS: usize = 0;
     const GGML_TYPE: Option<u32> = Some(1);

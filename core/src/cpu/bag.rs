@@ -21,7 +21,7 @@ pub fn embedding_bag(table: &PackedTable, bags: &Bags, pooling: Pooling, bounds:
 
 /// Pools rows already gathered, one per index of `bags` in order, as [`embedding_bag`] pools a
 /// table (the bags of kinds without a fused bag, and of quotient-remainder tables).
-pub(crate) fn pool_rows<I>(rows: Vec<f32>, dim: usize, bags: &Bags<'_, I>, pooling: Pooling) -> Result<Vec<f32>, Error> {
+pub fn pool_rows<I>(rows: Vec<f32>, dim: usize, bags: &Bags<'_, I>, pooling: Pooling) -> Result<Vec<f32>, Error> {
     let n = bags.indices.len();
     if n > u32::MAX as usize {
         return Err(Error::LimitExceeded { what: "indices of one bag call", requested: n as u64, max: u32::MAX as u64 });
@@ -90,7 +90,7 @@ fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Poo
 /// each id read as the rows `resolve` gives it, into `out`: `[B, Σ dims]` or table after table.
 /// Writes every value of `out` (`B · Σ dims` of them).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn pool_bags<R: Resolve>(
+pub fn pool_bags<R: Resolve>(
     tables: &[&PackedTable],
     batch: usize,
     ids: &[R::Id],
@@ -145,10 +145,10 @@ pub(crate) fn pool_bags<R: Resolve>(
 
 /// A row that reads as zeros: a bad index under [`Bounds::Zero`], or one of the `k − 1` unused
 /// rows of a hot hashed id.
-pub(crate) const NO_ROW: usize = usize::MAX;
+pub const NO_ROW: usize = usize::MAX;
 
 /// How the ids in bags become rows: each id of table `t` reads [`Resolve::k`]`(t)` rows.
-pub(crate) trait Resolve: Sync {
+pub trait Resolve: Sync {
     type Id: Copy + Sync;
     /// Rows per id of table `t` (1 to [`MAX_K`]).
     fn k(&self, t: usize) -> usize;
@@ -159,10 +159,10 @@ pub(crate) trait Resolve: Sync {
 }
 
 /// The most ids resolved in one call, so a resolver's loops over them vectorise.
-pub(crate) const RUN: usize = 8;
+pub const RUN: usize = 8;
 
 /// The most rows one id may read (hashes per id).
-pub(crate) const MAX_K: usize = 8;
+pub const MAX_K: usize = 8;
 
 /// Row indices, each one row under a bounds policy.
 struct Indexed(Bounds);
@@ -183,7 +183,7 @@ impl Resolve for Indexed {
 
 /// One table's packed rows, as the pooling loops read them.
 #[derive(Clone, Copy)]
-pub(crate) struct Rows<'a> {
+pub struct Rows<'a> {
     words: &'a [u32],
     rows: usize,
     row_words: usize,
@@ -204,7 +204,7 @@ impl<'a> Rows<'a> {
 /// The rows resolved ahead of the pooling, in the order it reads them: a ring of [`RING`]
 /// entries, enough for the id being pooled, [`PREFETCH_DISTANCE`] ids after it and a run more,
 /// [`MAX_K`] rows each.
-pub(crate) struct Ring {
+pub struct Ring {
     rows: [usize; RING],
     head: usize,
     tail: usize,
@@ -214,7 +214,7 @@ const RING: usize = ((1 + PREFETCH_DISTANCE + RUN) * MAX_K).next_power_of_two();
 
 impl Ring {
     #[inline(always)]
-    pub(crate) fn push(&mut self, row: usize) {
+    pub fn push(&mut self, row: usize) {
         debug_assert!(self.head - self.tail < RING, "the walk resolves at most a ring of rows ahead");
         self.rows[self.head % RING] = row;
         self.head += 1;
@@ -222,7 +222,7 @@ impl Ring {
 
     /// [`Ring::push`] of each of `rows`, with the head updated once.
     #[inline(always)]
-    pub(crate) fn extend(&mut self, rows: &[usize]) {
+    pub fn extend(&mut self, rows: &[usize]) {
         debug_assert!(self.head + rows.len() - self.tail <= RING, "the walk resolves at most a ring of rows ahead");
         for (i, &row) in rows.iter().enumerate() {
             self.rows[(self.head + i) % RING] = row;

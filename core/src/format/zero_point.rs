@@ -9,7 +9,7 @@
 //! after all the codes holds the fp16 scale (low half) and the zero point (high half). `q − zp` has
 //! at most 9 significant bits and the scale 11, so the product is exact in f32: GPU, CPU and ONNX
 //! Runtime's CPU kernel (which computes the same product in f32) agree bit for bit.
-//! [`file::gbq`](crate::file::gbq) converts to and from the operator's (data, scales,
+//! `edo::file::gbq` converts to and from the operator's (data, scales,
 //! zero_points) triplet byte for byte.
 //!
 //! Encoding (asymmetric, as ONNX Runtime's block quantisers): with `lo = min(min, 0)` and
@@ -104,8 +104,6 @@ impl<const BITS: usize, const G: usize> Codec for ZeroPoint<BITS, G> {
         (8, 128) => "int8_zp128",
         _ => panic!("no such zero-point format"),
     };
-    const WGSL: &'static str = wgsl!("decode_grouped.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("GROUP", G as f64), ("ZP", 1.0)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = G;
     const PARAM_BITS: usize = 32;

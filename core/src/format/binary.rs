@@ -84,8 +84,6 @@ impl Codec for Binary {
     const FORMAT: Format = Format::Binary;
     const NAME: &'static str = "binary";
     const ALIASES: &'static [&'static str] = &["bin"];
-    const WGSL: &'static str = wgsl!("decode_binary.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 0.0)];
     const CODE_BITS: usize = 1;
     const PARAM_BITS: usize = 0;
 
@@ -117,8 +115,6 @@ impl Codec for BinaryScaled {
     const FORMAT: Format = Format::BinaryScaled;
     const NAME: &'static str = "binary+scale";
     const ALIASES: &'static [&'static str] = &["binary-scaled", "binary_scaled"];
-    const WGSL: &'static str = wgsl!("decode_binary.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("SCALED", 1.0)];
     const CODE_BITS: usize = 1;
     const PARAM_BITS: usize = 32;
 

@@ -31,8 +31,6 @@ impl Codec for Int8 {
     const FORMAT: Format = Format::Int8;
     const NAME: &'static str = "int8";
     const ALIASES: &'static [&'static str] = &["i8"];
-    const WGSL: &'static str = wgsl!("decode_int8.wgsl");
-    const WGSL_WIDE: Option<&'static str> = Some(wgsl!("decode_int8_16.wgsl"));
     const CODE_BITS: usize = 8;
     const PARAM_BITS: usize = 64;
 

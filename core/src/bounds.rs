@@ -4,11 +4,11 @@ use crate::Error;
 
 /// The id that writes nothing: under the kernels' skip policy its row is another pass's to write
 /// (the other part of a mixed-precision table). `ROW_SKIP` in `gather_common.wgsl`.
-pub(crate) const SKIP_ID: u32 = u32::MAX;
+pub const SKIP_ID: u32 = u32::MAX;
 
 /// An id past any table edo uploads, so it reads a zero row under [`Bounds::Zero`]. Kernels use
 /// the value as a row, too: `ROW_ZERO` in `gather_common.wgsl`, a zero row to write.
-pub(crate) const ZERO_ID: u32 = u32::MAX - 1;
+pub const ZERO_ID: u32 = u32::MAX - 1;
 
 /// Bounds policy for ids ≥ rows, chosen per call (FBGEMM's bounds-check modes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -53,7 +53,8 @@ impl Bounds {
         }
     }
 
-    pub(crate) fn shader_code(self) -> u32 {
+    /// The policy's code in the kernels' parameters (`gather_common.wgsl`).
+    pub fn shader_code(self) -> u32 {
         match self {
             Bounds::Clamp => 1,
             // Error has been checked on the host before a dispatch; treat as Zero.

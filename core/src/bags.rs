@@ -29,7 +29,8 @@ impl Pooling {
         }
     }
 
-    pub(crate) fn shader_code(self) -> u32 {
+    /// The pooling's code in the kernels' parameters (`bag.wgsl`).
+    pub fn shader_code(self) -> u32 {
         match self {
             Pooling::Sum => 0,
             Pooling::Mean => 1,
@@ -51,7 +52,7 @@ impl Pooling {
 /// with the last included.
 ///
 /// `I` is the index type: `u32` row ids, or `u64` raw ids for hashed tables
-/// ([`crate::hash::HashedBags`]).
+/// (`edo::hash::HashedBags`).
 #[derive(Clone, Copy, Debug)]
 pub struct Bags<'a, I = u32> {
     /// The row index of each lookup, bag after bag.
@@ -83,7 +84,8 @@ impl<'a, I> Bags<'a, I> {
     }
 
     /// The same offsets and weights over other indices (as many).
-    pub(crate) fn with_indices<'b, J>(&self, indices: &'b [J]) -> Bags<'b, J>
+    #[doc(hidden)]
+    pub fn with_indices<'b, J>(&self, indices: &'b [J]) -> Bags<'b, J>
     where
         'a: 'b,
     {
@@ -107,7 +109,8 @@ impl<'a, I> Bags<'a, I> {
 
     /// Checks everything that does not depend on the table and returns the offsets in the
     /// `n_bags + 1` form. `expected_bags` is `B·T` for a batch of tables.
-    pub(crate) fn validate(&self, pooling: Pooling, expected_bags: Option<usize>) -> Result<Vec<u32>, Error> {
+    #[doc(hidden)]
+    pub fn validate(&self, pooling: Pooling, expected_bags: Option<usize>) -> Result<Vec<u32>, Error> {
         if self.include_last_offset && self.offsets.is_empty() {
             return Err(Error::ShapeMismatch { what: "offsets with include_last_offset (bags + 1)", expected: 1, actual: 0 });
         }
@@ -173,7 +176,8 @@ pub enum Layout {
 
 /// A bag call's inputs checked once against its tables — offsets, weights, bounds — with what
 /// its output takes; the CPU path and every GPU bag kernel start from one.
-pub(crate) struct BagPlan {
+#[doc(hidden)]
+pub struct BagPlan {
     /// `B·T + 1` offsets.
     pub offsets: Vec<u32>,
     pub total_dim: usize,
@@ -181,7 +185,7 @@ pub(crate) struct BagPlan {
 }
 
 impl BagPlan {
-    pub(crate) fn new<R: TableShape>(tables: &[R], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<BagPlan, Error> {
+    pub fn new<R: TableShape>(tables: &[R], batch: usize, bags: &Bags, pooling: Pooling, bounds: Bounds) -> Result<BagPlan, Error> {
         if tables.is_empty() {
             return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
         }
@@ -205,7 +209,8 @@ impl BagPlan {
 }
 
 /// Rows and dim of a table, on the host or on the GPU.
-pub(crate) trait TableShape {
+#[doc(hidden)]
+pub trait TableShape {
     fn shape(&self) -> (usize, usize);
 }
 

@@ -25,7 +25,6 @@ impl Codec for Int4 {
     const FORMAT: Format = Format::Int4;
     const NAME: &'static str = "int4";
     const ALIASES: &'static [&'static str] = &["i4"];
-    const WGSL: &'static str = wgsl!("decode_int4.wgsl");
     const CODE_BITS: usize = 4;
     const PARAM_BITS: usize = 32;
 

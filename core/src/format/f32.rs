@@ -11,7 +11,6 @@ impl Codec for F32 {
     const FORMAT: Format = Format::F32;
     const NAME: &'static str = "fp32";
     const ALIASES: &'static [&'static str] = &["f32"];
-    const WGSL: &'static str = wgsl!("decode_f32.wgsl");
     const CODE_BITS: usize = 32;
     const PARAM_BITS: usize = 0;
     const GGML_TYPE: Option<u32> = Some(0);

@@ -90,10 +90,9 @@ pub enum EncodeError {
     },
 }
 
-/// One packed row format: its layout, its CPU codec (the oracle) and its WGSL decoder. A new
-/// format is a file implementing this trait, its `shaders/decode_<name>.wgsl` (or override
-/// constants of an existing decoder), and a variant of [`Format`] with its arm in `dispatch!` (all
-/// in this module); nothing else lists formats.
+/// One packed row format: its layout and its CPU codec (the oracle). A new format is a file
+/// implementing this trait and a line in `formats!` (both in this module); its GPU decoder is
+/// edo's (`shaders/decode_<name>.wgsl`, listed in `edo::gpu::decoders`).
 ///
 /// # Layout
 ///
@@ -105,29 +104,6 @@ pub enum EncodeError {
 /// bits), followed by [`Codec::param_words`]`(dim)` words holding every group's
 /// [`Codec::PARAM_BITS`] bits of parameters in group order (two 16-bit parameter sets to a word,
 /// low half first).
-///
-/// # The WGSL decoder contract
-///
-/// [`Codec::WGSL`] is WGSL with no bindings and no entry point, concatenated between a kernel's
-/// helpers and its driver. It reads the packed words with `word(p: u32) -> u32`, word `p` of the
-/// bound shard, which the kernel's helpers define, and defines:
-/// - `RowParams`: a type (an `alias`) holding what a row's decoding needs — the row's scale and
-///   bias, or where its groups' parameters start;
-/// - `fn row_params(base: u32, code_words: u32) -> RowParams`, read once per row; `base` is the
-///   row's first word in `shard`; the zero value of `RowParams` must be harmless to compute with;
-/// - `fn decode1(base: u32, c: u32, p: RowParams) -> f32`: value `c` of the row;
-/// - `fn decode4(base: u32, c: u32, p: RowParams) -> vec4<f32>`: values `c .. c + 4` (`c` a
-///   multiple of 4, all within the row, so within one group).
-///
-/// [`Codec::WGSL_WIDE`], where a format has it, follows the decoder in kernels that bind the
-/// shard as 16-byte words (`quad(v)`, word `4v .. 4v + 4`; `word(p)` still reads one u32), on rows
-/// that start on 16-byte boundaries, every dim a multiple of 16. It defines
-/// - `fn decode16(base: u32, c: u32, p: RowParams) -> Quads`: values `c .. c + 16` (`c` a
-///   multiple of 16) as four quads, read with whole 16-byte loads.
-///
-/// Each value must equal [`Codec::decode_row`]'s bit for bit: one rounding at most, after a
-/// product that is exact in f32, so that a driver's fused multiply-add cannot change it. Variants
-/// of one decoder are override constants ([`Codec::WGSL_CONSTANTS`]), not copies.
 ///
 /// # Files
 ///
@@ -142,11 +118,8 @@ pub trait Codec {
     /// Other names [`Format::from_name`] accepts (lower case).
     const ALIASES: &'static [&'static str] = &[];
     /// The WGSL decoder (see the contract above).
-    const WGSL: &'static str;
     /// Override constants the decoder needs (the binary decoder's `SCALED`).
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[];
     /// The decoder's 16-byte reads, `decode16` (see the contract above), if the format has them.
-    const WGSL_WIDE: Option<&'static str> = None;
     /// Bits per code (32, 16, 8, 6, 5, 4 or 1).
     const CODE_BITS: usize;
     /// Values per group sharing parameters; 0 for the whole row.
@@ -302,7 +275,7 @@ pub(crate) fn pool_values(acc: &mut [f32], values: impl Iterator<Item = f32>, w:
 /// Declares the formats from one list — a line per format: `Variant => CodecType`, its doc above
 /// it, in the order tables and reports list them — and generates from it the enum [`Format`],
 /// [`Format::ALL`] and `dispatch!` (a runtime format to its [`Codec`] type), so a new format is
-/// one line here plus its codec's file and its WGSL decoder. (`$d` is a `$`, passed in so that
+/// one line here plus its codec's file (and, for the GPU, its WGSL decoder). (`$d` is a `$`, passed in so that
 /// the generated `dispatch!` can have metavariables of its own.)
 macro_rules! formats {
     ($d:tt $($(#[$doc:meta])* $variant:ident => $codec:ident,)*) => {
@@ -393,6 +366,11 @@ formats! { $
 }
 
 impl Format {
+    /// Runs `visitor` with this format's [`Codec`] type.
+    pub fn visit<V: CodecVisitor>(self, visitor: V) -> V::Output {
+        dispatch!(self, C => visitor.visit::<C>())
+    }
+
     /// The short name used by the CLI and reports.
     pub fn name(self) -> &'static str {
         dispatch!(self, C => C::NAME)
@@ -402,24 +380,6 @@ impl Format {
     pub fn from_name(name: &str) -> Option<Format> {
         let name = name.to_ascii_lowercase();
         Format::ALL.into_iter().find(|&f| f.name() == name || dispatch!(f, C => C::ALIASES).contains(&name.as_str()))
-    }
-
-    /// The format's WGSL decoder and the override constants it needs (see [`Codec`]).
-    pub fn wgsl(self) -> (&'static str, &'static [(&'static str, f64)]) {
-        dispatch!(self, C => (C::WGSL, C::WGSL_CONSTANTS))
-    }
-
-    /// The decoder's 16-byte reads ([`Codec::WGSL_WIDE`]), if the format has them.
-    pub fn wgsl_wide(self) -> Option<&'static str> {
-        dispatch!(self, C => C::WGSL_WIDE)
-    }
-
-    /// Whether the GPU reads this format's rows 16 bytes at a time where they allow it: FP16 rows
-    /// of whole vec4s, and INT8's, FP8's and q8_0's rows that start on 16-byte boundaries
-    /// (aligned so, [`PackedTable::with_row_alignment`], or q8_0's of whole vec4s) at dims that
-    /// are multiples of 16.
-    pub fn has_wide_reads(self) -> bool {
-        self.wgsl_wide().is_some()
     }
 
     /// Bits per code.
@@ -479,12 +439,12 @@ impl Format {
 
     /// Writes packed row `words` of `dim` values in the format's external layout (`out` holds
     /// [`Format::unpadded_row_bytes`] bytes).
-    pub(crate) fn write_external(self, words: &[u32], dim: usize, out: &mut [u8]) {
+    pub fn write_external(self, words: &[u32], dim: usize, out: &mut [u8]) {
         dispatch!(self, C => C::write_external(words, dim, out))
     }
 
     /// Reads a row of `dim` values from the external layout into zeroed `out`.
-    pub(crate) fn read_external(self, src: &[u8], dim: usize, out: &mut [u32]) {
+    pub fn read_external(self, src: &[u8], dim: usize, out: &mut [u32]) {
         dispatch!(self, C => C::read_external(src, dim, out))
     }
 
@@ -528,6 +488,15 @@ impl std::fmt::Display for Format {
 
 pub(crate) use dispatch;
 
+/// A computation generic over a format's [`Codec`], for crates above this one: [`Format::visit`]
+/// runs it with the codec type of a runtime format (what `dispatch!` does inside this crate).
+pub trait CodecVisitor {
+    /// What the computation returns.
+    type Output;
+    /// Runs it for codec `C`.
+    fn visit<C: Codec>(self) -> Self::Output;
+}
+
 /// A whole table packed in one format: `rows` rows of `dim` values, each
 /// [`Format::row_words`] words long, stored contiguously.
 ///
@@ -547,7 +516,7 @@ pub struct PackedTable {
 pub const NO_ROW_ALIGNMENT: usize = 4;
 
 /// The bytes a [`PackedTable`] can borrow its words from (a memory map, a fetched file).
-pub(crate) type SharedBytes = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
+pub type SharedBytes = std::sync::Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 enum Words {
     /// Words a caller handed over ([`PackedTable::from_words`]), as they are.
@@ -702,20 +671,23 @@ impl PackedTable {
 
     /// A table of zero words, allocated fallibly (`what` names it in the error) and starting on
     /// a cache line, for the caller to fill through [`PackedTable::words_mut`].
-    pub(crate) fn zeroed(format: Format, rows: usize, dim: usize, what: &'static str) -> Result<Self, Error> {
+    #[doc(hidden)]
+    pub fn zeroed(format: Format, rows: usize, dim: usize, what: &'static str) -> Result<Self, Error> {
         let len = Self::expected_words(format, rows, dim)?;
         Ok(PackedTable { format, rows, dim, words: Words::aligned(len, what)?, row_alignment: NO_ROW_ALIGNMENT as u32 })
     }
 
     /// The packed words, to write; a table borrowed from shared bytes is copied into memory
     /// first (the bytes are not written).
-    pub(crate) fn words_mut(&mut self) -> &mut [u32] {
+    #[doc(hidden)]
+    pub fn words_mut(&mut self) -> &mut [u32] {
         self.words.as_mut()
     }
 
     /// Quantises rows `rows` (in that order) of a row-major f32 table of `dim` columns: the
     /// compact table of a pruned or mixed-precision table. Errors name the row of `data`.
-    pub(crate) fn quantize_rows(format: Format, data: &[f32], dim: usize, rows: &[u32]) -> Result<Self, Error> {
+    #[doc(hidden)]
+    pub fn quantize_rows(format: Format, data: &[f32], dim: usize, rows: &[u32]) -> Result<Self, Error> {
         let mut values = Vec::with_capacity(rows.len() * dim);
         for &r in rows {
             values.extend_from_slice(&data[r as usize * dim..(r as usize + 1) * dim]);
@@ -738,7 +710,8 @@ impl PackedTable {
 
     /// Borrows the packed words from `bytes[start..]` without copying them when they are 4-byte
     /// aligned in memory (a memory map always is), and copies them otherwise.
-    pub(crate) fn from_shared(format: Format, rows: usize, dim: usize, bytes: SharedBytes, start: usize) -> Result<Self, Error> {
+    #[doc(hidden)]
+    pub fn from_shared(format: Format, rows: usize, dim: usize, bytes: SharedBytes, start: usize) -> Result<Self, Error> {
         let len = Self::expected_words(format, rows, dim)?;
         let slice = (*bytes).as_ref();
         let Some(body) = len.checked_mul(4).and_then(|n| slice.get(start..start.checked_add(n)?)) else {
@@ -902,11 +875,12 @@ pub fn check_row_alignment(bytes: usize) -> Result<(), Error> {
 }
 
 /// `row_words` words padded to a multiple of `row_alignment` bytes (a power of two from 4).
-pub(crate) fn aligned_row_words(row_words: usize, row_alignment: usize) -> usize {
+pub fn aligned_row_words(row_words: usize, row_alignment: usize) -> usize {
     row_words.next_multiple_of(row_alignment / 4)
 }
 
-pub(crate) fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Error> {
+/// Checks that `len` values are `rows × dim` with `dim ≥ 1`.
+pub fn check_shape(len: usize, rows: usize, dim: usize) -> Result<(), Error> {
     if dim == 0 {
         return Err(Error::ZeroDim);
     }
@@ -975,7 +949,7 @@ pub(crate) fn check_finite(row: &[f32]) -> Result<(), EncodeError> {
 }
 
 /// Little-endian u32 words of `bytes` (a multiple of 4 long): packed rows as files store them.
-pub(crate) fn words_le(bytes: &[u8]) -> Vec<u32> {
+pub fn words_le(bytes: &[u8]) -> Vec<u32> {
     bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 

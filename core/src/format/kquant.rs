@@ -447,8 +447,6 @@ impl<const BITS: usize> Codec for KBlock<BITS> {
         6 => "q6_k",
         _ => panic!("no such k-quant format"),
     };
-    const WGSL: &'static str = wgsl!("decode_kquants.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64)];
     const CODE_BITS: usize = BITS;
     const GROUP: usize = QK_K;
     const PARAM_BITS: usize = 8 * Self::PARAM_BYTES;

@@ -153,8 +153,10 @@ impl std::fmt::Display for Simd {
 /// through a shim that is compiled once, for the baseline, and merely called from the AVX2
 /// instantiation. The disassembly showed exactly that: every CPU kernel ran as SSE2 code. A
 /// direct call from an `#[inline(always)]` method is inlined into the AVX2 instantiation.
-pub(crate) trait Kernel {
+pub trait Kernel {
+    /// What the kernel returns.
     type Output;
+    /// Runs the kernel with the level's lanes.
     fn run<L: Lanes>(self, lanes: L) -> Self::Output;
 }
 
@@ -164,7 +166,7 @@ pub(crate) trait Kernel {
 /// compiles only that instantiation here: each kernel's portable one, which only [`run_at`]
 /// reaches (the tests), would add its size to every page's `.wasm` for nothing.
 #[inline(always)]
-pub(crate) fn run<K: Kernel>(kernel: K) -> K::Output {
+pub fn run<K: Kernel>(kernel: K) -> K::Output {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     return kernel.run(Wasm128);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
@@ -173,7 +175,7 @@ pub(crate) fn run<K: Kernel>(kernel: K) -> K::Output {
 
 /// Runs `kernel` at `level`, or at the best level below it this CPU has.
 #[inline(always)]
-pub(crate) fn run_at<K: Kernel>(level: Simd, kernel: K) -> K::Output {
+pub fn run_at<K: Kernel>(level: Simd, kernel: K) -> K::Output {
     #[cfg(target_arch = "x86_64")]
     {
         if level >= Simd::Avx2 {

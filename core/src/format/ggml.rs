@@ -246,10 +246,7 @@ impl<const BITS: usize, const MIN: bool> Codec for Block<BITS, MIN> {
         (5, true) => "q5_1",
         _ => panic!("no such ggml block format"),
     };
-    const WGSL: &'static str = wgsl!("decode_blocks.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("BITS", BITS as f64), ("MIN", MIN as u8 as f64), ("OFFSET", Self::OFFSET as f64)];
     /// q8_0 (8-bit codes, no minimum): sixteen a load.
-    const WGSL_WIDE: Option<&'static str> = if BITS == 8 && !MIN { Some(wgsl!("decode_q8_0_16.wgsl")) } else { None };
     const CODE_BITS: usize = BITS;
     const GROUP: usize = QK;
     const PARAM_BITS: usize = if MIN { 32 } else { 16 };

@@ -12,7 +12,7 @@ use crate::Error;
 
 /// `len` zeroed values, zeroed as `vec![0; len]` is: by the allocator, with fresh pages
 /// untouched. `what` names the buffer in the error.
-pub(crate) fn zeroed<T: bytemuck::Zeroable>(len: usize, what: &'static str) -> Result<Vec<T>, Error> {
+pub fn zeroed<T: bytemuck::Zeroable>(len: usize, what: &'static str) -> Result<Vec<T>, Error> {
     let bytes = (len as u128 * std::mem::size_of::<T>() as u128).min(u64::MAX as u128) as u64;
     let oom = Error::HostOutOfMemory { what, bytes };
     let layout = std::alloc::Layout::array::<T>(len).map_err(|_| oom.clone())?;

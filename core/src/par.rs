@@ -38,7 +38,7 @@ thread_local! {
 
 /// Runs `f` with the CPU path limited to at most `n` threads on the calling thread (the
 /// benchmark suite's one-thread CPU backend). In the browser there is one thread anyway.
-#[cfg_attr(any(web, not(feature = "synth")), allow(dead_code))]
+#[cfg_attr(web, allow(dead_code))]
 pub fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
     #[cfg(native)]
     {
@@ -309,6 +309,7 @@ mod tests {
     }
 
     /// Blocks on the calling thread and on the pool's.
+    #[cfg(native)]
     fn blocks_of(out: &mut [u32]) -> Vec<Slot<'_, u32, usize>> {
         out.chunks_mut(1).map(|b| Mutex::new((Some(b), None))).collect()
     }
@@ -317,6 +318,7 @@ mod tests {
     /// and returns: it does not wait for a worker that has not started. (Waiting would hold the
     /// call until the pool threads give up after a minute, and the check below fails.)
     #[test]
+    #[cfg(native)]
     fn a_call_does_not_wait_for_a_worker_that_has_not_started() {
         use std::sync::mpsc;
         use std::time::Duration;
@@ -357,6 +359,7 @@ mod tests {
     /// A block that panics on a pool thread panics the call, on the calling thread, once every
     /// worker has left the call; one that panics on the caller does too.
     #[test]
+    #[cfg(native)]
     fn a_panic_in_a_block_reaches_the_caller() {
         let caller = std::thread::current().id();
         let on_worker = AtomicBool::new(false);

@@ -6,11 +6,12 @@
 //! [`Simd`] level (on x86-64 SSE4.1 and AVX2 with F16C, picked at run time; SIMD128 in the
 //! browser; portable arrays everywhere).
 
-pub(crate) mod bag;
+#[doc(hidden)]
+pub mod bag;
 mod gather;
 
 pub use crate::simd::Simd;
-pub(crate) use bag::pool_rows;
+pub use bag::pool_rows;
 pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
 
@@ -22,7 +23,7 @@ pub fn to_f16(values: &[f32]) -> Vec<half::f16> {
 
 /// `rows × dim` zeros for a lookup's output, allocated fallibly: an output beyond memory (a
 /// page's ids times a large dim, say) is [`crate::Error::HostOutOfMemory`] naming `what`.
-pub(crate) fn zeroed(rows: usize, dim: usize, what: &'static str) -> Result<Vec<f32>, crate::Error> {
+pub fn zeroed(rows: usize, dim: usize, what: &'static str) -> Result<Vec<f32>, crate::Error> {
     let bytes = (rows as u128 * dim as u128 * 4).min(u64::MAX as u128) as u64;
     let len = rows.checked_mul(dim).ok_or(crate::Error::HostOutOfMemory { what, bytes })?;
     crate::alloc::zeroed(len, what)
@@ -52,7 +53,8 @@ pub(crate) fn prefetch_distance(row_words: usize) -> usize {
 /// to a line (an INT8 row of 128 values is 136 bytes), so the lines are counted from the row's
 /// first line, not its first byte. A no-op where there is no prefetch hint.
 #[inline(always)]
-pub(crate) fn prefetch(row: &[u32]) {
+#[doc(hidden)]
+pub fn prefetch(row: &[u32]) {
     #[cfg(target_arch = "x86_64")]
     {
         let start = row.as_ptr().cast::<i8>();

@@ -160,9 +160,6 @@ impl<const E5M2: bool> Codec for Fp8<E5M2> {
     const FORMAT: Format = if E5M2 { Format::Fp8E5M2 } else { Format::Fp8E4M3 };
     const NAME: &'static str = if E5M2 { "fp8_e5m2" } else { "fp8_e4m3" };
     const ALIASES: &'static [&'static str] = if E5M2 { &["e5m2"] } else { &["e4m3", "fp8"] };
-    const WGSL: &'static str = wgsl!("decode_fp8.wgsl");
-    const WGSL_CONSTANTS: &'static [(&'static str, f64)] = &[("E5M2", E5M2 as u8 as f64)];
-    const WGSL_WIDE: Option<&'static str> = Some(wgsl!("decode_fp8_16.wgsl"));
     const CODE_BITS: usize = 8;
     const PARAM_BITS: usize = 32;
 
