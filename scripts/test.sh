@@ -4,7 +4,9 @@
 # without one the GPU tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a
 # failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
 # and wasm32 for the library and the browser crate; edo-core, the CPU-path crate, for WASI and
-# aarch64 too, with no wgpu in its dependencies), and the browser tests (headless Chromium;
+# aarch64 too, with no wgpu in its dependencies; its tests on aarch64 under qemu-user, where
+# qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
+# failure), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
 # threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
@@ -47,6 +49,20 @@ fi
 for target in wasm32-wasip1 aarch64-unknown-linux-gnu wasm32-unknown-unknown; do
     cargo clippy -p edo-core --target "$target" --all-targets --quiet -- -D warnings
 done
+
+echo "== edo-core's tests on aarch64 under qemu: NEON with FEAT_FP16, without it, and the portable level"
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
+    # The runner (.cargo/config.toml) is qemu-aarch64; QEMU_CPU picks the CPU model, and
+    # EDO_EXPECT_SIMD makes the run fail if the level it is meant for is not the one found.
+    QEMU_CPU=max EDO_EXPECT_SIMD=neon-fp16 cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
+    QEMU_CPU=cortex-a53 EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
+    QEMU_CPU=max EDO_CPU_SIMD=scalar cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
+elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
+    echo "EDO_REQUIRE_AARCH64=1 but qemu-aarch64 or aarch64-linux-gnu-gcc is missing (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)" >&2
+    exit 1
+else
+    echo "SKIPPED: aarch64 tests (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"
+fi
 
 echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 cargo clippy --lib --target wasm32-unknown-unknown --quiet -- -D warnings

@@ -58,8 +58,8 @@ mod source;
 
 // The layer below: formats, SIMD levels, the CPU path (edo-core, no GPU). Its modules keep the
 // paths they had in this crate (`edo::format`, `edo::cpu`, `edo::par`).
-pub use edo_core::{cpu, format, par};
 use edo_core::{alloc, bags, bounds, simd};
+pub use edo_core::{cpu, format, par};
 
 /// (Feature `synth`, on by default; the planner uses it inside either way.)
 #[cfg(feature = "synth")]
@@ -70,10 +70,10 @@ use edo_core::synth;
 pub use backend::{Backend, Placeable, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
-pub use error::{Cause, CauseError, Error, Unsupported};
 /// The errors of edo-core's own calls (quantising, the CPU path's lookups), before they become
 /// an [`Error`] (`?` and `.into()` convert each to the variant of the same name).
 pub use edo_core::{Error as CoreError, Unsupported as CoreUnsupported};
+pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,

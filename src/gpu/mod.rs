@@ -8,8 +8,8 @@
 
 mod any;
 mod bag;
-pub mod decoders;
 mod cache;
+pub mod decoders;
 mod hash;
 mod job;
 mod lookup;

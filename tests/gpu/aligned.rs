@@ -227,7 +227,9 @@ fn prepared_rows_serve_the_first_lookups() {
 fn row_alignments_outside_the_powers_of_two_are_refused() {
     let table = PackedTable::quantize(Format::Int8, &embedding_table(3, 5, 1), 3, 5).unwrap();
     for bytes in [0usize, 1, 2, 3, 12, 48, 512] {
-        assert!(matches!(table.clone().with_row_alignment(bytes), Err(edo::CoreError::Unsupported(edo::CoreUnsupported::RowAlignment { bytes: b })) if b == bytes));
+        assert!(
+            matches!(table.clone().with_row_alignment(bytes), Err(edo::CoreError::Unsupported(edo::CoreUnsupported::RowAlignment { bytes: b })) if b == bytes)
+        );
     }
     let none = table.clone().with_row_alignment(4).unwrap();
     assert_eq!(none.gpu_row_words(), table.row_words());

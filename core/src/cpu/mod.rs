@@ -55,18 +55,27 @@ pub(crate) fn prefetch_distance(row_words: usize) -> usize {
 #[inline(always)]
 #[doc(hidden)]
 pub fn prefetch(row: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let start = row.as_ptr().cast::<i8>();
         let skew = start as usize % 64;
         let lines = (skew + 4 * row.len()).div_ceil(64);
         for line in 0..lines {
+            let at = start.wrapping_sub(skew).wrapping_add(64 * line);
             // SAFETY: a prefetch is a hint with no memory effect, valid at any address; the
             // addresses are the lines that hold `row` (`wrapping_*`: the first may start before it).
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(start.wrapping_sub(skew).wrapping_add(64 * line)) };
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at)
+            };
+            // SAFETY: as above; PRFM (aarch64's `_prefetch` is not stable Rust yet).
+            #[cfg(target_arch = "aarch64")]
+            unsafe {
+                std::arch::asm!("prfm pldl1keep, [{at}]", at = in(reg) at, options(nostack, preserves_flags, readonly))
+            };
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let _ = row;
 }
 

@@ -6,9 +6,9 @@
 //! lanes, `f32` multiply and add, fp16 conversion). [`run`] picks the best level the CPU has
 //! ([`Simd::active`]) and calls the kernel with that level's token inside a function compiled for
 //! it, so every operation inlines to one or two instructions of that set: AVX2 (with F16C) or
-//! SSE4.1 on x86-64, SIMD128 in the WASM build, and plain eight-element arrays everywhere ([`Scalar`]:
-//! the portable level, auto-vectorised where the compiler manages, and the one that runs where
-//! no other does — aarch64 among them).
+//! SSE4.1 on x86-64, NEON (with or without the CPU's half-precision conversion) on aarch64,
+//! SIMD128 in the WASM build, and plain eight-element arrays everywhere ([`Scalar`]: the portable
+//! level, auto-vectorised where the compiler manages, and the one that runs where no other does).
 //!
 //! Why tokens and not `cfg`: x86-64 binaries are built for the baseline (SSE2) and learn at run
 //! time what the CPU has. A token can only be made where its instruction set was detected
@@ -54,10 +54,15 @@ macro_rules! each_half {
     }};
 }
 
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) use neon::Neon;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub(crate) use wasm::Wasm128;
@@ -79,11 +84,15 @@ pub enum Simd {
     Avx2,
     /// WASM SIMD128 (the browser build enables it: `.cargo/config.toml`): two 128-bit halves.
     Simd128,
+    /// aarch64 NEON, every aarch64 CPU's: two 128-bit halves, fp16 converted in integer lanes.
+    Neon,
+    /// aarch64 NEON with FEAT_FP16: fp16 converted by the CPU (`fcvtl`).
+    NeonFp16,
 }
 
 impl Simd {
     /// Every level, in order.
-    pub const ALL: [Simd; 4] = [Simd::Scalar, Simd::Sse41, Simd::Avx2, Simd::Simd128];
+    pub const ALL: [Simd; 6] = [Simd::Scalar, Simd::Sse41, Simd::Avx2, Simd::Simd128, Simd::Neon, Simd::NeonFp16];
 
     /// The level's name, as `EDO_CPU_SIMD` takes it and reports print it.
     pub fn name(self) -> &'static str {
@@ -92,6 +101,8 @@ impl Simd {
             Simd::Sse41 => "sse4.1",
             Simd::Avx2 => "avx2",
             Simd::Simd128 => "simd128",
+            Simd::Neon => "neon",
+            Simd::NeonFp16 => "neon-fp16",
         }
     }
 
@@ -105,6 +116,10 @@ impl Simd {
             Simd::Avx2 => Avx2::new().is_some(),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Simd::Simd128 => true,
+            #[cfg(target_arch = "aarch64")]
+            Simd::Neon => true,
+            #[cfg(target_arch = "aarch64")]
+            Simd::NeonFp16 => Neon::with_fp16().is_some(),
             #[allow(unreachable_patterns)]
             _ => false,
         }
@@ -116,7 +131,8 @@ impl Simd {
     }
 
     /// The level lookups run at: the best this CPU has, or at most the one named by the
-    /// environment variable `EDO_CPU_SIMD` (`scalar`, `sse4.1`, `avx2`), read once — to measure
+    /// environment variable `EDO_CPU_SIMD` (`scalar`; `sse4.1`, `avx2` on x86-64; `neon`,
+    /// `neon-fp16` on aarch64), read once — to measure
     /// what a level gains, or to rule out a miscompiled one. An unknown name is ignored, with a
     /// warning on standard error.
     pub fn active() -> Simd {
@@ -195,8 +211,27 @@ pub fn run_at<K: Kernel>(level: Simd, kernel: K) -> K::Output {
     if level >= Simd::Simd128 {
         return kernel.run(Wasm128);
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if level >= Simd::NeonFp16 {
+            if let Some(lanes) = Neon::with_fp16() {
+                // SAFETY: `lanes` exists, so the CPU has FEAT_FP16.
+                return unsafe { with_neon_fp16(kernel, lanes) };
+            }
+        }
+        if level >= Simd::Neon {
+            return kernel.run(Neon::new());
+        }
+    }
     let _ = level;
     kernel.run(Scalar)
+}
+
+/// `kernel` compiled for FEAT_FP16 (its half-precision conversions).
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "fp16")]
+unsafe fn with_neon_fp16<K: Kernel>(kernel: K, lanes: Neon<true>) -> K::Output {
+    kernel.run(lanes)
 }
 
 /// `kernel` compiled for AVX2, F16C and POPCNT (the Hamming scan's counts).
@@ -286,20 +321,27 @@ pub trait Lanes: Copy + Sealed {
     /// conversion and x86's F16C, which AVX2 uses, do), from integer lanes without a branch.
     #[inline(always)]
     fn halves(self, h: &[u16; 8]) -> Self::F {
-        let h = self.u16s(h);
-        let c = |x: u32| self.splat_i(x);
-        let sign = self.shl(self.and(h, c(0x8000)), 16);
-        let em = self.and(h, c(0x7fff));
-        // × 2¹¹²: exponent and mantissa into f32's places, half subnormals made exact normals.
-        // (Rebasing normal halves in integers and scaling subnormal ones from their integer
-        // mantissa, so that no product has a subnormal operand, cost more operations a lane than
-        // it saved: FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable
-        // level with it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
-        let scaled = self.bitcast_i(self.mul(self.bitcast_f(self.shl(em, 13)), self.splat(f32::from_bits(0x7780_0000))));
-        let quiet = self.and(self.gt(em, c(0x7c00)), c(0x0040_0000));
-        let special = self.or(self.or(self.shl(em, 13), c(0x7f80_0000)), quiet);
-        self.bitcast_f(self.or(sign, self.select(self.gt(em, c(0x7bff)), special, scaled)))
+        halves_by_integers(self, h)
     }
+}
+
+/// [`Lanes::halves`] in integer lanes, for levels without a conversion instruction: exponent and
+/// mantissa moved into f32's places and rescaled, as [`half_to_f32`] does one at a time.
+#[inline(always)]
+fn halves_by_integers<L: Lanes>(l: L, h: &[u16; 8]) -> L::F {
+    let h = l.u16s(h);
+    let c = |x: u32| l.splat_i(x);
+    let sign = l.shl(l.and(h, c(0x8000)), 16);
+    let em = l.and(h, c(0x7fff));
+    // × 2¹¹²: exponent and mantissa into f32's places, half subnormals made exact normals.
+    // (Rebasing normal halves in integers and scaling subnormal ones from their integer
+    // mantissa, so that no product has a subnormal operand, cost more operations a lane than
+    // it saved: FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable
+    // level with it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
+    let scaled = l.bitcast_i(l.mul(l.bitcast_f(l.shl(em, 13)), l.splat(f32::from_bits(0x7780_0000))));
+    let quiet = l.and(l.gt(em, c(0x7c00)), c(0x0040_0000));
+    let special = l.or(l.or(l.shl(em, 13), c(0x7f80_0000)), quiet);
+    l.bitcast_f(l.or(sign, l.select(l.gt(em, c(0x7bff)), special, scaled)))
 }
 
 /// An IEEE binary16 value as f32, exactly (as `half::f16::to_f32`, quieting NaNs as it does),
@@ -472,6 +514,17 @@ mod tests {
             if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
                 panic!("{level}: value {i}: {:#010x} vs the portable {:#010x}", got[i], want[i]);
             }
+        }
+    }
+
+    /// `EDO_EXPECT_SIMD=<level>` (the test script sets it for each emulated CPU) asserts which
+    /// level is the best this CPU runs, so a run meant for a level cannot pass on another.
+    #[test]
+    fn the_expected_level_is_the_best_supported() {
+        let best = Simd::supported().into_iter().max().unwrap_or(Simd::Scalar);
+        println!("levels supported: {:?}", Simd::supported());
+        if let Ok(want) = std::env::var("EDO_EXPECT_SIMD") {
+            assert_eq!(best.name(), want.trim(), "the best level this CPU runs");
         }
     }
 
