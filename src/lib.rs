@@ -113,4 +113,6 @@ pub mod guide {
     pub mod browser {}
     #[doc = include_str!("../docs/benchmarks.md")]
     pub mod benchmarks {}
+    #[doc = include_str!("../docs/edge.md")]
+    pub mod edge {}
 }
