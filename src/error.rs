@@ -368,12 +368,6 @@ impl From<edo_core::Unsupported> for Unsupported {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unsupported {
-    /// A benchmark run without any backend (no GPU and no CPU threads).
-    #[error("a benchmark run without any backend (no GPU and no CPU threads)")]
-    BenchmarkWithoutBackend,
-    /// A cache benchmark needs rows, dim, batch and batches ≥ 1.
-    #[error("a cache benchmark needs rows, dim, batch and batches ≥ 1")]
-    CacheBenchmarkShape,
     /// Checksum chunks must be a positive multiple of 4 bytes.
     #[error("checksum chunks must be a positive multiple of 4 bytes")]
     ChecksumChunkBytes,

@@ -214,6 +214,16 @@ impl From<edo::CoreError> for Failure {
     }
 }
 
+/// A suite run with nothing to run on is a usage error; a case's failure is edo's.
+impl From<edo_bench::suite::SuiteError> for Failure {
+    fn from(e: edo_bench::suite::SuiteError) -> Failure {
+        match e {
+            edo_bench::suite::SuiteError::NoBackend => Failure::new(exit::USAGE, e.to_string()),
+            edo_bench::suite::SuiteError::Edo(e) => e.into(),
+        }
+    }
+}
+
 impl From<edo::Error> for Failure {
     fn from(e: edo::Error) -> Failure {
         use edo::Error as E;
@@ -251,8 +261,7 @@ impl From<edo::Error> for Failure {
                 | edo::Unsupported::ZeroNeighbours
                 | edo::Unsupported::ZipfExponent
                 | edo::Unsupported::PlanWithoutFormats
-                | edo::Unsupported::ChecksumChunkBytes
-                | edo::Unsupported::CacheBenchmarkShape,
+                | edo::Unsupported::ChecksumChunkBytes,
             ) => exit::USAGE,
             E::Io { .. } | E::Remote { .. } => exit::NO_INPUT,
             _ => exit::FAILURE,

@@ -1532,7 +1532,10 @@ impl EdoEngine {
             }
         })
         .await
-        .map_err(err)?;
+        .map_err(|e| match e {
+            suite::SuiteError::NoBackend => Failure { code: "INVALID_ARGUMENT", message: e.to_string() },
+            suite::SuiteError::Edo(e) => err(e),
+        })?;
         Ok(results.to_json())
     }
 }

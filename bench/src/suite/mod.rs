@@ -451,9 +451,20 @@ pub async fn engines() -> (Vec<Engine>, Vec<String>) {
     (engines, names)
 }
 
+/// Why a suite run failed: nothing to run it on, or edo's error from a case.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SuiteError {
+    /// No GPU was given and no CPU thread count was asked for.
+    #[error("a benchmark run without any backend (no GPU and no CPU threads)")]
+    NoBackend,
+    /// A case failed.
+    #[error(transparent)]
+    Edo(#[from] Error),
+}
+
 /// Runs the suite on `gpus` and the CPU path, calling `progress` before each case and awaiting
 /// what it returns (a browser page returns a timer's promise, so that it repaints between cases).
-pub async fn run<F, Fut>(options: &SuiteOptions, gpus: &[Engine], mut progress: F) -> Result<Results, Error>
+pub async fn run<F, Fut>(options: &SuiteOptions, gpus: &[Engine], mut progress: F) -> Result<Results, SuiteError>
 where
     F: FnMut(&Progress) -> Fut,
     Fut: Future<Output = ()>,
@@ -525,7 +536,7 @@ where
         runners.push(Runner::Cpu(threads));
     }
     if runners.is_empty() {
-        return Err(Error::Unsupported(edo::Unsupported::BenchmarkWithoutBackend));
+        return Err(SuiteError::NoBackend);
     }
 
     // The plan: (size index or None for the model, op, format) in run order, small sizes first
@@ -622,7 +633,7 @@ where
                     st.cases.truncate(before);
                     st.skip(op, case_format(op, table), size.name, &backend.id, &e.to_string());
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
             st.done += 1;
         }
@@ -1158,5 +1169,15 @@ mod tests {
             assert!(script.contains(&format!("\"{text}\",")), "bench_peers.py lacks {text:?}");
         }
         assert!(script.contains(&format!("SCHEMA, SCHEMA_VERSION, SUITE_VERSION = \"{SCHEMA}\", {SCHEMA_VERSION}, {SUITE_VERSION}")));
+    }
+
+    /// No GPU and no CPU thread count: the suite's own error, before any measurement.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_run_without_backends_is_refused() {
+        let mut options = SuiteOptions::new(Scale::Tiny);
+        options.cpu_threads.clear();
+        let got = edo::block_on(run(&options, &[], |_| std::future::ready(())));
+        assert!(matches!(got, Err(SuiteError::NoBackend)), "{:?}", got.map(|r| r.cases.len()));
     }
 }

@@ -11,6 +11,8 @@ use edo::cache::{belady, PolicyKind};
 use edo::GpuLookup;
 use edo::{Bounds, Engine, Error, Format, GpuCache, GpuTable, PackedTable};
 
+use crate::{exit, Failure};
+
 #[derive(Clone, Debug)]
 /// What the cache benchmark runs.
 pub struct CacheBenchConfig {
@@ -162,10 +164,12 @@ pub struct CacheBench {
 }
 
 /// Runs the benchmark; `progress` hears what is being measured.
-pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: impl FnMut(&str)) -> Result<CacheBench, Error> {
+/// Fails with a usage error when the shape leaves nothing to measure (a zero size, or warm-up
+/// batches that take every batch), and with edo's error when a lookup fails.
+pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: impl FnMut(&str)) -> Result<CacheBench, Failure> {
     let (rows, dim) = (config.rows, config.dim);
     if rows == 0 || dim == 0 || config.batch == 0 || config.batches == 0 {
-        return Err(Error::Unsupported(edo::Unsupported::CacheBenchmarkShape));
+        return Err(Failure::new(exit::USAGE, "a cache benchmark needs rows, dim, batch and batches ≥ 1"));
     }
     progress("generating and quantising the table");
     let data = edo::synth::embedding_table(rows, dim, 1);
@@ -178,7 +182,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         Stream::Drift(period) => edo::synth::drifting_zipf_ids(n, rows, config.zipf, *period, 2),
         Stream::Trace(_, ids) => {
             if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= rows) {
-                return Err(Error::IdOutOfRange { index, id, rows });
+                return Err(Error::IdOutOfRange { index, id, rows }.into());
             }
             ids.clone()
         }
@@ -190,7 +194,7 @@ pub fn run(config: &CacheBenchConfig, engine: Option<&Engine>, mut progress: imp
         _ => config.warmup_batches,
     };
     if warmup_batches >= batches.len() {
-        return Err(Error::Unsupported(edo::Unsupported::CacheBenchmarkShape));
+        return Err(Failure::new(exit::USAGE, format!("a cache benchmark needs more batches than the {warmup_batches} it warms up with")));
     }
     let warm = (warmup_batches * config.batch).min(ids.len());
     let timed_batches = &batches[warmup_batches..];
