@@ -560,3 +560,19 @@ fn f64_values_beyond_f32_are_named_with_their_value() {
     assert_eq!(err, Error::BeyondF32 { row: 1, col: 1, value: -1e39 });
     assert!(err.to_string().contains("-1e39 is beyond f32's range"), "{err}");
 }
+
+/// A table read from a file borrows its bytes; updating rows copies them first.
+#[test]
+fn update_rows_of_a_mapped_table_copies_on_write() {
+    let (rows, dim) = (50, 8);
+    let data = edo::synth::embedding_table(rows, dim, 5);
+    let t = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
+    let bytes = edo::file::TableFile::new(t.clone()).to_bytes();
+    let file = edo::file::TableFile::from_bytes(bytes).unwrap();
+    let mut mapped = file.table().clone();
+    mapped.update_rows(&[3], &[0.5; 8]).unwrap();
+    assert!(!mapped.is_mapped());
+    assert!((mapped.words().as_ptr() as usize).is_multiple_of(64), "the copy starts on a cache line");
+    assert_eq!(file.table(), &t, "the file's rows are unchanged");
+    assert_eq!(edo::cpu::gather(&mapped, &[3], edo::Bounds::Error).unwrap(), vec![0.5; 8]);
+}

@@ -123,7 +123,7 @@ fn the_output_stays_on_the_gpu_for_the_callers_pipelines() {
 }
 
 /// FP8 rows with hard values (tiny, huge, signed zeros, an outlier: subnormal codes and both
-/// zeros among them) gather on the GPU as ml_dtypes decodes them (the fixture of tests/fp8.rs).
+/// zeros among them) gather on the GPU as ml_dtypes decodes them (the fixture of core/tests/fp8.rs).
 #[test]
 fn fp8_fixture_rows_gather_as_ml_dtypes_decodes_them() {
     let Some(engine) = engine() else { return };

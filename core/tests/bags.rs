@@ -1,8 +1,8 @@
 //! EmbeddingBag semantics on the CPU path (the GPU's oracle), against a naive reference written
 //! from PyTorch's definition, and the typed errors of bad offsets. No GPU needed.
 
-use edo::synth::{embedding_table, Rng};
-use edo::{Bags, Bounds, CoreError as Error, Format, Layout, PackedTable, Pooling};
+use edo_core::synth::{embedding_table, Rng};
+use edo_core::{Bags, Bounds, Error, Format, Layout, PackedTable, Pooling};
 
 /// PyTorch's EmbeddingBag, written as plainly as possible over decoded rows (f64 accumulation).
 fn reference(rows: &[Vec<f32>], indices: &[u32], offsets: &[usize], weights: Option<&[f32]>, pooling: Pooling, bounds: Bounds) -> Vec<Vec<f64>> {
@@ -68,13 +68,13 @@ fn pooling_matches_pytorch_semantics_for_every_format() {
         let table = PackedTable::quantize(format, &data, rows, dim).unwrap();
         let decoded: Vec<Vec<f32>> = table.dequantize().chunks(dim).map(|r| r.to_vec()).collect();
         for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
-            let got = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), pooling, Bounds::Error).unwrap();
+            let got = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), pooling, Bounds::Error).unwrap();
             assert_close(&got, &reference(&decoded, &indices, &ends, None, pooling, Bounds::Error), &format!("{format} {pooling:?}"));
         }
-        let got = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets).weights(&weights), Pooling::Sum, Bounds::Error).unwrap();
+        let got = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets).weights(&weights), Pooling::Sum, Bounds::Error).unwrap();
         assert_close(&got, &reference(&decoded, &indices, &ends, Some(&weights), Pooling::Sum, Bounds::Error), &format!("{format} weighted sum"));
         // Max takes exact maxima of exactly decoded rows: equal to the reference bit for bit.
-        let max = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), Pooling::Max, Bounds::Error).unwrap();
+        let max = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), Pooling::Max, Bounds::Error).unwrap();
         let want = reference(&decoded, &indices, &ends, None, Pooling::Max, Bounds::Error);
         assert!(max.iter().zip(want.concat()).all(|(&a, b)| a as f64 == b), "{format}: max is exact");
     }
@@ -85,15 +85,15 @@ fn include_last_offset_both_ways_and_none_pooling() {
     let (rows, dim) = (50, 4);
     let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 3), rows, dim).unwrap();
     let indices = [1u32, 2, 3, 4, 5, 6];
-    let a = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 2, 2, 5]), Pooling::Sum, Bounds::Error).unwrap();
-    let b = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 2, 2, 5, 6]).include_last_offset(true), Pooling::Sum, Bounds::Error).unwrap();
+    let a = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 2, 2, 5]), Pooling::Sum, Bounds::Error).unwrap();
+    let b = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 2, 2, 5, 6]).include_last_offset(true), Pooling::Sum, Bounds::Error).unwrap();
     assert_eq!(a, b);
     assert_eq!(a.len(), 4 * dim);
     assert!(a[dim..2 * dim].iter().all(|&x| x == 0.0), "the empty bag is a zero row");
     // None: one weighted row per index, whatever the offsets.
     let w = [2.0f32, 1.0, 0.5, 1.0, 1.0, -1.0];
-    let none = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 3]).weights(&w), Pooling::None, Bounds::Error).unwrap();
-    let rows_ = edo::cpu::gather(&table, &indices, Bounds::Error).unwrap();
+    let none = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &[0, 3]).weights(&w), Pooling::None, Bounds::Error).unwrap();
+    let rows_ = edo_core::cpu::gather(&table, &indices, Bounds::Error).unwrap();
     for j in 0..6 {
         for c in 0..dim {
             assert_eq!(none[j * dim + c], w[j] * rows_[j * dim + c]);
@@ -109,13 +109,13 @@ fn bounds_policy_applies_to_every_index() {
     let indices = [1u32, 10, 2, 99, 9];
     let offsets = [0u32, 2, 4];
     assert_eq!(
-        edo::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), Pooling::Sum, Bounds::Error),
+        edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), Pooling::Sum, Bounds::Error),
         Err(Error::IdOutOfRange { index: 1, id: 10, rows })
     );
     let ends = [0, 2, 4, 5];
     for bounds in [Bounds::Zero, Bounds::Clamp] {
         for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
-            let got = edo::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), pooling, bounds).unwrap();
+            let got = edo_core::cpu::embedding_bag(&table, &Bags::new(&indices, &offsets), pooling, bounds).unwrap();
             assert_close(&got, &reference(&decoded, &indices, &ends, None, pooling, bounds), &format!("{bounds:?} {pooling:?}"));
         }
     }
@@ -125,17 +125,18 @@ fn bounds_policy_applies_to_every_index() {
 fn bad_offsets_and_weights_are_typed_errors() {
     let table = PackedTable::quantize(Format::F32, &embedding_table(10, 2, 5), 10, 2).unwrap();
     let idx = [1u32, 2, 3];
-    let bag = |offsets: &[u32], last: bool| edo::cpu::embedding_bag(&table, &Bags::new(&idx, offsets).include_last_offset(last), Pooling::Sum, Bounds::Error);
+    let bag =
+        |offsets: &[u32], last: bool| edo_core::cpu::embedding_bag(&table, &Bags::new(&idx, offsets).include_last_offset(last), Pooling::Sum, Bounds::Error);
     assert!(matches!(bag(&[1, 2], false), Err(Error::BadOffsets { index: 0, value: 1, .. })));
     assert!(matches!(bag(&[0, 2, 1], false), Err(Error::BadOffsets { index: 2, value: 1, .. })));
     assert!(matches!(bag(&[0, 4], false), Err(Error::BadOffsets { index: 1, value: 4, .. })));
     assert!(matches!(bag(&[0, 1, 2], true), Err(Error::BadOffsets { index: 2, value: 2, .. })), "last offset must cover all indices");
     assert!(matches!(bag(&[], true), Err(Error::ShapeMismatch { .. })));
     assert!(matches!(bag(&[], false), Err(Error::ShapeMismatch { .. })), "indices but no bags");
-    let none = edo::cpu::embedding_bag(&table, &Bags::new(&[], &[]), Pooling::Sum, Bounds::Error);
+    let none = edo_core::cpu::embedding_bag(&table, &Bags::new(&[], &[]), Pooling::Sum, Bounds::Error);
     assert_eq!(none.unwrap(), Vec::<f32>::new(), "no bags, no output");
     let w = [1.0f32, 2.0];
-    let weighted = |w: &[f32], p| edo::cpu::embedding_bag(&table, &Bags::new(&idx, &[0]).weights(w), p, Bounds::Error);
+    let weighted = |w: &[f32], p| edo_core::cpu::embedding_bag(&table, &Bags::new(&idx, &[0]).weights(w), p, Bounds::Error);
     assert!(matches!(weighted(&w, Pooling::Sum), Err(Error::ShapeMismatch { expected: 3, actual: 2, .. })));
     assert!(matches!(weighted(&[1.0, 2.0, 3.0], Pooling::Max), Err(Error::Unsupported { .. })));
     assert!(matches!(weighted(&[1.0, f32::NAN, 3.0], Pooling::Sum), Err(Error::NonFiniteWeight { index: 1, .. })));
@@ -156,13 +157,13 @@ fn batched_tables_equal_one_call_per_table_in_both_layouts() {
     let mut per_table = Vec::new();
     for (t, &r) in rows.iter().enumerate() {
         let (idx, off) = random_bags(batch, r, 6, 10 + t as u64);
-        per_table.push(edo::cpu::embedding_bag(&tables[t], &Bags::new(&idx, &off), Pooling::Mean, Bounds::Error).unwrap());
+        per_table.push(edo_core::cpu::embedding_bag(&tables[t], &Bags::new(&idx, &off), Pooling::Mean, Bounds::Error).unwrap());
         offsets.extend(off.iter().map(|o| o + indices.len() as u32));
         indices.extend(idx);
     }
     offsets.push(indices.len() as u32);
     let bags = Bags::new(&indices, &offsets).include_last_offset(true);
-    let concat = edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat).unwrap();
+    let concat = edo_core::cpu::embedding_bags(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat).unwrap();
     let total: usize = dims.iter().sum();
     for b in 0..batch {
         let mut col = 0;
@@ -171,93 +172,29 @@ fn batched_tables_equal_one_call_per_table_in_both_layouts() {
             col += d;
         }
     }
-    let per = edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::PerTable).unwrap();
+    let per = edo_core::cpu::embedding_bags(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::PerTable).unwrap();
     assert_eq!(per, per_table.concat());
     // Into a caller's buffer: the same values over whatever it held; a buffer of the wrong size
     // is refused and left as it was.
     let mut out = vec![f32::NAN; batch * total];
-    edo::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut out).unwrap();
+    edo_core::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut out).unwrap();
     assert_eq!(out, concat);
     let mut short_out = vec![f32::NAN; batch * total - 1];
     assert!(matches!(
-        edo::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut short_out),
+        edo_core::cpu::embedding_bags_into(&refs, batch, &bags, Pooling::Mean, Bounds::Error, Layout::Concat, &mut short_out),
         Err(Error::ShapeMismatch { expected, actual, .. }) if expected == batch * total && actual == batch * total - 1
     ));
     assert!(short_out.iter().all(|x| x.is_nan()));
     // Offsets must describe exactly B·T bags.
     let short = Bags::new(&indices, &offsets[..offsets.len() - 1]).include_last_offset(true);
-    assert!(matches!(edo::cpu::embedding_bags(&refs, batch, &short, Pooling::Sum, Bounds::Error, Layout::Concat), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(edo_core::cpu::embedding_bags(&refs, batch, &short, Pooling::Sum, Bounds::Error, Layout::Concat), Err(Error::ShapeMismatch { .. })));
     // A bad index reports its position in the whole indices array.
     let mut bad = indices.clone();
     let j = offsets[batch] as usize + 1; // the second index of table 1 (7 rows)
     bad[j] = 7;
     let bags = Bags::new(&bad, &offsets).include_last_offset(true);
     assert_eq!(
-        edo::cpu::embedding_bags(&refs, batch, &bags, Pooling::Sum, Bounds::Error, Layout::Concat),
+        edo_core::cpu::embedding_bags(&refs, batch, &bags, Pooling::Sum, Bounds::Error, Layout::Concat),
         Err(Error::IdOutOfRange { index: j, id: 7, rows: 7 })
     );
-}
-
-// The host lookup interface: every kind gathers and bags through `Lookup`.
-
-use edo::{AnyTable, Lookup, MixedTable};
-
-#[test]
-fn mixed_tables_gather_on_all_cores_and_bag_like_their_rows() {
-    let (rows, dim) = (2000, 10);
-    let data = embedding_table(rows, dim, 4);
-    let hot: Vec<u32> = (0..rows as u32).filter(|r| r % 3 == 0).collect();
-    let mixed = MixedTable::quantize(&data, rows, dim, &hot, Format::F16, Format::Int4).unwrap();
-    // Enough ids that the gather splits over threads; each row from its own part.
-    let ids: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % rows as u32).collect();
-    let got = mixed.gather(&ids, Bounds::Error).unwrap();
-    let mut row = vec![0f32; dim];
-    for (k, &id) in ids.iter().enumerate() {
-        match mixed.locate(id as usize) {
-            (true, i) => mixed.hot().decode_row_into(i, &mut row),
-            (false, i) => mixed.cold().decode_row_into(i, &mut row),
-        }
-        assert_eq!(&got[k * dim..(k + 1) * dim], &row[..], "id {id}");
-    }
-    // Bags pool the gathered rows as the CPU bag pools an FP32 table of them.
-    let (indices, offsets) = (vec![5u32, 6, 7, 5, 1999, 3], vec![0u32, 3, 3]);
-    let bags = Bags::new(&indices, &offsets);
-    let gathered = PackedTable::quantize(Format::F32, &mixed.gather(&indices, Bounds::Error).unwrap(), indices.len(), dim).unwrap();
-    let iota: Vec<u32> = (0..indices.len() as u32).collect();
-    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::None] {
-        let want = edo::cpu::embedding_bag(&gathered, &Bags::new(&iota, &offsets), pooling, Bounds::Error).unwrap();
-        assert_eq!(mixed.bag(&bags, pooling, Bounds::Error).unwrap(), want, "{pooling:?}");
-    }
-    // Checked before any row is read.
-    assert!(matches!(mixed.bag(&Bags::new(&[1, 2000], &[0]), Pooling::Sum, Bounds::Error), Err(edo::Error::IdOutOfRange { index: 1, id: 2000, .. })));
-    assert!(matches!(mixed.bag(&Bags::new(&[1, 2], &[0, 3]), Pooling::Sum, Bounds::Zero), Err(edo::Error::BadOffsets { .. })));
-    // The closed enum dispatches to the same code.
-    let any: AnyTable = mixed.clone().into();
-    assert_eq!(any.bag(&bags, Pooling::Mean, Bounds::Error).unwrap(), mixed.bag(&bags, Pooling::Mean, Bounds::Error).unwrap());
-    assert_eq!(any.bytes(), mixed.bytes());
-}
-
-#[test]
-fn quotient_remainder_bags_pool_the_combined_rows() {
-    use edo::qr::{self, QrCombine};
-    let dim = 6;
-    let quotient = PackedTable::quantize(Format::F32, &embedding_table(10, dim, 1), 10, dim).unwrap();
-    let remainder = PackedTable::quantize(Format::F32, &embedding_table(7, dim, 2), 7, dim).unwrap();
-    let ids: Vec<u64> = vec![0, 69, 13, 70, 5, 41];
-    let offsets = [0u32, 2, 2, 5];
-    for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
-        let rows = qr::gather(&quotient, &remainder, &ids, combine, Bounds::Zero).unwrap();
-        let width = rows.len() / ids.len();
-        // Bag after bag by hand: [0, 69], [], [13, 70, 5], [41]; id 70 is past the 70 ids covered.
-        let sum = |r: std::ops::Range<usize>| -> Vec<f32> { (0..width).map(|c| r.clone().map(|k| rows[k * width + c]).fold(0.0, |a, x| a + x)).collect() };
-        let want: Vec<f32> = [sum(0..2), vec![0.0; width], sum(2..5), sum(5..6)].concat();
-        assert_eq!(qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), combine, Pooling::Sum, Bounds::Zero).unwrap(), want, "{combine:?}");
-        if combine == QrCombine::Mult {
-            assert!(rows[3 * width..4 * width].iter().all(|&x| x == 0.0), "id 70's quotient row reads as zeros under Zero");
-        }
-    }
-    assert!(matches!(
-        qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
-        Err(edo::Error::IdOutOfRange64 { index: 3, id: 70, .. })
-    ));
 }

@@ -2,12 +2,12 @@
 //! scripts/make_fp8_fixtures.py, ml_dtypes 0.6.0) holds hard values with their casts, and hard rows
 //! with the scales, codes and decoded values edo must equal bit for bit.
 
-use edo::format::{Fp8E4M3, Fp8E5M2};
-use edo::{Format, PackedTable};
+use edo_core::format::{Fp8E4M3, Fp8E5M2};
+use edo_core::{Format, PackedTable};
 use safetensors::SafeTensors;
 
 fn fixture() -> Vec<u8> {
-    std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/fp8/fp8.safetensors")).unwrap()
+    std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/fp8/fp8.safetensors")).unwrap()
 }
 
 fn f32s(st: &SafeTensors, name: &str) -> Vec<f32> {

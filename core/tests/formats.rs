@@ -1,8 +1,8 @@
 //! Formats and the CPU path: round trips within the documented bounds, exact layouts (numpy
 //! packbits, FBGEMM fused rows), edge cases, typed errors. No GPU needed.
 
-use edo::synth::{embedding_table, Rng};
-use edo::{Bounds, CoreError as Error, Format, PackedTable};
+use edo_core::synth::{embedding_table, Rng};
+use edo_core::{Bounds, Error, Format, PackedTable};
 
 const DIMS: [usize; 8] = [1, 3, 7, 8, 33, 100, 384, 1000];
 
@@ -120,7 +120,7 @@ fn binary_layout_is_numpy_packbits() {
     }
     // Whole words of 32 values and a short last one: numpy.packbits's bytes, written out here.
     for dim in [31, 32, 33, 64, 70, 100] {
-        let data = edo::synth::embedding_table(3, dim, 4);
+        let data = edo_core::synth::embedding_table(3, dim, 4);
         let t = PackedTable::quantize(Format::Binary, &data, 3, dim).unwrap();
         for (r, values) in data.chunks(dim).enumerate() {
             let mut want = vec![0u8; 4 * Format::Binary.code_words(dim)];
@@ -198,9 +198,9 @@ fn shapes_are_checked() {
     assert!(matches!(PackedTable::from_words(Format::Int4, 2, 9, vec![0; 5]), Err(Error::ShapeMismatch { expected: 6, actual: 5, .. })));
     let empty = PackedTable::quantize(Format::Int4, &[], 0, 9).unwrap();
     assert_eq!(empty.rows(), 0);
-    assert_eq!(edo::cpu::gather(&empty, &[], Bounds::Error).unwrap(), Vec::<f32>::new());
-    assert_eq!(edo::cpu::gather(&empty, &[0], Bounds::Zero).unwrap(), vec![0.0; 9]);
-    assert!(matches!(edo::cpu::gather(&empty, &[0], Bounds::Clamp), Err(Error::IdOutOfRange { .. })));
+    assert_eq!(edo_core::cpu::gather(&empty, &[], Bounds::Error).unwrap(), Vec::<f32>::new());
+    assert_eq!(edo_core::cpu::gather(&empty, &[0], Bounds::Zero).unwrap(), vec![0.0; 9]);
+    assert!(matches!(edo_core::cpu::gather(&empty, &[0], Bounds::Clamp), Err(Error::IdOutOfRange { .. })));
 }
 
 #[test]
@@ -246,14 +246,14 @@ fn cpu_gather_follows_the_bounds_policy() {
         let decoded = t.dequantize();
         let row = |r: usize| decoded[r * dim..(r + 1) * dim].to_vec();
         let ids = [5u32, 100, 99, u32::MAX, 0];
-        assert_eq!(edo::cpu::gather(&t, &ids, Bounds::Error), Err(Error::IdOutOfRange { index: 1, id: 100, rows }));
-        let zero = edo::cpu::gather(&t, &ids, Bounds::Zero).unwrap();
-        let clamp = edo::cpu::gather(&t, &ids, Bounds::Clamp).unwrap();
+        assert_eq!(edo_core::cpu::gather(&t, &ids, Bounds::Error), Err(Error::IdOutOfRange { index: 1, id: 100, rows }));
+        let zero = edo_core::cpu::gather(&t, &ids, Bounds::Zero).unwrap();
+        let clamp = edo_core::cpu::gather(&t, &ids, Bounds::Clamp).unwrap();
         let want = |bad: Vec<f32>| [row(5), bad.clone(), row(99), bad, row(0)].concat();
         assert_eq!(zero, want(vec![0.0; dim]), "{format}");
         assert_eq!(clamp, want(row(99)), "{format}");
         let mut short = vec![0.0; 3];
-        assert!(matches!(edo::cpu::gather_into(&t, &ids, Bounds::Zero, &mut short), Err(Error::ShapeMismatch { .. })));
+        assert!(matches!(edo_core::cpu::gather_into(&t, &ids, Bounds::Zero, &mut short), Err(Error::ShapeMismatch { .. })));
     }
 }
 
@@ -261,10 +261,10 @@ fn cpu_gather_follows_the_bounds_policy() {
 fn cpu_gather_on_many_threads_equals_row_by_row_decoding() {
     let (rows, dim) = (5000, 37);
     let data = random_table(rows, dim, 11);
-    let ids = edo::synth::uniform_ids(20_011, rows, 12);
+    let ids = edo_core::synth::uniform_ids(20_011, rows, 12);
     for format in Format::ALL {
         let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
-        let got = edo::cpu::gather(&t, &ids, Bounds::Error).unwrap();
+        let got = edo_core::cpu::gather(&t, &ids, Bounds::Error).unwrap();
         let mut want = vec![0f32; dim];
         for (i, &id) in ids.iter().enumerate() {
             t.decode_row_into(id as usize, &mut want);
@@ -287,8 +287,8 @@ fn format_names_round_trip() {
 #[test]
 fn update_rows_requantises_in_place_and_all_or_nothing() {
     let (rows, dim) = (300, 13);
-    let mut data = edo::synth::embedding_table(rows, dim, 3);
-    let fresh = edo::synth::embedding_table(4, dim, 4);
+    let mut data = edo_core::synth::embedding_table(rows, dim, 3);
+    let fresh = edo_core::synth::embedding_table(4, dim, 4);
     for format in Format::ALL {
         let mut t = PackedTable::quantize(format, &data, rows, dim).unwrap();
         let before = t.clone();
@@ -314,27 +314,12 @@ fn update_rows_requantises_in_place_and_all_or_nothing() {
 
 /// A table mapped from a file is copied on its first update; the file keeps the old rows.
 #[test]
-fn update_rows_of_a_mapped_table_copies_on_write() {
-    let (rows, dim) = (50, 8);
-    let data = edo::synth::embedding_table(rows, dim, 5);
-    let t = PackedTable::quantize(Format::Int8, &data, rows, dim).unwrap();
-    let bytes = edo::file::TableFile::new(t.clone()).to_bytes();
-    let file = edo::file::TableFile::from_bytes(bytes).unwrap();
-    let mut mapped = file.table().clone();
-    mapped.update_rows(&[3], &[0.5; 8]).unwrap();
-    assert!(!mapped.is_mapped());
-    assert!((mapped.words().as_ptr() as usize).is_multiple_of(64), "the copy starts on a cache line");
-    assert_eq!(file.table(), &t, "the file's rows are unchanged");
-    assert_eq!(edo::cpu::gather(&mapped, &[3], edo::Bounds::Error).unwrap(), vec![0.5; 8]);
-}
-
-#[test]
 fn requantize_keeps_the_same_format_and_decodes_for_another() {
     // Rows enough for two workers' blocks on two threads (each row is decoded as it is encoded),
     // one of them too large for FP16: requantising is quantising the decoded table, errors
     // included.
     let (rows, dim) = (2600, 9);
-    let mut data = edo::synth::embedding_table(rows, dim, 8);
+    let mut data = edo_core::synth::embedding_table(rows, dim, 8);
     data[1700 * dim + 4] = 1e6;
     for from in [Format::F32, Format::Int8, Format::Q8_0, Format::Fp8E4M3] {
         let source = PackedTable::quantize(from, &data, rows, dim).unwrap();
@@ -360,14 +345,14 @@ fn requantize_keeps_the_same_format_and_decodes_for_another() {
 #[test]
 fn the_synthetic_table_is_generated_in_place_and_refuses_impossible_shapes() {
     let (rows, dim) = (1000, 37);
-    let packed = edo::synth::embedding_packed(rows, dim, 9).unwrap();
+    let packed = edo_core::synth::embedding_packed(rows, dim, 9).unwrap();
     assert_eq!((packed.format(), packed.rows(), packed.dim()), (Format::F32, rows, dim));
-    let want: Vec<u32> = edo::synth::embedding_table(rows, dim, 9).iter().map(|x| x.to_bits()).collect();
+    let want: Vec<u32> = edo_core::synth::embedding_table(rows, dim, 9).iter().map(|x| x.to_bits()).collect();
     assert_eq!(packed.words(), &want[..]);
-    assert!(matches!(edo::synth::embedding_packed(5, 0, 9), Err(Error::ZeroDim)));
-    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 2, 4, 9), Err(Error::LimitExceeded { .. })));
+    assert!(matches!(edo_core::synth::embedding_packed(5, 0, 9), Err(Error::ZeroDim)));
+    assert!(matches!(edo_core::synth::embedding_packed(usize::MAX / 2, 4, 9), Err(Error::LimitExceeded { .. })));
     // No overflow in words, but more bytes than any allocation may hold: an error, not an abort.
-    assert!(matches!(edo::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::HostOutOfMemory { .. })));
+    assert!(matches!(edo_core::synth::embedding_packed(usize::MAX / 8, 1, 9), Err(Error::HostOutOfMemory { .. })));
 }
 
 /// `quantize_min_error`: for the group-wise formats every group's squared error is at most
@@ -375,7 +360,7 @@ fn the_synthetic_table_is_generated_in_place_and_refuses_impossible_shapes() {
 #[test]
 fn min_error_quantisation_never_loses_to_min_max() {
     let (rows, dim) = (300, 200);
-    let mut data = edo::synth::embedding_table(rows, dim, 5);
+    let mut data = edo_core::synth::embedding_table(rows, dim, 5);
     // Outliers in some rows: what clipping is for.
     for r in (0..rows).step_by(3) {
         data[r * dim + (r % dim)] *= 25.0;

@@ -1,0 +1,65 @@
+//! The host lookup interface beyond plain tables: mixed-precision and quotient-remainder tables
+//! gather and bag through `Lookup` like their rows (edo-core's tests cover plain tables' bags).
+//! No GPU needed.
+
+use edo::synth::embedding_table;
+use edo::{AnyTable, Bags, Bounds, Format, Lookup, MixedTable, PackedTable, Pooling};
+#[test]
+fn mixed_tables_gather_on_all_cores_and_bag_like_their_rows() {
+    let (rows, dim) = (2000, 10);
+    let data = embedding_table(rows, dim, 4);
+    let hot: Vec<u32> = (0..rows as u32).filter(|r| r % 3 == 0).collect();
+    let mixed = MixedTable::quantize(&data, rows, dim, &hot, Format::F16, Format::Int4).unwrap();
+    // Enough ids that the gather splits over threads; each row from its own part.
+    let ids: Vec<u32> = (0..5000u32).map(|i| (i * 7919) % rows as u32).collect();
+    let got = mixed.gather(&ids, Bounds::Error).unwrap();
+    let mut row = vec![0f32; dim];
+    for (k, &id) in ids.iter().enumerate() {
+        match mixed.locate(id as usize) {
+            (true, i) => mixed.hot().decode_row_into(i, &mut row),
+            (false, i) => mixed.cold().decode_row_into(i, &mut row),
+        }
+        assert_eq!(&got[k * dim..(k + 1) * dim], &row[..], "id {id}");
+    }
+    // Bags pool the gathered rows as the CPU bag pools an FP32 table of them.
+    let (indices, offsets) = (vec![5u32, 6, 7, 5, 1999, 3], vec![0u32, 3, 3]);
+    let bags = Bags::new(&indices, &offsets);
+    let gathered = PackedTable::quantize(Format::F32, &mixed.gather(&indices, Bounds::Error).unwrap(), indices.len(), dim).unwrap();
+    let iota: Vec<u32> = (0..indices.len() as u32).collect();
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::None] {
+        let want = edo::cpu::embedding_bag(&gathered, &Bags::new(&iota, &offsets), pooling, Bounds::Error).unwrap();
+        assert_eq!(mixed.bag(&bags, pooling, Bounds::Error).unwrap(), want, "{pooling:?}");
+    }
+    // Checked before any row is read.
+    assert!(matches!(mixed.bag(&Bags::new(&[1, 2000], &[0]), Pooling::Sum, Bounds::Error), Err(edo::Error::IdOutOfRange { index: 1, id: 2000, .. })));
+    assert!(matches!(mixed.bag(&Bags::new(&[1, 2], &[0, 3]), Pooling::Sum, Bounds::Zero), Err(edo::Error::BadOffsets { .. })));
+    // The closed enum dispatches to the same code.
+    let any: AnyTable = mixed.clone().into();
+    assert_eq!(any.bag(&bags, Pooling::Mean, Bounds::Error).unwrap(), mixed.bag(&bags, Pooling::Mean, Bounds::Error).unwrap());
+    assert_eq!(any.bytes(), mixed.bytes());
+}
+
+#[test]
+fn quotient_remainder_bags_pool_the_combined_rows() {
+    use edo::qr::{self, QrCombine};
+    let dim = 6;
+    let quotient = PackedTable::quantize(Format::F32, &embedding_table(10, dim, 1), 10, dim).unwrap();
+    let remainder = PackedTable::quantize(Format::F32, &embedding_table(7, dim, 2), 7, dim).unwrap();
+    let ids: Vec<u64> = vec![0, 69, 13, 70, 5, 41];
+    let offsets = [0u32, 2, 2, 5];
+    for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
+        let rows = qr::gather(&quotient, &remainder, &ids, combine, Bounds::Zero).unwrap();
+        let width = rows.len() / ids.len();
+        // Bag after bag by hand: [0, 69], [], [13, 70, 5], [41]; id 70 is past the 70 ids covered.
+        let sum = |r: std::ops::Range<usize>| -> Vec<f32> { (0..width).map(|c| r.clone().map(|k| rows[k * width + c]).fold(0.0, |a, x| a + x)).collect() };
+        let want: Vec<f32> = [sum(0..2), vec![0.0; width], sum(2..5), sum(5..6)].concat();
+        assert_eq!(qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), combine, Pooling::Sum, Bounds::Zero).unwrap(), want, "{combine:?}");
+        if combine == QrCombine::Mult {
+            assert!(rows[3 * width..4 * width].iter().all(|&x| x == 0.0), "id 70's quotient row reads as zeros under Zero");
+        }
+    }
+    assert!(matches!(
+        qr::bag(&quotient, &remainder, &Bags::new(&ids, &offsets), QrCombine::Mult, Pooling::Sum, Bounds::Error),
+        Err(edo::Error::IdOutOfRange64 { index: 3, id: 70, .. })
+    ));
+}
