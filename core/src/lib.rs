@@ -5,7 +5,7 @@
 //! x86-64, aarch64, wasm32 in a browser or under WASI — and `edo` builds its GPU path, files,
 //! caches and models on it (and re-exports all of this: `edo::format`, `edo::cpu`, …).
 //!
-//! - [`format`] packs a row of f32 values into whole `u32` words in one of the formats (FP16,
+//! - [`format`](mod@format) packs a row of f32 values into whole `u32` words in one of the formats (FP16,
 //!   INT8 and INT4 row-wise, binary, FP8, ggml's blocks, …), the same words on the host, in files
 //!   and on a GPU. Each format's scalar decoder is the oracle the fast paths are tested against.
 //! - [`simd`] holds the instruction sets the decoders run on (AVX2, SSE4.1, WASM SIMD128, portable

@@ -186,9 +186,9 @@ impl Binds {
 pub enum Decoder {
     /// None: the kernel reads no table, or reads its rows itself.
     None,
-    /// The decoder, [`crate::Codec::WGSL`], reading the shard as u32 words.
+    /// The decoder, [`WgslDecoder::wgsl`](super::decoders::WgslDecoder::wgsl), reading the shard as u32 words.
     Words,
-    /// The decoder and its 16-byte reads, [`crate::Codec::WGSL_WIDE`], with the shard bound as
+    /// The decoder and its 16-byte reads, [`WgslDecoder::wide`](super::decoders::WgslDecoder::wide), with the shard bound as
     /// 16-byte words (`decode16`).
     Wide,
 }
@@ -246,7 +246,7 @@ pub mod kernels {
     /// FP32 rows of a dim that is a multiple of 4: a 16-byte load and a vec4 store per step.
     pub const GATHER_ROWS4_F32: Kernel =
         Kernel { helpers: GATHER_OWN_DECODE, decoder: Decoder::None, ..gather_kernel("gather_rows4_f32", Src::GatherRows4F32, 4, false) };
-    /// Rows of a format with 16-byte reads ([`crate::Codec::WGSL_WIDE`]), every dim a multiple of
+    /// Rows of a format with 16-byte reads ([`WgslDecoder::wide`](super::decoders::WgslDecoder::wide)), every dim a multiple of
     /// 16 and rows on 16-byte boundaries: `decode16` (one 16-byte load of codes for 8-bit codes)
     /// and four vec4 stores per step.
     pub const GATHER_ROWS16: Kernel = Kernel { helpers: GATHER_SHARD4, decoder: Decoder::Wide, ..gather_kernel("gather_rows16", Src::GatherRows16, 16, false) };
@@ -278,7 +278,7 @@ pub mod kernels {
         constants: &[("VEC4", 1.0)],
         ..rows_kernel("", Src::Bag, 4)
     };
-    /// `bag.wgsl` with `WIDE` over a format with 16-byte reads ([`crate::Codec::WGSL_WIDE`];
+    /// `bag.wgsl` with `WIDE` over a format with 16-byte reads ([`WgslDecoder::wide`](super::decoders::WgslDecoder::wide);
     /// every dim a multiple of 16, rows on 16-byte boundaries): a lane's sixteen columns of a row
     /// from one `decode16` (one 16-byte load of codes for 8-bit codes).
     pub const BAG16: Kernel = Kernel {
@@ -408,7 +408,7 @@ pub enum ShaderId {
         /// Every dim a multiple of 4: 16 columns a pass.
         vec4: bool,
     },
-    /// Gather rows of `format` read 16 bytes at a time ([`Format::has_wide_reads`]): rows on
+    /// Gather rows of `format` read 16 bytes at a time ([`has_wide_reads`](super::decoders::has_wide_reads)): rows on
     /// 16-byte boundaries (row words a multiple of 4) of a dim that is a multiple of 16 (for
     /// FP16, 8), sixteen 8-bit codes (eight halves) a load.
     GatherWide {

@@ -201,8 +201,8 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// The rows resolved ahead of the pooling, in the order it reads them: a ring of [`RING`]
-/// entries, enough for the id being pooled, [`PREFETCH_DISTANCE`] ids after it and a run more,
+/// The rows resolved ahead of the pooling, in the order it reads them: a ring of `RING`
+/// entries, enough for the id being pooled, `PREFETCH_DISTANCE` ids after it and a run more,
 /// [`MAX_K`] rows each.
 pub struct Ring {
     rows: [usize; RING],

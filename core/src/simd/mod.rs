@@ -7,7 +7,7 @@
 //! ([`Simd::active`]) and calls the kernel with that level's token inside a function compiled for
 //! it, so every operation inlines to one or two instructions of that set: AVX2 (with F16C) or
 //! SSE4.1 on x86-64, NEON (with or without the CPU's half-precision conversion) on aarch64,
-//! SIMD128 in the WASM build, and plain eight-element arrays everywhere ([`Scalar`]: the portable
+//! SIMD128 in the WASM build, and plain eight-element arrays everywhere (`Scalar`: the portable
 //! level, auto-vectorised where the compiler manages, and the one that runs where no other does).
 //!
 //! Why tokens and not `cfg`: x86-64 binaries are built for the baseline (SSE2) and learn at run
