@@ -479,12 +479,16 @@ pub struct Cause(Arc<CauseError>);
 pub type CauseError = dyn std::error::Error + Send + Sync + 'static;
 
 impl Cause {
-    /// Keeps `error`.
-    pub fn new<E: std::error::Error + wgpu::WasmNotSendSync + 'static>(error: E) -> Cause {
-        #[cfg(native)]
-        return Cause(Arc::new(error));
-        #[cfg(web)]
-        return Cause(Arc::new(OneThread(Box::new(error))));
+    /// Keeps `error`, which natively must cross threads as edo's errors do.
+    #[cfg(native)]
+    pub fn new<E: std::error::Error + Send + Sync + 'static>(error: E) -> Cause {
+        Cause(Arc::new(error))
+    }
+
+    /// Keeps `error` (a build for wasm32 runs edo on one thread; see `OneThread`).
+    #[cfg(web)]
+    pub fn new<E: std::error::Error + 'static>(error: E) -> Cause {
+        Cause(Arc::new(OneThread(Box::new(error))))
     }
 
     /// The error itself.
@@ -553,7 +557,7 @@ impl PartialEq for Cause {
 
 impl Error {
     /// [`Error::Io`] for `path`.
-    pub(crate) fn io(path: impl std::fmt::Display, error: std::io::Error) -> Error {
+    pub fn io(path: impl std::fmt::Display, error: std::io::Error) -> Error {
         Error::Io { path: path.to_string(), source: Cause::new(error) }
     }
 

@@ -267,6 +267,7 @@ pub type HashedBags<'a> = crate::Bags<'a, u64>;
 /// Hashed bags turned into bags of row indices for the GPU path, whose hashing kernel writes
 /// them: each id becomes `k` slots of its table (a hot id: its row and `k − 1` × [`SKIP`]),
 /// offsets and weights scaled to match.
+#[cfg(feature = "gpu")]
 pub(crate) struct Expanded {
     /// `B·T + 1` offsets into the slots.
     pub offsets: Vec<u32>,
@@ -292,6 +293,7 @@ fn check_hashed_bags(specs: &[HashSpec], batch: usize, bags: &HashedBags, poolin
     Ok(offsets)
 }
 
+#[cfg(feature = "gpu")]
 pub(crate) fn expand(specs: &[HashSpec], batch: usize, bags: &HashedBags, pooling: crate::Pooling) -> Result<Expanded, Error> {
     let offsets = check_hashed_bags(specs, batch, bags, pooling)?;
     let mut out_offsets = Vec::with_capacity(offsets.len());

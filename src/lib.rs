@@ -26,28 +26,31 @@ compile_error!("edo assumes a little-endian host: table files and GPU buffers ar
 
 /// A WGSL file of `shaders/`, as written natively; in the browser build without its comments and
 /// indentation (build.rs writes those copies), since the .wasm carries every kernel's text.
-#[cfg(native)]
+#[cfg(all(native, feature = "gpu"))]
 macro_rules! wgsl {
     ($file:literal) => {
         include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/", $file))
     };
 }
-#[cfg(web)]
+#[cfg(all(web, feature = "gpu"))]
 macro_rules! wgsl {
     ($file:literal) => {
         include_str!(concat!(env!("OUT_DIR"), "/shaders/", $file))
     };
 }
 
+#[cfg(feature = "gpu")]
 mod backend;
 pub mod cache;
 mod error;
 pub mod file;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod hash;
 mod lookup;
 pub mod mixed;
 pub mod model;
+#[cfg(feature = "gpu")]
 mod oneshot;
 pub mod plan;
 pub mod prune;
@@ -67,6 +70,7 @@ pub use edo_core::synth;
 #[cfg(not(feature = "synth"))]
 use edo_core::synth;
 
+#[cfg(feature = "gpu")]
 pub use backend::{Backend, Placeable, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
@@ -75,6 +79,7 @@ pub use bounds::Bounds;
 pub use edo_core::{Error as CoreError, Unsupported as CoreUnsupported};
 pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
+#[cfg(feature = "gpu")]
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
     GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,

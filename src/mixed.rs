@@ -3,6 +3,7 @@
 //! most lookups read hot rows, so the expected error is close to the precise format's while the
 //! memory is close to the compact one's.
 
+#[cfg(feature = "gpu")]
 use crate::bounds::{SKIP_ID, ZERO_ID};
 use crate::format::{check_shape, Format, PackedTable};
 use crate::{Bounds, Error};
@@ -131,6 +132,7 @@ impl MixedTable {
     /// The ids of each part's gather for `ids`: the row in that part, [`SKIP_ID`] where the other
     /// part writes the row, and [`ZERO_ID`] (out of range: a zero row) in the cold part for an id
     /// the bounds policy reads as zeros.
+    #[cfg(feature = "gpu")]
     pub(crate) fn split_ids(&self, ids: &[u32], bounds: Bounds) -> (Vec<u32>, Vec<u32>) {
         let mut hot = Vec::with_capacity(ids.len());
         let mut cold = Vec::with_capacity(ids.len());

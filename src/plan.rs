@@ -129,6 +129,7 @@ impl Choice {
     /// Puts `table` (what [`Choice::build`] made of this choice) on the GPU as the choice says:
     /// resident, or — for a cached choice — a [`crate::GpuCache`] of [`Choice::cache_capacity`]
     /// rows over it, evicting the least frequently used.
+    #[cfg(feature = "gpu")]
     pub async fn upload(&self, engine: &crate::Engine, table: AnyTable) -> Result<crate::AnyGpuTable, Error> {
         match (self, table) {
             (Choice::Cached { capacity, .. }, AnyTable::Dense(t)) => {

@@ -19,6 +19,7 @@ pub enum QrCombine {
 }
 
 impl QrCombine {
+    #[cfg(feature = "gpu")]
     pub(crate) fn shader_code(self) -> u32 {
         match self {
             QrCombine::Mult => 0,
