@@ -6,7 +6,8 @@
 # and wasm32 for the library and the browser crate; edo-core, the CPU-path crate, for WASI and
 # aarch64 too, with no wgpu in its dependencies; its tests on aarch64 under qemu-user, where
 # qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
-# failure), and the browser tests (headless Chromium;
+# failure), edo without its GPU path for WASI and edo-wasi under wasmtime against the native
+# program (scripts/wasi_check.sh), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
 # threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
@@ -62,6 +63,21 @@ elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
     exit 1
 else
     echo "SKIPPED: aarch64 tests (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"
+fi
+
+echo "== WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program"
+cargo clippy -p edo --no-default-features --target wasm32-wasip1 --lib --quiet -- -D warnings
+cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
+if cargo tree -p edo --no-default-features -e normal --target wasm32-wasip1 --prefix none | grep -q '^wgpu'; then
+    echo "edo without the gpu feature depends on wgpu" >&2
+    exit 1
+fi
+status=0
+./scripts/wasi_check.sh || status=$?
+if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WASI:-}" != "1" ]; then
+    echo "SKIPPED: WASI run (PyPI's wasmtime could not be installed; EDO_REQUIRE_WASI=1 makes this a failure)"
+elif [ "$status" != 0 ]; then
+    exit "$status"
 fi
 
 echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# edo under a WASI runtime: builds edo-wasi (edo without its GPU path) for wasm32-wasip1 and for
+# this machine, runs both on the same inputs — quantize a real numpy-written table to several
+# formats, look rows up, embed texts with a model2vec model — and requires the outputs to be equal
+# byte for byte, and the packed rows equal to the `edo` command's. wasmtime is PyPI's (pinned below), in a virtual environment under target/.
+# With --bench, also prints the WASI module's time over the native program's on one thread for an
+# INT8 gather and a model's embedding (a figure, not a test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WASMTIME_VERSION=51.0.0
+venv=target/wasi-venv
+if [ "$("$venv/bin/pip" show wasmtime 2>/dev/null | sed -n 's/^Version: //p')" != "$WASMTIME_VERSION" ]; then
+    # Exit status 3: no runtime to run the module on (scripts/test.sh says SKIPPED unless required).
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q "wasmtime==$WASMTIME_VERSION" || exit 3
+fi
+# The native program in the test profile reuses what the tests built (the bits are the same in
+# every profile: no fast-math); --bench times the release builds of both.
+cargo build -q -p edo-wasi --release --target wasm32-wasip1
+wasm=target/wasm32-wasip1/release/edo-wasi.wasm
+if [ "${1:-}" = "--bench" ]; then
+    cargo build -q -p edo-wasi --release
+    native=target/release/edo-wasi
+else
+    cargo build -q -p edo-wasi
+    native=target/debug/edo-wasi
+fi
+run_wasi() { "$venv/bin/python" scripts/wasi_run.py "$wasm" "$@"; }
+out=target/wasi-check
+rm -rf "$out" && mkdir -p "$out/native" "$out/wasi"
+model=tests/data/models/wordpiece
+texts=("the quick brown fox" "a fast fox" "" "unbelievable tokenisation, with punctuation!")
+
+# The packed rows of an .edo file (its `rows` tensor), to compare with the edo command's, whose
+# header also records the source and the quantisation error.
+rows_of() {
+    python3 -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+start, end = json.loads(b[8:8 + n])["rows"]["data_offsets"]
+sys.stdout.buffer.write(b[8 + n + start:8 + n + end])' "$1"
+}
+cargo build -q -p edo-cli
+checks=0
+for format in int8 int4 fp16 q8_0 q4_k binary; do
+    "$native" quantize tests/data/files/table_f32.npy "$format" "$out/native/$format.edo"
+    run_wasi quantize tests/data/files/table_f32.npy "$format" "$out/wasi/$format.edo"
+    cmp "$out/native/$format.edo" "$out/wasi/$format.edo"
+    target/debug/edo quantize tests/data/files/table_f32.npy --format "$format" -o "$out/native/$format.cli.edo" > /dev/null 2>&1
+    cmp <(rows_of "$out/native/$format.cli.edo") <(rows_of "$out/wasi/$format.edo")
+    "$native" lookup "$out/native/$format.edo" 0,36,5,5,17 > "$out/native/$format.rows"
+    run_wasi lookup "$out/wasi/$format.edo" 0,36,5,5,17 > "$out/wasi/$format.rows"
+    cmp "$out/native/$format.rows" "$out/wasi/$format.rows"
+    checks=$((checks + 3))
+done
+"$native" embed "$model" "${texts[@]}" > "$out/native/embed.txt"
+run_wasi embed "$model" "${texts[@]}" > "$out/wasi/embed.txt"
+cmp "$out/native/embed.txt" "$out/wasi/embed.txt"
+checks=$((checks + 1))
+# A bad id is the same typed error, with the usage exit status kept apart from edo's.
+set +e
+run_wasi lookup "$out/wasi/int8.edo" 37 2> "$out/wasi/bad.txt"; status=$?
+set -e
+if [ "$status" != 1 ] || ! grep -q "ids\[0\] = 37 is out of range for a table of 37 rows" "$out/wasi/bad.txt"; then
+    echo "a bad id under WASI: exit $status, $(cat "$out/wasi/bad.txt")" >&2
+    exit 1
+fi
+checks=$((checks + 1))
+echo "wasi: $checks checks equal to the native program's output ($(wc -c < "$wasm") bytes of .wasm, $(gzip -9c "$wasm" | wc -c) gzipped)"
+
+if [ "${1:-}" = "--bench" ]; then
+    "$native" bench "$model" > "$out/native/bench.txt"
+    run_wasi bench "$model" > "$out/wasi/bench.txt"
+    join "$out/native/bench.txt" "$out/wasi/bench.txt" | awk '{ printf "%s: native %.2f ms, wasmtime %.2f ms, %.2f× native (one thread)\n", $1, 1000 * $2, 1000 * $3, $3 / $2 }'
+fi

@@ -1,0 +1,159 @@
+//! `edo-wasi`: edo's CPU-path commands for WASI runtimes (wasmtime, wasmer, WasmEdge) — one
+//! thread, files through the runtime's preopened directories, no GPU. Built natively too, so a
+//! test can require the WASI module's output to equal the native program's byte for byte.
+//!
+//! ```text
+//! edo-wasi quantize IN.npy FORMAT OUT.edo     an .npy of floats to an .edo table
+//! edo-wasi lookup TABLE.edo ID[,ID…]          rows as f32 bits (hex) and values, a row a line
+//! edo-wasi embed MODEL_DIR TEXT…              a model2vec folder's vectors, a text a line
+//! edo-wasi bench MODEL_DIR                    timings: an INT8 gather and a model's embedding
+//! ```
+//!
+//! Exit status 0 on success, 2 for a usage error, 1 for any other error (its message on stderr).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use edo::file::{import, TableFile};
+use edo::model::StaticModel;
+use edo::{Bounds, Error, Format};
+
+const USAGE: &str = "usage: edo-wasi quantize IN.npy FORMAT OUT.edo | lookup TABLE.edo ID[,ID…] | embed MODEL_DIR TEXT… | bench MODEL_DIR";
+
+/// What went wrong: a usage error (exit 2) or edo's error (exit 1).
+enum Failure {
+    Usage(String),
+    Edo(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Edo(e)
+    }
+}
+
+impl From<edo::CoreError> for Failure {
+    fn from(e: edo::CoreError) -> Failure {
+        Failure::Edo(e.into())
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    let result = run(&args, &mut out).and_then(|()| out.flush().map_err(stdout_error));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(message)) => {
+            eprintln!("edo-wasi: {message}\n{USAGE}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Edo(e)) => {
+            eprintln!("edo-wasi: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: &[String], out: &mut impl Write) -> Result<(), Failure> {
+    let arg = |i: usize, what: &str| args.get(i).map(String::as_str).ok_or_else(|| Failure::Usage(format!("missing {what}")));
+    match args.first().map(String::as_str) {
+        Some("quantize") => {
+            let (input, format, output) = (arg(1, "IN.npy")?, arg(2, "FORMAT")?, arg(3, "OUT.edo")?);
+            let format = Format::from_name(format).ok_or_else(|| Failure::Usage(format!("no format named {format:?}")))?;
+            let imported = import::npy(&read(input)?, import::FileLayout::Dense)?;
+            let bytes = TableFile::new(imported.to_format(format)?).to_bytes();
+            std::fs::write(output, bytes).map_err(|e| Error::io(output, e))?;
+            Ok(())
+        }
+        Some("lookup") => {
+            let file = TableFile::from_bytes(read(arg(1, "TABLE.edo")?)?)?;
+            let ids = arg(2, "IDS")?
+                .split(',')
+                .map(|s| s.trim().parse::<u32>().map_err(|_| Failure::Usage(format!("{s:?} is not an id"))))
+                .collect::<Result<Vec<u32>, _>>()?;
+            let rows = edo::cpu::gather(file.table(), &ids, Bounds::Error)?;
+            write_rows(out, &rows, file.table().dim())
+        }
+        Some("embed") => {
+            let model = model(arg(1, "MODEL_DIR")?)?;
+            let texts: Vec<&str> = args.get(2..).unwrap_or_default().iter().map(String::as_str).collect();
+            if texts.is_empty() {
+                return Err(Failure::Usage("no TEXT to embed".into()));
+            }
+            write_rows(out, &model.encode(&texts)?, model.dim())
+        }
+        Some("bench") => bench(arg(1, "MODEL_DIR")?, out),
+        Some(other) => Err(Failure::Usage(format!("no command {other:?}"))),
+        None => Err(Failure::Usage("no command".into())),
+    }
+}
+
+/// A failed write to standard output.
+fn stdout_error(e: std::io::Error) -> Failure {
+    Failure::Edo(Error::io("standard output", e))
+}
+
+/// A file's bytes (a WASI runtime reads only its preopened directories).
+fn read(path: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+/// A model2vec folder: config.json, tokenizer.json and model.safetensors.
+fn model(dir: &str) -> Result<StaticModel, Error> {
+    let file = |name: &str| read(&format!("{dir}/{name}"));
+    StaticModel::from_bytes(&file("config.json")?, &file("tokenizer.json")?, &file("model.safetensors")?)
+}
+
+/// Each row as a line: its values' f32 bits in hex (what the comparison checks), then the values.
+fn write_rows(out: &mut impl Write, rows: &[f32], dim: usize) -> Result<(), Failure> {
+    for row in rows.chunks(dim.max(1)) {
+        let bits: Vec<String> = row.iter().map(|v| format!("{:08x}", v.to_bits())).collect();
+        let values: Vec<String> = row.iter().map(|v| format!("{v}")).collect();
+        writeln!(out, "{}\t{}", bits.join(" "), values.join(" ")).map_err(stdout_error)?;
+    }
+    Ok(())
+}
+
+/// The median of `reps` timed calls of `f` after one untimed call, in seconds.
+fn median_seconds(reps: usize, mut f: impl FnMut() -> Result<(), Failure>) -> Result<f64, Failure> {
+    f()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// An INT8 gather of 65 536 ids from a synthetic 262 144 × 128 table (34 MB: out of the caches)
+/// and the model's embedding of 1 024 short texts, each the median of 9 calls on one thread, as
+/// `name seconds` lines.
+fn bench(model_dir: &str, out: &mut impl Write) -> Result<(), Failure> {
+    let int8 = edo::synth::embedding_packed(262_144, 128, 7)?.requantize(Format::Int8)?;
+    let rows = int8.rows() as u64;
+    // A fixed pseudo-random id stream (xorshift), the same on every target.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let ids: Vec<u32> = (0..65_536)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % rows.max(1)) as u32
+        })
+        .collect();
+    let mut rows_out = vec![0f32; ids.len() * int8.dim()];
+    let gather = edo::par::with_threads(1, || median_seconds(9, || Ok(edo::cpu::gather_into(&int8, &ids, Bounds::Error, &mut rows_out)?)))?;
+    let model = model(model_dir)?;
+    let words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "search", "table"];
+    let texts: Vec<String> = (0..1024).map(|i| (0..8).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let embed = edo::par::with_threads(1, || median_seconds(9, || Ok(model.encode(&texts).map(|_| ())?)))?;
+    writeln!(out, "gather_int8_65536_ids {gather:.6}").map_err(stdout_error)?;
+    writeln!(out, "embed_1024_texts {embed:.6}").map_err(stdout_error)?;
+    Ok(())
+}
