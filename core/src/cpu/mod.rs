@@ -75,7 +75,21 @@ pub fn prefetch(row: &[u32]) {
             };
         }
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    // WASM has no prefetch instruction: a read of each line's first byte ahead of use puts the
+    // misses in flight together (its value is unused; `read_volatile` keeps it from being removed).
+    // Measured under wasmtime only (docs/edge.md), so the browser build is left as it was.
+    #[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+    {
+        let start = row.as_ptr().cast::<u8>();
+        let skew = start as usize % 64;
+        let lines = (skew + 4 * row.len()).div_ceil(64);
+        for line in 0..lines {
+            // SAFETY: the line's first byte within `row` (the first line from the row's start).
+            let at = if line == 0 { start } else { start.wrapping_add(64 * line - skew) };
+            unsafe { std::ptr::read_volatile(at) };
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_os = "wasi"))))]
     let _ = row;
 }
 
