@@ -67,6 +67,7 @@ fi
 
 echo "== WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program"
 cargo clippy -p edo --no-default-features --target wasm32-wasip1 --lib --quiet -- -D warnings
+cargo clippy -p edo-wasi --quiet -- -D warnings
 cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
 if cargo tree -p edo --no-default-features -e normal --target wasm32-wasip1 --prefix none | grep -q '^wgpu'; then
     echo "edo without the gpu feature depends on wgpu" >&2
