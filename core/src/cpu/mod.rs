@@ -3,8 +3,8 @@
 //! It is the oracle the GPU is tested against and the fallback when there is no adapter, so it is
 //! written to be fast as well as obviously right: one contiguous block of output rows per core,
 //! and the format's decoder, eight values an operation, inlined into loops compiled once per
-//! [`Simd`] level (on x86-64 SSE4.1 and AVX2 with F16C, picked at run time; SIMD128 in the
-//! browser; portable arrays everywhere).
+//! [`Simd`] level (on x86-64 SSE4.1 and AVX2 with F16C, picked at run time; NEON on aarch64;
+//! SIMD128 in the browser and under WASI; portable arrays everywhere).
 
 #[doc(hidden)]
 pub mod bag;
@@ -51,19 +51,24 @@ pub(crate) fn prefetch_distance(row_words: usize) -> usize {
 
 /// Hints the CPU to fetch the cache lines of `row`, every one it touches: rows are rarely aligned
 /// to a line (an INT8 row of 128 values is 136 bytes), so the lines are counted from the row's
-/// first line, not its first byte. A no-op where there is no prefetch hint.
+/// first line, not its first byte. x86-64 and aarch64 have prefetch instructions; WASM has none,
+/// so under WASI each line's first byte in `row` is read instead, which puts the misses in flight
+/// together (measured there only, docs/edge.md; the browser build does nothing). A no-op elsewhere.
 #[inline(always)]
 #[doc(hidden)]
 pub fn prefetch(row: &[u32]) {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_os = "wasi")))]
     {
+        if row.is_empty() {
+            return;
+        }
         let start = row.as_ptr().cast::<i8>();
         let skew = start as usize % 64;
         let lines = (skew + 4 * row.len()).div_ceil(64);
         for line in 0..lines {
+            // The line's start (`wrapping_*`: the first may start before the row).
             let at = start.wrapping_sub(skew).wrapping_add(64 * line);
-            // SAFETY: a prefetch is a hint with no memory effect, valid at any address; the
-            // addresses are the lines that hold `row` (`wrapping_*`: the first may start before it).
+            // SAFETY: a prefetch is a hint with no memory effect, valid at any address.
             #[cfg(target_arch = "x86_64")]
             unsafe {
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at)
@@ -73,20 +78,13 @@ pub fn prefetch(row: &[u32]) {
             unsafe {
                 std::arch::asm!("prfm pldl1keep, [{at}]", at = in(reg) at, options(nostack, preserves_flags, readonly))
             };
-        }
-    }
-    // WASM has no prefetch instruction: a read of each line's first byte ahead of use puts the
-    // misses in flight together (its value is unused; `read_volatile` keeps it from being removed).
-    // Measured under wasmtime only (docs/edge.md), so the browser build is left as it was.
-    #[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
-    {
-        let start = row.as_ptr().cast::<u8>();
-        let skew = start as usize % 64;
-        let lines = (skew + 4 * row.len()).div_ceil(64);
-        for line in 0..lines {
-            // SAFETY: the line's first byte within `row` (the first line from the row's start).
-            let at = if line == 0 { start } else { start.wrapping_add(64 * line - skew) };
-            unsafe { std::ptr::read_volatile(at) };
+            // SAFETY: the byte read is in `row` (not empty): the row's first byte for the first
+            // line, and for line k ≥ 1 the line's start, below the row's end since k < lines.
+            // `read_volatile` keeps the unused read from being removed.
+            #[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+            unsafe {
+                std::ptr::read_volatile(if line == 0 { start } else { at })
+            };
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_os = "wasi"))))]

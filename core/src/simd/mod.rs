@@ -6,9 +6,9 @@
 //! lanes, `f32` multiply and add, fp16 conversion). [`run`] picks the best level the CPU has
 //! ([`Simd::active`]) and calls the kernel with that level's token inside a function compiled for
 //! it, so every operation inlines to one or two instructions of that set: AVX2 (with F16C) or
-//! SSE4.1 on x86-64, NEON (with or without the CPU's half-precision conversion) on aarch64,
-//! SIMD128 in the WASM build, and plain eight-element arrays everywhere (`Scalar`: the portable
-//! level, auto-vectorised where the compiler manages, and the one that runs where no other does).
+//! SSE4.1 on x86-64, NEON on aarch64, SIMD128 in the WASM build, and plain eight-element arrays
+//! everywhere (`Scalar`: the portable level, auto-vectorised where the compiler manages, and the
+//! one that runs where no other does).
 //!
 //! Why tokens and not `cfg`: x86-64 binaries are built for the baseline (SSE2) and learn at run
 //! time what the CPU has. A token can only be made where its instruction set was detected
@@ -23,7 +23,7 @@
 //! `add`, `sub` are never fused), and the tests compare every level against the formats'
 //! one-value-at-a-time references.
 
-/// An operation on each half of a pair of 128-bit registers (the SSE4.1 and SIMD128 levels).
+/// An operation on each half of a pair of 128-bit registers (the SSE4.1, SIMD128 and NEON levels).
 #[allow(unused_macros)]
 macro_rules! each_half {
     ($a:expr, |$x:ident| $body:expr) => {{
@@ -84,15 +84,13 @@ pub enum Simd {
     Avx2,
     /// WASM SIMD128 (the browser build enables it: `.cargo/config.toml`): two 128-bit halves.
     Simd128,
-    /// aarch64 NEON, every aarch64 CPU's: two 128-bit halves, fp16 converted in integer lanes.
+    /// aarch64 NEON, every aarch64 CPU's: two 128-bit halves, fp16 converted by `fcvtl`.
     Neon,
-    /// aarch64 NEON with FEAT_FP16: fp16 converted by the CPU (`fcvtl`).
-    NeonFp16,
 }
 
 impl Simd {
     /// Every level, in order.
-    pub const ALL: [Simd; 6] = [Simd::Scalar, Simd::Sse41, Simd::Avx2, Simd::Simd128, Simd::Neon, Simd::NeonFp16];
+    pub const ALL: [Simd; 5] = [Simd::Scalar, Simd::Sse41, Simd::Avx2, Simd::Simd128, Simd::Neon];
 
     /// The level's name, as `EDO_CPU_SIMD` takes it and reports print it.
     pub fn name(self) -> &'static str {
@@ -102,7 +100,6 @@ impl Simd {
             Simd::Avx2 => "avx2",
             Simd::Simd128 => "simd128",
             Simd::Neon => "neon",
-            Simd::NeonFp16 => "neon-fp16",
         }
     }
 
@@ -118,8 +115,6 @@ impl Simd {
             Simd::Simd128 => true,
             #[cfg(target_arch = "aarch64")]
             Simd::Neon => true,
-            #[cfg(target_arch = "aarch64")]
-            Simd::NeonFp16 => Neon::with_fp16().is_some(),
             #[allow(unreachable_patterns)]
             _ => false,
         }
@@ -131,8 +126,8 @@ impl Simd {
     }
 
     /// The level lookups run at: the best this CPU has, or at most the one named by the
-    /// environment variable `EDO_CPU_SIMD` (`scalar`; `sse4.1`, `avx2` on x86-64; `neon`,
-    /// `neon-fp16` on aarch64), read once — to measure
+    /// environment variable `EDO_CPU_SIMD` (`scalar`; `sse4.1`, `avx2` on x86-64; `neon` on
+    /// aarch64), read once — to measure
     /// what a level gains, or to rule out a miscompiled one. An unknown name is ignored, with a
     /// warning on standard error.
     pub fn active() -> Simd {
@@ -212,26 +207,11 @@ pub fn run_at<K: Kernel>(level: Simd, kernel: K) -> K::Output {
         return kernel.run(Wasm128);
     }
     #[cfg(target_arch = "aarch64")]
-    {
-        if level >= Simd::NeonFp16 {
-            if let Some(lanes) = Neon::with_fp16() {
-                // SAFETY: `lanes` exists, so the CPU has FEAT_FP16.
-                return unsafe { with_neon_fp16(kernel, lanes) };
-            }
-        }
-        if level >= Simd::Neon {
-            return kernel.run(Neon::new());
-        }
+    if level >= Simd::Neon {
+        return kernel.run(Neon);
     }
     let _ = level;
     kernel.run(Scalar)
-}
-
-/// `kernel` compiled for FEAT_FP16 (its half-precision conversions).
-#[cfg(target_arch = "aarch64")]
-#[target_feature(enable = "fp16")]
-unsafe fn with_neon_fp16<K: Kernel>(kernel: K, lanes: Neon<true>) -> K::Output {
-    kernel.run(lanes)
 }
 
 /// `kernel` compiled for AVX2, F16C and POPCNT (the Hamming scan's counts).
@@ -321,27 +301,20 @@ pub trait Lanes: Copy + Sealed {
     /// conversion and x86's F16C, which AVX2 uses, do), from integer lanes without a branch.
     #[inline(always)]
     fn halves(self, h: &[u16; 8]) -> Self::F {
-        halves_by_integers(self, h)
+        let h = self.u16s(h);
+        let c = |x: u32| self.splat_i(x);
+        let sign = self.shl(self.and(h, c(0x8000)), 16);
+        let em = self.and(h, c(0x7fff));
+        // × 2¹¹²: exponent and mantissa into f32's places, half subnormals made exact normals.
+        // (Rebasing normal halves in integers and scaling subnormal ones from their integer
+        // mantissa, so that no product has a subnormal operand, cost more operations a lane than
+        // it saved: FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable
+        // level with it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
+        let scaled = self.bitcast_i(self.mul(self.bitcast_f(self.shl(em, 13)), self.splat(f32::from_bits(0x7780_0000))));
+        let quiet = self.and(self.gt(em, c(0x7c00)), c(0x0040_0000));
+        let special = self.or(self.or(self.shl(em, 13), c(0x7f80_0000)), quiet);
+        self.bitcast_f(self.or(sign, self.select(self.gt(em, c(0x7bff)), special, scaled)))
     }
-}
-
-/// [`Lanes::halves`] in integer lanes, for levels without a conversion instruction: exponent and
-/// mantissa moved into f32's places and rescaled, as [`half_to_f32`] does one at a time.
-#[inline(always)]
-fn halves_by_integers<L: Lanes>(l: L, h: &[u16; 8]) -> L::F {
-    let h = l.u16s(h);
-    let c = |x: u32| l.splat_i(x);
-    let sign = l.shl(l.and(h, c(0x8000)), 16);
-    let em = l.and(h, c(0x7fff));
-    // × 2¹¹²: exponent and mantissa into f32's places, half subnormals made exact normals.
-    // (Rebasing normal halves in integers and scaling subnormal ones from their integer
-    // mantissa, so that no product has a subnormal operand, cost more operations a lane than
-    // it saved: FP16 gathers took 0.96 → 1.27 ms on SSE4.1 and 1.72 → 2.15 ms on the portable
-    // level with it, 10 000 × 64 in cache, 65 536 ids, on 2026-12-05's machine.)
-    let scaled = l.bitcast_i(l.mul(l.bitcast_f(l.shl(em, 13)), l.splat(f32::from_bits(0x7780_0000))));
-    let quiet = l.and(l.gt(em, c(0x7c00)), c(0x0040_0000));
-    let special = l.or(l.or(l.shl(em, 13), c(0x7f80_0000)), quiet);
-    l.bitcast_f(l.or(sign, l.select(l.gt(em, c(0x7bff)), special, scaled)))
 }
 
 /// An IEEE binary16 value as f32, exactly (as `half::f16::to_f32`, quieting NaNs as it does),

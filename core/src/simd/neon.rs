@@ -1,36 +1,21 @@
-//! aarch64's levels: NEON on two 128-bit halves, with or without the CPU's half-precision
-//! conversion (FEAT_FP16, which `fcvtl` needs here as the `half` crate has it).
+//! aarch64's level: NEON on two 128-bit halves.
 //!
-//! NEON is part of every aarch64 CPU (the target's baseline), so the plain level needs no
-//! detection; [`Neon::<true>`] exists only where `fp16` was detected, and its kernels are compiled
-//! with that feature (`with_neon_fp16`). Every method is `#[inline(always)]`; the `unsafe` blocks
-//! are loads and stores through references of exactly the bytes they touch, or the conversion
-//! the token proves.
+//! NEON is part of every aarch64 CPU (the target's baseline), so the level needs no detection.
+//! Half-precision values convert with `fcvtl`/`fcvtl2`, which ARMv8.0 has: FEAT_FP16 (ARMv8.2)
+//! adds half-precision arithmetic, not the conversions (the `half` crate gates them on it all the
+//! same). The tests run on a CPU model with FEAT_FP16 and one without (qemu's `max` and
+//! `cortex-a53`). Every method is `#[inline(always)]`; the `unsafe` blocks are loads and stores
+//! through references of exactly the bytes they touch, or instructions every aarch64 CPU has.
 
 use std::arch::aarch64::*;
 
 use super::{Lanes, Sealed};
 
-/// NEON; with `FP16`, the CPU's half-precision conversion too. Made only by [`Neon::new`] and
-/// [`Neon::with_fp16`].
+/// NEON, which every aarch64 CPU has.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Neon<const FP16: bool>(());
+pub(crate) struct Neon;
 
-impl Neon<false> {
-    /// The token: every aarch64 CPU has NEON.
-    pub(crate) fn new() -> Self {
-        Neon(())
-    }
-}
-
-impl Neon<true> {
-    /// The token, where the CPU converts half precision itself (FEAT_FP16).
-    pub(crate) fn with_fp16() -> Option<Self> {
-        std::arch::is_aarch64_feature_detected!("fp16").then_some(Neon(()))
-    }
-}
-
-impl<const FP16: bool> Sealed for Neon<FP16> {}
+impl Sealed for Neon {}
 
 /// The shifts that bring field `j` of a word to lane `j`'s low bits: `vshlq_u32` shifts right by
 /// a negative count.
@@ -44,7 +29,7 @@ fn field_shifts<const W: u32>(first: u32) -> [int32x4_t; 2] {
     unsafe { [vld1q_s32(lo.as_ptr()), vld1q_s32(hi.as_ptr())] }
 }
 
-impl<const FP16: bool> Lanes for Neon<FP16> {
+impl Lanes for Neon {
     type F = [float32x4_t; 2];
     type I = [uint32x4_t; 2];
 
@@ -161,9 +146,6 @@ impl<const FP16: bool> Lanes for Neon<FP16> {
     }
     #[inline(always)]
     fn halves(self, h: &[u16; 8]) -> Self::F {
-        if !FP16 {
-            return super::halves_by_integers(self, h);
-        }
         // FCVTL and FCVTL2: exact, NaNs quieted with their payload (FPCR.DN is clear on Linux), as
         // the portable conversion.
         unsafe {
@@ -182,9 +164,6 @@ impl<const FP16: bool> Lanes for Neon<FP16> {
     }
     #[inline(always)]
     fn half(self, h: u16) -> f32 {
-        if !FP16 {
-            return super::half_to_f32(h);
-        }
         let out: f32;
         unsafe {
             std::arch::asm!("fcvt {out:s}, {h:h}", h = in(vreg) h, out = out(vreg) out, options(pure, nomem, nostack, preserves_flags));
