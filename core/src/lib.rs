@@ -8,8 +8,8 @@
 //! - [`format`](mod@format) packs a row of f32 values into whole `u32` words in one of the formats (FP16,
 //!   INT8 and INT4 row-wise, binary, FP8, ggml's blocks, …), the same words on the host, in files
 //!   and on a GPU. Each format's scalar decoder is the oracle the fast paths are tested against.
-//! - [`simd`] holds the instruction sets the decoders run on (AVX2, SSE4.1, WASM SIMD128, portable
-//!   arrays), picked once at run time.
+//! - [`simd`] holds the instruction sets the decoders run on (AVX2, SSE4.1, NEON, WASM SIMD128,
+//!   portable arrays), picked once at run time.
 //! - [`cpu`] gathers rows and pools bags ([`Bags`]) on all cores ([`par`]).
 //! - [`Bounds`] is chosen per call: refuse bad ids before any work, read them as zeros, or clamp.
 //! - [`Error`] holds what can go wrong here; `edo::Error` has a variant of the same name for each.

@@ -110,6 +110,20 @@ mod tests {
         }
     }
 
+    /// Every `BITS` and `GROUP` above is the codec's own (`Format::code_bits`, `Format::group`).
+    #[test]
+    fn bits_and_groups_are_the_codecs() {
+        for format in Format::ALL {
+            for &(name, value) in decoder(format).map_or(&[][..], |d| d.constants) {
+                match name {
+                    "BITS" => assert_eq!(value, format.code_bits() as f64, "{format}"),
+                    "GROUP" => assert_eq!(value, format.group() as f64, "{format}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// The ggml constants above are the codecs' own (`OFFSET` is 2^(BITS − 1), `MIN` the _1 kinds).
     #[test]
     fn block_constants_are_the_codecs() {

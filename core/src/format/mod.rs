@@ -117,9 +117,6 @@ pub trait Codec {
     const NAME: &'static str;
     /// Other names [`Format::from_name`] accepts (lower case).
     const ALIASES: &'static [&'static str] = &[];
-    /// The WGSL decoder (see the contract above).
-    /// Override constants the decoder needs (the binary decoder's `SCALED`).
-    /// The decoder's 16-byte reads, `decode16` (see the contract above), if the format has them.
     /// Bits per code (32, 16, 8, 6, 5, 4 or 1).
     const CODE_BITS: usize;
     /// Values per group sharing parameters; 0 for the whole row.
