@@ -135,17 +135,8 @@ fn median_seconds(reps: usize, mut f: impl FnMut() -> Result<(), Failure>) -> Re
 /// `name seconds` lines.
 fn bench(model_dir: &str, out: &mut impl Write) -> Result<(), Failure> {
     let int8 = edo::synth::embedding_packed(262_144, 128, 7)?.requantize(Format::Int8)?;
-    let rows = int8.rows() as u64;
-    // A fixed pseudo-random id stream (xorshift), the same on every target.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let ids: Vec<u32> = (0..65_536)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % rows.max(1)) as u32
-        })
-        .collect();
+    // Uniform random ids, the same stream on every target.
+    let ids = edo::synth::uniform_ids(65_536, int8.rows(), 2);
     let mut rows_out = vec![0f32; ids.len() * int8.dim()];
     let gather = edo::par::with_threads(1, || median_seconds(9, || Ok(edo::cpu::gather_into(&int8, &ids, Bounds::Error, &mut rows_out)?)))?;
     let model = model(model_dir)?;
