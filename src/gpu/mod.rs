@@ -177,6 +177,8 @@ pub(crate) struct Context {
 enum Origin {
     /// [`Engine::new`]: an adapter picked by these options.
     Picked(EngineOptions),
+    /// [`Engine::from_instance`]: an adapter picked from this instance by these options.
+    Instance(wgpu::Instance, EngineOptions),
     /// [`Engine::from_adapter`]: this adapter, with these options.
     Adapter(wgpu::Adapter, EngineOptions),
     /// [`Engine::from_device`]: the caller's device, which only the caller can replace.
@@ -309,12 +311,26 @@ impl Engine {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = options.backends;
         let instance = wgpu::Instance::new(desc);
+        let device = Engine::pick(&instance, &options).await?;
+        Engine::on_device(device, options.clone(), Origin::Picked(options))
+    }
+
+    /// An engine on an adapter picked from the caller's instance by `options` (its `backends`
+    /// are the instance's, not these). For an instance edo cannot make itself: in JavaScript
+    /// outside a window or a worker (Node with Dawn's `webgpu` package), wgpu's WebGPU backend
+    /// reads `navigator.gpu` only while the instance is made. A rebuild after a device loss
+    /// picks a new adapter from the same instance.
+    pub async fn from_instance(instance: &wgpu::Instance, options: EngineOptions) -> Result<Engine, Error> {
+        let device = Engine::pick(instance, &options).await?;
+        Engine::on_device(device, options.clone(), Origin::Instance(instance.clone(), options))
+    }
+
+    async fn pick(instance: &wgpu::Instance, options: &EngineOptions) -> Result<(wgpu::Device, wgpu::Queue), Error> {
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
             .await
             .map_err(|_| Error::NoAdapter)?;
-        let device = Engine::request_device(&adapter).await?;
-        Engine::on_device(device, options.clone(), Origin::Picked(options))
+        Engine::request_device(&adapter).await
     }
 
     /// An engine on one adapter the caller chose (from `wgpu::Instance::enumerate_adapters`, as
@@ -339,13 +355,15 @@ impl Engine {
 
     /// A new engine made the way this one was, on a new device: [`Engine::new`]'s again picks
     /// an adapter with the same options (a browser's WebGPU adapter serves one device only),
-    /// [`Engine::from_adapter`]'s asks the same adapter again. What a device loss needs
+    /// [`Engine::from_instance`]'s picks one from the same instance, [`Engine::from_adapter`]'s
+    /// asks the same adapter again. What a device loss needs
     /// ([`crate::RecoveringEngine`] calls it); nothing of this engine's tables or caches comes
     /// along. An engine over a caller's device ([`Engine::from_device`]) cannot be rebuilt by
     /// edo: [`Error::Unsupported`] (make a new device and call `from_device` again).
     pub async fn rebuild(&self) -> Result<Engine, Error> {
         match self.ctx.origin.clone() {
             Origin::Picked(options) => Engine::new(options).await,
+            Origin::Instance(instance, options) => Engine::from_instance(&instance, options).await,
             Origin::Adapter(adapter, options) => Engine::from_adapter(&adapter, options).await,
             Origin::Device => Err(Error::Unsupported(crate::Unsupported::RebuildCallersDevice)),
         }
@@ -404,6 +422,7 @@ impl Engine {
         let origin = match &self.ctx.origin {
             Origin::Picked(_) => Origin::Picked(options.clone()),
             Origin::Adapter(adapter, _) => Origin::Adapter(adapter.clone(), options.clone()),
+            Origin::Instance(instance, _) => Origin::Instance(instance.clone(), options.clone()),
             Origin::Device => Origin::Device,
         };
         Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone(), origin)

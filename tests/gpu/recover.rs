@@ -168,3 +168,27 @@ fn an_engine_over_the_callers_device_is_not_rebuilt_and_says_why() {
     assert!(matches!(block_on(gpu.gather(&[1], Bounds::Error)), Err(Error::DeviceLost(_))));
     assert_eq!(rec.generation(), 0);
 }
+
+#[test]
+fn an_engine_on_the_callers_instance_is_rebuilt_from_that_instance() {
+    if engine().is_none() {
+        return;
+    }
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = EngineOptions::default().backends;
+    let instance = wgpu::Instance::new(desc);
+    let engine = block_on(Engine::from_instance(&instance, EngineOptions::default())).unwrap();
+    let rec = RecoveringEngine::new(engine);
+    let (rows, dim) = (1001, 19);
+    let table = PackedTable::quantize(Format::Int8, &embedding_table(rows, dim, 5), rows, dim).unwrap();
+    let gpu: Recoverable<GpuTable> = block_on(rec.upload(table.clone())).unwrap();
+    rec.engine().destroy_device();
+    let ids = uniform_ids(700, rows, 3);
+    // The lookup after the loss waits for the rebuild, on a device from the same instance.
+    assert_bits_eq(
+        &block_on(gpu.gather(&ids, Bounds::Error)).unwrap(),
+        &edo::cpu::gather(&table, &ids, Bounds::Error).unwrap(),
+        "int8 gather after the rebuild",
+    );
+    assert_eq!(rec.generation(), 1);
+}
