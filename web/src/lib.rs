@@ -114,19 +114,69 @@ pub struct EdoEngine {
     listeners: Rc<RefCell<Vec<js_sys::Function>>>,
 }
 
+/// Whether `key` of `object` is there (neither undefined nor null).
+fn has(object: &JsValue, key: &str) -> bool {
+    js_sys::Reflect::get(object, &key.into()).is_ok_and(|v| !v.is_undefined() && !v.is_null())
+}
+
 /// Why this JavaScript context cannot have a WebGPU adapter, if it cannot: no `navigator.gpu`,
-/// or neither a window nor a worker (where wgpu's WebGPU backend would panic).
+/// or neither a window nor a worker (where wgpu's WebGPU backend would panic) and no `gpu`
+/// object given.
 fn no_webgpu_here() -> Option<&'static str> {
     let global = js_sys::global();
-    let has = |object: &JsValue, key: &str| js_sys::Reflect::get(object, &key.into()).is_ok_and(|v| !v.is_undefined() && !v.is_null());
     if !has(&global, "Window") && !has(&global, "WorkerGlobalScope") {
-        return Some("no window or worker here (Node?), so no WebGPU");
+        return Some("no window or worker here, and no `gpu` given (Node: pass Dawn's, from the `webgpu` package), so no WebGPU");
     }
     let navigator = js_sys::Reflect::get(&global, &"navigator".into()).unwrap_or(JsValue::UNDEFINED);
     if !has(&navigator, "gpu") {
-        return Some("this browser has no WebGPU (navigator.gpu)");
+        return Some("no WebGPU here (no navigator.gpu)");
     }
     None
+}
+
+/// A wgpu instance over `gpu`, a `GPU` object (`navigator.gpu`, or Dawn's in Node). wgpu's
+/// WebGPU backend reads `navigator.gpu` of a window or a worker's global scope while an instance
+/// is made, and only then: for that moment, `globalThis.navigator` is `{ gpu }` (and
+/// `globalThis.WorkerGlobalScope` is defined where neither is); both are put back before this
+/// returns. Synchronous, so no other code runs meanwhile.
+fn instance_over(gpu: &JsValue) -> Result<wgpu::Instance, String> {
+    use js_sys::{Object, Reflect};
+    let global: Object = js_sys::global().unchecked_into();
+    let keys = ["navigator", "WorkerGlobalScope"];
+    let saved: Vec<JsValue> = keys.iter().map(|k| Object::get_own_property_descriptor(&global, &(*k).into())).collect();
+    let define = |key: &str, value: &JsValue| -> Result<bool, JsValue> {
+        let descriptor = Object::new();
+        Reflect::set(&descriptor, &"value".into(), value)?;
+        Reflect::set(&descriptor, &"configurable".into(), &true.into())?;
+        Reflect::set(&descriptor, &"writable".into(), &true.into())?;
+        Reflect::define_property(&global, &key.into(), &descriptor)
+    };
+    let shim = || -> Result<bool, JsValue> {
+        let navigator = Object::new();
+        Reflect::set(&navigator, &"gpu".into(), gpu)?;
+        let mut done = define("navigator", &navigator.into())?;
+        if done && !has(&global, "Window") && !has(&global, "WorkerGlobalScope") {
+            done = define("WorkerGlobalScope", &Object::new().into())?;
+        }
+        Ok(done)
+    };
+    let instance = match shim() {
+        Ok(true) => {
+            let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+            desc.backends = wgpu::Backends::BROWSER_WEBGPU;
+            Ok(wgpu::Instance::new(desc))
+        }
+        Ok(false) => Err("globalThis.navigator cannot be replaced here".to_string()),
+        Err(e) => Err(format!("globalThis.navigator cannot be replaced here ({})", e.as_string().unwrap_or_else(|| format!("{e:?}")))),
+    };
+    for (key, descriptor) in keys.iter().zip(&saved) {
+        let _ = if descriptor.is_undefined() {
+            Reflect::delete_property(&global, &(*key).into())
+        } else {
+            Reflect::define_property(&global, &(*key).into(), descriptor.unchecked_ref())
+        };
+    }
+    instance
 }
 
 /// Prints every panic's message to the console before the module aborts (the browser build
@@ -230,19 +280,29 @@ impl EdoEngine {
 #[wasm_bindgen]
 impl EdoEngine {
     /// An engine on WebGPU when the browser offers an adapter (and `preferGpu` is not false),
-    /// else on the CPU path; `backend` and `note` say which and why. `maxShardBytes` lowers the
+    /// else on the CPU path; `backend` and `note` say which and why. `gpu`, a `GPU` object, is
+    /// asked for the adapter instead of the context's `navigator.gpu` (Node with Dawn's `webgpu`
+    /// package has no window, no worker and no `navigator.gpu` of its own). `maxShardBytes` lowers the
     /// size of a table shard below the device's binding limit (tests force many shards with it).
-    pub async fn create(prefer_gpu: Option<bool>, max_shard_bytes: Option<f64>) -> EdoEngine {
+    pub async fn create(prefer_gpu: Option<bool>, max_shard_bytes: Option<f64>, gpu: JsValue) -> EdoEngine {
         if prefer_gpu == Some(false) {
             return EdoEngine::on_cpu("CPU path requested".into());
         }
-        // wgpu's WebGPU backend looks for a window or a worker's global scope and panics in
-        // anything else (Node, Deno without a window): ask for no adapter where there is none.
-        if let Some(why) = no_webgpu_here() {
-            return EdoEngine::on_cpu(format!("{why}; using the CPU path"));
-        }
         let options = EngineOptions { max_binding_bytes: max_shard_bytes.map(|b| b as u64), ..Default::default() };
-        match Engine::new(options).await {
+        let engine = if gpu.is_undefined() || gpu.is_null() {
+            // wgpu's WebGPU backend looks for a window or a worker's global scope and panics in
+            // anything else (Node, Deno without a window): ask for no adapter where there is none.
+            if let Some(why) = no_webgpu_here() {
+                return EdoEngine::on_cpu(format!("{why}; using the CPU path"));
+            }
+            Engine::new(options).await
+        } else {
+            match instance_over(&gpu) {
+                Ok(instance) => Engine::from_instance(&instance, options).await,
+                Err(why) => return EdoEngine::on_cpu(format!("{why}, so no WebGPU; using the CPU path")),
+            }
+        };
+        match engine {
             Ok(e) => EdoEngine::on_gpu(e),
             Err(e) => EdoEngine::on_cpu(format!("no WebGPU adapter ({e}); using the CPU path")),
         }

@@ -70,12 +70,25 @@ async fn search_k(e: &EdoEngine, codes: &EdoTable, queries: Vec<f32>, k: usize) 
 
 #[wasm_bindgen_test]
 async fn the_engine_picks_the_expected_backend() {
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     if let Some(want) = option_env!("EDO_EXPECT_BACKEND") {
         assert_eq!(engine.backend(), want, "{}", engine.note());
     }
-    let cpu = EdoEngine::create(Some(false), None).await;
+    let cpu = EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await;
     assert_eq!(cpu.backend(), "cpu");
+    // A `GPU` object given (the page's own here) is asked instead of navigator.gpu, which is put
+    // back afterwards: the same object, still the page's.
+    let global = js_sys::global();
+    let navigator = js_sys::Reflect::get(&global, &"navigator".into()).unwrap();
+    let gpu = js_sys::Reflect::get(&navigator, &"gpu".into()).unwrap();
+    if !gpu.is_undefined() {
+        let given = EdoEngine::create(None, None, gpu).await;
+        if let Some(want) = option_env!("EDO_EXPECT_BACKEND") {
+            assert_eq!(given.backend(), want, "{}", given.note());
+        }
+        assert_eq!(js_sys::Reflect::get(&global, &"navigator".into()).unwrap(), navigator);
+        assert!(!js_sys::Reflect::has(&global, &"WorkerGlobalScope".into()).unwrap());
+    }
 }
 
 #[wasm_bindgen_test]
@@ -84,7 +97,7 @@ async fn gather_equals_the_cpu_path_for_every_format_sharded_and_not() {
     let values = data(rows, dim, 1);
     let lookup = ids(2049, rows);
     for shard in [None, Some(16384.0)] {
-        let engine = EdoEngine::create(None, shard).await;
+        let engine = EdoEngine::create(None, shard, JsValue::UNDEFINED).await;
         for format in FORMATS {
             let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
             let resident = engine.upload(&table).await.unwrap();
@@ -143,7 +156,7 @@ fn decoders_equal_the_reference_on_every_simd_level() {
 #[wasm_bindgen_test]
 async fn the_synthetic_table_and_a_prepared_kernel_serve_the_first_lookup() {
     let (rows, dim) = (1001, 37);
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     engine.prepare("int8".into(), dim, None).await.unwrap();
     assert!(engine.prepare("int9".into(), dim, None).await.is_err());
     // Aligned rows: the kernels that read them sixteen codes a load; a bad alignment is refused.
@@ -167,8 +180,8 @@ async fn the_synthetic_table_and_a_prepared_kernel_serve_the_first_lookup() {
 async fn bags_and_search_agree_with_the_cpu_path() {
     let (rows, dim) = (2500, 64);
     let values = data(rows, dim, 2);
-    let engine = EdoEngine::create(None, None).await;
-    let cpu = EdoEngine::create(Some(false), None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
+    let cpu = EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await;
     let table = EdoTable::from_float32(&values, rows, dim, "int8", None, None).unwrap();
     let (indices, offsets) = (ids(600, rows), vec![0, 5, 5, 100, 599]);
     let got = engine.upload(&table).await.unwrap().bag(indices.clone(), offsets.clone(), "max", None).await.unwrap();
@@ -193,8 +206,8 @@ async fn centred_and_itq_codes_search_through_their_transform() {
     let (rows, dim) = (1200, 32);
     let values: Vec<f32> = data(rows, dim, 6).iter().enumerate().map(|(i, x)| x + 0.05 * (i % 5) as f32).collect();
     let queries = data(11, dim, 7);
-    let engine = EdoEngine::create(None, None).await;
-    let cpu = EdoEngine::create(Some(false), None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
+    let cpu = EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await;
     let table = EdoTable::from_float32(&values, rows, dim, "fp32", None, None).unwrap();
     assert_eq!(table.codes(), None);
     let f32_table = edo::PackedTable::quantize(edo::Format::F32, &values, rows, dim).unwrap();
@@ -229,7 +242,7 @@ async fn centred_and_itq_codes_search_through_their_transform() {
 
 #[wasm_bindgen_test]
 async fn errors_arrive_as_exceptions_with_the_typed_message() {
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     let table = EdoTable::from_float32(&data(10, 4, 4), 10, 4, "int4", None, None).unwrap();
     let resident = engine.upload(&table).await.unwrap();
     let e = resident.gather(vec![3, 10]).await.expect_err("id 10 of 10 rows");
@@ -268,7 +281,7 @@ async fn errors_arrive_as_exceptions_with_the_typed_message() {
 async fn a_cache_over_wasm_memory_returns_the_resident_rows() {
     let (rows, dim) = (4000, 24);
     let values = data(rows, dim, 9);
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     for format in ["int8", "fp16", "int4"] {
         let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
         let cache = engine.cache(&table, 300, Some("lru".into())).await.unwrap();
@@ -317,7 +330,7 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(&bytes[..]));
     let blob = web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap();
     let url = web_sys::Url::create_object_url_with_blob(&blob).unwrap();
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     let cache = engine.cache_remote(url.clone(), 400, None).await.unwrap();
     for batch in 0..3u32 {
         let lookup: Vec<u32> = (0..300).map(|i| (i * i * 31 + batch * 7) % 1500).collect();
@@ -329,7 +342,7 @@ async fn a_cache_over_a_remote_file_fetches_only_the_rows_it_looks_up() {
     assert!(cache.gather(vec![rows as u32]).await.is_err());
     // On the CPU path the cache is in WASM memory: rows it holds are not fetched again, and two
     // overlapping lookups fetch each row once between them.
-    let cpu = EdoEngine::create(Some(false), None).await;
+    let cpu = EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await;
     let lookup: Vec<u32> = (0..300).map(|i| (i * i * 31) % 1500).collect();
     let field = |stats: &str, name: &str| -> f64 { stats.split(&format!("\"{name}\":")).nth(1).unwrap().split([',', '}']).next().unwrap().parse().unwrap() };
     let requests = |stats: &str| field(stats, "requests");
@@ -420,7 +433,7 @@ fn message(e: edo_web::Failure) -> String {
 async fn static_models_give_model2vecs_tokens_and_vectors_in_the_browser() {
     let expected: serde_json::Value = serde_json::from_str(EXPECTED).unwrap();
     let texts: Vec<String> = expected["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     for (name, config, tokenizer, table) in MODELS {
         let m = &expected["models"][name];
         let model = EdoModel::from_files(Some(config.to_vec()), tokenizer, table).unwrap();
@@ -468,7 +481,7 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
     let shape = edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..])).unwrap();
     assert_eq!((shape.format(), shape.rows(), shape.dim(), shape.row_alignment()), ("int8".to_string(), model.rows(), 16, 4));
     assert!(edo_web::table_shape(&js_sys::Uint8Array::from(&bytes[..7])).is_err());
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     engine.prepare_model(shape.format(), shape.dim(), None).await.unwrap();
     assert!(engine.prepare_model("int9".into(), 16, None).await.is_err());
     assert!(engine.prepare_model("int8".into(), 16, Some(12)).await.is_err(), "no power of two");
@@ -503,7 +516,7 @@ async fn a_model_file_fetched_by_url_searches_a_corpus_by_meaning() {
     .collect();
     // Padded past one workgroup of codes with lines of their own.
     let corpus: Vec<String> = lines.iter().cloned().chain((0..300).map(|i| format!("filler line {i} {}", ["x", "yy", "zzz"][i % 3]))).collect();
-    for engine in [EdoEngine::create(None, None).await, EdoEngine::create(Some(false), None).await] {
+    for engine in [EdoEngine::create(None, None, JsValue::UNDEFINED).await, EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await] {
         let index = engine.upload_model(&fetched).await.unwrap().index(corpus.clone()).await.unwrap();
         assert_eq!(index.rows(), corpus.len());
         for (i, line) in lines.iter().enumerate() {
@@ -533,7 +546,7 @@ fn bad_models_are_exceptions_that_say_why() {
 async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows() {
     let (rows, dim) = (3001, 37);
     let values = data(rows, dim, 21);
-    let engine = EdoEngine::create(None, Some(64.0 * 1024.0)).await;
+    let engine = EdoEngine::create(None, Some(64.0 * 1024.0), JsValue::UNDEFINED).await;
     let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
     let listener = {
         let heard = heard.clone();
@@ -554,7 +567,7 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
     let bits = EdoTable::from_float32(&values, rows, dim, "binary", None, None).unwrap();
     let codes = engine.upload_codes(&bits).await.unwrap();
     let queries = data(3, dim, 22);
-    let want_search = search(&EdoEngine::create(Some(false), None).await, &bits, queries.clone()).await;
+    let want_search = search(&EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await, &bits, queries.clone()).await;
     let (_, config, tokenizer, weights) = MODELS[0];
     let model = EdoModel::from_files(Some(config.to_vec()), tokenizer, weights).unwrap();
     let corpus: Vec<String> = (0..300).map(|i| format!("line {i} about {}", ["gpus", "tables", "vectors"][i % 3])).collect();
@@ -600,7 +613,7 @@ async fn a_lost_webgpu_device_is_recovered_with_every_table_and_the_right_rows()
 async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
     let (rows, dim) = (3001, 37);
     let values = data(rows, dim, 31);
-    let engine = EdoEngine::create(None, Some(16384.0)).await;
+    let engine = EdoEngine::create(None, Some(16384.0), JsValue::UNDEFINED).await;
     let lookup = ids(2049, rows);
     let offsets: Vec<u32> = (0..2049).step_by(11).collect();
     // One format: the kernels' formats are tested natively (tests/gpu/tables.rs); each shape
@@ -659,8 +672,8 @@ async fn reordered_and_pruned_tables_give_the_plain_tables_rows() {
 async fn f16_gathers_equal_the_cpu_paths_bit_for_bit() {
     let (rows, dim) = (2003, 37);
     let values = data(rows, dim, 31);
-    let gpu = EdoEngine::create(None, Some(16.0 * 1024.0)).await;
-    let cpu = EdoEngine::create(Some(false), None).await;
+    let gpu = EdoEngine::create(None, Some(16.0 * 1024.0), JsValue::UNDEFINED).await;
+    let cpu = EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await;
     let lookup = ids(1500, rows);
     for format in ["fp32", "fp16", "int8", "q4_k", "fp8_e4m3"] {
         let table = EdoTable::from_float32(&values, rows, dim, format, None, None).unwrap();
@@ -695,7 +708,7 @@ async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
     // same 16-byte kernels over their own decode16, on one.
     let cases = [("int8", None), ("int8", Some(16384.0)), ("fp8_e4m3", None), ("q8_0", None)];
     for (format, shard) in cases {
-        let engine = EdoEngine::create(None, shard).await;
+        let engine = EdoEngine::create(None, shard, JsValue::UNDEFINED).await;
         if let Some(want) = option_env!("EDO_EXPECT_BACKEND") {
             assert_eq!(engine.backend(), want, "{}", engine.note());
         }
@@ -722,7 +735,7 @@ async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
     // FP16 rows of a dim that is a multiple of 16 take the 16-byte kernels without an alignment:
     // the CPU path's rows and maxima, bit for bit.
     let half = EdoTable::from_float32(&values, rows, dim, "fp16", None, None).unwrap();
-    let (engine, cpu) = (EdoEngine::create(None, None).await, EdoEngine::create(Some(false), None).await);
+    let (engine, cpu) = (EdoEngine::create(None, None, JsValue::UNDEFINED).await, EdoEngine::create(Some(false), None, JsValue::UNDEFINED).await);
     let (on_gpu, on_cpu) = (engine.upload(&half).await.unwrap(), cpu.upload(&half).await.unwrap());
     assert_eq!(on_gpu.gather(lookup.clone()).await.unwrap(), half.gather(&lookup).unwrap(), "fp16 gather");
     let (got, want) =
@@ -736,7 +749,7 @@ async fn aligned_rows_gather_and_pool_as_packed_rows_do() {
     let pruned = EdoTable::from_float32(&values, rows, dim, "int8", Some(keep.clone()), Some(16)).unwrap();
     let plain = EdoTable::from_float32(&values, rows, dim, "int8", Some(keep), None).unwrap();
     assert_eq!((pruned.row_alignment(), pruned.remapped()), (16, true));
-    let engine = EdoEngine::create(None, None).await;
+    let engine = EdoEngine::create(None, None, JsValue::UNDEFINED).await;
     let (a, b) = (engine.upload(&pruned).await.unwrap(), engine.upload(&plain).await.unwrap());
     assert_eq!(a.gather(lookup.clone()).await.unwrap(), b.gather(lookup.clone()).await.unwrap());
 }

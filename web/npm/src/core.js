@@ -11,6 +11,7 @@ export { VERSION };
 
 let loader = null;
 let loading = null;
+let memory = null; // the module's WebAssembly.Memory, once loaded
 
 /** Set by the entry point: how this environment loads the .wasm. */
 export function _useLoader(load) {
@@ -27,13 +28,25 @@ export function init(options = {}) {
     plainObject(options, 'init(options)');
     loading = Promise.resolve()
       .then(() => loader(options.wasm))
-      .then(() => wasm.installPanicHook())
+      .then((exports) => {
+        memory = exports?.memory ?? null;
+        wasm.installPanicHook();
+      })
       .catch((e) => {
         loading = null;
         throw new EdoError('WASM_LOAD', `edo's WebAssembly module could not be loaded: ${e?.message ?? e}`, { cause: e });
       });
   }
   return loading;
+}
+
+/**
+ * The bytes of WebAssembly memory the module holds now: its high-water mark, since WebAssembly
+ * memory grows and never shrinks (0 before it is loaded). What a 128 MB limit (Cloudflare
+ * Workers) counts besides JavaScript's own heap.
+ */
+export function wasmMemoryBytes() {
+  return memory?.buffer.byteLength ?? 0;
 }
 
 // ---- Errors ----------------------------------------------------------------------------------
@@ -254,8 +267,44 @@ export async function createEngine(options = {}) {
   plainObject(options, 'createEngine(options)');
   const preferGpu = boolean(options.preferGpu, 'options.preferGpu', true);
   const maxShardBytes = options.maxShardBytes === undefined ? undefined : integer(options.maxShardBytes, 'options.maxShardBytes', { min: 4 });
+  const gpu = preferGpu ? gpuOf(options.gpu) : undefined;
   await init({ wasm: options.wasm });
-  return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes)));
+  return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes, gpu)));
+}
+
+const inWindowOrWorker = () => typeof globalThis.Window === 'function' || typeof globalThis.WorkerGlobalScope === 'function';
+
+// The `GPU` object to ask for an adapter: the one given, or `navigator.gpu` where no window or
+// worker would give it to wgpu (Node or Electron's main process with Dawn's `webgpu` package
+// installed there); undefined to let wgpu find the context's own.
+function gpuOf(given) {
+  const gpu = given ?? (inWindowOrWorker() ? undefined : globalThis.navigator?.gpu);
+  if (gpu === undefined || gpu === null) return undefined;
+  if (typeof gpu !== 'object' || typeof gpu.requestAdapter !== 'function') {
+    throw invalid(`options.gpu must be a GPU object with requestAdapter() (navigator.gpu, or Dawn's create() in Node) (got ${describe(gpu)})`);
+  }
+  // wgpu tells WebGPU's errors apart by their classes (GPUValidationError, …), which a browser
+  // has as globals and Dawn's package exports as `globals`.
+  if (typeof globalThis.GPUValidationError !== 'function' || globalThis.GPUBufferUsage === undefined) {
+    throw invalid("WebGPU's classes (GPUValidationError, GPUBufferUsage, …) are not globals here: with Dawn's package, `import { create, globals } from 'webgpu'; Object.assign(globalThis, globals);` before createEngine({ gpu: create([]) })");
+  }
+  return compatibilityFallback(gpu);
+}
+
+// The GPU object wgpu asks: a core adapter first, and where there is none a compatibility-mode one
+// (WebGPU over OpenGL ES: Dawn on Mesa's llvmpipe, phones without Vulkan). wgpu asks for no
+// feature level, and edo's kernels are valid at both (the package's tests run them on Dawn's
+// OpenGL ES backend).
+function compatibilityFallback(gpu) {
+  return {
+    async requestAdapter(options) {
+      return (await gpu.requestAdapter(options)) ?? gpu.requestAdapter({ ...options, featureLevel: 'compatibility' });
+    },
+    getPreferredCanvasFormat: () => gpu.getPreferredCanvasFormat(),
+    get wgslLanguageFeatures() {
+      return gpu.wgslLanguageFeatures;
+    },
+  };
 }
 
 const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, idle: 0, pressure: null, entries: [], buffers: [] });

@@ -49,6 +49,9 @@ export type WasmSource = string | URL | Response | BufferSource | WebAssembly.Mo
 /** Loads edo's WebAssembly module (every factory does it first). */
 export function init(options?: { wasm?: WasmSource }): Promise<void>;
 
+/** The bytes of WebAssembly memory the module holds now: its high-water mark (0 before `init`). */
+export function wasmMemoryBytes(): number;
+
 /** Row ids: a Uint32Array, or an array of integers 0 … 2³² − 1 (copied after checking). */
 export type Ids = Uint32Array | ArrayLike<number>;
 /** f32 values: a Float32Array, or an array of numbers (converted). */
@@ -57,6 +60,14 @@ export type Floats = Float32Array | ArrayLike<number>;
 export interface EngineOptions {
   /** Use WebGPU when the browser has it (default true). */
   preferGpu?: boolean;
+  /**
+   * The `GPU` object to ask for an adapter instead of the context's `navigator.gpu`: in Node or
+   * Electron's main process, Dawn's (`import { create, globals } from 'webgpu'`, with
+   * `Object.assign(globalThis, globals)`), or `navigator.gpu` set there. Default: `navigator.gpu`.
+   * A GPU object given (or found outside a window or worker) is asked for a core adapter, and
+   * where it has none for a compatibility-mode one (WebGPU over OpenGL ES).
+   */
+  gpu?: GPU;
   /** Largest bytes of one table shard, below the device's binding limit (tests use it). */
   maxShardBytes?: number;
   /** Where the `.wasm` comes from. */

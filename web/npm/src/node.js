@@ -1,5 +1,6 @@
 // The Node entry: the .wasm is read from this package's own file and compiled synchronously.
-// Node has no WebGPU, so engines run on the CPU path (createEngine says so in `note`).
+// Node has no WebGPU of its own: engines run on the CPU path (createEngine says so in `note`)
+// unless given a GPU object — Dawn's, from the `webgpu` package — or one set as navigator.gpu.
 import { readFileSync } from 'node:fs';
 import { initSync } from './edo_web.js';
 import { _useLoader, EdoError } from './core.js';

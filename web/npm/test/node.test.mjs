@@ -108,6 +108,37 @@ test('in Node an engine runs on the CPU path and says why', async () => {
   await rejects(edo.createWorkerEngine(), 'UNSUPPORTED');
 });
 
+test('a GPU object given is asked for a core adapter, then a compatibility one; the globals are put back', async () => {
+  // A GPU with no adapter, as Dawn's is on a machine with no driver it takes.
+  const asked = [];
+  const gpu = { requestAdapter: async (options) => (asked.push(options?.featureLevel ?? 'core'), null) };
+  await rejects(edo.createEngine({ gpu: 7 }), 'INVALID_ARGUMENT', /options.gpu must be a GPU object/);
+  await rejects(edo.createEngine({ gpu }), 'INVALID_ARGUMENT', /Object.assign\(globalThis, globals\)/);
+  const before = ['navigator', 'WorkerGlobalScope', 'Window'].map((k) => Object.getOwnPropertyDescriptor(globalThis, k));
+  Object.assign(globalThis, { GPUValidationError: class GPUValidationError {}, GPUBufferUsage: {} });
+  try {
+    const engine = await edo.createEngine({ gpu });
+    assert.equal(engine.backend, 'cpu');
+    assert.match(engine.note, /no WebGPU adapter/);
+    assert.deepEqual(asked, ['core', 'compatibility']);
+    // Not asked at all when the CPU path is asked for.
+    await edo.createEngine({ gpu, preferGpu: false });
+    assert.equal(asked.length, 2);
+    // Nor found where a window or worker would give it: Node's navigator.gpu, when set, is.
+    globalThis.navigator ??= {};
+    Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+    await edo.createEngine();
+    assert.deepEqual(asked, ['core', 'compatibility', 'core', 'compatibility']);
+    delete globalThis.navigator.gpu;
+  } finally {
+    delete globalThis.GPUValidationError;
+    delete globalThis.GPUBufferUsage;
+    if (!before[0]) delete globalThis.navigator; // made above: Node 20 has none
+  }
+  const after = ['navigator', 'WorkerGlobalScope', 'Window'].map((k) => Object.getOwnPropertyDescriptor(globalThis, k));
+  assert.deepEqual(after, before);
+});
+
 test('tables: lookups equal the CPU path, bad arguments are typed errors naming them', async () => {
   const engine = await edo.createEngine();
   const rows = 300;
