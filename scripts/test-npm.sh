@@ -4,7 +4,8 @@
 # downloads with progress, abort and a cache, typed errors), then into a fresh Vite app
 # (web/npm/test-app, Vite and TypeScript from npm): `tsc --noEmit --strict` over the app and the
 # README's example, `vite build`, and the built app in headless Chromium with WebGPU and without it
-# (scripts/npm_e2e.py).
+# (scripts/npm_e2e.py). Between them, the same checks in Deno, Bun, workerd and Node with Dawn's
+# WebGPU, from npm (scripts/runtimes_check.py).
 # Prints the package's sizes and the app's figures.
 #   EDO_NPM_NO_WASM=1 reuses web/pkg from an earlier build (scripts/build-web.sh or build-npm.sh).
 set -euo pipefail
@@ -22,6 +23,20 @@ mkdir "$work/node"
 cp web/npm/test/node.test.mjs "$work/node/"
 (cd "$work/node" && echo '{"name":"edo-node-check","private":true,"type":"module"}' > package.json && npm install $quiet "$tarball" >/dev/null)
 (cd "$work/node" && EDO_MODELS="$root/tests/data/models" EDO_NODE_VECTORS="$work/node-vectors.json" node --test --test-reporter=spec node.test.mjs)
+
+echo "== npm: the package in Deno, Bun, Cloudflare's workerd, and Node with Dawn's WebGPU"
+# The native CLI's vectors are the oracle (the build the tests made: nothing is rebuilt).
+cargo build -q --all-features --bin edo
+flags=()
+if [ -f web/model.edo ]; then flags+=(--wordllama web/model.edo); fi
+if [ "${EDO_REQUIRE_GPU:-}" = "1" ]; then flags+=(--require-gpu); fi
+status=0
+python3 scripts/runtimes_check.py "$tarball" "${CARGO_TARGET_DIR:-target}/debug/edo" "${flags[@]}" || status=$?
+if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WEB:-}" != "1" ]; then
+    echo "SKIPPED: the JavaScript runtimes (npm could not install them; EDO_REQUIRE_WEB=1 makes this a failure)"
+elif [ "$status" != 0 ]; then
+    exit "$status"
+fi
 
 echo "== npm: the package in a fresh Vite app (tsc --strict, vite build, headless Chromium)"
 cp -r web/npm/test-app "$work/app"

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""The npm package in the JavaScript runtimes edge users run it in, from its tarball, each running
+the same checks (web/npm/test/runtimes/checks.mjs: a model2vec model's vectors, a search, gathers
+and bags of six formats on the runtime's engine against its CPU path, typed errors):
+
+- Node, plain (the CPU path), and with Dawn's WebGPU (npm's `webgpu`) handed to createEngine —
+  here on Dawn's OpenGL ES backend over Mesa's llvmpipe (EGL, surfaceless), a compatibility-mode
+  adapter: Dawn's Vulkan backend refuses Mesa 22.3's lavapipe;
+- Deno, with its own WebGPU (wgpu, on lavapipe) and with no Vulkan driver (the CPU fallback);
+- Bun (no WebGPU: the CPU path);
+- Cloudflare's workerd: a Worker (module syntax, the .wasm imported as a module) answering the
+  checks and WordLlama's INT8 model's embeddings over HTTP on loopback, its WASM memory within
+  Workers' 128 MB.
+
+Every runtime's vectors equal the native CPU path's (`edo embed`) bit for bit, and its CPU-path
+gathers, bags and search results equal every other runtime's. The runtimes (pinned in
+web/npm/test/runtimes/package.json) come from npm. Prints a table of the runtimes side by side and
+writes target/runtimes-report.json.
+
+    python3 scripts/runtimes_check.py TARBALL EDO_BINARY [--wordllama web/model.edo]
+
+Exits 0 when every check passed, 1 when one failed, 3 when the runtimes could not be installed.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECKS = os.path.join(ROOT, "web", "npm", "test", "runtimes")
+MODEL = os.path.join(ROOT, "tests", "data", "models", "wordpiece")
+WORKERS_MEMORY = 128 << 20  # Cloudflare Workers' memory limit per isolate
+WORDLLAMA_TEXTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "embedding tables compressed to eight bits a value",
+    "a Worker answers in milliseconds",
+    "",
+    "naïve café résumé",
+]
+
+
+def run(cmd, cwd, env=None, timeout=600):
+    """Runs a command; returns (status, stdout, stderr, seconds)."""
+    start = time.monotonic()
+    p = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - start
+
+
+def native_vectors(edo, model, texts, work, name):
+    """The native CPU path's vectors (`edo embed … -o x.npy`) as little-endian f32 bytes."""
+    out = os.path.join(work, f"{name}.npy")
+    cmd = [edo, "embed", model, "-o", out]
+    for t in texts:
+        cmd += ["--text", t]
+    subprocess.run(cmd, check=True, capture_output=True)
+    data = open(out, "rb").read()
+    header = struct.unpack("<H", data[8:10])[0]
+    return data[10 + header:]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def workerd_config(stage, pkg, port, wordllama):
+    """A workerd configuration (Cap'n Proto text) serving worker.js with the package's files as
+    modules, the fixture model's files and WordLlama's .edo file as data modules, all copied into
+    `stage` (workerd embeds files by paths relative to its configuration)."""
+    modules = [
+        ("worker.js", "esModule", os.path.join(CHECKS, "worker.js")),
+        ("checks.mjs", "esModule", os.path.join(CHECKS, "checks.mjs")),
+    ]
+    for f in ["index.js", "core.js", "client.js", "edo_web.js", "version.js"]:
+        modules.append((f"edo/{f}", "esModule", os.path.join(pkg, f)))
+    modules.append(("edo/edo_web_bg.wasm", "wasm", os.path.join(pkg, "edo_web_bg.wasm")))
+    for f in ["config.json", "tokenizer.json", "model.safetensors"]:
+        modules.append((f"model/{f}", "data", os.path.join(MODEL, f)))
+    modules.append(("wordllama.edo", "data", wordllama))
+    for name, _, path in modules:
+        os.makedirs(os.path.dirname(os.path.join(stage, name)), exist_ok=True)
+        if path:
+            shutil.copy(path, os.path.join(stage, name))
+        else:
+            open(os.path.join(stage, name), "wb").close()  # no model: /embed answers 404
+    listed = ",\n    ".join(f'(name = "{n}", {kind} = embed "{n}")' for n, kind, _ in modules)
+    return f"""using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "main", worker = .edo)],
+  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
+);
+const edo :Workerd.Worker = (
+  modules = [
+    {listed}
+  ],
+  compatibilityDate = "2025-09-01",
+);
+"""
+
+
+def post(url, body, timeout=300):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as r:
+        return r.read(), dict(r.headers)
+
+
+def peak_rss(pid):
+    """The process's peak resident memory in bytes (Linux), or None."""
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def run_workerd(work, pkg, texts, wordllama):
+    """workerd serving worker.js: its /check report, and /embed's vectors with WordLlama's model."""
+    port = free_port()
+    stage = os.path.join(work, "worker")
+    os.makedirs(stage)
+    config = os.path.join(stage, "edo.capnp")
+    text = workerd_config(stage, pkg, port, wordllama)
+    open(config, "w").write(text)
+    binary = os.path.join(work, "node_modules", ".bin", "workerd")
+    log = open(os.path.join(work, "workerd.log"), "w")
+    server = subprocess.Popen([binary, "serve", config], cwd=stage, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("workerd did not start: " + open(log.name).read()[-2000:])
+                time.sleep(0.2)
+        start = time.monotonic()
+        body, _ = post(f"http://127.0.0.1:{port}/check", texts)
+        report = json.loads(body)
+        report["seconds"] = time.monotonic() - start
+        if wordllama:
+            start = time.monotonic()
+            body, headers = post(f"http://127.0.0.1:{port}/embed", WORDLLAMA_TEXTS)
+            report["wordllama"] = {
+                "vectors": body,
+                "dim": int(headers["x-dim"]),
+                "backend": headers["x-backend"],
+                "wasmMemoryBytes": int(headers["x-wasm-memory"]),
+                "seconds": time.monotonic() - start,
+            }
+        report["peakRss"] = peak_rss(server.pid)
+        return report
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tarball")
+    ap.add_argument("edo", help="the native edo binary (its CPU path is the oracle)")
+    ap.add_argument("--wordllama", help="WordLlama's model as an .edo file (scripts/make_web_model.sh), for workerd's /embed")
+    ap.add_argument("--require-gpu", action="store_true", help="Deno must find WebGPU (lavapipe) and Node Dawn's adapter")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="edo-runtimes-")
+    try:
+        shutil.copy(os.path.join(CHECKS, "package.json"), work)
+        for f in ["checks.mjs", "run.mjs"]:
+            shutil.copy(os.path.join(CHECKS, f), work)
+        status, out, err, _ = run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", os.path.abspath(args.tarball)], work)
+        if status != 0:
+            print(f"the runtimes could not be installed from npm:\n{err[-2000:]}", file=sys.stderr)
+            return 3
+        pkg = os.path.join(work, "node_modules", "edo-embeddings")
+        expected = json.load(open(os.path.join(ROOT, "tests", "data", "models", "expected.json")))
+        texts = expected["texts"]
+        texts_file = os.path.join(work, "texts.json")
+        json.dump(texts, open(texts_file, "w"))
+        native = native_vectors(args.edo, MODEL, texts, work, "native")
+
+        bin_ = lambda name: os.path.join(work, "node_modules", ".bin", name)  # noqa: E731
+        gpu = "webgpu" if args.require_gpu else None
+        # Each: name, command, environment, the backend it must pick (None: whichever it finds).
+        # A backend Linux has not: Deno's WebGPU finds no adapter (with Vulkan hidden it takes
+        # Mesa's OpenGL instead).
+        no_gpu = {"DENO_WEBGPU_BACKEND": "dx12"}
+        dawn_env = {"EGL_PLATFORM": "surfaceless", "XDG_RUNTIME_DIR": work}
+        runs = [
+            ("node", ["node", "run.mjs", MODEL, texts_file], {}, "cpu"),
+            ("node + Dawn", ["node", "run.mjs", MODEL, texts_file, "--dawn", "backend=opengles"], dawn_env, gpu),
+            ("deno", [bin_("deno"), "run", "--allow-read", "--allow-env", "run.mjs", MODEL, texts_file], {"XDG_RUNTIME_DIR": work, "DENO_NO_UPDATE_CHECK": "1"}, gpu),
+            ("deno, no adapter", [bin_("deno"), "run", "--allow-read", "--allow-env", "run.mjs", MODEL, texts_file], {**no_gpu, "DENO_NO_UPDATE_CHECK": "1"}, "cpu"),
+            ("bun", [bin_("bun"), "run.mjs", MODEL, texts_file], {}, "cpu"),
+        ]
+        reports = []
+        for name, cmd, env, want in runs:
+            if want:
+                cmd = cmd + ["--expect", want]
+            status, out, err, seconds = run(cmd, work, env)
+            line = next((l for l in reversed(out.splitlines()) if l.startswith("{")), None)
+            if line is None:
+                reports.append({"name": name, "failures": [f"no report (exit {status}): {err.strip()[-1500:]}"]})
+                continue
+            report = json.loads(line)
+            report.update(name=name, seconds=seconds)
+            reports.append(report)
+        try:
+            report = run_workerd(work, pkg, texts, args.wordllama)
+            report["name"] = "workerd"
+            reports.append(report)
+        except Exception as e:  # the report says what failed; the run goes on to the others' table
+            reports.append({"name": "workerd", "failures": [f"{type(e).__name__}: {e}"]})
+
+        # Across runtimes: vectors equal to the native CPU path's, CPU-path outputs equal to Node's.
+        reference = next((r for r in reports if r["name"] == "node" and "outputs" in r), None)
+        for r in reports:
+            if "outputs" not in r:
+                continue
+            vectors = bytes.fromhex(r["outputs"]["vectors"])
+            if vectors != native:
+                r["failures"].append("vectors differ from the native CPU path's (edo embed)")
+            if reference and r is not reference:
+                for key in ["gathers", "search", "errors"]:
+                    if r["outputs"][key] != reference["outputs"][key]:
+                        r["failures"].append(f"{key} differ from plain Node's")
+        workerd = next(r for r in reports if r["name"] == "workerd")
+        wordllama = workerd.get("wordllama")
+        if wordllama:
+            want = native_vectors(args.edo, args.wordllama, WORDLLAMA_TEXTS, work, "wordllama")
+            if wordllama["vectors"] != want:
+                workerd["failures"].append("WordLlama's vectors differ from the native CPU path's")
+            if wordllama["wasmMemoryBytes"] > WORKERS_MEMORY:
+                workerd["failures"].append(f"WordLlama's Worker holds {wordllama['wasmMemoryBytes']} bytes of WASM memory, over 128 MB")
+            wordllama["vectors"] = f"{len(wordllama['vectors'])} bytes"
+
+        print(f"{'runtime':<22} {'version':<28} {'backend':<8} {'WASM MB':>8} {'s':>6}  checks")
+        for r in reports:
+            version = r.get("runtime", "?")[:28]
+            memory = r.get("wasmMemoryBytes")
+            print(
+                f"{r['name']:<22} {version:<28} {r.get('backend', '?'):<8} {memory / 2**20 if memory else float('nan'):>8.1f} "
+                f"{r.get('seconds', float('nan')):>6.1f}  {'passed' if not r['failures'] else 'FAILED'}"
+            )
+            print(f"{'':<22} {r.get('note', '')}")
+            for f in r["failures"]:
+                print(f"{'':<22} FAILED: {f}")
+        if wordllama:
+            rss = workerd.get("peakRss")
+            print(
+                f"workerd, WordLlama INT8 ({wordllama['dim']} dims, {wordllama['backend']}): {len(WORDLLAMA_TEXTS)} texts equal to native "
+                f"{'yes' if not any('WordLlama' in f for f in workerd['failures']) else 'NO'}; WASM memory "
+                f"{wordllama['wasmMemoryBytes'] / 2**20:.1f} MB of the 128 MB limit"
+                + (f"; workerd's peak RSS {rss / 2**20:.0f} MB (the runtime itself included)" if rss else "")
+            )
+        else:
+            print("SKIPPED: workerd with WordLlama's model (no --wordllama file: scripts/make_web_model.sh)")
+        for r in reports:
+            r.get("outputs", {}).pop("vectors", None)
+        os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
+        json.dump(reports, open(os.path.join(ROOT, "target", "runtimes-report.json"), "w"), indent=1)
+        return 1 if any(r["failures"] for r in reports) else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
