@@ -4,7 +4,8 @@
 # without one the GPU tests print "SKIPPED: no adapter", and EDO_REQUIRE_GPU=1 turns that into a
 # failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
 # and wasm32 for the library and the browser crate; edo-core, the CPU-path crate, for WASI and
-# aarch64 too, with no wgpu in its dependencies; its tests on aarch64 under qemu-user, where
+# aarch64 too, with no wgpu in its dependencies; its tests on aarch64 under qemu-user, and the
+# edo command's files and vectors there against x86-64's (scripts/aarch64_check.sh), where
 # qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
 # failure), edo without its GPU path for WASI and edo-wasi under wasmtime against the native
 # program (scripts/wasi_check.sh), and the browser tests (headless Chromium;
@@ -65,6 +66,8 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
     QEMU_CPU=max EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=cortex-a53 EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=max EDO_CPU_SIMD=scalar cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
+    echo "== the edo command on aarch64 under qemu: files and vectors equal to x86-64's"
+    ./scripts/aarch64_check.sh
 elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
     echo "EDO_REQUIRE_AARCH64=1 but qemu-aarch64 or aarch64-linux-gnu-gcc is missing (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)" >&2
     exit 1
