@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # edo under a WASI runtime: builds edo-wasi (edo without its GPU path) for wasm32-wasip1 and for
 # this machine, runs both on the same inputs — quantize a real numpy-written table to several
-# formats, look rows up, embed texts with a model2vec model — and requires the outputs to be equal
-# byte for byte, and the packed rows equal to the `edo` command's. wasmtime is PyPI's (pinned below), in a virtual environment under target/.
+# formats, look rows up, embed texts with a model2vec model, index a corpus and search it — and
+# requires the outputs to be equal byte for byte, and the packed rows and the lines found equal to
+# the `edo` command's. wasmtime is PyPI's (pinned below), in a virtual environment under target/.
 # With --bench, also prints the WASI module's time over the native program's on one thread for an
 # INT8 gather and a model's embedding (a figure, not a test).
 set -euo pipefail
@@ -58,6 +59,24 @@ done
 run_wasi embed "$model" "${texts[@]}" > "$out/wasi/embed.txt"
 cmp "$out/native/embed.txt" "$out/wasi/embed.txt"
 checks=$((checks + 1))
+# An index of the demo page's corpus (2 641 lines), and searches of it: the same file and the same
+# neighbours (ids, score bits, lines) on both; the packed rows equal to `edo index`'s, and the lines
+# found in the order `edo query` finds them.
+"$native" index "$model" web/corpus.txt "$out/native/index.edo"
+run_wasi index "$model" web/corpus.txt "$out/wasi/index.edo"
+cmp "$out/native/index.edo" "$out/wasi/index.edo"
+target/debug/edo index "$model" web/corpus.txt -o "$out/native/index.cli.edo" > /dev/null
+cmp <(rows_of "$out/native/index.cli.edo") <(rows_of "$out/wasi/index.edo")
+checks=$((checks + 2))
+for query in "compress a file" "the current time in seconds" "parse command line arguments"; do
+    "$native" query "$out/native/index.edo" "$model" 5 "$query" > "$out/native/query.txt"
+    run_wasi query "$out/wasi/index.edo" "$model" 5 "$query" > "$out/wasi/query.txt"
+    cmp "$out/native/query.txt" "$out/wasi/query.txt"
+    target/debug/edo query "$out/native/index.cli.edo" --model "$model" -k 5 "$query" | sed -n 's/^ *[0-9]*\. [-+][0-9.]*  //p' > "$out/native/query.cli.txt"
+    cut -f5- "$out/wasi/query.txt" | cmp - "$out/native/query.cli.txt"
+    [ "$(wc -l < "$out/wasi/query.txt")" = 5 ]
+    checks=$((checks + 2))
+done
 # A bad id is the same typed error on both (exit 1, edo's message), kept apart from usage errors.
 set +e
 "$native" lookup "$out/native/int8.edo" 37 2> "$out/native/bad.txt"; native_status=$?

@@ -6,6 +6,10 @@
 //! edo-wasi quantize IN.npy FORMAT OUT.edo     an .npy of floats to an .edo table
 //! edo-wasi lookup TABLE.edo ID[,ID…]          rows as f32 bits (hex) and values, a row a line
 //! edo-wasi embed MODEL_DIR TEXT…              a model2vec folder's vectors, a text a line
+//! edo-wasi index MODEL_DIR CORPUS OUT.edo     the corpus's lines (empty ones skipped) embedded,
+//!                                             in INT8, the lines as the file's vocabulary
+//! edo-wasi query INDEX.edo MODEL_DIR K TEXT   the K lines nearest TEXT: binary candidates
+//!                                             rescored in INT8, as `edo query` finds them
 //! edo-wasi bench MODEL_DIR                    timings: an INT8 gather and a model's embedding
 //! ```
 //!
@@ -15,11 +19,12 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use edo::file::{import, TableFile};
+use edo::file::{import, TableFile, Vocab};
 use edo::model::StaticModel;
-use edo::{Bounds, Error, Format};
+use edo::{Bounds, Error, Format, PackedTable};
 
-const USAGE: &str = "usage: edo-wasi quantize IN.npy FORMAT OUT.edo | lookup TABLE.edo ID[,ID…] | embed MODEL_DIR TEXT… | bench MODEL_DIR";
+const USAGE: &str = "usage: edo-wasi quantize IN.npy FORMAT OUT.edo | lookup TABLE.edo ID[,ID…] | embed MODEL_DIR TEXT… \
+                     | index MODEL_DIR CORPUS OUT.edo | query INDEX.edo MODEL_DIR K TEXT | bench MODEL_DIR";
 
 /// What went wrong: a usage error (exit 2) or edo's error (exit 1).
 enum Failure {
@@ -84,6 +89,44 @@ fn run(args: &[String], out: &mut impl Write) -> Result<(), Failure> {
                 return Err(Failure::Usage("no TEXT to embed".into()));
             }
             write_rows(out, &model.encode(&texts)?, model.dim())
+        }
+        Some("index") => {
+            let (model, corpus, output) = (model(arg(1, "MODEL_DIR")?)?, arg(2, "CORPUS")?, arg(3, "OUT.edo")?);
+            let text = String::from_utf8(read(corpus)?).map_err(|_| Error::BadFile { what: "corpus", reason: format!("{corpus} is not UTF-8 text") })?;
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if lines.is_empty() {
+                return Err(Failure::Usage(format!("{corpus}: no lines to index")));
+            }
+            // A batch at a time, as `edo index` embeds them (the vectors do not depend on it).
+            let mut vectors = Vec::with_capacity(lines.len() * model.dim());
+            for chunk in lines.chunks(1024) {
+                vectors.extend(model.encode(chunk)?);
+            }
+            let table = PackedTable::quantize(Format::Int8, &vectors, lines.len(), model.dim())?;
+            let file = TableFile::new(table).with_vocab(Vocab::new(lines.iter().map(|l| l.to_string()).collect()))?;
+            std::fs::write(output, file.to_bytes()).map_err(|e| Error::io(output, e))?;
+            Ok(())
+        }
+        Some("query") => {
+            let file = TableFile::from_bytes(read(arg(1, "INDEX.edo")?)?)?;
+            let model = model(arg(2, "MODEL_DIR")?)?;
+            let k = arg(3, "K")?.parse::<usize>().ok().filter(|&k| k >= 1).ok_or_else(|| Failure::Usage("K must be a whole number from 1".into()))?;
+            let text = arg(4, "TEXT")?;
+            let Some(lines) = file.vocab() else { return Err(Failure::Usage("the index has no lines (not written by `index`)".into())) };
+            let table = file.table();
+            if table.dim() != model.dim() {
+                return Err(Failure::Usage(format!("the index has {} dims, the model {}", table.dim(), model.dim())));
+            }
+            file.verify()?;
+            // Binary codes of the corpus (x > 0 of its INT8 rows) find candidates; INT8 rescores them.
+            let codes = table.requantize(Format::Binary)?;
+            let query = model.encode(&[text])?;
+            let found = edo::search::search_rescored_with(&codes, file.code_transform(), &query, table, k.min(table.rows()), 4)?;
+            for (rank, (&id, &score)) in found.ids.iter().zip(&found.scores).enumerate() {
+                let line = lines.token(id).unwrap_or("?");
+                writeln!(out, "{}\t{id}\t{:08x}\t{score:+.4}\t{line}", rank + 1, score.to_bits()).map_err(stdout_error)?;
+            }
+            Ok(())
         }
         Some("bench") => bench(arg(1, "MODEL_DIR")?, out),
         Some(other) => Err(Failure::Usage(format!("no command {other:?}"))),
