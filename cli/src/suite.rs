@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use edo::model::StaticModel;
 use edo::Format;
-use edo_bench::suite::{self, report, Op, Results, Scale, SuiteOptions};
+use edo_bench::suite::{self, report, Artifact, Op, Results, Scale, SuiteOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{exit, Failure, FormatParser};
@@ -55,6 +55,13 @@ pub struct SuiteArgs {
     /// The HTML report (one self-contained file with the charts).
     #[arg(long, default_value = "edo-bench.html")]
     html: PathBuf,
+    /// Also write the cases as CSV, a case a line, with the run's runtime, SIMD level,
+    /// percentiles and quality.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also write the cases as JSON Lines (the CSV's fields).
+    #[arg(long)]
+    jsonl: Option<PathBuf>,
 }
 
 fn parse_op(s: &str) -> Result<Op, String> {
@@ -73,6 +80,12 @@ pub struct CompareArgs {
     /// Write the comparison as a Markdown page.
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Write every file's cases as one CSV, a case a line.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write every file's cases as JSON Lines.
+    #[arg(long)]
+    jsonl: Option<PathBuf>,
 }
 
 fn write(path: &Path, text: &str) -> Result<(), Failure> {
@@ -106,13 +119,21 @@ pub fn suite(a: SuiteArgs) -> Result<(), Failure> {
     if a.no_cpu {
         options.cpu_threads.clear();
     }
+    options.artifacts.extend(artifact("binary", std::env::current_exe().ok().as_deref()));
     if let Some(path) = &a.model {
+        let started = std::time::Instant::now();
         options.model = Some(StaticModel::open(path)?);
+        options.cold_start.model_s = Some(started.elapsed().as_secs_f64());
+        // A model folder's weights are what its size is.
+        let file = if path.is_dir() { path.join("model.safetensors") } else { path.clone() };
+        options.artifacts.extend(artifact("model", Some(&file)));
     }
     let gpus = if a.cpu {
         Vec::new()
     } else {
+        let started = std::time::Instant::now();
         let (engines, names) = edo::block_on(suite::engines());
+        options.cold_start.engines_s = Some(started.elapsed().as_secs_f64());
         match &a.adapter {
             Some(f) => {
                 let chosen: Vec<_> = engines.into_iter().filter(|e| e.adapter().name.to_lowercase().contains(&f.to_lowercase())).collect();
@@ -155,10 +176,33 @@ pub fn suite(a: SuiteArgs) -> Result<(), Failure> {
     }
     write(&a.output, &results.to_json())?;
     write(&a.html, &report::html(std::slice::from_ref(&results)))?;
+    flat_files(std::slice::from_ref(&results), a.csv.as_deref(), a.jsonl.as_deref())?;
     print!("{}", report::text(std::slice::from_ref(&results)));
     println!();
     println!("results: {} (JSON)   report: {} (open in a browser)", a.output.display(), a.html.display());
     println!("compare with another device's run: edo bench compare {} OTHER.json --html compare.html", a.output.display());
+    Ok(())
+}
+
+/// A file the run depends on, with its size raw and gzipped (level 9), if it can be read.
+fn artifact(name: &str, path: Option<&Path>) -> Option<Artifact> {
+    use std::io::Write;
+    let bytes = std::fs::read(path?).ok()?;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let gzip_bytes = gz.write_all(&bytes).ok().and_then(|()| gz.finish().ok()).map(|v| v.len() as u64);
+    Some(Artifact { name: name.into(), bytes: bytes.len() as u64, gzip_bytes })
+}
+
+/// Writes the cases as CSV and JSON Lines where asked.
+fn flat_files(files: &[Results], csv: Option<&Path>, jsonl: Option<&Path>) -> Result<(), Failure> {
+    if let Some(p) = csv {
+        write(p, &report::csv(files))?;
+        println!("csv: {}", p.display());
+    }
+    if let Some(p) = jsonl {
+        write(p, &report::jsonl(files))?;
+        println!("jsonl: {}", p.display());
+    }
     Ok(())
 }
 
@@ -189,5 +233,5 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         write(p, &md)?;
         println!("markdown: {}", p.display());
     }
-    Ok(())
+    flat_files(&files, a.csv.as_deref(), a.jsonl.as_deref())
 }

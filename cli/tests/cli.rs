@@ -904,11 +904,35 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
         assert_eq!(cases.iter().any(|c| c["backend"] == id && c["op"] == "cache"), b["kind"] == "gpu", "the cache runs on GPUs only");
     }
     for c in cases {
-        for f in ["median_s", "min_s", "max_s", "first_call_s", "items_per_s", "gbps", "ratio_to_copy"] {
+        for f in ["median_s", "min_s", "max_s", "first_call_s", "items_per_s", "gbps", "ratio_to_copy", "p90_s", "p99_s"] {
             assert!(c[f].as_f64().is_some_and(|v| v > 0.0 && v.is_finite()), "{f} of {c}");
         }
-        assert!(c["min_s"].as_f64() <= c["median_s"].as_f64() && c["median_s"].as_f64() <= c["max_s"].as_f64());
+        let at = |f: &str| c[f].as_f64().unwrap();
+        assert!(at("min_s") <= at("median_s") && at("median_s") <= at("p90_s") && at("p90_s") <= at("p99_s") && at("p99_s") <= at("max_s"), "{c}");
+        // The quality beside the speed: every lookup's format against FP32, every search's recall.
+        let q = &c["quality"];
+        match c["op"].as_str().unwrap() {
+            "gather" | "bag_sum" | "bag_mean" | "hashed_bag" => {
+                let want = if c["format"] == "int4" { 0.99..=0.9999 } else { 0.9999..=1.0 };
+                assert!(q["metric"] == "cosine to fp32" && want.contains(&q["value"].as_f64().unwrap()), "{c}");
+            }
+            "search" => assert!(q["metric"] == "recall@10 of exact fp32" && (0.0..=1.0).contains(&q["value"].as_f64().unwrap()), "{c}"),
+            _ => assert!(q.is_null(), "{c}"),
+        }
     }
+    // The run's rules, environment, cold start, peak memory and artifacts.
+    assert_eq!((r["rules"]["warmup_calls"].as_u64(), r["rules"]["reps"].as_u64()), (Some(1), Some(2)), "{}", r["rules"]);
+    let env = &r["environment"];
+    assert_eq!(env["runtime"], "native");
+    assert!(["avx2", "sse4.1", "neon", "scalar"].contains(&env["simd"].as_str().unwrap()), "{env}");
+    assert_eq!(env["target"].as_str().unwrap(), format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS));
+    assert_eq!(env["emulated"], std::env::var_os("EDO_EMULATED").is_some());
+    let cold = &r["cold_start"];
+    assert!(cold["first_table_s"].as_f64().unwrap() > 0.0 && cold["first_call_s"].as_f64().unwrap() > 0.0, "{cold}");
+    assert!(cold["engines_s"].is_number(), "the adapters were looked for: {cold}");
+    assert!(r["peak_memory_bytes"].as_u64().unwrap() > 1 << 20 && r["peak_memory_kind"] == "process RSS", "{}", r["peak_memory_bytes"]);
+    let binary = r["artifacts"].as_array().unwrap().iter().find(|a| a["name"] == "binary").unwrap();
+    assert!(binary["bytes"].as_u64().unwrap() > binary["gzip_bytes"].as_u64().unwrap(), "{binary}");
     if gpu.is_some() {
         // The large table is held in shards of at most 256 KiB in the tiny suite: several of them.
         let large = cases.iter().find(|c| c["op"] == "gather" && c["size"] == "large" && c["format"] == "fp32" && c["backend"] == "gpu0").unwrap();
@@ -936,9 +960,34 @@ fn bench_suite_writes_results_and_a_report_that_compare_reads() {
         "--html",
         dir.path("b.html").to_str().unwrap(),
     ]);
-    let (ch, md) = (dir.path("c.html"), dir.path("c.md"));
-    let text = ok(&["bench", "compare", a_s, b_s, "--html", ch.to_str().unwrap(), "--markdown", md.to_str().unwrap()]);
+    let (ch, md, csv, jsonl) = (dir.path("c.html"), dir.path("c.md"), dir.path("c.csv"), dir.path("c.jsonl"));
+    let text = ok(&[
+        "bench",
+        "compare",
+        a_s,
+        b_s,
+        "--html",
+        ch.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--jsonl",
+        jsonl.to_str().unwrap(),
+    ]);
     assert!(text.contains("second run · CPU path, 1 thread"), "{text}");
+    assert!(text.contains("CPU path on ") && text.contains("quality kept:") && text.contains("P50 / P90 / P99"), "{text}");
+    // CSV and JSON Lines: a case a line, the same cases, with their run's identity.
+    let b_cases = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&b).unwrap()).unwrap()["cases"].as_array().unwrap().len();
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + cases.len() + b_cases);
+    assert!(lines[0].starts_with("label,runtime,target,simd,emulated,backend,backend_name,op,format"), "{}", lines[0]);
+    assert!(lines.iter().any(|l| l.starts_with("second run,native,") && l.contains(",\"CPU path, 1 thread\",latency,int8,small,")), "{csv}");
+    let jsonl = std::fs::read_to_string(&jsonl).unwrap();
+    let records: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), cases.len() + b_cases);
+    assert!(records.iter().all(|r| r["p50_s"].as_f64().unwrap() > 0.0 && r["runtime"] == "native"), "{jsonl}");
     assert!(std::fs::read_to_string(&ch).unwrap().contains("second run · CPU path, 1 thread"));
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.contains("## gather") && md.contains("| int8 | medium | 3001 |"), "{md}");

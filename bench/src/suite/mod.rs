@@ -160,6 +160,13 @@ pub struct SuiteOptions {
     pub user_agent: Option<String>,
     /// A static model for the `embed` cases (none: they are not run).
     pub model: Option<StaticModel>,
+    /// The parts of the cold start the caller timed before the run (module, engines, model).
+    pub cold_start: ColdStart,
+    /// The runtime the suite runs in, where the caller knows it better than the build does (a
+    /// JavaScript runtime's name and version).
+    pub runtime: Option<String>,
+    /// Files the run depends on, with their sizes (the binary, the `.wasm`, the model).
+    pub artifacts: Vec<Artifact>,
 }
 
 impl SuiteOptions {
@@ -179,6 +186,9 @@ impl SuiteOptions {
             label: None,
             user_agent: None,
             model: None,
+            cold_start: ColdStart::default(),
+            runtime: None,
+            artifacts: Vec::new(),
         }
     }
 }
@@ -211,6 +221,88 @@ pub struct Results {
     /// Cases not run, with why.
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// How the cases were timed. Absent from older files.
+    #[serde(default)]
+    pub rules: Option<RunRules>,
+    /// What ran the suite, beyond the machine: build, SIMD level, runtime. Absent from older files.
+    #[serde(default)]
+    pub environment: Option<Environment>,
+    /// The parts of the cold start. Absent from older files.
+    #[serde(default)]
+    pub cold_start: Option<ColdStart>,
+    /// The most memory the run held: `peak_memory_kind` says what was counted. Absent from older
+    /// files and where it cannot be read.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+    /// `process RSS` (natively: the kernel's high-water mark) or `WASM memory` (a WebAssembly
+    /// module's, which only grows).
+    #[serde(default)]
+    pub peak_memory_kind: Option<String>,
+    /// Files the run depends on, with their sizes.
+    #[serde(default)]
+    pub artifacts: Vec<Artifact>,
+}
+
+/// How a run times its cases, recorded beside them (edge benchmarks state their run rules).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunRules {
+    /// Untimed calls before the timed ones (the first call, which compiles a GPU kernel).
+    pub warmup_calls: usize,
+    /// Timed calls per case.
+    pub reps: usize,
+    /// How percentiles are taken from the timed calls.
+    pub percentiles: String,
+    /// Seconds after which no case was started, if a budget was set.
+    pub budget_seconds: Option<f64>,
+}
+
+/// The environment that ran a suite: what a report needs to tell runs apart beyond the machine.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Environment {
+    /// The target edo was built for (`x86_64-linux`, `aarch64-linux`, `wasm32`).
+    pub target: String,
+    /// `release` or `debug` (a debug build's timings mean little).
+    pub profile: String,
+    /// The SIMD level the CPU path ran at (`avx2`, `neon`, `simd128`, `scalar`).
+    pub simd: String,
+    /// The runtime: `native`, a browser, or a JavaScript runtime and its version.
+    pub runtime: String,
+    /// Run under emulation (qemu-user): its timings are correctness only.
+    pub emulated: bool,
+    /// edo's version.
+    pub edo: String,
+}
+
+/// The parts of a cold start, in seconds; those not measured are absent.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ColdStart {
+    /// Compiling and instantiating the WebAssembly module (JavaScript runtimes).
+    #[serde(default)]
+    pub module_s: Option<f64>,
+    /// Finding the adapters and creating the devices (GPU engines).
+    #[serde(default)]
+    pub engines_s: Option<f64>,
+    /// Loading the model (file read or mapped, tokenizer parsed).
+    #[serde(default)]
+    pub model_s: Option<f64>,
+    /// Making the first table: generating the small size's values and packing them.
+    #[serde(default)]
+    pub first_table_s: Option<f64>,
+    /// The first case's first call, kernels compiled included.
+    #[serde(default)]
+    pub first_call_s: Option<f64>,
+}
+
+/// A file a run depends on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Artifact {
+    /// What it is: `binary`, `wasm`, `model`.
+    pub name: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its size gzipped (level 9), where the writer measured it.
+    #[serde(default)]
+    pub gzip_bytes: Option<u64>,
 }
 
 /// The machine a run measured.
@@ -321,6 +413,13 @@ pub struct Case {
     /// latency cases, which time each call). Absent from files older than it.
     #[serde(default)]
     pub p99_s: Option<f64>,
+    /// The 90th percentile of the repetitions, as `p99_s`. Absent from files older than it.
+    #[serde(default)]
+    pub p90_s: Option<f64>,
+    /// The quality kept beside the speed: the mean cosine of the format's rows to the FP32 rows
+    /// (lookups), recall@k of the exact neighbours (search). Absent where not measured.
+    #[serde(default)]
+    pub quality: Option<Quality>,
     /// The first call, untimed in the median: on a GPU it includes compiling the kernel.
     pub first_call_s: f64,
     /// `items` per second at the median.
@@ -339,6 +438,15 @@ pub struct Case {
     pub shards: Option<usize>,
     /// What else the case measured (the cache's hit rate).
     pub note: Option<String>,
+}
+
+/// What a case's results keep of the exact answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Quality {
+    /// `cosine to fp32` or `recall@10`.
+    pub metric: String,
+    /// Its value: 1 is exact.
+    pub value: f64,
 }
 
 /// A case that did not run.
@@ -567,6 +675,7 @@ where
 
     let mut st = State { cases: Vec::new(), skipped: Vec::new(), done: 0, total, reps, start, budget: options.budget_seconds };
     let mut current: Option<(usize, Vec<f32>)> = None;
+    let mut first_table: Option<f64> = None;
     let mut packed: Vec<(Format, PackedTable)> = Vec::new();
     for (si, op, format) in plan {
         let Some(si) = si else {
@@ -585,6 +694,7 @@ where
             }
             continue;
         }
+        let table_started = Instant::now();
         if current.as_ref().is_none_or(|(i, _)| *i != si) {
             progress(&Progress { done: st.done, total, label: format!("generating the {} table ({} × {})", size.name, size.rows, size.dim) }).await;
             // The previous size's tables go before the next one's are made.
@@ -599,7 +709,10 @@ where
         });
         if !packed.iter().any(|(f, _)| *f == format) {
             match PackedTable::quantize(format, data, size.rows, size.dim) {
-                Ok(t) => packed.push((format, t)),
+                Ok(t) => {
+                    packed.push((format, t));
+                    first_table.get_or_insert(table_started.elapsed().as_secs_f64());
+                }
                 Err(e) => {
                     for backend in &backends {
                         st.skip(op, format.name().to_string(), size.name, &backend.id, &e.to_string());
@@ -619,7 +732,7 @@ where
             }
             let before = st.cases.len();
             let r = match op {
-                Op::Gather | Op::BagSum | Op::BagMean | Op::HashedBag => table_case(&mut st, runner, backend, size, op, table).await,
+                Op::Gather | Op::BagSum | Op::BagMean | Op::HashedBag => table_case(&mut st, runner, backend, size, op, table, data).await,
                 Op::Search => search_case(&mut st, runner, backend, size, data, table).await,
                 Op::Cache => cache_case(&mut st, runner, backend, size, table).await,
                 Op::Latency => latency_cases(&mut st, runner, backend, size, table).await,
@@ -655,9 +768,53 @@ where
         seconds: start.elapsed().as_secs_f64(),
         machine: machine(options.user_agent.clone()),
         backends,
+        rules: Some(RunRules {
+            warmup_calls: 1,
+            reps,
+            percentiles: "nearest rank over the timed calls (p50: the median); latency cases time single calls".into(),
+            budget_seconds: options.budget_seconds,
+        }),
+        environment: Some(environment(options)),
+        cold_start: Some(ColdStart { first_table_s: first_table, first_call_s: st.cases.first().map(|c| c.first_call_s), ..options.cold_start.clone() }),
+        peak_memory_bytes: peak_memory().map(|(b, _)| b),
+        peak_memory_kind: peak_memory().map(|(_, k)| k.to_string()),
+        artifacts: options.artifacts.clone(),
         cases: st.cases,
         skipped: st.skipped,
     })
+}
+
+/// The environment a run happens in, as this build sees it.
+fn environment(options: &SuiteOptions) -> Environment {
+    let target = match std::env::consts::OS {
+        "" | "unknown" => std::env::consts::ARCH.to_string(),
+        os => format!("{}-{os}", std::env::consts::ARCH),
+    };
+    let runtime = options.runtime.clone().or_else(|| options.user_agent.as_ref().map(|ua| format!("browser: {ua}")));
+    Environment {
+        target,
+        profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+        simd: edo::cpu::Simd::active().name().into(),
+        runtime: runtime.unwrap_or_else(|| if cfg!(target_os = "wasi") { "WASI".into() } else { "native".into() }),
+        // Set by the test runner under qemu (.cargo/config.toml), or by whoever runs it so.
+        emulated: cfg!(native) && std::env::var_os("EDO_EMULATED").is_some(),
+        edo: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+/// The most memory this process has held, and what was counted: the kernel's high-water mark of
+/// resident memory (Linux), or the WebAssembly memory (which only grows).
+fn peak_memory() -> Option<(u64, &'static str)> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        Some((core::arch::wasm32::memory_size(0) as u64 * 65536, "WASM memory"))
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.split_whitespace().next()?.parse::<u64>().ok()?;
+        Some((kib * 1024, "process RSS"))
+    }
 }
 
 fn op_format(op: Op) -> String {
@@ -720,6 +877,48 @@ struct Work<'a> {
     table_bytes: u64,
     shards: Option<usize>,
     note: Option<String>,
+    quality: Option<Quality>,
+}
+
+/// The mean cosine of up to 1 024 rows of `table` (spread over it) to the same rows of the FP32
+/// values it was packed from: what the format keeps.
+fn cosine_to_fp32(table: &PackedTable, data: &[f32]) -> Result<f64, Error> {
+    let (rows, dim) = (table.rows(), table.dim());
+    let n = rows.min(1024);
+    let ids: Vec<u32> = (0..n).map(|i| (i * rows / n) as u32).collect();
+    let got = edo::cpu::gather(table, &ids, Bounds::Error)?;
+    let mut sum = 0.0;
+    for (k, &id) in ids.iter().enumerate() {
+        let (a, b) = (&got[k * dim..][..dim], &data[id as usize * dim..][..dim]);
+        let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+        let norms = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt() * b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+        // Two zero rows are the same row.
+        sum += if norms > 0.0 {
+            dot / norms
+        } else if a == b {
+            1.0
+        } else {
+            0.0
+        };
+    }
+    Ok(sum / n as f64)
+}
+
+/// recall@k of a search's results against the exact dot-product neighbours: of the FP32 values
+/// where they fit in 256 MiB packed, else of the INT8 rows (the metric's name says which).
+fn search_recall(data: &[f32], rows: usize, dim: usize, queries: &[f32], int8: &PackedTable, found: &edo::search::Scored, k: usize) -> Result<Quality, Error> {
+    let (truth, of) = if (rows * dim * 4) as u64 <= 256 << 20 {
+        (edo::search::dot_topk(&PackedTable::quantize(Format::F32, data, rows, dim)?, queries, k)?, "fp32")
+    } else {
+        (edo::search::dot_topk(int8, queries, k)?, "int8")
+    };
+    let value = edo::search::recall(&found.ids, found.k, &truth.ids, truth.k, k);
+    Ok(Quality { metric: format!("recall@{k} of exact {of}"), value })
+}
+
+/// The `p`-th percentile of sorted times, by nearest rank.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 fn push_case(st: &mut State, backend: &BackendInfo, w: Work, t: Timing) {
@@ -742,7 +941,9 @@ fn push_case(st: &mut State, backend: &BackendInfo, w: Work, t: Timing) {
         median_s: median,
         min_s: times[0],
         max_s: times[times.len() - 1],
-        p99_s: Some(times[((times.len() as f64 * 0.99).ceil() as usize).clamp(1, times.len()) - 1]),
+        p99_s: Some(percentile(&times, 0.99)),
+        p90_s: Some(percentile(&times, 0.90)),
+        quality: w.quality,
         first_call_s: t.first,
         items_per_s: w.items as f64 / median,
         moved_bytes: w.moved_bytes,
@@ -816,7 +1017,7 @@ fn engine_for(engine: &Engine, size: &Size) -> Engine {
 /// Pooling factor of the bag cases.
 const BAG: usize = 16;
 
-async fn table_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, op: Op, table: &PackedTable) -> Result<(), Error> {
+async fn table_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, op: Op, table: &PackedTable, data: &[f32]) -> Result<(), Error> {
     let (rows, dim) = (size.rows, size.dim);
     let n = size.ids;
     let row_bytes = table.row_words() as u64 * 4;
@@ -850,6 +1051,7 @@ async fn table_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size
         table_bytes: table.bytes(),
         shards: None,
         note: None,
+        quality: Some(Quality { metric: "cosine to fp32".into(), value: cosine_to_fp32(table, data)? }),
     };
     let reps = st.reps;
     let timing = match runner {
@@ -939,8 +1141,10 @@ async fn search_case(st: &mut State, runner: &Runner, backend: &BackendInfo, siz
         table_bytes: corpus.bytes() + int8.bytes(),
         shards: None,
         note: Some(format!("top-{k}, {multiplier}× candidates rescored")),
+        quality: None,
     };
     let want = edo::search::search_rescored(&corpus, &queries, int8, k, multiplier)?;
+    work.quality = Some(search_recall(data, rows, dim, &queries, int8, &want, k)?);
     let timing = match runner {
         Runner::Cpu(threads) => {
             work.timing = "host";
@@ -1024,6 +1228,7 @@ async fn cache_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size
         table_bytes: cache.bytes(),
         shards: Some(cache.shard_count()),
         note: Some(format!("LFU over 1/8 of the rows, Zipf 1.05: hit rate {:.3}", stats.hit_rate())),
+        quality: None,
     };
     push_case(st, backend, work, timing);
     Ok(())
@@ -1055,6 +1260,7 @@ async fn latency_cases(st: &mut State, runner: &Runner, backend: &BackendInfo, s
             table_bytes: int8.bytes(),
             shards: gpu.as_ref().map(|g| g.shard_count()),
             note: None,
+            quality: None,
         };
         // Each call timed on its own, for the tail: at least 100 of them.
         let calls = (10 * st.reps).max(100);
@@ -1139,6 +1345,7 @@ async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output = ()>>(
             table_bytes: model.table().bytes(),
             shards: None,
             note: None,
+            quality: None,
         };
         let timing = match (&gpu, runner) {
             (Some(g), _) => time_round_trip(st.reps, || async move { g.encode(batch).await?.read().await.map(|_| ()) }).await?,

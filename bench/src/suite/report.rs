@@ -387,6 +387,37 @@ fn machine_line(r: &Results) -> String {
     s
 }
 
+/// The environment, cold start, peak memory and artifacts of a run, where the file has them
+/// (files older than these fields have none: `None`).
+fn environment_line(r: &Results) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(e) = &r.environment {
+        parts.push(format!(
+            "{} {} build, CPU path on {}, {}{}",
+            e.target,
+            e.profile,
+            e.simd,
+            e.runtime,
+            if e.emulated { ", EMULATED (timings: correctness only)" } else { "" }
+        ));
+    }
+    if let Some(c) = &r.cold_start {
+        let named = [("module", c.module_s), ("engines", c.engines_s), ("model", c.model_s), ("first table", c.first_table_s), ("first call", c.first_call_s)];
+        let known: Vec<String> = named.iter().filter_map(|(n, v)| v.map(|v| format!("{n} {}s", si(v)))).collect();
+        if !known.is_empty() {
+            parts.push(format!("cold start: {}", known.join(", ")));
+        }
+    }
+    if let (Some(b), Some(kind)) = (r.peak_memory_bytes, &r.peak_memory_kind) {
+        parts.push(format!("peak {kind} {:.1} MiB", b as f64 / (1u64 << 20) as f64));
+    }
+    for a in &r.artifacts {
+        let gz = a.gzip_bytes.map_or(String::new(), |g| format!(", {:.2} MiB gzipped", g as f64 / (1u64 << 20) as f64));
+        parts.push(format!("{} {:.2} MiB{gz}", a.name, a.bytes as f64 / (1u64 << 20) as f64));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 fn backend_line(b: &super::BackendInfo) -> String {
     let mut s = format!("{}: {}", b.id, b.name);
     for v in [&b.api, &b.device_type, &b.driver].into_iter().flatten() {
@@ -418,6 +449,9 @@ pub fn text(files: &[Results]) -> String {
     let mut out = String::new();
     for f in files {
         let _ = writeln!(out, "{}", machine_line(f));
+        if let Some(e) = environment_line(f) {
+            let _ = writeln!(out, "  {e}");
+        }
         for b in &f.backends {
             let _ = writeln!(out, "  {}", backend_line(b));
         }
@@ -459,18 +493,129 @@ pub fn text(files: &[Results]) -> String {
     let mut tails = keys(files).into_iter().filter(|k| k.op == "latency").peekable();
     if tails.peek().is_some() {
         // In microseconds: the CPU path's calls of one id take a few (0.000 ms in milliseconds).
-        let _ = writeln!(out, "\nlatency per call, P50 / P99 (µs):");
+        let _ = writeln!(out, "\nlatency per call, P50 / P90 / P99 (µs):");
         for k in tails {
             let _ = write!(out, "{:<34}", format!("{} {} {} {}", k.op, k.format, k.size, k.items));
             for s in &ser {
-                let cell = find(s, &k).map_or("-".to_string(), |c| match c.p99_s {
-                    Some(p99) => format!("{:.1} / {:.1}", 1e6 * c.median_s, 1e6 * p99),
-                    None => format!("{:.1}", 1e6 * c.median_s),
+                let cell = find(s, &k).map_or("-".to_string(), |c| match (c.p90_s, c.p99_s) {
+                    (Some(p90), Some(p99)) => format!("{:.1}/{:.1}/{:.1}", 1e6 * c.median_s, 1e6 * p90, 1e6 * p99),
+                    (None, Some(p99)) => format!("{:.1} / {:.1}", 1e6 * c.median_s, 1e6 * p99),
+                    _ => format!("{:.1}", 1e6 * c.median_s),
                 });
                 let _ = write!(out, "{cell:>w$}");
             }
             let _ = writeln!(out);
         }
+    }
+    // The quality each case kept: the same for every backend of a file (computed from the same
+    // table on the CPU), so one figure a key, from the first series that has it.
+    let quality: Vec<(Key, &super::Quality)> =
+        keys(files).into_iter().filter_map(|k| ser.iter().find_map(|s| find(s, &k)?.quality.as_ref()).map(|q| (k, q))).collect();
+    if !quality.is_empty() {
+        let _ = writeln!(out, "\nquality kept:");
+        for (k, q) in quality.iter().filter(|(k, _)| k.op != "bag_sum" && k.op != "bag_mean" && k.op != "hashed_bag") {
+            let _ = writeln!(out, "  {:<32} {} {:.6}", format!("{} {} {}", k.op, k.format, k.size), q.metric, q.value);
+        }
+    }
+    out
+}
+
+/// The columns of [`csv`] and the fields of [`jsonl`]'s lines: a case with its run's identity.
+const FLAT_FIELDS: [&str; 26] = [
+    "label",
+    "runtime",
+    "target",
+    "simd",
+    "emulated",
+    "backend",
+    "backend_name",
+    "op",
+    "format",
+    "size",
+    "rows",
+    "dim",
+    "items",
+    "unit",
+    "timing",
+    "reps",
+    "p50_s",
+    "p90_s",
+    "p99_s",
+    "first_call_s",
+    "items_per_s",
+    "gbps",
+    "ratio_to_copy",
+    "quality_metric",
+    "quality",
+    "peak_memory_bytes",
+];
+
+/// Every case of every file as a flat record of [`FLAT_FIELDS`] (absent values: JSON null).
+fn flat(files: &[Results]) -> Vec<Vec<serde_json::Value>> {
+    use serde_json::Value;
+    let mut rows = Vec::new();
+    for f in files {
+        let env = f.environment.clone().unwrap_or_default();
+        for c in &f.cases {
+            let backend = f.backend(&c.backend).map_or(String::new(), |b| b.name.clone());
+            let q = c.quality.as_ref();
+            rows.push(vec![
+                f.label.clone().into(),
+                env.runtime.clone().into(),
+                env.target.clone().into(),
+                env.simd.clone().into(),
+                env.emulated.into(),
+                c.backend.clone().into(),
+                backend.into(),
+                c.op.clone().into(),
+                c.format.clone().into(),
+                c.size.clone().into(),
+                c.rows.into(),
+                c.dim.into(),
+                c.items.into(),
+                c.unit.clone().into(),
+                c.timing.clone().into(),
+                c.reps.into(),
+                c.median_s.into(),
+                c.p90_s.map_or(Value::Null, Value::from),
+                c.p99_s.map_or(Value::Null, Value::from),
+                c.first_call_s.into(),
+                c.items_per_s.into(),
+                c.gbps.into(),
+                c.ratio_to_copy.into(),
+                q.map_or(Value::Null, |q| q.metric.clone().into()),
+                q.map_or(Value::Null, |q| q.value.into()),
+                f.peak_memory_bytes.map_or(Value::Null, Value::from),
+            ]);
+        }
+    }
+    rows
+}
+
+/// The cases as CSV (RFC 4180: a header line, then a case a line; text quoted where it must be).
+pub fn csv(files: &[Results]) -> String {
+    let cell = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(t) if t.contains([',', '"', '\n']) => format!("\"{}\"", t.replace('"', "\"\"")),
+        serde_json::Value::String(t) => t.clone(),
+        other => other.to_string(),
+    };
+    let mut out = FLAT_FIELDS.join(",");
+    out.push('\n');
+    for row in flat(files) {
+        out.push_str(&row.iter().map(cell).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// The cases as JSON Lines: one object a case, with [`FLAT_FIELDS`] as keys.
+pub fn jsonl(files: &[Results]) -> String {
+    let mut out = String::new();
+    for row in flat(files) {
+        let object: serde_json::Map<String, serde_json::Value> = FLAT_FIELDS.iter().map(|k| k.to_string()).zip(row).collect();
+        out.push_str(&serde_json::Value::Object(object).to_string());
+        out.push('\n');
     }
     out
 }
@@ -530,6 +675,9 @@ pub fn html(files: &[Results]) -> String {
     h.push_str("<p>Figures are medians over repetitions, warm-up excluded. Ratios are to what the same device did in the same run (its copy, the faster of <code>copy_buffer_to_buffer</code> and a copy kernel, or memcpy on the CPU path's threads): they are what compare across devices. Hover a bar or cell for the spread and first-call time.</p><ul>");
     for f in files {
         let _ = write!(h, "<li><b>{}</b><ul>", esc(&machine_line(f)));
+        if let Some(e) = environment_line(f) {
+            let _ = write!(h, "<li>{}</li>", esc(&e));
+        }
         for b in &f.backends {
             let _ = write!(h, "<li>{}</li>", esc(&backend_line(b)));
         }
@@ -562,6 +710,9 @@ pub fn markdown(files: &[Results]) -> String {
     m.push_str("Generated by `edo bench compare` from the results files named below; do not edit by hand. Each cell: items per second at the median, and its ratio to the device's own copy (memcpy for the CPU path) measured in the same run.\n\n");
     for f in files {
         let _ = writeln!(m, "- **{}**", machine_line(f).replace('|', "/"));
+        if let Some(e) = environment_line(f) {
+            let _ = writeln!(m, "  - {}", e.replace('|', "/"));
+        }
         for b in &f.backends {
             let _ = writeln!(m, "  - {}", backend_line(b));
         }
