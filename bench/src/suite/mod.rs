@@ -257,7 +257,9 @@ pub struct RunRules {
 }
 
 /// The environment that ran a suite: what a report needs to tell runs apart beyond the machine.
+/// (Fields a writer left out read as empty.)
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Environment {
     /// The target edo was built for (`x86_64-linux`, `aarch64-linux`, `wasm32`).
     pub target: String,
@@ -904,16 +906,24 @@ fn cosine_to_fp32(table: &PackedTable, data: &[f32]) -> Result<f64, Error> {
     Ok(sum / n as f64)
 }
 
-/// recall@k of a search's results against the exact dot-product neighbours: of the FP32 values
-/// where they fit in 256 MiB packed, else of the INT8 rows (the metric's name says which).
-fn search_recall(data: &[f32], rows: usize, dim: usize, queries: &[f32], int8: &PackedTable, found: &edo::search::Scored, k: usize) -> Result<Quality, Error> {
-    let (truth, of) = if (rows * dim * 4) as u64 <= 256 << 20 {
-        (edo::search::dot_topk(&PackedTable::quantize(Format::F32, data, rows, dim)?, queries, k)?, "fp32")
-    } else {
-        (edo::search::dot_topk(int8, queries, k)?, "int8")
-    };
-    let value = edo::search::recall(&found.ids, found.k, &truth.ids, truth.k, k);
-    Ok(Quality { metric: format!("recall@{k} of exact {of}"), value })
+/// recall@k of a search's results against the exact dot-product neighbours among the FP32
+/// values, over the first 8 queries. A plain loop, not `edo::search::dot_topk`, whose kernels
+/// for every format would add ~50 KB to the browser's `.wasm`.
+fn search_recall(data: &[f32], dim: usize, queries: &[f32], found: &edo::search::Scored, k: usize) -> Quality {
+    let nq = (queries.len() / dim).min(8).min(found.queries());
+    let k = k.min(data.len() / dim).min(found.k);
+    let mut truth = Vec::with_capacity(nq * k);
+    for query in queries.chunks_exact(dim).take(nq) {
+        let mut scored: Vec<(f32, u32)> = data.chunks_exact(dim).zip(0u32..).map(|(row, id)| (row.iter().zip(query).map(|(a, b)| a * b).sum(), id)).collect();
+        // Best first, ties by the lower row (as edo's searches order them).
+        let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        if k < scored.len() {
+            scored.select_nth_unstable_by(k, order);
+        }
+        truth.extend(scored[..k].iter().map(|&(_, id)| id));
+    }
+    let value = edo::search::recall(&found.ids[..nq * found.k], found.k, &truth, k, k);
+    Quality { metric: format!("recall@{k} of exact fp32"), value }
 }
 
 /// The `p`-th percentile of sorted times, by nearest rank.
@@ -1144,7 +1154,7 @@ async fn search_case(st: &mut State, runner: &Runner, backend: &BackendInfo, siz
         quality: None,
     };
     let want = edo::search::search_rescored(&corpus, &queries, int8, k, multiplier)?;
-    work.quality = Some(search_recall(data, rows, dim, &queries, int8, &want, k)?);
+    work.quality = Some(search_recall(data, dim, &queries, &want, k));
     let timing = match runner {
         Runner::Cpu(threads) => {
             work.timing = "host";

@@ -502,7 +502,7 @@ pub fn text(files: &[Results]) -> String {
                     (None, Some(p99)) => format!("{:.1} / {:.1}", 1e6 * c.median_s, 1e6 * p99),
                     _ => format!("{:.1}", 1e6 * c.median_s),
                 });
-                let _ = write!(out, "{cell:>w$}");
+                let _ = write!(out, " {cell:>w$}");
             }
             let _ = writeln!(out);
         }
