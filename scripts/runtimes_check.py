@@ -19,6 +19,10 @@ writes target/runtimes-report.json.
 
     python3 scripts/runtimes_check.py TARBALL EDO_BINARY [--wordllama web/model.edo]
 
+With --benchmark DIR the suite's tiny matrix runs too (in the runtimes on the CPU path; with
+--benchmark-gpu in those on WebGPU as well) and natively, and `edo bench compare` sets them side by
+side in DIR/compare.md and compare.csv: a check that every runtime writes results compare reads.
+
 Exits 0 when every check passed, 1 when one failed, 3 when the runtimes could not be installed.
 """
 
@@ -124,7 +128,7 @@ def peak_rss(pid):
     return None
 
 
-def run_workerd(work, pkg, texts, wordllama):
+def run_workerd(work, pkg, texts, wordllama, benchmark):
     """workerd serving worker.js: its /check report, and /embed's vectors with WordLlama's model."""
     port = free_port()
     stage = os.path.join(work, "worker")
@@ -146,7 +150,7 @@ def run_workerd(work, pkg, texts, wordllama):
                     raise RuntimeError("workerd did not start: " + open(log.name).read()[-2000:])
                 time.sleep(0.2)
         start = time.monotonic()
-        body, _ = post(f"http://127.0.0.1:{port}/check", texts)
+        body, _ = post(f"http://127.0.0.1:{port}/check" + ("?benchmark" if benchmark else ""), texts)
         report = json.loads(body)
         report["seconds"] = time.monotonic() - start
         if wordllama:
@@ -166,12 +170,52 @@ def run_workerd(work, pkg, texts, wordllama):
         server.wait(timeout=30)
 
 
+def compare_benchmarks(args, reports, work):
+    """Writes each runtime's benchmark results (labelled by runtime) and a native run's to
+    args.benchmark, and sets them side by side with `edo bench compare`."""
+    os.makedirs(args.benchmark, exist_ok=True)
+    files = []
+    native = os.path.join(args.benchmark, "native.json")
+    subprocess.run(
+        [args.edo, "bench", "suite", "--scale", "tiny", "--model", MODEL, "--label", "native", "-o", native, "--html", os.path.join(work, "native.html")],
+        check=True,
+        capture_output=True,
+    )
+    files.append(native)
+    for r in reports:
+        if "benchmark" not in r:
+            continue
+        results = r["benchmark"]
+        results["label"] = r["name"]
+        path = os.path.join(args.benchmark, r["name"].replace(" + ", "-").replace(", ", "-").replace(" ", "-") + ".json")
+        json.dump(results, open(path, "w"), indent=1)
+        files.append(path)
+    out = os.path.join(args.benchmark, "compare")
+    p = subprocess.run([args.edo, "bench", "compare", *files, "--markdown", out + ".md", "--csv", out + ".csv"], capture_output=True, text=True)
+    print(p.stdout)
+    if p.returncode != 0:
+        for r in reports:
+            r["failures"].append(f"edo bench compare refused the results: {p.stderr.strip()}")
+            break
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("tarball")
     ap.add_argument("edo", help="the native edo binary (its CPU path is the oracle)")
     ap.add_argument("--wordllama", help="WordLlama's model as an .edo file (scripts/make_web_model.sh), for workerd's /embed")
     ap.add_argument("--require-gpu", action="store_true", help="Deno must find WebGPU (lavapipe) and Node Dawn's adapter")
+    ap.add_argument(
+        "--benchmark",
+        metavar="DIR",
+        help="also run the benchmark suite's tiny matrix in the runtimes on the CPU path and natively (`edo bench suite`), "
+        "write each results file to DIR and set them side by side (`edo bench compare`: DIR/compare.md, .csv)",
+    )
+    ap.add_argument(
+        "--benchmark-gpu",
+        action="store_true",
+        help="with --benchmark, in the runtimes on WebGPU too (Deno, Node with Dawn: a minute more on lavapipe)",
+    )
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="edo-runtimes-")
@@ -208,6 +252,8 @@ def main():
         for name, cmd, env, want in runs:
             if want:
                 cmd = cmd + ["--expect", want]
+            if args.benchmark and (want == "cpu" or args.benchmark_gpu):
+                cmd = cmd + ["--benchmark"]
             status, out, err, seconds = run(cmd, work, env)
             line = next((l for l in reversed(out.splitlines()) if l.startswith("{")), None)
             if line is None:
@@ -217,7 +263,7 @@ def main():
             report.update(name=name, seconds=seconds)
             reports.append(report)
         try:
-            report = run_workerd(work, pkg, texts, args.wordllama)
+            report = run_workerd(work, pkg, texts, args.wordllama, bool(args.benchmark))
             report["name"] = "workerd"
             reports.append(report)
         except Exception as e:  # the report says what failed; the run goes on to the others' table
@@ -245,6 +291,9 @@ def main():
                 workerd["failures"].append(f"WordLlama's Worker holds {wordllama['wasmMemoryBytes']} bytes of WASM memory, over 128 MB")
             wordllama["vectors"] = f"{len(wordllama['vectors'])} bytes"
 
+        if args.benchmark:
+            compare_benchmarks(args, reports, work)
+
         print(f"{'runtime':<22} {'version':<28} {'backend':<8} {'WASM MB':>8} {'s':>6}  checks")
         for r in reports:
             version = r.get("runtime", "?")[:28]
@@ -268,6 +317,7 @@ def main():
             print("SKIPPED: workerd with WordLlama's model (no --wordllama file: scripts/make_web_model.sh)")
         for r in reports:
             r.get("outputs", {}).pop("vectors", None)
+            r.pop("benchmark", None)
         os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
         json.dump(reports, open(os.path.join(ROOT, "target", "runtimes-report.json"), "w"), indent=1)
         return 1 if any(r["failures"] for r in reports) else 0

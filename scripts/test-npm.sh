@@ -31,7 +31,7 @@ flags=()
 if [ -f web/model.edo ]; then flags+=(--wordllama web/model.edo); fi
 if [ "${EDO_REQUIRE_GPU:-}" = "1" ]; then flags+=(--require-gpu); fi
 status=0
-python3 scripts/runtimes_check.py "$tarball" "${CARGO_TARGET_DIR:-target}/debug/edo" "${flags[@]}" || status=$?
+python3 scripts/runtimes_check.py "$tarball" "${CARGO_TARGET_DIR:-target}/debug/edo" --benchmark target/runtimes-bench "${flags[@]}" || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WEB:-}" != "1" ]; then
     echo "SKIPPED: the JavaScript runtimes (npm could not install them; EDO_REQUIRE_WEB=1 makes this a failure)"
 elif [ "$status" != 0 ]; then

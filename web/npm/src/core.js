@@ -12,6 +12,7 @@ export { VERSION };
 let loader = null;
 let loading = null;
 let memory = null; // the module's WebAssembly.Memory, once loaded
+let moduleSeconds = null; // compiling and instantiating it took, for benchmark()'s cold start
 
 /** Set by the entry point: how this environment loads the .wasm. */
 export function _useLoader(load) {
@@ -27,9 +28,13 @@ export function init(options = {}) {
   if (!loading) {
     plainObject(options, 'init(options)');
     loading = Promise.resolve()
-      .then(() => loader(options.wasm))
-      .then((exports) => {
+      .then(() => {
+        const started = performance.now();
+        return Promise.resolve(loader(options.wasm)).then((exports) => [exports, (performance.now() - started) / 1000]);
+      })
+      .then(([exports, seconds]) => {
         memory = exports?.memory ?? null;
+        moduleSeconds = seconds;
         wasm.installPanicHook();
       })
       .catch((e) => {
@@ -272,6 +277,17 @@ export async function createEngine(options = {}) {
   return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes, gpu)));
 }
 
+/** The JavaScript runtime and its version, for benchmark results. */
+function runtimeName() {
+  const g = globalThis;
+  if (g.Deno?.version) return `deno ${g.Deno.version.deno}`;
+  if (g.Bun?.version) return `bun ${g.Bun.version}`;
+  if (g.process?.versions?.node && typeof g.navigator?.userAgent !== 'string') return `node ${g.process.versions.node}`;
+  if (g.navigator?.userAgent === 'Cloudflare-Workers') return 'workerd';
+  if (g.process?.versions?.node) return `node ${g.process.versions.node}`;
+  return `browser: ${g.navigator?.userAgent ?? 'unknown'}`;
+}
+
 const inWindowOrWorker = () => typeof globalThis.Window === 'function' || typeof globalThis.WorkerGlobalScope === 'function';
 
 // The `GPU` object to ask for an adapter: the one given, or `navigator.gpu` where no window or
@@ -407,7 +423,13 @@ export class Engine extends Resource {
         ? this._raw().benchSuite(optionalText(scale, 'options.scale'), ua, progress)
         : this._raw().benchSuiteWithModel(need(model, Model, 'options.model')._raw(), optionalText(scale, 'options.scale'), ua, progress),
     );
-    return JSON.parse(json);
+    // What only JavaScript knows: the runtime, and the module's compile and instantiate time.
+    const results = JSON.parse(json);
+    const runtime = runtimeName();
+    if (results.environment) results.environment.runtime = runtime;
+    if (results.machine && !runtime.startsWith('browser')) results.machine.os = `wasm32 in ${runtime}`;
+    if (results.cold_start) results.cold_start.module_s = moduleSeconds;
+    return results;
   }
   /** Destroys the WebGPU device as a GPU-process crash would (for testing recovery). */
   loseDevice() {

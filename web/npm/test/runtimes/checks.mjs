@@ -1,4 +1,4 @@
-// The checks every JavaScript runtime runs on the package (scripts/test-runtimes.sh): Node
+// The checks every JavaScript runtime runs on the package (scripts/runtimes_check.py): Node
 // (plain, and with Dawn's WebGPU), Deno (its own WebGPU, and without), Bun, and Cloudflare's
 // workerd. Plain JavaScript, no runtime's own modules: each runtime's entry (run.mjs, worker.js)
 // reads the files and hands them in. The runtime's outputs are returned (as hex of their bytes,
@@ -43,7 +43,8 @@ function tableValues(rows, dim) {
  * Runs the checks; resolves to a report (`failures` empty when every check passed).
  *   edo:    the package's module
  *   inputs: { texts, model: { config, tokenizer, model } (bytes of a model2vec folder),
- *             engine: options for createEngine (e.g. `{ gpu }`), expectBackend: 'webgpu' | 'cpu' | undefined }
+ *             engine: options for createEngine (e.g. `{ gpu }`), expectBackend: 'webgpu' | 'cpu' | undefined,
+ *             benchmark: run the benchmark suite's tiny matrix too (report.benchmark) }
  */
 export async function runChecks(edo, inputs) {
   const failures = [];
@@ -136,6 +137,9 @@ export async function runChecks(edo, inputs) {
     }
   }
   if ((await onEngine.gather([9])).length !== dim) fail('the engine did not answer after the errors');
+
+  // The benchmark suite's toy matrix, for `edo bench compare` to set the runtimes side by side.
+  if (inputs.benchmark) report.benchmark = await engine.benchmark({ scale: 'tiny', model });
 
   report.wasmMemoryBytes = edo.wasmMemoryBytes();
   for (const o of [onEngine, table, index, resident, model, cpu, engine]) o.dispose();

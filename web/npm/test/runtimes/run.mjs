@@ -1,9 +1,10 @@
 // The runtime checks (checks.mjs) in Node, Deno or Bun, run where the package is installed:
-//   node run.mjs MODEL_DIR TEXTS_JSON [--dawn FLAGS] [--expect webgpu|cpu]
+//   node run.mjs MODEL_DIR TEXTS_JSON [--dawn FLAGS] [--expect webgpu|cpu] [--benchmark]
 //   deno run --allow-read --allow-env run.mjs …    bun run.mjs …
 // MODEL_DIR is a model2vec folder; TEXTS_JSON a JSON array of texts. With --dawn, Dawn's GPU
 // (the `webgpu` package, FLAGS its comma-separated create() flags) is handed to createEngine, as
-// a Node user would. Prints the report as one JSON line; exits 1 when a check failed.
+// a Node user would; --benchmark runs the suite's tiny matrix too. Prints the report as one JSON
+// line; exits 1 when a check failed.
 import { readFileSync } from 'node:fs';
 import * as edo from 'edo-embeddings';
 import { runChecks } from './checks.mjs';
@@ -15,6 +16,7 @@ const option = (name) => {
 };
 const dawn = option('--dawn');
 const expectBackend = option('--expect');
+const benchmark = args.includes('--benchmark') && args.splice(args.indexOf('--benchmark'), 1).length > 0;
 const [modelDir, textsFile] = args;
 
 const engine = {};
@@ -29,6 +31,7 @@ const report = await runChecks(edo, {
   model: { config: file('config.json'), tokenizer: file('tokenizer.json'), model: file('model.safetensors') },
   engine,
   expectBackend,
+  benchmark,
 });
 const runtime = globalThis.Deno ? `deno ${Deno.version.deno}` : globalThis.Bun ? `bun ${Bun.version}` : `node ${process.versions.node}`;
 console.log(JSON.stringify({ runtime, ...report }));

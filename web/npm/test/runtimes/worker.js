@@ -1,7 +1,8 @@
-// The runtime checks (checks.mjs) as a Cloudflare Worker, run by workerd (scripts/test-runtimes.sh
+// The runtime checks (checks.mjs) as a Cloudflare Worker, run by workerd (scripts/runtimes_check.py
 // writes its configuration): module syntax, the package's browser entry, and its `.wasm` imported
 // as a module — Workers may instantiate a compiled module but not compile bytes — with no threads.
 //   POST /check   body: a JSON array of texts; answers checks.mjs's report for the fixture model
+//                 (with ?benchmark, the benchmark suite's tiny matrix too)
 //   POST /embed   body: a JSON array of texts; answers the vectors of WordLlama's model (an .edo
 //                 file) as little-endian f32, with the WASM memory the Worker holds in a header
 import * as edo from './edo/index.js';
@@ -24,6 +25,7 @@ export default {
       const report = await runChecks(edo, {
         texts,
         model: { config: bytes(config), tokenizer: bytes(tokenizer), model: bytes(safetensors) },
+        benchmark: new URL(request.url).searchParams.has('benchmark'),
       });
       return Response.json({ runtime: `workerd ${navigator.userAgent}`, ...report });
     }
