@@ -109,6 +109,25 @@ mod tests {
         }
     }
 
+    /// A row's octets, each decoded on its own ([`Codec::octet`]), stored in order.
+    struct Octets<'a>(Format, &'a [u32], &'a mut [f32]);
+
+    impl Kernel for Octets<'_> {
+        type Output = bool;
+        #[inline(always)]
+        fn run<L: Lanes>(self, l: L) -> bool {
+            dispatch!(self.0, C => {
+                if !C::OCTETS {
+                    return false;
+                }
+                for (k, o) in self.2.as_chunks_mut::<8>().0.iter_mut().enumerate() {
+                    l.store(C::octet(l, self.1, k), o);
+                }
+                true
+            })
+        }
+    }
+
     /// Equal bits, or both NaN: a NaN's payload is not part of any format's contract (an
     /// operation with two NaN operands may keep either, and a compiler may swap a product's).
     fn same(a: &[f32], b: &[f32]) -> bool {
@@ -147,6 +166,13 @@ mod tests {
                                 &got[..dim.min(8)],
                                 &want[..dim.min(8)]
                             );
+                            // The octets the bags decode one at a time (formats that have them).
+                            let mut octets = vec![f32::from_bits(0x7fa5_a5a5); dim / 8 * 8];
+                            let has_octets = run_at(level, Octets(format, words, &mut octets));
+                            assert_eq!(has_octets, [Format::F32, Format::F16, Format::Int8, Format::Int4].contains(&format), "{format}");
+                            if has_octets {
+                                assert!(same(&octets, &want[..octets.len()]), "{format} dim {dim} {kind} row {r}: octets at {}", level.name());
+                            }
                             for (w, max) in [(1.0, false), (-0.3, false), (1.0, true)] {
                                 let acc0: Vec<f32> = (0..dim).map(|i| i as f32 * 0.125 - 1.0).collect();
                                 let mut pooled = acc0.clone();

@@ -29,6 +29,14 @@ impl Codec for F32 {
         }
     }
 
+    const OCTETS: bool = true;
+
+    #[inline(always)]
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+        let values: &[u32; 8] = words[8 * k..8 * k + 8].try_into().expect("8 words");
+        l.load(bytemuck::cast_ref(values))
+    }
+
     #[inline(always)]
     fn decode<L: Lanes>(_: L, words: &[u32], out: &mut [f32]) {
         out.copy_from_slice(bytemuck::cast_slice(&words[..out.len()]));

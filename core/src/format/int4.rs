@@ -70,6 +70,15 @@ impl Codec for Int4 {
         let (min, max) = super::min_max(row);
         vec![int4_error_bound(min, max); row.len()]
     }
+
+    const OCTETS: bool = true;
+
+    #[inline(always)]
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+        let params = words[words.len() - 1];
+        let (scale, bias) = (l.half(params as u16), l.half((params >> 16) as u16));
+        Affine::ScaleBias(scale, bias).lanes(l, l.fields::<4>(words[k]))
+    }
 }
 
 /// FBGEMM's fp16 scale and bias of values `values` with this minimum and maximum, for codes

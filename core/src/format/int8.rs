@@ -80,6 +80,16 @@ impl Codec for Int8 {
         vec![int8_error_bound(min, max); row.len()]
     }
 
+    const OCTETS: bool = true;
+
+    #[inline(always)]
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+        let code_words = words.len() - 2;
+        let (scale, bias) = (f32::from_bits(words[code_words]), f32::from_bits(words[code_words + 1]));
+        let codes: &[u8] = bytemuck::cast_slice(&words[2 * k..2 * k + 2]);
+        Affine::ScaleBias(scale, bias).lanes(l, l.bytes(codes.try_into().expect("8 bytes")))
+    }
+
     #[inline(always)]
     fn pool_row<L: Lanes>(_: L, words: &[u32], w: f32, max: bool, acc: &mut [f32], _scratch: &mut [f32]) {
         let code_words = words.len() - 2;

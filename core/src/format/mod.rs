@@ -204,6 +204,25 @@ pub trait Codec {
         pool_values(acc, row.iter().copied(), w, max);
     }
 
+    /// Whether [`Codec::octet`] decodes any eight consecutive values of a row on their own, so
+    /// the CPU path's bags keep their sums in registers across a bag's rows instead of decoding
+    /// every row into memory first (FP32, FP16, INT8, INT4 so far).
+    #[doc(hidden)]
+    const OCTETS: bool = false;
+
+    /// Values `8k .. 8k + 8` of a packed row (`words`, a whole row of a dim of at least
+    /// `8k + 8`), exactly the bits [`Codec::decode`] gives them on `lanes`' instruction set. Only
+    /// called where [`Codec::OCTETS`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn octet<L: Lanes>(lanes: L, words: &[u32], k: usize) -> L::F
+    where
+        Self: Sized,
+    {
+        let _ = (words, k);
+        lanes.splat(f32::NAN)
+    }
+
     /// Writes a packed row of `dim` values in the external layout (`out` has
     /// [`Format::unpadded_row_bytes`] bytes): the code bytes without word padding, then the
     /// parameter bytes.
