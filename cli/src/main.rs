@@ -1,5 +1,6 @@
 //! The `edo` command line.
 
+mod bag_bench;
 mod bench;
 mod cache;
 mod embed;
@@ -119,6 +120,10 @@ enum BenchCommand {
     /// Texts and tokens per second of a static embedding model, for batches of 1, 32 and 1024
     /// short texts, on the CPU path and the GPU, per table format.
     Embed(embed_bench::EmbedBenchArgs),
+    /// EmbeddingBag on the CPU path over a table file and index arrays a peer made (FBGEMM's
+    /// fused rows through PyTorch: scripts/fbgemm_peer.py): the median time as JSON, and the
+    /// largest difference from the peer's output.
+    Bags(bag_bench::BagBenchArgs),
 }
 
 #[derive(Args)]
@@ -317,6 +322,7 @@ fn main() -> ExitCode {
             Some(BenchCommand::Search(a)) => search::search_bench(a),
             Some(BenchCommand::Cache(a)) => cache::cache_bench(a),
             Some(BenchCommand::Embed(a)) => embed_bench::embed_bench(a),
+            Some(BenchCommand::Bags(a)) => bag_bench::bag_bench(a),
         },
         Command::Quantize(a) => tables::quantize(a),
         Command::Inspect(a) => tables::inspect(a),
