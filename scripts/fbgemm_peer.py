@@ -5,7 +5,8 @@
 For each table (262 144 × 128: its INT8 rows, 34 MB, about fit this machine's caches; and
 2 097 152 × 128, 272 MB, far out of them), format (INT8 and INT4 row-wise: FBGEMM's fused rows,
 which edo reads as they are with `--layout fbgemm8` / `fbgemm4`), bag size (1, 4, 16, 64 and ragged:
-1 to 31 ids, 16 on average), pooling (sum, mean, weighted sum) and thread count (1 and all), the
+1 to 31 ids, 16 on average), pooling (sum, mean — FBGEMM's quantized ops pool sums only, so its
+mean is the sum divided in torch —, weighted sum) and thread count (1 and all), the
 same 65 536 ids are pooled by FBGEMM (in this process) and by edo (`edo bench bags`, the CPU path,
 on the same .npy files), alternately for a few rounds; each side's figure is the median of its
 rounds' medians, and edo's output is checked against FBGEMM's. Prints a Markdown table of millions
@@ -45,14 +46,22 @@ def bag_offsets(n_ids, bag, rng):
     return np.arange(0, n_ids + 1, bag, dtype=np.int64)
 
 
-def fbgemm_time(op, packed, indices, offsets, mode, weights, iters):
-    """FBGEMM's bags: (median seconds of `iters` calls after one untimed, the output)."""
-    kwargs = dict(offsets=offsets, mode=mode, per_sample_weights=weights, include_last_offset=True)
-    out = op(packed, indices, **kwargs)
+def fbgemm_time(op, packed, indices, offsets, mean, weights, iters):
+    """FBGEMM's bags: (median seconds of `iters` calls after one untimed, the output). The
+    quantized ops pool sums only (their `mode` is not read: mode=1 gives the sum too), so a mean
+    is their sum divided by the bags' lengths in torch, as a PyTorch user computes it."""
+    kwargs = dict(offsets=offsets, per_sample_weights=weights, include_last_offset=True)
+    lengths = (offsets[1:] - offsets[:-1]).clamp(min=1).to(torch.float32).unsqueeze(1)
+
+    def call():
+        out = op(packed, indices, **kwargs)
+        return out / lengths if mean else out
+
+    out = call()
     times = []
     for _ in range(iters):
         t = time.perf_counter()
-        out = op(packed, indices, **kwargs)
+        out = call()
         times.append(time.perf_counter() - t)
     return float(np.median(times)), out
 
@@ -78,7 +87,8 @@ def main():
     }
     rng = np.random.default_rng(0)
     results = []
-    work = tempfile.mkdtemp(prefix="edo-fbgemm-")
+    scratch = tempfile.TemporaryDirectory(prefix="edo-fbgemm-")  # the .npy files, removed at exit
+    work = scratch.name
     print(f"torch {torch.__version__}, {all_threads} threads; edo: {args.edo}", file=sys.stderr)
     print("| table | format | bag | pooling | threads | FBGEMM, M ids/s | edo, M ids/s | edo / FBGEMM | max abs diff |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -96,14 +106,13 @@ def main():
                 weights = rng.random(args.ids, dtype=np.float32)
                 np.save(os.path.join(work, "weights.npy"), weights)
                 for pooling in poolings:
-                    mode = 1 if pooling == "mean" else 0
                     w = torch.from_numpy(weights) if pooling == "weighted" else None
                     for threads in thread_counts:
                         torch.set_num_threads(threads)
                         fb, edo = [], []
                         diff = None
                         for _ in range(args.rounds):
-                            seconds, out = fbgemm_time(op, packed, torch.from_numpy(indices), torch.from_numpy(offsets), mode, w, args.iters)
+                            seconds, out = fbgemm_time(op, packed, torch.from_numpy(indices), torch.from_numpy(offsets), pooling == "mean", w, args.iters)
                             fb.append(seconds)
                             expect = os.path.join(work, "expect.npy")
                             np.save(expect, out.numpy().astype(np.float32))
