@@ -1271,3 +1271,59 @@ fn row_alignment_from_quantize_to_inspect_and_bench() {
     let r = edo(&["bench", "gather", "--rows", "10", "--row-alignment", "3"]);
     assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
 }
+
+#[test]
+fn bench_bags_pools_fbgemm_rows_and_reports_the_difference_from_a_peers_output() {
+    use edo::file::npy::{write, Dtype};
+    let dir = Scratch::new("bagbench");
+    // FBGEMM's fused INT8 rows (as embedding_bag_byte_prepack writes them): the codes, then the
+    // row's scale and bias as f32.
+    let (rows, dim) = (50usize, 24usize);
+    let mut fused = Vec::new();
+    let mut decoded = vec![0f32; rows * dim];
+    for r in 0..rows {
+        let (scale, bias) = (0.01 + r as f32 * 1e-3, -0.5 + r as f32 * 0.01);
+        for c in 0..dim {
+            let q = ((r * 7 + c * 13) % 256) as u8;
+            fused.push(q);
+            decoded[r * dim + c] = q as f32 * scale + bias;
+        }
+        fused.extend_from_slice(&scale.to_le_bytes());
+        fused.extend_from_slice(&bias.to_le_bytes());
+    }
+    let path = |name: &str| dir.path(name).to_str().unwrap().to_string();
+    std::fs::write(path("t.npy"), write(Dtype::U8, &[rows, dim + 8], &fused)).unwrap();
+    let indices: Vec<i64> = vec![3, 7, 49, 0, 0, 12, 5];
+    let offsets: Vec<i64> = vec![0, 3, 3, 7]; // three bags, the middle one empty
+    std::fs::write(path("i.npy"), write(Dtype::I64, &[indices.len()], bytemuck::cast_slice(&indices))).unwrap();
+    std::fs::write(path("o.npy"), write(Dtype::I64, &[offsets.len()], bytemuck::cast_slice(&offsets))).unwrap();
+    // The peer's output: the sums in index order, one value off by 0.25.
+    let mut want = vec![0f32; 3 * dim];
+    for b in 0..3 {
+        for &i in &indices[offsets[b] as usize..offsets[b + 1] as usize] {
+            for c in 0..dim {
+                want[b * dim + c] += decoded[i as usize * dim + c];
+            }
+        }
+    }
+    want[dim + 5] += 0.25;
+    std::fs::write(path("want.npy"), write(Dtype::F32, &[3, dim], bytemuck::cast_slice(&want))).unwrap();
+    let args = ["bench", "bags", &path("t.npy"), "--layout", "fbgemm8", "--indices", &path("i.npy"), "--offsets", &path("o.npy")];
+    let text = ok(&[&args[..], &["--iters", "3", "--threads", "1", "--expect", &path("want.npy")]].concat());
+    let r: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(
+        (r["format"].as_str(), r["rows"].as_u64(), r["dim"].as_u64(), r["bags"].as_u64(), r["ids"].as_u64()),
+        (Some("int8"), Some(50), Some(24), Some(3), Some(7)),
+        "{r}"
+    );
+    assert_eq!(r["max_abs_diff"].as_f64(), Some(0.25), "only the planted difference: the rest is bit for bit");
+    assert!(r["median_s"].as_f64().unwrap() > 0.0 && r["threads"] == 1, "{r}");
+    // Bad input: an id past the table's end, and offsets that are not integers.
+    std::fs::write(path("bad.npy"), write(Dtype::I64, &[1], bytemuck::cast_slice(&[50i64]))).unwrap();
+    let one: Vec<i64> = vec![0, 1];
+    std::fs::write(path("one.npy"), write(Dtype::I64, &[2], bytemuck::cast_slice(&one))).unwrap();
+    let out = edo(&["bench", "bags", &path("t.npy"), "--layout", "fbgemm8", "--indices", &path("bad.npy"), "--offsets", &path("one.npy")]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("out of range"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = edo(&["bench", "bags", &path("t.npy"), "--layout", "fbgemm8", "--indices", &path("i.npy"), "--offsets", &path("want.npy")]);
+    assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stderr));
+}
