@@ -521,7 +521,7 @@ pub fn text(files: &[Results]) -> String {
 }
 
 /// The columns of [`csv`] and the fields of [`jsonl`]'s lines: a case with its run's identity.
-const FLAT_FIELDS: [&str; 26] = [
+pub const FLAT_FIELDS: [&str; 26] = [
     "label",
     "runtime",
     "target",
