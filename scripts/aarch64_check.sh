@@ -4,7 +4,8 @@
 # numpy-written table to six formats, `edo lookup` of rows from each file, `edo quantize-model` and
 # `edo embed` with a model2vec model and with the .edo model written — every file and every vector
 # equal byte for byte to what the x86-64 build writes, and a bad id the same typed error.
-# Prints the number of runs compared; fails at the first difference.
+# Prints the number of runs compared; fails at the first difference. Then writes the benchmark
+# suite's tiny matrix under qemu to target/runtimes-bench/aarch64-qemu.json (marked emulated).
 # Needs the aarch64 target, Debian's cross linker (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) and
 # qemu-user. The test profile (the build scripts/test.sh already made for this machine): the bits
 # are the same in every profile, as edo uses no fast-math; qemu's timings mean nothing anyway.
@@ -60,3 +61,8 @@ for cpu in max cortex-a53; do
     checks=$((checks + 1))
 done
 echo "aarch64: $checks runs of the edo command under qemu (-cpu max and cortex-a53) equal to x86-64's, byte for byte"
+# The benchmark suite's tiny matrix under qemu, marked emulated (EDO_EMULATED), for the report that
+# sets the runtimes side by side (scripts/runtimes_check.py --benchmark target/runtimes-bench).
+mkdir -p target/runtimes-bench
+EDO_EMULATED=1 QEMU_CPU=max qemu-aarch64 "$arm" bench suite --scale tiny --cpu --reps 1 --label "aarch64 under qemu" \
+    -o target/runtimes-bench/aarch64-qemu.json --html "$out/aarch64.html" > /dev/null

@@ -21,7 +21,8 @@ writes target/runtimes-report.json.
 
 With --benchmark DIR the suite's tiny matrix runs too (in the runtimes on the CPU path; with
 --benchmark-gpu in those on WebGPU as well) and natively, and `edo bench compare` sets them side by
-side in DIR/compare.md and compare.csv: a check that every runtime writes results compare reads.
+side, with any other results files in DIR (scripts/aarch64_check.sh leaves its run under qemu
+there), in DIR/compare.md and compare.csv: a check that every runtime writes results compare reads.
 
 Exits 0 when every check passed, 1 when one failed, 3 when the runtimes could not be installed.
 """
@@ -170,10 +171,20 @@ def run_workerd(work, pkg, texts, wordllama, benchmark):
         server.wait(timeout=30)
 
 
+def slug(name):
+    """A runtime's name as a file name: `node + Dawn` → `node-Dawn`."""
+    return name.replace(" + ", "-").replace(", ", "-").replace(" ", "-")
+
+
 def compare_benchmarks(args, reports, work):
     """Writes each runtime's benchmark results (labelled by runtime) and a native run's to
     args.benchmark, and sets them side by side with `edo bench compare`."""
     os.makedirs(args.benchmark, exist_ok=True)
+    # This check's own files of an earlier run go first (a runtime not run now leaves none).
+    for r in reports:
+        stale = os.path.join(args.benchmark, slug(r["name"]) + ".json")
+        if os.path.exists(stale):
+            os.remove(stale)
     files = []
     native = os.path.join(args.benchmark, "native.json")
     subprocess.run(
@@ -187,9 +198,15 @@ def compare_benchmarks(args, reports, work):
             continue
         results = r["benchmark"]
         results["label"] = r["name"]
-        path = os.path.join(args.benchmark, r["name"].replace(" + ", "-").replace(", ", "-").replace(" ", "-") + ".json")
+        path = os.path.join(args.benchmark, slug(r["name"]) + ".json")
         json.dump(results, open(path, "w"), indent=1)
         files.append(path)
+    # Results other checks left there: scripts/aarch64_check.sh's run under qemu (marked emulated).
+    written = {os.path.abspath(f) for f in files}
+    for name in sorted(os.listdir(args.benchmark)):
+        path = os.path.abspath(os.path.join(args.benchmark, name))
+        if name.endswith(".json") and path not in written:
+            files.append(path)
     out = os.path.join(args.benchmark, "compare")
     p = subprocess.run([args.edo, "bench", "compare", *files, "--markdown", out + ".md", "--csv", out + ".csv"], capture_output=True, text=True)
     print(p.stdout)
