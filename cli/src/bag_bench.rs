@@ -52,18 +52,10 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
     std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))
 }
 
-/// An .npy of integers as u32 values (each checked to fit).
+/// An .npy of integers (`<u4`, `<i4`, `<i8`) as u32 values, each checked to fit: the reader of
+/// `edo bench cache --trace`'s id files.
 fn integers(path: &PathBuf) -> Result<Vec<u32>, Failure> {
-    let bytes = read(path)?;
-    let a = npy::read(&bytes)?;
-    let bad = |what: String| Failure::new(exit::DATA, format!("{}: {what}", path.display()));
-    let values: Vec<i64> = match a.dtype {
-        Dtype::I64 => a.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect(),
-        Dtype::I32 => a.data.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")) as i64).collect(),
-        Dtype::U32 => a.data.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as i64).collect(),
-        other => return Err(bad(format!("{other:?} values, not integers"))),
-    };
-    values.into_iter().map(|v| u32::try_from(v).map_err(|_| bad(format!("{v} is not an id or offset (0 to 2³² − 1)")))).collect()
+    Ok(edo::cache::parse_trace(&read(path)?, None)?)
 }
 
 /// An .npy of float32 values.
