@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use super::{prefetch, prefetch_distance, PREFETCH_DISTANCE};
 use crate::bags::{BagPlan, Bags, Layout, Pooling};
-use crate::format::{dispatch, Codec, PackedTable};
+use crate::format::{dispatch, Codec, Format, PackedTable};
 use crate::simd::{Kernel, Lanes};
 use crate::{Bounds, Error};
 
@@ -77,7 +77,7 @@ fn pool_planned(tables: &[&PackedTable], batch: usize, bags: &Bags, pooling: Poo
             let mut scratch = vec![0f32; dim];
             for (j, dst) in (first..).zip(block.chunks_exact_mut(dim)) {
                 let bag = Bag { table: rows[0], ids: 1, k: 1, weights: bags.per_sample_weights.map(|w| &w[j..j + 1]) };
-                dispatch!(tables[0].format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (bag, Pooling::Sum, dst, &mut ahead, &mut scratch))));
+                pool_one(tables[0].format(), (bag, Pooling::Sum, dst, &mut ahead, &mut scratch));
             }
             None::<()>
         });
@@ -117,7 +117,7 @@ pub fn pool_bags<R: Resolve>(
                 for (t, table) in tables.iter().enumerate() {
                     for (b, sample) in samples.clone().zip(block.chunks_exact_mut(total_dim)) {
                         let dst = &mut sample[col..col + table.dim()];
-                        dispatch!(table.format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
+                        pool_one(table.format(), (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch));
                     }
                     col += table.dim();
                 }
@@ -134,7 +134,7 @@ pub fn pool_bags<R: Resolve>(
                     let mut ahead = Lookahead::new(walk, samples.clone(), t..t + 1);
                     let mut scratch = vec![0f32; table.dim()];
                     for (b, dst) in samples.zip(part.chunks_exact_mut(table.dim())) {
-                        dispatch!(table.format(), C => crate::simd::run(Pool::<C, _>(PhantomData, (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch))));
+                        pool_one(table.format(), (walk.bag(t, b), pooling, dst, &mut ahead, &mut scratch));
                     }
                     None::<()>
                 });
@@ -380,6 +380,14 @@ impl<'a, R: Resolve> Lookahead<'a, R> {
 
 /// The arguments of [`pool`].
 type PoolArgs<'a, 'b, R> = (Bag<'a>, Pooling, &'b mut [f32], &'b mut Lookahead<'a, R>, &'b mut [f32]);
+
+/// Pools one bag with the kernel of `format` at the machine's SIMD level. Not inlined, so the
+/// walks (table by table, table after table, one bag an index) share one copy of every format's
+/// kernels per id kind instead of one each: 5 copies were ~270 KB of the browser's `.wasm`.
+#[inline(never)]
+fn pool_one<R: Resolve>(format: Format, args: PoolArgs<'_, '_, R>) {
+    dispatch!(format, C => crate::simd::run(Pool::<C, _>(PhantomData, args)))
+}
 
 /// [`pool`] as a [`Kernel`].
 struct Pool<'a, 'b, C, R: Resolve>(PhantomData<C>, PoolArgs<'a, 'b, R>);
