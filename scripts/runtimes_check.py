@@ -320,6 +320,9 @@ def main():
                 f"{r.get('seconds', float('nan')):>6.1f}  {'passed' if not r['failures'] else 'FAILED'}"
             )
             print(f"{'':<22} {r.get('note', '')}")
+            if "auto" in r:
+                again = f"; a second engine: {r['auto']['again']}" if "again" in r["auto"] else ""
+                print(f"{'':<22} backend 'auto': {r['auto']['backend']} ({r['auto']['reason']}{again}): {r['auto']['note']}")
             for f in r["failures"]:
                 print(f"{'':<22} FAILED: {f}")
         if wordllama:

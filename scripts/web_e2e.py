@@ -236,7 +236,10 @@ def main():
     try:
         for webgpu, want in ((True, "webgpu"), (False, "cpu")):
             shot = os.path.join(OUT, f"demo-{want}.png")
-            for visit, (state, page) in zip(("fresh browser", "browser already running"), run_page(driver, urls, webgpu, shot)):
+            # With WebGPU the page is asked for it: by default ('auto') edo takes the CPU path on
+            # SwiftShader, a fallback adapter (the npm app's tests check that choice).
+            pages = run_page(driver, [u + "&backend=webgpu" for u in urls] if webgpu else urls, webgpu, shot)
+            for visit, (state, page) in zip(("fresh browser", "browser already running"), pages):
                 print(f"{want}, {visit}: {page['status']} backend {page['backend']} ({page['adapter']}); first lookup {page['first']} ms "
                       f"after page load ({page['phases']}); lookup {page['lookup']} ms; GPU vs CPU equal: {page['equal']}")
                 check = lambda ok, what: ok or failures.append(f"{want}, {visit}: {what}")

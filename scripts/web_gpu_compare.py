@@ -24,7 +24,7 @@ import { createEngine, syntheticTable } from './pkg/index.js';
 const pct = (xs, p) => xs.slice().sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
 const out = { sizes: {} };
 try {
-  const engine = await createEngine();
+  const engine = await createEngine({ backend: 'webgpu' });
   out.backend = engine.gpuDevice ? 'webgpu' : 'cpu';
   const [rows, dim] = [100000, 128];
   const table = await (await syntheticTable(rows, dim)).quantize('int8');

@@ -27,7 +27,7 @@ import { createEngine, syntheticTable } from './pkg/index.js';
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const out = { ks: {} };
 try {
-  const engine = await createEngine();
+  const engine = await createEngine({ backend: 'webgpu' });
   out.backend = engine.gpuDevice ? 'webgpu' : 'cpu';
   const [rows, dim, nq] = [%d, %d, %d];
   const table = await syntheticTable(rows, dim);

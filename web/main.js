@@ -277,7 +277,8 @@ async function main() {
   await init(); // the package's .wasm (every factory would load it first)
   const marks = { init: performance.now() };
   // The browser finds the adapter and the device while this thread builds the table.
-  const creating = createEngine();
+  // ?backend=webgpu or cpu forces one; by default edo measures which is faster here.
+  const creating = createEngine({ backend: new URLSearchParams(location.search).get('backend') ?? 'auto' });
   await tick();
   source = await syntheticTable(Number($('rows').value), Number($('dim').value), { seed: 7 });
   marks.table = performance.now();

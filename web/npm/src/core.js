@@ -264,17 +264,131 @@ function getters(Class, names) {
 
 // ---- The engine ------------------------------------------------------------------------------
 
+const BACKENDS = ['auto', 'webgpu', 'cpu'];
+
 /**
- * An engine on WebGPU when there is an adapter (and `preferGpu` is not false), else on the CPU
- * path (plain WebAssembly, also in Node): `backend` and `note` say which and why.
+ * An engine on WebGPU or on the CPU path (plain WebAssembly, also in Node). `backend` 'auto' (the
+ * default) takes the CPU path where there is no adapter or only a fallback (software) one, and
+ * otherwise the faster of the two on a short calibration, remembered per adapter; 'webgpu' and
+ * 'cpu' force one. `backend`, `note` and `choice` say which and why.
  */
 export async function createEngine(options = {}) {
   plainObject(options, 'createEngine(options)');
-  const preferGpu = boolean(options.preferGpu, 'options.preferGpu', true);
+  const preferGpu = boolean(options.preferGpu, 'options.preferGpu', undefined);
+  const backend = options.backend ?? (preferGpu === false ? 'cpu' : 'auto');
+  if (!BACKENDS.includes(backend)) throw invalid(`options.backend must be one of ${BACKENDS.join(', ')} (got ${describe(backend)})`);
+  if (preferGpu === false && backend !== 'cpu') throw invalid(`options.preferGpu false and options.backend '${backend}' disagree`);
   const maxShardBytes = options.maxShardBytes === undefined ? undefined : integer(options.maxShardBytes, 'options.maxShardBytes', { min: 4 });
-  const gpu = preferGpu ? gpuOf(options.gpu) : undefined;
+  const gpu = backend === 'cpu' ? undefined : gpuOf(options.gpu);
   await init({ wasm: options.wasm });
-  return guarded(async () => new Engine(await wasm.EdoEngine.create(preferGpu, maxShardBytes, gpu)));
+  const create = (onGpu) => guarded(async () => new Engine(await wasm.EdoEngine.create(onGpu, maxShardBytes, gpu)));
+  const engine = await create(backend !== 'cpu');
+  if (engine.backend === 'cpu') {
+    return engine._chose({ backend: 'cpu', reason: backend === 'cpu' ? 'requested' : 'no-adapter', adapter: null, note: engine.note });
+  }
+  const adapter = engine.note;
+  if (backend === 'webgpu') return engine._chose({ backend: 'webgpu', reason: 'requested', adapter, note: adapter });
+  return chooseBackend(engine, adapter, () => create(false));
+}
+
+// The calibration's work: a gather of 4096 ids and sum bags of 16 over them, from an INT8 table
+// of 16 384 × 64 (1 MB), on each engine after one untimed call; the best of three.
+const CALIBRATION = { rows: 16384, dim: 64, ids: 4096, bag: 16, reps: 3 };
+
+// 'auto' on an adapter: the CPU path on a fallback adapter (a software rasteriser such as
+// SwiftShader); otherwise the choice remembered for this adapter and package version, or the
+// faster engine on the calibration, then remembered.
+async function chooseBackend(gpuEngine, adapter, cpuEngine) {
+  const info = gpuEngine.gpuDevice?.adapterInfo ?? {};
+  const onCpu = async (choice) => {
+    gpuEngine.dispose();
+    return (await cpuEngine())._chose({ backend: 'cpu', adapter, ...choice });
+  };
+  if (info.isFallbackAdapter === true) {
+    return onCpu({ reason: 'fallback-adapter', note: `CPU path: the adapter is a fallback (software) one, ${adapter}; createEngine({ backend: 'webgpu' }) uses it` });
+  }
+  const key = `edo ${VERSION} backend: ${[info.vendor, info.architecture, info.device, info.description].join('/')} ${adapter}`;
+  let choice = await remembered('get', key);
+  if (choice?.backend === 'webgpu' || choice?.backend === 'cpu') {
+    choice = { ...choice, reason: 'remembered' };
+  } else {
+    const cpu = await cpuEngine();
+    const start = performance.now();
+    try {
+      const [webgpuMs, cpuMs] = await calibrate([gpuEngine, cpu]);
+      choice = { backend: webgpuMs <= cpuMs ? 'webgpu' : 'cpu', webgpuMs, cpuMs, calibrationMs: performance.now() - start };
+    } finally {
+      cpu.dispose();
+    }
+    await remembered('put', key, choice);
+    choice = { ...choice, reason: 'measured' };
+  }
+  const { webgpuMs, cpuMs } = choice;
+  const [won, lost] = choice.backend === 'webgpu' ? ['WebGPU', 'the CPU path'] : ['CPU path', 'WebGPU'];
+  const how = choice.reason === 'remembered' ? 'remembered for this adapter' : `calibrated in ${choice.calibrationMs.toFixed(0)} ms`;
+  const note = `${won}: ${(Math.max(webgpuMs, cpuMs) / Math.min(webgpuMs, cpuMs)).toFixed(1)}× as fast as ${lost} on a gather and bags (WebGPU ${webgpuMs.toFixed(2)} ms, CPU path ${cpuMs.toFixed(2)} ms; ${how}) on ${adapter}`;
+  if (choice.backend === 'cpu') return onCpu({ ...choice, note });
+  return gpuEngine._chose({ ...choice, adapter, note });
+}
+
+// Milliseconds of the calibration's work on each engine.
+async function calibrate(engines) {
+  const { rows, dim, ids: n, bag, reps } = CALIBRATION;
+  const source = await syntheticTable(rows, dim);
+  const table = await source.quantize('int8');
+  source.dispose();
+  const ids = new Uint32Array(n);
+  for (let i = 0, x = 7; i < n; i++) ids[i] = (x = (Math.imul(x, 1103515245) + 12345) >>> 0) % rows;
+  const offsets = Uint32Array.from({ length: n / bag }, (_, b) => b * bag);
+  const times = [];
+  try {
+    for (const engine of engines) {
+      const resident = await engine.uploadTable(table);
+      try {
+        let best = Infinity;
+        for (let r = 0; r <= reps; r++) {
+          const start = performance.now();
+          await resident.gather(ids);
+          await resident.bag(ids, offsets);
+          if (r > 0) best = Math.min(best, performance.now() - start);
+        }
+        times.push(best);
+      } finally {
+        resident.dispose();
+      }
+    }
+  } finally {
+    table.dispose();
+  }
+  return times;
+}
+
+// The remembered choices: localStorage where there is one, else IndexedDB (in workers); none
+// where neither is (Node, Bun). A store that fails (private modes, quotas) is as none.
+async function remembered(op, key, value) {
+  try {
+    const local = globalThis.localStorage;
+    if (local) {
+      if (op === 'put') return local.setItem(key, JSON.stringify(value));
+      return JSON.parse(local.getItem(key) ?? 'null');
+    }
+    if (!globalThis.indexedDB) return undefined;
+    return await new Promise((resolve, reject) => {
+      const open = indexedDB.open('edo', 1);
+      open.onupgradeneeded = () => open.result.createObjectStore('backend');
+      open.onerror = () => reject(open.error);
+      open.onsuccess = () => {
+        const db = open.result;
+        const store = db.transaction('backend', op === 'put' ? 'readwrite' : 'readonly').objectStore('backend');
+        const request = op === 'put' ? store.put(value, key) : store.get(key);
+        request.onsuccess = () => resolve(request.result);
+        request.onerror = () => reject(request.error);
+        request.transaction.oncomplete = () => db.close();
+      };
+    });
+  } catch {
+    return undefined;
+  }
 }
 
 /** The JavaScript runtime and its version, for benchmark results. */
@@ -329,8 +443,23 @@ export class Engine extends Resource {
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Engine';
   #listeners = null;
+  #choice = null;
   constructor(raw) {
     super(raw, 'engine');
+  }
+  /** Which backend `createEngine` chose and why (see index.d.ts). */
+  get choice() {
+    this._raw();
+    return this.#choice;
+  }
+  /** The adapter, or why there is none; with `backend: 'auto'`, why this backend. */
+  get note() {
+    return this.#choice?.note ?? this._raw().note;
+  }
+  /** Sets `choice` once, from createEngine. */
+  _chose(choice) {
+    this.#choice = Object.freeze(choice);
+    return this;
   }
   /** The `GPUDevice` edo uses now (a new one after each recovery); `null` on the CPU path. */
   get gpuDevice() {
@@ -440,7 +569,7 @@ export class Engine extends Resource {
     return guarded(() => this._raw().recover());
   }
 }
-getters(Engine, ['backend', 'note', 'generation', 'maxBindingBytes']);
+getters(Engine, ['backend', 'generation', 'maxBindingBytes']);
 
 function need(v, Class, name) {
   if (!(v instanceof Class)) throw invalid(`${name} must be a ${Class.name} (got ${describe(v)})`);

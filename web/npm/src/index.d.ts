@@ -58,7 +58,15 @@ export type Ids = Uint32Array | ArrayLike<number>;
 export type Floats = Float32Array | ArrayLike<number>;
 
 export interface EngineOptions {
-  /** Use WebGPU when the browser has it (default true). */
+  /**
+   * 'auto' (default): the CPU path where there is no adapter or only a fallback (software) one,
+   * else the faster of WebGPU and the CPU path on a calibration of tens of milliseconds (a gather
+   * and bags), remembered per adapter and package version (localStorage, or IndexedDB in workers)
+   * so later visits skip it. 'webgpu' uses any adapter there is (the CPU path where there is
+   * none), as for rows that stay on the GPU (`gatherToGpu`); 'cpu' never asks for one.
+   */
+  backend?: 'auto' | 'webgpu' | 'cpu';
+  /** `false` is `backend: 'cpu'` (kept from 0.x). */
   preferGpu?: boolean;
   /**
    * The `GPU` object to ask for an adapter instead of the context's `navigator.gpu`: in Node or
@@ -117,11 +125,30 @@ export type CachePolicy = 'lru' | 'lfu' | 'arc' | 'lru+tinylfu' | 'lfu+tinylfu' 
 
 export function createEngine(options?: EngineOptions): Promise<Engine>;
 
+/** Which backend `createEngine` chose, and why. */
+export interface BackendChoice {
+  readonly backend: 'webgpu' | 'cpu';
+  /**
+   * 'requested' (options.backend), 'no-adapter', 'fallback-adapter' (a software one: the CPU
+   * path), 'measured' (the calibration ran) or 'remembered' (an earlier calibration on this adapter).
+   */
+  readonly reason: 'requested' | 'no-adapter' | 'fallback-adapter' | 'measured' | 'remembered';
+  /** The adapter's description; null without one. */
+  readonly adapter: string | null;
+  /** The calibration's milliseconds on each ('measured' and 'remembered'). */
+  readonly webgpuMs?: number;
+  readonly cpuMs?: number;
+  /** How long the calibration took, engines and table included ('measured' and 'remembered'). */
+  readonly calibrationMs?: number;
+  readonly note: string;
+}
+
 export class Engine implements Disposable {
   private constructor();
   readonly backend: 'webgpu' | 'cpu';
-  /** The adapter, or why there is none. */
+  /** The adapter, or why there is none; with backend 'auto', why this backend. */
   readonly note: string;
+  readonly choice: BackendChoice;
   /** The GPUDevice edo uses now (a new one after each recovery); null on the CPU path. */
   readonly gpuDevice: GPUDevice | null;
   readonly generation: number;
@@ -421,6 +448,7 @@ export interface WorkerEngine extends WorkerHandle {
   readonly kind: 'Engine';
   readonly backend: 'webgpu' | 'cpu';
   readonly note: string;
+  readonly choice: BackendChoice;
   readonly generation: number;
   readonly maxBindingBytes: number;
   /** The worker itself. */

@@ -9,7 +9,7 @@ let next = 1;
 
 // What the page sees of each kind of object without asking: its getters' values at creation.
 const PROPS = {
-  Engine: ['backend', 'note', 'generation', 'maxBindingBytes'],
+  Engine: ['backend', 'note', 'choice', 'generation', 'maxBindingBytes'],
   Table: ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'codes', 'remapped', 'storedRows', 'rowAlignment'],
   ResidentTable: ['backend', 'shards', 'rows', 'dim'],
   Model: ['dim', 'vocabSize', 'rows', 'format', 'rowAlignment', 'bytes', 'normalize'],

@@ -99,6 +99,7 @@ test('in Node an engine runs on the CPU path and says why', async () => {
   const engine = await edo.createEngine();
   assert.equal(engine.backend, 'cpu');
   assert.match(engine.note, /no window or worker/);
+  assert.deepEqual({ ...engine.choice }, { backend: 'cpu', reason: 'no-adapter', adapter: null, note: engine.note });
   assert.equal(engine.gpuDevice, null);
   assert.deepEqual(engine.memoryReport().entries, []);
   assert.equal(edo.VERSION, JSON.parse(readFileSync(new URL('./node_modules/edo-embeddings/package.json', import.meta.url), 'utf8')).version);
@@ -121,9 +122,14 @@ test('a GPU object given is asked for a core adapter, then a compatibility one; 
     assert.equal(engine.backend, 'cpu');
     assert.match(engine.note, /no WebGPU adapter/);
     assert.deepEqual(asked, ['core', 'compatibility']);
-    // Not asked at all when the CPU path is asked for.
-    await edo.createEngine({ gpu, preferGpu: false });
+    // Not asked at all when the CPU path is asked for (preferGpu: false is the older spelling).
+    for (const options of [{ preferGpu: false }, { backend: 'cpu' }]) {
+      const cpu = await edo.createEngine({ gpu, ...options });
+      assert.deepEqual([cpu.backend, cpu.choice.reason, cpu.note], ['cpu', 'requested', 'CPU path requested']);
+    }
     assert.equal(asked.length, 2);
+    await rejects(edo.createEngine({ backend: 'gpu' }), 'INVALID_ARGUMENT', /options.backend must be one of auto, webgpu, cpu \(got the string "gpu"\)/);
+    await rejects(edo.createEngine({ backend: 'webgpu', preferGpu: false }), 'INVALID_ARGUMENT', /disagree/);
     // Nor found where a window or worker would give it: Node's navigator.gpu, when set, is.
     globalThis.navigator ??= {};
     Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });

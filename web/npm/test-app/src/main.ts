@@ -152,11 +152,32 @@ async function doubledOnGpu(device: GPUDevice, input: GPUBuffer, count: number):
 async function main(): Promise<void> {
   const started = performance.now();
   let engine: Engine | undefined;
-  await check('createEngine picks the expected backend', async () => {
-    engine = await createEngine();
+  // backend 'auto' (the default): no adapter → 'no-adapter'; SwiftShader, a fallback adapter, →
+  // the CPU path without a calibration, or (were it not flagged a fallback) the calibration on the
+  // first visit and its remembered result on the second.
+  await check("createEngine() (backend 'auto') takes the CPU path here, and says why", async () => {
+    const auto = await createEngine();
+    const { choice } = auto;
+    figures.autoReason = choice.reason;
+    figures.autoEngineMs = Math.round(performance.now() - started);
+    if (choice.calibrationMs !== undefined) figures.calibrationMs = Math.round(choice.calibrationMs);
+    try {
+      assert(auto.backend === 'cpu', `auto chose ${auto.backend}: ${auto.note}`);
+      const want = !onGpu ? ['no-adapter'] : visit === 1 ? ['fallback-adapter', 'measured'] : ['fallback-adapter', 'remembered'];
+      assert(want.includes(choice.reason), `reason ${choice.reason}, expected ${want.join(' or ')}: ${auto.note}`);
+      assert(auto.note === choice.note && auto.note.length > 0, `note ${auto.note}`);
+      return `${choice.reason}: ${auto.note}`;
+    } finally {
+      auto.dispose();
+    }
+  });
+  await check('createEngine({ backend }) gives the backend asked for', async () => {
+    const t0 = performance.now();
+    engine = await createEngine({ backend: onGpu ? 'webgpu' : 'cpu' });
+    assert(engine.choice.reason === 'requested', `reason ${engine.choice.reason}`);
     assert(engine.backend === expect, `backend ${engine.backend} (${engine.note}), expected ${expect}`);
     assert((engine.gpuDevice !== null) === onGpu, `gpuDevice ${String(engine.gpuDevice)}`);
-    figures.engineMs = Math.round(performance.now() - started);
+    figures.engineMs = Math.round(performance.now() - t0);
     return `${engine.backend}: ${engine.note}`;
   });
   if (!engine) return;
@@ -318,7 +339,7 @@ async function main(): Promise<void> {
   }
 
   await check('a dedicated worker runs the same API, answers transferred', async () => {
-    const worker = await createWorkerEngine();
+    const worker = await createWorkerEngine({ backend: onGpu ? 'webgpu' : 'cpu' });
     assert(worker.backend === expect, `the worker's engine is on ${worker.backend} (${worker.note})`);
     // Another path to the same files, so the server's counts of the page's own loads stay apart.
     const model = await worker.loadModel('models/wordpiece-worker/', { cache: false });

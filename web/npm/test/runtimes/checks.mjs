@@ -53,9 +53,24 @@ export async function runChecks(edo, inputs) {
 
   // The engine, as this runtime gives it, and the CPU path beside it.
   const engine = await edo.createEngine(inputs.engine ?? {});
-  const cpu = await edo.createEngine({ preferGpu: false });
+  const cpu = await edo.createEngine({ backend: 'cpu' });
   report.backend = engine.backend;
   report.note = engine.note;
+  // What the default ('auto') picks in this runtime, and why: reported beside the engine checked.
+  if (inputs.engine?.backend && inputs.engine.backend !== 'auto') {
+    const auto = await edo.createEngine({ ...inputs.engine, backend: 'auto' });
+    report.auto = { backend: auto.backend, reason: auto.choice.reason, note: auto.note };
+    auto.dispose();
+    // A measured choice is remembered where there is a store: the next engine skips the calibration.
+    if (report.auto.reason === 'measured' && globalThis.localStorage) {
+      const again = await edo.createEngine({ ...inputs.engine, backend: 'auto' });
+      if (again.choice.reason !== 'remembered' || again.backend !== report.auto.backend) {
+        fail(`a second 'auto' engine: ${again.backend} (${again.choice.reason}), expected ${report.auto.backend} (remembered)`);
+      }
+      report.auto.again = again.choice.reason;
+      again.dispose();
+    }
+  }
   if (inputs.expectBackend && engine.backend !== inputs.expectBackend) {
     fail(`backend ${engine.backend}, expected ${inputs.expectBackend} (${engine.note})`);
   }

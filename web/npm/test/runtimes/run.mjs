@@ -19,11 +19,18 @@ const expectBackend = option('--expect');
 const benchmark = args.includes('--benchmark') && args.splice(args.indexOf('--benchmark'), 1).length > 0;
 const [modelDir, textsFile] = args;
 
-const engine = {};
+// The runtime's WebGPU where it has one ('auto' could pick the CPU path), checked against its CPU path.
+const engine = { backend: 'webgpu' };
 if (dawn !== undefined) {
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
   engine.gpu = create(dawn ? dawn.split(',') : []);
+  // Node 20 has no localStorage (22 has one behind --localstorage-file): the two calls edo makes
+  // of it, over a Map, so the remembered choice of backend 'auto' is checked here too.
+  if (!globalThis.localStorage) {
+    const store = new Map();
+    globalThis.localStorage = { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => store.set(k, String(v)) };
+  }
 }
 const file = (name) => new Uint8Array(readFileSync(`${modelDir}/${name}`));
 const report = await runChecks(edo, {
