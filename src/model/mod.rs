@@ -131,6 +131,54 @@ fn bad(reason: impl Into<String>) -> Error {
     Error::BadFile { what: "static embedding model", reason: reason.into() }
 }
 
+/// What a sentence-transformers static model's `modules.json` and
+/// `config_sentence_transformers.json` say, checked: edo runs a `StaticEmbedding` module, then an
+/// optional `Normalize`, with no default prompt; anything else is refused rather than left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentenceTransformersLayout {
+    /// The `StaticEmbedding` module's folder ("" for the top); `None` without a `modules.json`.
+    pub module: Option<String>,
+    /// Whether a `Normalize` module follows it.
+    pub normalize: bool,
+}
+
+impl SentenceTransformersLayout {
+    /// Reads and checks the two files' bytes (either may be absent).
+    pub fn check(modules: Option<&[u8]>, config: Option<&[u8]>) -> Result<SentenceTransformersLayout, Error> {
+        #[derive(serde::Deserialize)]
+        struct Module {
+            path: String,
+            #[serde(rename = "type")]
+            kind: String,
+        }
+        let modules: Vec<Module> = match modules {
+            Some(bytes) => serde_json::from_slice(bytes).map_err(|e| bad(format!("modules.json: {e}")))?,
+            None => Vec::new(),
+        };
+        let (mut module, mut normalize) = (None, false);
+        for m in &modules {
+            // `sentence_transformers.models.StaticEmbedding` (3.x) or
+            // `sentence_transformers.sentence_transformer.modules.static_embedding.StaticEmbedding` (6.x).
+            match m.kind.rsplit('.').next() {
+                Some("StaticEmbedding") if module.is_none() => module = Some(m.path.clone()),
+                Some("Normalize") if module.is_some() => normalize = true,
+                _ => return Err(bad(format!("modules.json: module {:?} ({}); edo runs a StaticEmbedding module, then an optional Normalize", m.path, m.kind))),
+            }
+        }
+        if let Some(bytes) = config {
+            let config: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("config_sentence_transformers.json: {e}")))?;
+            if let Some(name) = config["default_prompt_name"].as_str() {
+                if config["prompts"][name].as_str().is_some_and(|prompt| !prompt.is_empty()) {
+                    return Err(bad(format!(
+                        "config_sentence_transformers.json: default prompt {name:?}, which sentence-transformers puts before every text; edo does not"
+                    )));
+                }
+            }
+        }
+        Ok(SentenceTransformersLayout { module, normalize })
+    }
+}
+
 impl StaticModel {
     /// Loads a model folder, encoded as the library that wrote it encodes it:
     /// - model2vec's (`config.json`, `tokenizer.json`, `model.safetensors` with `embeddings` and
@@ -160,39 +208,22 @@ impl StaticModel {
     /// `Normalize`) and its default prompt checked, the `StaticEmbedding` module's files read.
     #[cfg(native)]
     fn from_sentence_transformers_dir(dir: &Path) -> Result<StaticModel, Error> {
-        #[derive(serde::Deserialize)]
-        struct Module {
-            path: String,
-            #[serde(rename = "type")]
-            kind: String,
-        }
-        let modules: Vec<Module> = match dir.join("modules.json") {
-            p if p.exists() => serde_json::from_slice(&read_file(&p)?).map_err(|e| bad(format!("modules.json: {e}")))?,
-            _ => Vec::new(),
+        let optional = |name: &str| -> Result<Option<Vec<u8>>, Error> {
+            let p = dir.join(name);
+            if p.exists() {
+                read_file(&p).map(Some)
+            } else {
+                Ok(None)
+            }
         };
-        let (mut base, mut normalize) = (None, false);
-        for m in &modules {
-            // `sentence_transformers.models.StaticEmbedding` (3.x) or
-            // `sentence_transformers.sentence_transformer.modules.static_embedding.StaticEmbedding` (6.x).
-            match m.kind.rsplit('.').next() {
-                Some("StaticEmbedding") if base.is_none() => base = Some(dir.join(&m.path)),
-                Some("Normalize") if base.is_some() => normalize = true,
-                _ => return Err(bad(format!("modules.json: module {:?} ({}); edo runs a StaticEmbedding module, then an optional Normalize", m.path, m.kind))),
-            }
-        }
-        let base = base.unwrap_or_else(|| if dir.join("model.safetensors").exists() { dir.to_path_buf() } else { dir.join("0_StaticEmbedding") });
-        if let Some(p) = Some(dir.join("config_sentence_transformers.json")).filter(|p| p.exists()) {
-            let config: serde_json::Value = serde_json::from_slice(&read_file(&p)?).map_err(|e| bad(format!("config_sentence_transformers.json: {e}")))?;
-            if let Some(name) = config["default_prompt_name"].as_str() {
-                if config["prompts"][name].as_str().is_some_and(|prompt| !prompt.is_empty()) {
-                    return Err(bad(format!(
-                        "config_sentence_transformers.json: default prompt {name:?}, which sentence-transformers puts before every text; edo does not"
-                    )));
-                }
-            }
-        }
+        let layout = SentenceTransformersLayout::check(optional("modules.json")?.as_deref(), optional("config_sentence_transformers.json")?.as_deref())?;
+        let base = match &layout.module {
+            Some(path) => dir.join(path),
+            None if dir.join("model.safetensors").exists() => dir.to_path_buf(),
+            None => dir.join("0_StaticEmbedding"),
+        };
         let weights = map_weights(&base.join("model.safetensors"))?;
-        StaticModel::sentence_transformers(&read_file(&base.join("tokenizer.json"))?, Weights::Shared(&weights), normalize)
+        StaticModel::sentence_transformers(&read_file(&base.join("tokenizer.json"))?, Weights::Shared(&weights), layout.normalize)
     }
 
     /// A model from the bytes of its three files (what a browser fetched): `config.json` (`{}`

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, RemoteTable};
 use edo::gpu::{CacheSpec, RecoveryEvent};
-use edo::model::StaticModel;
+use edo::model::{SentenceTransformersLayout, StaticModel};
 use edo::{
     AnyTable, AsyncLookup, Backend, Bags, Bounds, Element, Engine, EngineOptions, Format, GpuCache, GpuCodes, GpuLookup, GpuPrunedTable, GpuStaticModel,
     GpuTable, HostRows, Lookup, PackedTable, Placed, Pooling, PrunedTable, RecoveringEngine, Request,
@@ -1230,6 +1230,22 @@ impl EdoModel {
     /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`),
     /// encoded as model2vec encodes them. For sentence-transformers' own encoding of its folders,
     /// make an `.edo` model file of the folder (`edo quantize-model DIR`) and use `fromBytes`.
+    /// A sentence-transformers static model from its files: `modules.json` and
+    /// `config_sentence_transformers.json` (either may be absent; checked as natively), and its
+    /// StaticEmbedding module's `tokenizer.json` and `model.safetensors`.
+    #[wasm_bindgen(js_name = fromSentenceTransformers)]
+    pub fn from_sentence_transformers(modules: Option<Vec<u8>>, config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, Failure> {
+        let layout = SentenceTransformersLayout::check(modules.as_deref(), config.as_deref()).map_err(err)?;
+        Ok(EdoModel { inner: StaticModel::from_sentence_transformers(tokenizer, safetensors, layout.normalize).map_err(err)? })
+    }
+
+    /// The folder of the StaticEmbedding module a `modules.json` names ("" for the top), checked;
+    /// undefined when it names none.
+    #[wasm_bindgen(js_name = sentenceTransformersModule)]
+    pub fn sentence_transformers_module(modules: &[u8]) -> Result<Option<String>, Failure> {
+        Ok(SentenceTransformersLayout::check(Some(modules), None).map_err(err)?.module)
+    }
+
     #[wasm_bindgen(js_name = fromFiles)]
     pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, Failure> {
         let config = config.unwrap_or_else(|| b"{}".to_vec());

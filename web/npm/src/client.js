@@ -122,8 +122,9 @@ export function connectWorker(worker, options) {
       object.worker = worker;
       // The package's factories, run in the worker.
       for (const f of ['createTable', 'readTable', 'syntheticTable']) object[f] = (...args) => call(0, f, args);
-      // A relative URL means the page's, not the worker script's.
-      const here = (url) => (typeof url === 'string' && typeof location !== 'undefined' ? new URL(url, location.href).href : url);
+      // A relative URL means the page's, not the worker script's; a hub name ('owner/name') stays.
+      const here = (url) =>
+        typeof url === 'string' && typeof location !== 'undefined' && !(/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(url) && !/\.edo$/i.test(url)) ? new URL(url, location.href).href : url;
       object.loadModel = (source, options = {}) => call(handle, 'loadModel', [here(source), options]);
       object.cacheRemote = (url, options = {}) => call(handle, 'cacheRemote', [here(url), options]);
       object.workerStats = () => ({ ...stats });

@@ -999,6 +999,54 @@ function looksLikeHtml(bytes) {
   return head.startsWith('<!doctype html') || head.startsWith('<html');
 }
 
+// A model on a hub by name ('owner/name', as the Hugging Face hub spells them): two path segments,
+// no scheme, no leading or trailing slash, not an .edo file. A relative folder URL ends with '/'.
+const HUB = 'https://huggingface.co';
+const isName = (source) => typeof source === 'string' && /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(source) && !/\.edo$/i.test(source);
+
+/** `{ host, revision }` of a name's options, checked, and the folder URL they give. */
+function hubOf(name, options) {
+  const host = (optionalText(options.host, 'options.host') ?? HUB).replace(/\/+$/, '');
+  const revision = optionalText(options.revision, 'options.revision') ?? 'main';
+  return { id: `${name}@${revision} on ${host}`, base: `${host}/${name}/resolve/${encodeURIComponent(revision)}/` };
+}
+
+/**
+ * The files of a model on a hub: a model2vec model (config.json at the top, with tokenizer.json and
+ * model.safetensors) or a sentence-transformers one (modules.json naming its StaticEmbedding
+ * module's folder). `fetchOne(url, fromNetwork)` gives a file's bytes or null: the layout is
+ * looked up in the cache before the network, so a cached model makes no request.
+ */
+async function hubPlan(name, options, fetchOne) {
+  const { id, base } = hubOf(name, options);
+  const file = (key, name, extra) => ({ key, name, url: base + name, ...extra });
+  const tried = [];
+  let config = await fetchOne(base + 'config.json', false);
+  let modules = config ? null : await fetchOne(base + 'modules.json', false);
+  if (!config && !modules) {
+    config = await fetchOne(base + 'config.json', true, tried);
+    if (!config) modules = await fetchOne(base + 'modules.json', true, tried);
+  }
+  if (config) {
+    return { id, files: [file('config', 'config.json', { bytes: config }), file('tokenizer', 'tokenizer.json'), file('model', 'model.safetensors')], kind: 'folder' };
+  }
+  if (!modules) {
+    throw new EdoError('HTTP', `${id}: no model there (${tried.join('; ')}): a model2vec model has config.json, a sentence-transformers one modules.json`);
+  }
+  const dir = guardedSync(() => wasm.EdoModel.sentenceTransformersModule(modules)) ?? '';
+  const sub = dir ? `${dir.replace(/\/+$/, '')}/` : '';
+  return {
+    id,
+    kind: 'sentence-transformers',
+    files: [
+      file('modules', 'modules.json', { bytes: modules }),
+      file('stConfig', 'config_sentence_transformers.json', { optional: true }),
+      file('tokenizer', `${sub}tokenizer.json`),
+      file('model', `${sub}model.safetensors`),
+    ],
+  };
+}
+
 /** The files a source names: one `.edo` file, or a model2vec folder's three. */
 function filesOf(source) {
   if (typeof source === 'object' && source !== null && !Array.isArray(source)) {
@@ -1010,13 +1058,13 @@ function filesOf(source) {
         files.push({ ...f, url: text(source[f.key], `source.${f.key}`) });
       }
     }
-    return { id: files.map((f) => f.url).join(' '), files, edo: false };
+    return { id: files.map((f) => f.url).join(' '), files, kind: 'folder' };
   }
   const url = text(source, 'source');
   const path = url.split(/[?#]/)[0];
-  if (/\.edo$/i.test(path)) return { id: url, files: [{ name: 'model.edo', key: 'edo', url }], edo: true };
+  if (/\.edo$/i.test(path)) return { id: url, files: [{ name: 'model.edo', key: 'edo', url }], kind: 'edo' };
   const base = path.endsWith('/') ? url : `${url}/`;
-  return { id: base, files: FOLDER_FILES.map((f) => ({ ...f, url: new URL(f.name, absolute(base)).href })), edo: false };
+  return { id: base, files: FOLDER_FILES.map((f) => ({ ...f, url: new URL(f.name, absolute(base)).href })), kind: 'folder' };
 }
 
 function absolute(url) {
@@ -1037,7 +1085,9 @@ async function cachedBytes(store, url) {
 
 /**
  * A model from a URL: an `.edo` model file, or a model2vec folder (its `config.json`,
- * `tokenizer.json` and `model.safetensors`; or an object of their URLs). Streams each file,
+ * `tokenizer.json` and `model.safetensors`; or an object of their URLs); or by name on a hub,
+ * 'owner/name' (`options.revision`, default 'main'; `options.host`, default the Hugging Face hub):
+ * a model2vec or sentence-transformers static model's files. Streams each file,
  * calling `onProgress({ url, file, files, loaded, total, fromCache })`; `signal` aborts; kept in
  * Cache Storage (`cache: true`, the default where there is one; `false`; or your own `Cache`) so
  * the next load makes no request. A cached copy that no longer reads is dropped and downloaded
@@ -1047,16 +1097,29 @@ export async function loadModel(source, options = {}) {
   const { onProgress, signal, cache } = plainObject(options, 'loadModel(source, options)');
   if (onProgress !== undefined) listener(onProgress, 'options.onProgress');
   if (signal !== undefined && !(typeof signal === 'object' && signal !== null && 'aborted' in signal)) throw invalid(`options.signal must be an AbortSignal (got ${describe(signal)})`);
-  const plan = filesOf(source);
   const [store] = await Promise.all([storeOf(cache), init()]);
+  // A name's layout files: from the cache, or (fromNetwork) downloaded, null when absent (a 404,
+  // noted in `tried`).
+  const prefetched = new Set();
+  const fetchOne = async (url, fromNetwork, tried) => {
+    if (!fromNetwork) return guarded(() => cachedBytes(store, url));
+    const bytes = await download(url, { signal, report: () => {}, optional: true });
+    if (bytes) prefetched.add(url);
+    else tried.push(`${url}: HTTP 404`);
+    return bytes;
+  };
+  const plan = isName(source) ? await hubPlan(source, options, fetchOne) : filesOf(source);
   const fetchAll = async (useCache) => {
     const got = {};
     let fromCache = true;
     for (let i = 0; i < plan.files.length; i++) {
       const f = plan.files[i];
       const report = (loaded, total, hit = false) => onProgress?.({ url: f.url, file: i + 1, files: plan.files.length, loaded, total, fromCache: hit });
-      let bytes = useCache ? await guarded(() => cachedBytes(store, f.url)) : null;
-      if (bytes) {
+      let bytes = useCache ? (f.bytes ?? (await guarded(() => cachedBytes(store, f.url)))) : null;
+      if (bytes && prefetched.has(f.url)) {
+        fromCache = false;
+        report(bytes.length, bytes.length);
+      } else if (bytes) {
         report(bytes.length, bytes.length, true);
       } else {
         fromCache = false;
@@ -1068,7 +1131,16 @@ export async function loadModel(source, options = {}) {
     return { got, fromCache };
   };
   const read = ({ got }) =>
-    guardedSync(() => new Model(plan.edo ? wasm.EdoModel.fromBytes(got.edo) : wasm.EdoModel.fromFiles(got.config, got.tokenizer, got.model)));
+    guardedSync(
+      () =>
+        new Model(
+          plan.kind === 'edo'
+            ? wasm.EdoModel.fromBytes(got.edo)
+            : plan.kind === 'sentence-transformers'
+              ? wasm.EdoModel.fromSentenceTransformers(got.modules, got.stConfig, got.tokenizer, got.model)
+              : wasm.EdoModel.fromFiles(got.config, got.tokenizer, got.model),
+        ),
+    );
   let fetched = await fetchAll(true);
   let model;
   try {
@@ -1115,10 +1187,19 @@ export const modelCache = {
     }
     return [...models.values()];
   },
-  /** Drops the cached files of `source` (as given to `loadModel`); resolves to how many. */
+  /** Drops the cached files of `source` (as given to `loadModel`, with a name's `revision` and `host`); resolves to how many. */
   async delete(source, options = {}) {
     const store = await storeOf(plainObject(options, 'modelCache.delete(source, options)').cache);
     if (!store) return 0;
+    if (isName(source)) {
+      // A name's files are those cached under its id (its layout decided which).
+      const { id } = hubOf(source, options);
+      let gone = 0;
+      for (const request of await store.keys()) {
+        if ((await store.match(request))?.headers.get('x-edo-model') === id && (await store.delete(request))) gone++;
+      }
+      return gone;
+    }
     const plan = filesOf(source);
     const gone = await Promise.all(plan.files.map((f) => store.delete(f.url)));
     return gone.filter(Boolean).length;

@@ -279,6 +279,10 @@ export class BinaryCodes implements Disposable {
 }
 
 /** An `.edo` model file's URL, a model2vec folder's URL, or the URLs of a folder's files. */
+/**
+ * An `.edo` file's URL, a model2vec folder's URL (a relative one ends with '/'), the URLs of a
+ * folder's files, or a name on a hub: 'owner/name' (see `LoadModelOptions.revision` and `host`).
+ */
 export type ModelSource = string | { config?: string; tokenizer: string; model: string };
 
 export interface DownloadProgress {
@@ -307,6 +311,10 @@ export interface LoadModelOptions {
   signal?: AbortSignal;
   /** true (the default: Cache Storage where there is one), false, or a store of your own. */
   cache?: boolean | ModelStore;
+  /** A name's revision: a branch, tag or commit (default 'main'). */
+  revision?: string;
+  /** A name's hub, laid out as `{host}/{owner}/{name}/resolve/{revision}/{file}` (default 'https://huggingface.co'). */
+  host?: string;
 }
 
 export function loadModel(source: ModelSource, options?: LoadModelOptions): Promise<Model>;
@@ -365,7 +373,7 @@ export interface CachedModel {
 
 export const modelCache: {
   list(options?: { cache?: boolean | ModelStore }): Promise<CachedModel[]>;
-  delete(source: ModelSource, options?: { cache?: boolean | ModelStore }): Promise<number>;
+  delete(source: ModelSource, options?: { cache?: boolean | ModelStore; revision?: string; host?: string }): Promise<number>;
   clear(options?: { cache?: boolean | ModelStore }): Promise<void>;
 };
 

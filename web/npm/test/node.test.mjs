@@ -5,13 +5,15 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as edo from 'edo-embeddings';
 
 const MODELS = process.env.EDO_MODELS; // tests/data/models
 const expected = JSON.parse(readFileSync(path.join(MODELS, 'expected.json'), 'utf8'));
 const TEXTS = expected.texts;
+// sentence-transformers' own vectors of its static models (scripts/make_st_fixtures.py).
+const stExpected = JSON.parse(readFileSync(path.join(MODELS, 'st_expected.json'), 'utf8'));
 
 // ---- A server that counts requests ----
 
@@ -30,6 +32,16 @@ function serveBytes(bytes, type = 'application/octet-stream') {
 before(async () => {
   const wordpiece = path.join(MODELS, 'wordpiece');
   for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) routes.set(`/wordpiece/${f}`, serveBytes(readFileSync(path.join(wordpiece, f))));
+  // A hub laid out as the Hugging Face hub is: /hub/{owner}/{name}/resolve/{revision}/{file}.
+  const serveDir = (prefix, dir) => {
+    for (const f of readdirSync(dir, { recursive: true })) {
+      const file = path.join(dir, f);
+      if (statSync(file).isFile()) routes.set(`${prefix}/${f.split(path.sep).join('/')}`, serveBytes(readFileSync(file)));
+    }
+  };
+  serveDir('/hub/acme/wordpiece/resolve/main', wordpiece);
+  serveDir('/hub/acme/st-wordpiece/resolve/v1', path.join(MODELS, 'st_wordpiece'));
+  serveDir('/hub/acme/st-unigram/resolve/main', path.join(MODELS, 'st_unigram'));
   routes.set('/html/model.edo', serveBytes(Buffer.from('<!DOCTYPE html><html><body>Not here</body></html>'), 'text/html'));
   routes.set('/junk/model.edo', serveBytes(Buffer.from('definitely not an edo file, but long enough to be read')));
   // Sends half the body, then waits (for aborting a download half-way).
@@ -344,6 +356,39 @@ test('a model2vec folder from a URL: progress, model2vec vectors, a cache that m
   // The vectors, for the browser's check that Node and the page agree.
   if (process.env.EDO_NODE_VECTORS) writeFileSync(process.env.EDO_NODE_VECTORS, JSON.stringify({ texts: TEXTS, vectors: Array.from(vectors) }));
   for (const m of [model, again, repaired]) m.dispose();
+});
+
+test('models by name on a hub: model2vec and sentence-transformers layouts, a revision, the cache, names not there', async () => {
+  const host = `${base}/hub`;
+  const store = memoryStore();
+  const sum = () => [...requests.values()].reduce((a, b) => a + b, 0);
+  // model2vec's layout: config.json at the top.
+  const progress = [];
+  const m2v = await edo.loadModel('acme/wordpiece', { host, cache: store, onProgress: (p) => progress.push(p) });
+  close(await m2v.embed(TEXTS), expected.models.wordpiece.vectors.flat(), 1e-5, 'model2vec vectors by name');
+  assert.deepEqual([...new Set(progress.map((p) => p.url))], ['config.json', 'tokenizer.json', 'model.safetensors'].map((f) => `${host}/acme/wordpiece/resolve/main/${f}`));
+  const before = sum();
+  const again = await edo.loadModel('acme/wordpiece', { host, cache: store });
+  assert.equal(sum(), before, 'no request on the second load');
+  assert.deepEqual(await again.embed(TEXTS), await m2v.embed(TEXTS));
+  assert.equal((await edo.modelCache.list({ cache: store }))[0].model, `acme/wordpiece@main on ${host}`);
+  // sentence-transformers' layouts: the module's files at the top (then Normalize), or under
+  // 0_StaticEmbedding/; vectors as sentence-transformers gives them.
+  for (const [name, fixture, revision] of [['acme/st-wordpiece', 'st_wordpiece', 'v1'], ['acme/st-unigram', 'st_unigram', undefined]]) {
+    const model = await edo.loadModel(name, { host, revision, cache: store });
+    close(await model.embed(stExpected.texts), stExpected.models[fixture].vectors.flat(), 1e-5, `${fixture} by name`);
+    assert.equal(model.normalize, stExpected.models[fixture].normalize, `${fixture}: normalised`);
+    const n = sum();
+    await edo.loadModel(name, { host, revision, cache: store });
+    assert.equal(sum(), n, `${fixture}: no request on the second load`);
+  }
+  assert.equal(count('/hub/acme/st-unigram/resolve/main/0_StaticEmbedding/model.safetensors'), 1);
+  // Names not there: the URLs tried and their status.
+  await rejects(edo.loadModel('acme/missing', { host, cache: false }), 'HTTP', /acme\/missing@main on .*resolve\/main\/config.json: HTTP 404; .*resolve\/main\/modules.json: HTTP 404/);
+  await rejects(edo.loadModel('acme/st-wordpiece', { host, cache: false }), 'HTTP', /acme\/st-wordpiece@main/);
+  await rejects(edo.loadModel('acme/wordpiece', { host, revision: 7 }), 'INVALID_ARGUMENT', /options.revision must be a string/);
+  assert.equal(await edo.modelCache.delete('acme/wordpiece', { host, cache: store }), 3);
+  assert.equal(await edo.modelCache.delete('acme/st-unigram', { host, cache: store }), 4);
 });
 
 test('an .edo model file from a URL, on an engine, with a search index', async () => {
