@@ -343,6 +343,20 @@ fn hard_texts(pieces: &[String], n: usize) -> Vec<String> {
         " <mask> ",
         "Hello World",
         "hello",
+        // What GPT-2's, Llama 3's and Qwen's regexes split on: contractions in both cases, digit
+        // runs, line breaks, spaces before words; the long s and the Kelvin sign fold to s and k.
+        "'s",
+        "'LL",
+        "don't",
+        "I'M",
+        "12345",
+        "3.14",
+        "\r\n\r\n",
+        "\n \n",
+        "a_b",
+        "\u{17f}",
+        "\u{212a}",
+        "\u{120}",
     ]
     .iter()
     .map(|a| a.to_string())
@@ -376,8 +390,14 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let table = read("wordpiece", "model.safetensors");
     let load = |name: &str| -> serde_json::Value { serde_json::from_slice(&read(name, "tokenizer.json")).unwrap() };
     let (bpe, unigram, wordpiece) = (load("bpe_f16"), load("unigram_vq"), load("wordpiece"));
-    let mut variants: Vec<(String, serde_json::Value)> =
-        vec![("bpe".into(), bpe.clone()), ("unigram".into(), unigram.clone()), ("wordpiece".into(), wordpiece.clone())];
+    // GPT-2's kind, trained by `tokenizers` (scripts/make_bytelevel_fixture.py).
+    let bytelevel = load("bytelevel_bpe");
+    let mut variants: Vec<(String, serde_json::Value)> = vec![
+        ("bpe".into(), bpe.clone()),
+        ("unigram".into(), unigram.clone()),
+        ("wordpiece".into(), wordpiece.clone()),
+        ("byte-level bpe".into(), bytelevel.clone()),
+    ];
     let mut with = |name: &str, base: &serde_json::Value, edit: &dyn Fn(&mut serde_json::Value)| {
         let mut j = base.clone();
         edit(&mut j);
@@ -445,6 +465,58 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
             list.push(added("é", n + 4, false, true, false));
         });
     }
+    // Byte-level BPE as GPT-2 (its own regex, with and without a prefix space), Llama 3 and Qwen 2
+    // (their regexes in a Split, then ByteLevel without its own) run it.
+    let byte_level = |prefix: bool, regex: bool| json!({"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": true, "use_regex": regex});
+    let then_bytes = |pattern: &str| json!({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false}, byte_level(false, false)]});
+    let llama3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    let qwen2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+    with("byte-level bpe, add_prefix_space", &bytelevel, &|j| j["pre_tokenizer"] = byte_level(true, true));
+    with("byte-level bpe, Llama 3's split, ignore_merges", &bytelevel, &|j| {
+        j["pre_tokenizer"] = then_bytes(llama3);
+        j["model"]["ignore_merges"] = true.into();
+    });
+    with("byte-level bpe, NFC, Qwen 2's split", &bytelevel, &|j| {
+        j["normalizer"] = json!({"type": "NFC"});
+        j["pre_tokenizer"] = then_bytes(qwen2);
+    });
+    with("byte-level bpe, a prefix space, no regex", &bytelevel, &|j| j["pre_tokenizer"] = byte_level(true, false));
+    // A WordLevel model gives each pre-tokenized piece one id (or the unknown one): where BPE's
+    // merges would hide a difference in the split, the number of ids shows it.
+    for (name, pre) in [("GPT-2's", byte_level(false, true)), ("Llama 3's", then_bytes(llama3)), ("Qwen 2's", then_bytes(qwen2))] {
+        with(&format!("word-level, {name} split"), &bytelevel, &|j| {
+            let vocab = j["model"]["vocab"].clone();
+            j["model"] = json!({"type": "WordLevel", "vocab": vocab, "unk_token": "<|endoftext|>"});
+            j["pre_tokenizer"] = pre.clone();
+        });
+    }
+    // Split's behaviours, on a string and on a regex, inverted or not.
+    for behavior in ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"] {
+        for invert in [false, true] {
+            with(&format!("bpe, Split on a string, {behavior}, invert {invert}"), &bpe, &|j| {
+                j["pre_tokenizer"] = json!({"type": "Split", "pattern": {"String": "ab"}, "behavior": behavior, "invert": invert})
+            });
+            with(&format!("wordpiece, Split on a regex, {behavior}, invert {invert}"), &wordpiece, &|j| {
+                j["pre_tokenizer"] = json!({"type": "Sequence", "pretokenizers": [
+                    {"type": "Split", "pattern": {"Regex": r"\s+|[\p{N}.,]|[^\s\p{L}\p{M}]{2,3}"}, "behavior": behavior, "invert": invert},
+                    {"type": "BertPreTokenizer"}]})
+            });
+        }
+    }
+    // Added tokens matched only as whole words (no word character on either side).
+    let single = |content: &str, id: u64, normalized: bool, lstrip: bool| json!({"id": id, "content": content, "single_word": true, "lstrip": lstrip, "rstrip": false, "normalized": normalized, "special": false});
+    for (name, base) in [("bpe", &bpe), ("unigram", &unigram), ("wordpiece", &wordpiece), ("byte-level bpe", &bytelevel)] {
+        with(&format!("{name}, single-word added tokens"), base, &|j| {
+            let n = j["added_tokens"].as_array().unwrap().len() as u64 + 1000;
+            let list = j["added_tokens"].as_array_mut().unwrap();
+            list.push(single("hello", n, true, false));
+            list.push(single("ab", n + 1, false, false));
+            list.push(single("<mask>", n + 2, false, true));
+            list.push(single("\u{65e5}\u{672c}", n + 3, false, false));
+            list.push(single("a_b", n + 4, false, false));
+            list.push(single("Hello World", n + 5, true, false));
+        });
+    }
     with("unigram, byte fallback, lowercase", &unigram, &|j| {
         j["model"]["byte_fallback"] = true.into();
         j["normalizer"] = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]});
@@ -496,6 +568,8 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
             ["ｆｕｌｌｗｉｄｔｈ ＡＢＣ１２３", "①②③ ⑴ Ⅻ", "ﬁ ﬂ ﬀ", "½ ¼ x² H₂O", "ｶﾀｶﾅ ﾊﾟ", "㍿ ㌔ ㎏", "cafe\u{301} e\u{301}\u{302}"].map(String::from),
         );
         texts.push("x".repeat(300));
+        // Contractions in any case run into the next word (Llama 3's and Qwen's `(?i:…)`).
+        texts.extend(["We'LLsee it'Sok", "x'\u{17f}y I'Mme", "they'REthere'dthen", "2024'ss"].map(String::from));
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let got = model.tokenize(&texts).unwrap();
         let want = model.tokenize_reference(&texts).unwrap();
@@ -526,8 +600,9 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
 
     // What it does not run, named; natively `tokenizers` runs it.
     for (edit, part) in [
-        (json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}), "ByteLevel"),
-        (json!({"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false}), "Split"),
+        (json!({"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Removed", "invert": false}), "\\w"),
+        (json!({"type": "Split", "pattern": {"Regex": "\\p{Lu}\\p{Ll}+"}, "behavior": "Isolated", "invert": false}), "\\p{Lu}"),
+        (json!({"type": "Split", "pattern": {"Regex": " ?"}, "behavior": "Isolated", "invert": false}), "empty string"),
     ] {
         let mut j = bpe.clone();
         j["pre_tokenizer"] = edit;
@@ -541,6 +616,23 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let mut dropout = bpe.clone();
     dropout["model"]["dropout"] = 0.5.into();
     assert!(StaticModel::own_tokenizer_refusal(&serde_json::to_vec(&dropout).unwrap()).unwrap().contains("dropout"));
+}
+
+/// GPT-2's and Llama 3's kinds of byte-level BPE give the ids the `tokenizers` Python package
+/// gave (scripts/make_bytelevel_fixture.py), through edo's own tokenizer.
+#[test]
+fn byte_level_tokenizers_give_the_python_packages_ids() {
+    let fixture = dir("bytelevel_bpe");
+    let expected: serde_json::Value = serde_json::from_slice(&std::fs::read(format!("{fixture}/expected.json")).unwrap()).unwrap();
+    let texts: Vec<&str> = expected["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let table = std::fs::read(format!("{fixture}/model.safetensors")).unwrap();
+    for (file, key) in [("tokenizer.json", "gpt2"), ("tokenizer_llama3.json", "llama3")] {
+        let tokenizer = std::fs::read(format!("{fixture}/{file}")).unwrap();
+        assert_eq!(StaticModel::own_tokenizer_refusal(&tokenizer), None, "{file}");
+        let model = StaticModel::from_wordllama(&tokenizer, &table, None).unwrap();
+        let want: Vec<Vec<u32>> = serde_json::from_value(expected[key].clone()).unwrap();
+        assert_eq!(model.tokenize(&texts).unwrap(), want, "{file}");
+    }
 }
 
 /// The pieces of a tokenizer.json's vocabulary (a map, or Unigram's list of pieces and scores).

@@ -38,6 +38,8 @@ use crate::{Bounds, Error};
 
 mod file;
 mod pipeline;
+mod split_regex;
+mod unicode_classes;
 mod wordpiece;
 
 use pipeline::Pipeline;

@@ -10,14 +10,18 @@
 //! - normalizers: `BertNormalizer`, `Prepend`, `Replace` (a string pattern), `NFC`, `NFD`,
 //!   `NFKC`, `NFKD`, `Lowercase`, `Strip`, `StripAccents`, `Precompiled` (SentencePiece's
 //!   charsmap), and `Sequence`s of them;
-//! - pre-tokenizers: `BertPreTokenizer`, `Metaspace`, `WhitespaceSplit`, and `Sequence`s of them;
+//! - pre-tokenizers: `BertPreTokenizer`, `Metaspace`, `WhitespaceSplit`, `ByteLevel` (GPT-2's
+//!   split and byte alphabet), `Split` (a string, or a regex of the syntax [`super::split_regex`]
+//!   runs: GPT-2's, Llama 3's, Qwen's patterns; every behaviour, inverted or not), and `Sequence`s;
 //! - models: `WordPiece`, `BPE` (byte fallback, unknown-token fusing, subword prefix and word
 //!   suffix, `ignore_merges`; no dropout), `Unigram` (SentencePiece's Viterbi, byte fallback),
 //!   `WordLevel`.
 //!
-//! Anything else (a regex `Split`, `ByteLevel`, BPE dropout, an added token matched as a single
-//! word, …) is refused by name: natively the model then tokenizes with `tokenizers`; in a browser
-//! build loading it fails with [`Error::TokenizerPart`](crate::Error::TokenizerPart).
+//! - added tokens with `single_word`, `lstrip`, `rstrip` and `normalized`.
+//!
+//! Anything else (a regex beyond that syntax, BPE dropout, a `ByteLevel` normalizer, …) is refused
+//! by name: natively the model then tokenizes with `tokenizers`; in a browser build loading it
+//! fails with [`Error::TokenizerPart`](crate::Error::TokenizerPart).
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -25,6 +29,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use unicode_normalization_alignments::UnicodeNormalization;
 
+use super::split_regex::{is_word_char, Regex};
 use super::wordpiece::{bert_words, new_cache_id, BertNormalizer, Pieces, Scratch, Trie};
 
 /// A tokenizer.json, read into the parts edo runs (see the module docs).
@@ -93,9 +98,59 @@ enum PrependScheme {
 #[derive(Clone, Debug)]
 enum PreTokenizer {
     Bert,
-    Metaspace { replacement: char, prepend: PrependScheme, split: bool },
+    Metaspace {
+        replacement: char,
+        prepend: PrependScheme,
+        split: bool,
+    },
     WhitespaceSplit,
+    /// GPT-2's byte-level step: a space before a piece that has none (`add_prefix_space`), the
+    /// piece split by GPT-2's regex (`use_regex`), then each byte of each part read as one of the
+    /// 256 characters of [`BYTE_CHARS`] (the BPE vocabulary's alphabet).
+    ByteLevel {
+        add_prefix_space: bool,
+        regex: Option<Arc<Regex>>,
+    },
+    /// Splits at the matches of a pattern (`None`: an empty string, which never matches), kept
+    /// as `behavior` says; `invert` swaps the matches and what lies between them.
+    Split {
+        regex: Option<Arc<Regex>>,
+        behavior: Behavior,
+        invert: bool,
+    },
 }
+
+/// What `Split` does with a match (`tokenizers`' `SplitDelimiterBehavior`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Behavior {
+    Removed,
+    Isolated,
+    MergedWithPrevious,
+    MergedWithNext,
+    Contiguous,
+}
+
+/// GPT-2's pre-tokenization regex (`tokenizers`' `ByteLevel` with `use_regex`).
+const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+/// GPT-2's byte alphabet: each byte as a printable character (`tokenizers`' `bytes_char`): the
+/// printable bytes of Latin-1 as themselves, the others as U+0100 onwards in byte order.
+const BYTE_CHARS: [char; 256] = {
+    let mut out = ['\0'; 256];
+    let mut n = 0;
+    let mut b = 0;
+    while b < 256 {
+        let printable = (b >= b'!' as usize && b <= b'~' as usize) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        out[b] = if printable {
+            char::from_u32(b as u32).expect("a Latin-1 character")
+        } else {
+            n += 1;
+            char::from_u32(255 + n).expect("U+0100 onwards")
+        };
+        b += 1;
+    }
+    out
+};
 
 #[derive(Clone, Debug)]
 enum Model {
@@ -252,9 +307,6 @@ impl Pipeline {
         let mut next = model_size;
         let mut seen = FxHashMap::default();
         for t in json.added_tokens.into_iter().filter(|t| !t.content.is_empty()) {
-            if t.single_word {
-                return unsupported(format!("an added token matched as a single word ({:?})", t.content));
-            }
             if seen.insert(t.content.clone(), ()).is_some() {
                 return unsupported(format!("an added token listed twice ({:?})", t.content));
             }
@@ -266,7 +318,7 @@ impl Pipeline {
                     next - 1
                 }
             };
-            let token = AddedToken { id, lstrip: t.lstrip, rstrip: t.rstrip };
+            let token = AddedToken { id, lstrip: t.lstrip, rstrip: t.rstrip, single_word: t.single_word };
             if t.normalized {
                 let mut content = String::new();
                 pipeline.normalize(&t.content, &mut content, &mut Scratch::default(), &mut String::new());
@@ -424,6 +476,36 @@ impl Pipeline {
                 };
                 buffers.metaspace = s;
             }
+            PreTokenizer::ByteLevel { add_prefix_space, regex } => {
+                let mut s = std::mem::take(&mut buffers.byte_level);
+                s.clear();
+                if *add_prefix_space && !text.starts_with(' ') {
+                    s.push(' ');
+                }
+                s.push_str(text);
+                let mut parts = Vec::new();
+                match regex {
+                    Some(r) => split_parts(Some(r), Behavior::Isolated, false, &s, &mut parts),
+                    None => parts.push((0, s.len())),
+                }
+                let mut mapped = String::new();
+                for &(a, b) in &parts {
+                    mapped.clear();
+                    mapped.extend(s.as_bytes()[a..b].iter().map(|&byte| BYTE_CHARS[byte as usize]));
+                    result = self.pre_tokenize(&mapped, first && a == 0, k + 1, buffers, ids);
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                buffers.byte_level = s;
+            }
+            PreTokenizer::Split { regex, behavior, invert } => {
+                let mut parts = Vec::new();
+                split_parts(regex.as_deref(), *behavior, *invert, text, &mut parts);
+                for (a, b) in parts {
+                    self.pre_tokenize(&text[a..b], first && a == 0, k + 1, buffers, ids)?;
+                }
+            }
         }
         result
     }
@@ -446,6 +528,8 @@ pub(crate) struct Buffers {
     best: Vec<(f64, u32, u32)>,
     /// Metaspace's text with its replacements.
     metaspace: String,
+    /// ByteLevel's text with its prefix space.
+    byte_level: String,
     /// A Unigram word's best path, as spans.
     spans: Vec<(usize, usize, u32)>,
 }
@@ -607,9 +691,78 @@ fn pre_tokenizer(p: &serde_json::Value, out: &mut Vec<PreTokenizer>) -> Result<(
             };
             PreTokenizer::Metaspace { replacement, prepend, split: p["split"].as_bool().unwrap_or(true) }
         }
+        "ByteLevel" => {
+            let regex = match p["use_regex"].as_bool().unwrap_or(true) {
+                true => Some(Arc::new(Regex::new(GPT2_PATTERN).expect("GPT-2's pattern compiles"))),
+                false => None,
+            };
+            PreTokenizer::ByteLevel { add_prefix_space: p["add_prefix_space"].as_bool().unwrap_or(true), regex }
+        }
+        "Split" => {
+            let regex = match (p["pattern"]["Regex"].as_str(), p["pattern"]["String"].as_str()) {
+                (Some(pattern), None) => Some(Regex::new(pattern).or_else(unsupported)?),
+                (None, Some("")) => None,
+                (None, Some(literal)) => Some(Regex::literal(literal)),
+                _ => return bad("a Split pre-tokenizer whose pattern is neither a Regex nor a String"),
+            };
+            let behavior = match p["behavior"].as_str() {
+                Some("Removed") => Behavior::Removed,
+                Some("Isolated") => Behavior::Isolated,
+                Some("MergedWithPrevious") => Behavior::MergedWithPrevious,
+                Some("MergedWithNext") => Behavior::MergedWithNext,
+                Some("Contiguous") => Behavior::Contiguous,
+                other => return bad(format!("a Split behavior {other:?}")),
+            };
+            PreTokenizer::Split { regex: regex.map(Arc::new), behavior, invert: p["invert"].as_bool().unwrap_or(false) }
+        }
         other => return unsupported(format!("the pre-tokenizer {other:?}")),
     });
     Ok(())
+}
+
+/// The parts of `text` a `Split` keeps, in order (`tokenizers`' `Pattern::find_matches` then
+/// `NormalizedString::split`): the matches and what lies between them, each flagged, merged or
+/// dropped as `behavior` says; empty parts left out.
+fn split_parts(regex: Option<&Regex>, behavior: Behavior, invert: bool, text: &str, parts: &mut Vec<(usize, usize)>) {
+    let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+    let mut prev = 0;
+    for (a, b) in regex.into_iter().flat_map(|r| r.find_iter(text)) {
+        if prev != a {
+            spans.push((prev, a, invert));
+        }
+        spans.push((a, b, !invert));
+        prev = b;
+    }
+    if prev != text.len() {
+        spans.push((prev, text.len(), invert));
+    }
+    parts.clear();
+    let mut previous_match = false;
+    match behavior {
+        Behavior::Isolated => parts.extend(spans.iter().map(|&(a, b, _)| (a, b))),
+        Behavior::Removed => parts.extend(spans.iter().filter(|s| !s.2).map(|&(a, b, _)| (a, b))),
+        Behavior::Contiguous | Behavior::MergedWithPrevious => {
+            for &(a, b, is_match) in &spans {
+                let merge = if behavior == Behavior::Contiguous { is_match == previous_match } else { is_match && !previous_match };
+                match parts.last_mut() {
+                    Some(last) if merge => last.1 = b,
+                    _ => parts.push((a, b)),
+                }
+                previous_match = is_match;
+            }
+        }
+        Behavior::MergedWithNext => {
+            for &(a, b, is_match) in spans.iter().rev() {
+                match parts.last_mut() {
+                    Some(last) if is_match && !previous_match => last.0 = a,
+                    _ => parts.push((a, b)),
+                }
+                previous_match = is_match;
+            }
+            parts.reverse();
+        }
+    }
+    parts.retain(|&(a, b)| a < b);
 }
 
 /// The model of a tokenizer.json, its vocabulary (shared with the model), and its unknown token (by
@@ -688,6 +841,8 @@ struct AddedToken {
     id: u32,
     lstrip: bool,
     rstrip: bool,
+    /// Matched only with no word character (`\w`) on either side.
+    single_word: bool,
 }
 
 impl Added {
@@ -726,6 +881,12 @@ impl Added {
                 continue;
             };
             let (mut start, mut stop) = (i, i + content.len());
+            // A single-word token inside a word is passed over, as `tokenizers`' automaton does
+            // (scanning on after it).
+            if token.single_word && (text[..start].chars().next_back().is_some_and(is_word_char) || text[stop..].chars().next().is_some_and(is_word_char)) {
+                i = stop;
+                continue;
+            }
             if token.lstrip {
                 // The spaces before it, not those a previous token took.
                 start = done.max(text[..start].trim_end_matches(char::is_whitespace).len());

@@ -391,6 +391,17 @@ test('models by name on a hub: model2vec and sentence-transformers layouts, a re
   assert.equal(await edo.modelCache.delete('acme/st-unigram', { host, cache: store }), 4);
 });
 
+test("byte-level BPE tokenizers (GPT-2's, Llama 3's) give the ids HF tokenizers gives", async () => {
+  const dir = path.join(MODELS, 'bytelevel_bpe');
+  const file = (name) => new Uint8Array(readFileSync(path.join(dir, name)));
+  const want = JSON.parse(readFileSync(path.join(dir, 'expected.json'), 'utf8'));
+  for (const [tokenizer, key] of [['tokenizer.json', 'gpt2'], ['tokenizer_llama3.json', 'llama3']]) {
+    const model = await edo.modelFromFiles({ config: file('config.json'), tokenizer: file(tokenizer), model: file('model.safetensors') });
+    for (const [i, t] of want.texts.entries()) assert.deepEqual([...(await model.tokenize(t))], want[key][i], `${key}: ${JSON.stringify(t)}`);
+    model.dispose();
+  }
+});
+
 test('an .edo model file from a URL, on an engine, with a search index', async () => {
   const folder = await edo.loadModel(`${base}/wordpiece/`, { cache: false });
   const bytes = await (await folder.quantize('int8')).toBytes();
