@@ -321,7 +321,7 @@ pub enum Error {
     /// (native builds run it through HF `tokenizers`; browser builds leave that crate out).
     #[error("a tokenizer.json with {part}: edo's own tokenizer, the only one in browser builds, does not run it (native builds do, through HF tokenizers)")]
     TokenizerPart {
-        /// The part, named (`the pre-tokenizer "ByteLevel"`, `BPE dropout`, …).
+        /// The part, named (`the pre-tokenizer "Punctuation"`, `BPE dropout`, …).
         part: String,
     },
     /// A token that is not in the table's vocabulary.
