@@ -8,7 +8,9 @@
 # edo command's files and vectors there against x86-64's (scripts/aarch64_check.sh), where
 # qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
 # failure), edo without its GPU path for WASI and edo-wasi under wasmtime against the native
-# program (scripts/wasi_check.sh), and the browser tests (headless Chromium;
+# program (scripts/wasi_check.sh), the Python wheel in a fresh virtual environment
+# (scripts/test-python.sh: pytest and mypy; PyPI's packages, EDO_REQUIRE_PYTHON=1 makes their
+# absence a failure), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
 # threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
@@ -84,6 +86,16 @@ status=0
 ./scripts/wasi_check.sh || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WASI:-}" != "1" ]; then
     echo "SKIPPED: WASI run (PyPI's wasmtime could not be installed; EDO_REQUIRE_WASI=1 makes this a failure)"
+elif [ "$status" != 0 ]; then
+    exit "$status"
+fi
+
+echo "== Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
+cargo clippy -p edo-python --all-targets --quiet -- -D warnings
+status=0
+./scripts/test-python.sh || status=$?
+if [ "$status" = 3 ] && [ "${EDO_REQUIRE_PYTHON:-}" != "1" ]; then
+    echo "SKIPPED: the Python package (PyPI's maturin, numpy, pytest or mypy could not be installed; EDO_REQUIRE_PYTHON=1 makes this a failure)"
 elif [ "$status" != 0 ]; then
     exit "$status"
 fi

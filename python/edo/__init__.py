@@ -1,0 +1,368 @@
+"""edo: compressed embedding tables, EmbeddingBag, binary search and static models, on the CPU
+path or a GPU (wgpu: Vulkan, Metal, DX12), with numpy in and out.
+
+    import numpy as np, edo
+    table = edo.quantize(np.random.rand(100_000, 128).astype(np.float32), "int8")  # ~1/4 the bytes
+    rows = table.gather([3, 14, 15])                       # (3, 128) float32
+    pooled = table.bag(indices, offsets, mode="mean")      # torch.nn.EmbeddingBag's conventions
+    model = edo.StaticModel.from_pretrained("potion-base-8M/")   # a model2vec folder
+    vectors = model.encode(["the quick brown fox"])        # (1, dim), model2vec's vectors
+
+Every lookup and encode releases the GIL; tables and models may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _edo
+from ._edo import EdoError, __version__
+
+__all__ = [
+    "BinaryCodes",
+    "EdoError",
+    "Engine",
+    "FORMATS",
+    "GpuTable",
+    "StaticModel",
+    "Table",
+    "__version__",
+    "binary_codes",
+    "load",
+    "quantize",
+]
+
+#: The formats a table can be stored in (``Table.format``).
+FORMATS = (
+    "fp32", "fp16", "int8", "int4", "binary", "binary+scale", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+    "int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_g64", "int8_g128", "q4_k", "q6_k",
+    "fp8_e4m3", "fp8_e5m2", "int4_zp32", "int4_zp64", "int4_zp128", "int8_zp32", "int8_zp64", "int8_zp128",
+)
+
+PathLike = Union[str, "os.PathLike[str]"]
+_MODES = ("sum", "mean", "max")
+
+
+def _values(array: ArrayLike, name: str = "values") -> NDArray[np.float32]:
+    """A 2-D float array as C-contiguous float32: the array itself when it is one already (no
+    copy), else converted (float16, float64, Fortran order, strided views)."""
+    a = np.asarray(array)
+    if a.dtype.kind != "f":
+        raise TypeError(f"{name} must be an array of floats (got dtype {a.dtype})")
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, rows × dim (got shape {a.shape})")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _ids(ids: ArrayLike, name: str) -> NDArray[np.uint32]:
+    """Integer ids (any integer dtype, or a list) as contiguous uint32, checked: a negative id or
+    one past 2³²−1 is a ValueError, never wrapped round."""
+    a = np.asarray(ids)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)  # np.asarray([]) is float64: an empty list of ids
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers (got dtype {a.dtype})")
+    if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise ValueError(f"{name} holds {bad}: ids are integers from 0 to 4294967295")
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.uint32)
+
+
+def _bag_args(
+    indices: ArrayLike,
+    offsets: Optional[ArrayLike],
+    mode: str,
+    per_sample_weights: Optional[ArrayLike],
+    include_last_offset: bool,
+) -> Tuple[NDArray[np.uint32], NDArray[np.uint32], Optional[NDArray[np.float32]]]:
+    """PyTorch's EmbeddingBag arguments as edo takes them: 2-D indices (B, N) are B bags of N
+    with no offsets; 1-D indices need offsets, one start per bag (or with the end too when
+    include_last_offset)."""
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
+    idx = np.asarray(indices)
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("offsets must be None when indices is 2-D (B, N): each row is a bag")
+        b, n = idx.shape
+        offs = np.arange(0, b * n + (n if include_last_offset else 0), n if n else 1, dtype=np.uint32)[: b + include_last_offset]
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets is required when indices is 1-D (PyTorch's convention)")
+        o = np.asarray(offsets)
+        if o.ndim != 1:
+            raise ValueError(f"offsets must be 1-D (got shape {o.shape})")
+        offs = _ids(o, "offsets")
+    else:
+        raise ValueError(f"indices must be 1-D (with offsets) or 2-D (got shape {idx.shape})")
+    weights = None
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"per_sample_weights needs mode='sum' (got {mode!r}), as in PyTorch")
+        w = np.asarray(per_sample_weights)
+        if w.shape != idx.shape:
+            raise ValueError(f"per_sample_weights must have the shape of indices {idx.shape} (got {w.shape})")
+        weights = np.ascontiguousarray(w.reshape(-1), dtype=np.float32)
+    return _ids(idx, "indices"), offs, weights
+
+
+def _as(rows: NDArray[np.float32], dtype: object) -> NDArray[np.floating]:
+    d = np.dtype(dtype)  # type: ignore[call-overload]
+    if d == np.float32:
+        return rows
+    if d == np.float16:
+        return rows.astype(np.float16)
+    raise ValueError(f"dtype must be float32 or float16 (got {d})")
+
+
+class Table:
+    """A table of ``rows × dim`` values stored compressed (``format``) in host memory."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, raw: _edo.Table) -> None:
+        self._t = raw
+
+    @property
+    def format(self) -> str:
+        """The storage format (one of ``FORMATS``)."""
+        return self._t.format
+
+    @property
+    def rows(self) -> int:
+        return self._t.rows
+
+    @property
+    def dim(self) -> int:
+        return self._t.dim
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return (self._t.rows, self._t.dim)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed rows (and their scales)."""
+        return self._t.nbytes
+
+    def gather(self, ids: ArrayLike, dtype: object = np.float32) -> NDArray[np.floating]:
+        """The rows of ``ids`` decoded, shaped ``ids.shape + (dim,)`` (as ``nn.Embedding``);
+        float32, or float16 (rounded to nearest even). An id out of range is an IndexError."""
+        shape = np.shape(ids)
+        rows = self._t.gather(_ids(ids, "ids"))
+        return _as(rows.reshape(*shape, self.dim), dtype)
+
+    def bag(
+        self,
+        indices: ArrayLike,
+        offsets: Optional[ArrayLike] = None,
+        mode: str = "sum",
+        per_sample_weights: Optional[ArrayLike] = None,
+        include_last_offset: bool = False,
+        dtype: object = np.float32,
+    ) -> NDArray[np.floating]:
+        """EmbeddingBag with ``torch.nn.functional.embedding_bag``'s conventions: ``(bags, dim)``.
+        An empty bag is a zero row."""
+        i, o, w = _bag_args(indices, offsets, mode, per_sample_weights, include_last_offset)
+        return _as(self._t.bag(i, o, mode, w, include_last_offset), dtype)
+
+    def dequantize(self) -> NDArray[np.float32]:
+        """Every row decoded: ``(rows, dim)`` float32."""
+        return self._t.dequantize()
+
+    def quantize(self, format: str) -> "Table":
+        """The same rows in another format."""
+        return Table(self._t.quantize(format))
+
+    def save(self, path: PathLike) -> None:
+        """Writes an ``.edo`` file (``edo.load`` and the ``edo`` command read it)."""
+        self._t.save(os.fspath(path))
+
+    def to(self, engine: "Engine") -> "GpuTable":
+        """The table uploaded to ``engine``'s GPU."""
+        return GpuTable(self._t.to(engine._e), self.dim)
+
+    def __repr__(self) -> str:
+        return f"edo.Table(rows={self.rows}, dim={self.dim}, format={self.format!r}, nbytes={self.nbytes})"
+
+
+def quantize(array: ArrayLike, format: str = "int8") -> Table:
+    """A table of a 2-D float array (float32 is used as it is; float16, float64 and
+    non-contiguous arrays are converted) in ``format``. NaN or infinite values are a ValueError."""
+    return Table(_edo.quantize(_values(array), format))
+
+
+def load(path: PathLike, format: Optional[str] = None, *, tensor: Optional[str] = None, layout: str = "dense") -> Table:
+    """A table from a file: ``.edo`` (as stored, or re-quantised to ``format``); safetensors,
+    ``.npy``, GGUF or word2vec text, quantised to ``format`` (default fp32; ``tensor`` picks one
+    of a file's tensors); FBGEMM's fused 8-bit or 4-bit rows with ``layout='fbgemm8'|'fbgemm4'``."""
+    return Table(_edo.load(os.fspath(path), format, tensor, layout))
+
+
+class BinaryCodes:
+    """One bit per value of each row, for Hamming search with rescoring."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, raw: _edo.Codes) -> None:
+        self._c = raw
+
+    @property
+    def rows(self) -> int:
+        return self._c.rows
+
+    @property
+    def dim(self) -> int:
+        return self._c.dim
+
+    @property
+    def transform(self) -> Optional[str]:
+        """'centered', 'itq', or None (plain signs)."""
+        return self._c.transform
+
+    @property
+    def nbytes(self) -> int:
+        return self._c.nbytes
+
+    def search(
+        self, queries: ArrayLike, k: int, rescore: Optional[Table] = None, multiplier: int = 10
+    ) -> Tuple[NDArray[np.int64], NDArray[np.float32]]:
+        """The best ``k`` rows for each query (``(n, dim)``, or one ``(dim,)`` query): the Hamming
+        top ``k × multiplier`` rescored by dot product with ``rescore`` (a table of the same rows,
+        INT8 say), or ordered by the asymmetric score against the codes. Returns ``(ids,
+        scores)``, each ``(n, min(k, rows))`` (1-D for one query), best first."""
+        q = np.asarray(queries)
+        one = q.ndim == 1
+        ids, scores = self._c.search(_values(q.reshape(1, -1) if one else q, "queries"), int(k), rescore._t if rescore else None, int(multiplier))
+        ids64 = ids.astype(np.int64)
+        return (ids64[0], scores[0]) if one else (ids64, scores)
+
+
+def binary_codes(array: ArrayLike, transform: Optional[str] = "itq", iterations: int = 50) -> BinaryCodes:
+    """Binary codes of the rows of a 2-D float array: ITQ-rotated (default: more neighbours
+    kept), centred, or plain signs (``transform=None``)."""
+    return BinaryCodes(_edo.binary_codes(_values(array), transform, iterations))
+
+
+class StaticModel:
+    """A static embedding model — model2vec's, sentence-transformers' StaticEmbedding, or an
+    ``.edo`` model file — with model2vec's ``encode``."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, raw: _edo.Model) -> None:
+        self._m = raw
+
+    @classmethod
+    def from_pretrained(cls, path: PathLike) -> "StaticModel":
+        """A model folder on disk (model2vec's ``config.json``/``tokenizer.json``/
+        ``model.safetensors``, or a sentence-transformers folder), or an ``.edo`` model file."""
+        return cls(_edo.Model.open(os.fspath(path)))
+
+    @property
+    def dim(self) -> int:
+        return self._m.dim
+
+    @property
+    def normalize(self) -> bool:
+        return self._m.normalize
+
+    @property
+    def format(self) -> str:
+        return self._m.format
+
+    def encode(
+        self, sentences: Union[str, Sequence[str]], normalize: Optional[bool] = None, batch_size: int = 1024
+    ) -> NDArray[np.float32]:
+        """Sentence vectors: ``(len(sentences), dim)`` float32, or ``(dim,)`` for one string (as
+        model2vec); ``normalize`` overrides the model's setting."""
+        one = isinstance(sentences, str)
+        texts: list[str] = [sentences] if isinstance(sentences, str) else list(sentences)
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("sentences must be a string or a sequence of strings")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1 (got {batch_size})")
+        parts = [self._m.encode(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)]
+        out = np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
+        return out[0] if one else out
+
+    def tokenize(self, text: str) -> list[int]:
+        """The token ids of ``text`` that count (after the model's cut and unknown tokens)."""
+        return list(self._m.tokenize(text))
+
+    def quantize(self, format: str) -> "StaticModel":
+        """The same model with its table in another format ('int8' keeps the vectors within ~1e-2)."""
+        return StaticModel(self._m.quantize(format))
+
+    def save(self, path: PathLike) -> None:
+        """Writes one ``.edo`` model file (table, tokenizer and settings)."""
+        self._m.save(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"edo.StaticModel(dim={self.dim}, format={self.format!r}, normalize={self.normalize})"
+
+
+class Engine:
+    """A GPU through wgpu (Vulkan, Metal, DX12). Creating one without an adapter is an EdoError;
+    ``Engine.available()`` asks first."""
+
+    __slots__ = ("_e",)
+    _available: Optional[bool] = None
+
+    def __init__(self) -> None:
+        self._e = _edo.Engine()
+
+    @staticmethod
+    def available() -> bool:
+        """Whether an engine can be made here (tried once, remembered)."""
+        if Engine._available is None:
+            try:
+                _edo.Engine()
+                Engine._available = True
+            except EdoError:
+                Engine._available = False
+        return Engine._available
+
+    @property
+    def adapter(self) -> str:
+        """The adapter, in words ("NVIDIA H200 (Vulkan, DiscreteGpu, …)")."""
+        return self._e.adapter
+
+    def __repr__(self) -> str:
+        return f"edo.Engine({self.adapter!r})"
+
+
+class GpuTable:
+    """A table resident on an engine's GPU: the same lookups as ``Table``, run there."""
+
+    __slots__ = ("_g", "_dim")
+
+    def __init__(self, raw: _edo.GpuTable, dim: int) -> None:
+        self._g = raw
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def gather(self, ids: ArrayLike, dtype: object = np.float32) -> NDArray[np.floating]:
+        """``Table.gather`` on the GPU."""
+        shape = np.shape(ids)
+        return _as(self._g.gather(_ids(ids, "ids")).reshape(*shape, self._dim), dtype)
+
+    def bag(
+        self,
+        indices: ArrayLike,
+        offsets: Optional[ArrayLike] = None,
+        mode: str = "sum",
+        per_sample_weights: Optional[ArrayLike] = None,
+        include_last_offset: bool = False,
+        dtype: object = np.float32,
+    ) -> NDArray[np.floating]:
+        """``Table.bag`` on the GPU."""
+        i, o, w = _bag_args(indices, offsets, mode, per_sample_weights, include_last_offset)
+        return _as(self._g.bag(i, o, mode, w, include_last_offset), dtype)

@@ -1,0 +1,378 @@
+//! edo for Python (the `edo._edo` extension module): tables, lookups, binary codes, static models
+//! and the GPU engine over numpy arrays. The Python package (`python/edo/__init__.py`) checks and
+//! converts arguments (dtypes, orders, PyTorch's conventions) and documents the API; this module
+//! takes contiguous arrays of the exact dtypes and releases the GIL for every lookup and encode.
+
+use std::path::PathBuf;
+
+use edo::file::import::{self, FileLayout};
+use edo::file::TableFile;
+use edo::format::{Format, PackedTable};
+use edo::gpu::GpuLookup;
+use edo::model::StaticModel;
+use edo::search::{CodeTransform, ItqOptions};
+use edo::{Bags, Bounds, HostRows, Pooling, Request};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
+use pyo3::prelude::*;
+
+create_exception!(_edo, EdoError, PyException, "An error edo reports: a bad file, an unsupported part, a device lost, …");
+
+/// edo's errors as Python exceptions: ids out of range are `IndexError`s, bad arguments
+/// `ValueError`s, the rest `EdoError`s; each message is edo's own.
+fn err(e: impl Into<edo::Error>) -> PyErr {
+    use edo::Error as E;
+    let e = e.into();
+    let message = e.to_string();
+    match e {
+        E::IdOutOfRange { .. } => PyIndexError::new_err(message),
+        E::ShapeMismatch { .. } | E::NonFinite { .. } | E::ZeroDim | E::OutOfRange { .. } | E::BadOffsets { .. } | E::NonFiniteWeight { .. } => {
+            PyValueError::new_err(message)
+        }
+        _ => EdoError::new_err(message),
+    }
+}
+
+fn format_of(name: &str) -> PyResult<Format> {
+    Format::from_name(name).ok_or_else(|| PyValueError::new_err(format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
+}
+
+fn pooling_of(mode: &str) -> PyResult<Pooling> {
+    match mode {
+        "sum" => Ok(Pooling::Sum),
+        "mean" => Ok(Pooling::Mean),
+        "max" => Ok(Pooling::Max),
+        _ => Err(PyValueError::new_err(format!("mode must be 'sum', 'mean' or 'max' (got {mode:?})"))),
+    }
+}
+
+fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
+    a.as_slice().map_err(|_| PyValueError::new_err(format!("{what} must be contiguous")))
+}
+
+/// A packed table in host memory.
+#[pyclass(module = "edo._edo", frozen)]
+struct Table {
+    inner: PackedTable,
+}
+
+#[pymethods]
+impl Table {
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.inner.format().name()
+    }
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.inner.bytes()
+    }
+
+    /// Rows of `ids` (uint32, contiguous) into a new `(n, dim)` float32 array.
+    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let ids = slice(&ids, "ids")?;
+        let out = PyArray2::<f32>::zeros(py, [ids.len(), self.inner.dim()], false);
+        {
+            let mut write = out.readwrite();
+            let dst = write.as_slice_mut().expect("a new array is contiguous");
+            py.detach(|| edo::cpu::gather_into(&self.inner, ids, Bounds::Error, dst)).map_err(err)?;
+        }
+        Ok(out)
+    }
+
+    /// EmbeddingBag over uint32 `indices` and PyTorch's `offsets` (uint32, one start per bag, or
+    /// with the end too when `include_last_offset`): a new `(bags, dim)` float32 array.
+    #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
+    fn bag<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'py, u32>,
+        offsets: PyReadonlyArray1<'py, u32>,
+        mode: &str,
+        per_sample_weights: Option<PyReadonlyArray1<'py, f32>>,
+        include_last_offset: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let pooling = pooling_of(mode)?;
+        let (indices, offsets) = (slice(&indices, "indices")?, slice(&offsets, "offsets")?);
+        let weights = match &per_sample_weights {
+            Some(w) => Some(slice(w, "per_sample_weights")?),
+            None => None,
+        };
+        let bags = Bags { indices, offsets, include_last_offset, per_sample_weights: weights };
+        let values = py.detach(|| edo::cpu::embedding_bag(&self.inner, &bags, pooling, Bounds::Error)).map_err(err)?;
+        let n = values.len() / self.inner.dim().max(1);
+        PyArray1::from_vec(py, values).reshape([n, self.inner.dim()])
+    }
+
+    /// Every row decoded: a new `(rows, dim)` float32 array.
+    fn dequantize<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let values = py.detach(|| self.inner.dequantize());
+        PyArray1::from_vec(py, values).reshape([self.inner.rows(), self.inner.dim()])
+    }
+
+    /// The same rows in another format.
+    fn quantize(&self, py: Python<'_>, format: &str) -> PyResult<Table> {
+        let format = format_of(format)?;
+        let values = py.detach(|| self.inner.dequantize());
+        Ok(Table { inner: py.detach(|| PackedTable::quantize(format, &values, self.inner.rows(), self.inner.dim())).map_err(err)? })
+    }
+
+    /// Writes the table as an `.edo` file.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| TableFile::new(self.inner.clone()).write(&path)).map_err(err)
+    }
+
+    /// The table resident on `engine`'s GPU.
+    fn to(&self, py: Python<'_>, engine: &Engine) -> PyResult<GpuTable> {
+        let inner = py.detach(|| edo::block_on(edo::gpu::GpuTable::upload(&engine.inner, &self.inner))).map_err(err)?;
+        Ok(GpuTable { inner, dim: self.inner.dim() })
+    }
+}
+
+/// Quantises a C-contiguous `(rows, dim)` float32 array to `format`.
+#[pyfunction]
+fn quantize(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, format: &str) -> PyResult<Table> {
+    let format = format_of(format)?;
+    let [rows, dim] = [values.shape()[0], values.shape()[1]];
+    let data = values.as_slice().map_err(|_| PyValueError::new_err("values must be C-contiguous"))?;
+    Ok(Table { inner: py.detach(|| PackedTable::quantize(format, data, rows, dim)).map_err(err)? })
+}
+
+/// A table from a file: `.edo` as it is; safetensors, `.npy`, GGUF, word2vec text as `format`
+/// (their floats quantised) or as stored (FBGEMM's fused rows with `layout`).
+#[pyfunction]
+#[pyo3(signature = (path, format=None, tensor=None, layout="dense"))]
+fn load(py: Python<'_>, path: PathBuf, format: Option<&str>, tensor: Option<&str>, layout: &str) -> PyResult<Table> {
+    let format = format.map(format_of).transpose()?;
+    let layout = match layout {
+        "dense" => FileLayout::Dense,
+        "fbgemm8" => FileLayout::Fbgemm8,
+        "fbgemm4" => FileLayout::Fbgemm4 { dim: None },
+        other => return Err(PyValueError::new_err(format!("layout must be 'dense', 'fbgemm8' or 'fbgemm4' (got {other:?})"))),
+    };
+    let inner = py.detach(|| -> Result<PackedTable, edo::Error> {
+        let is_edo = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("edo"));
+        let table = if is_edo {
+            TableFile::open(&path)?.into_table()
+        } else {
+            match import::path(&path, tensor, layout)?.table {
+                import::Table::Dense { data, rows, dim } => return Ok(PackedTable::quantize(format.unwrap_or(Format::F32), &data, rows, dim)?),
+                import::Table::Packed(t) => t,
+            }
+        };
+        match format {
+            Some(f) if f != table.format() => Ok(PackedTable::quantize(f, &table.dequantize(), table.rows(), table.dim())?),
+            _ => Ok(table),
+        }
+    });
+    Ok(Table { inner: inner.map_err(err)? })
+}
+
+/// What a search found: ids and scores, `(queries, k)` each.
+type Found<'py> = (Bound<'py, PyArray2<u32>>, Bound<'py, PyArray2<f32>>);
+
+/// Binary codes of a table's rows, with the transform they went through, for Hamming search.
+#[pyclass(module = "edo._edo", frozen)]
+struct Codes {
+    codes: PackedTable,
+    transform: Option<CodeTransform>,
+}
+
+#[pymethods]
+impl Codes {
+    #[getter]
+    fn rows(&self) -> usize {
+        self.codes.rows()
+    }
+    #[getter]
+    fn dim(&self) -> usize {
+        self.codes.dim()
+    }
+    #[getter]
+    fn transform(&self) -> Option<String> {
+        self.transform.as_ref().map(|t| t.kind().to_string())
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.codes.bytes()
+    }
+
+    /// The top `k` rows of each query (C-contiguous `(n, dim)` float32): Hamming top `k ×
+    /// multiplier` rescored with `rescore` (a table of the same rows), or ordered by the
+    /// asymmetric score against the codes. Returns `(ids, scores)`, `(n, k')` each.
+    #[pyo3(signature = (queries, k, rescore=None, multiplier=10))]
+    fn search<'py>(&self, py: Python<'py>, queries: PyReadonlyArray2<'py, f32>, k: usize, rescore: Option<&Table>, multiplier: usize) -> PyResult<Found<'py>> {
+        let n = queries.shape()[0];
+        let q = queries.as_slice().map_err(|_| PyValueError::new_err("queries must be C-contiguous"))?;
+        let (table, multiplier) = match rescore {
+            Some(t) => (&t.inner, multiplier),
+            None => (&self.codes, 1),
+        };
+        let scored = py.detach(|| edo::search::search_rescored_with(&self.codes, self.transform.as_ref(), q, table, k, multiplier)).map_err(err)?;
+        let k = scored.k;
+        Ok((PyArray1::from_vec(py, scored.ids).reshape([n, k])?, PyArray1::from_vec(py, scored.scores).reshape([n, k])?))
+    }
+}
+
+/// Binary codes of the rows of a C-contiguous `(rows, dim)` float32 array: plain signs
+/// (`transform=None`), centred, or ITQ-rotated.
+#[pyfunction]
+#[pyo3(signature = (values, transform=None, iterations=50))]
+fn binary_codes(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, transform: Option<&str>, iterations: usize) -> PyResult<Codes> {
+    let [rows, dim] = [values.shape()[0], values.shape()[1]];
+    let data = values.as_slice().map_err(|_| PyValueError::new_err("values must be C-contiguous"))?;
+    py.detach(|| -> Result<Codes, PyErr> {
+        let transform = match transform {
+            None => None,
+            Some("centered" | "centred") => Some(CodeTransform::centered(data, dim).map_err(err)?),
+            Some("itq") => Some(CodeTransform::itq(data, dim, &ItqOptions { iterations, ..Default::default() }).map_err(err)?),
+            Some(other) => return Err(PyValueError::new_err(format!("transform must be None, 'centered' or 'itq' (got {other:?})"))),
+        };
+        let codes = match &transform {
+            Some(t) => t.encode(data).map_err(err)?,
+            None => PackedTable::quantize(Format::Binary, data, rows, dim).map_err(err)?,
+        };
+        Ok(Codes { codes, transform })
+    })
+}
+
+/// A static embedding model (model2vec, sentence-transformers' StaticEmbedding, an `.edo` model).
+#[pyclass(module = "edo._edo", frozen)]
+struct Model {
+    inner: StaticModel,
+}
+
+#[pymethods]
+impl Model {
+    /// A model folder (model2vec's or sentence-transformers') or an `.edo` model file.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Model> {
+        Ok(Model { inner: py.detach(|| StaticModel::open(&path)).map_err(err)? })
+    }
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    #[getter]
+    fn normalize(&self) -> bool {
+        self.inner.normalize()
+    }
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.inner.table().format().name()
+    }
+    /// Sentence vectors of `texts`: a new `(len(texts), dim)` float32 array.
+    #[pyo3(signature = (texts, normalize=None))]
+    fn encode<'py>(&self, py: Python<'py>, texts: Vec<String>, normalize: Option<bool>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let values = py
+            .detach(|| match normalize {
+                Some(n) if n != self.inner.normalize() => self.inner.clone().with_normalize(n).encode(&texts),
+                _ => self.inner.encode(&texts),
+            })
+            .map_err(err)?;
+        PyArray1::from_vec(py, values).reshape([texts.len(), self.inner.dim()])
+    }
+    /// The token ids of `text` that count.
+    fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
+        Ok(py.detach(|| self.inner.tokenize(&[text])).map_err(err)?.remove(0))
+    }
+    /// The same model with its table in another format.
+    fn quantize(&self, py: Python<'_>, format: &str) -> PyResult<Model> {
+        let format = format_of(format)?;
+        Ok(Model { inner: py.detach(|| self.inner.quantize(format)).map_err(err)? })
+    }
+    /// Writes the model as one `.edo` model file.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.to_edo().write(&path)).map_err(err)
+    }
+}
+
+/// The GPU (wgpu: Vulkan, Metal, DX12).
+#[pyclass(module = "edo._edo", frozen)]
+struct Engine {
+    inner: edo::Engine,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<Engine> {
+        Ok(Engine { inner: py.detach(|| edo::block_on(edo::Engine::new(Default::default()))).map_err(err)? })
+    }
+    /// The adapter, in words.
+    #[getter]
+    fn adapter(&self) -> String {
+        self.inner.adapter().to_string()
+    }
+}
+
+/// A table resident on an engine's GPU.
+#[pyclass(module = "edo._edo", frozen)]
+struct GpuTable {
+    inner: edo::gpu::GpuTable,
+    dim: usize,
+}
+
+/// Rows read back from the GPU, as f32 (the lookups here ask for f32).
+fn host_f32(rows: Result<HostRows, edo::Error>) -> Result<Vec<f32>, edo::Error> {
+    match rows? {
+        HostRows::F32(v) => Ok(v),
+        HostRows::F16(v) => Ok(v.into_iter().map(f32::from).collect()),
+    }
+}
+
+#[pymethods]
+impl GpuTable {
+    /// Rows of `ids` (uint32, contiguous), gathered on the GPU: a new `(n, dim)` float32 array.
+    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let ids = slice(&ids, "ids")?;
+        let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::gather(ids, Bounds::Error))))).map_err(err)?;
+        PyArray1::from_vec(py, values).reshape([ids.len(), self.dim])
+    }
+    /// EmbeddingBag on the GPU (see `Table.bag`).
+    #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
+    fn bag<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'py, u32>,
+        offsets: PyReadonlyArray1<'py, u32>,
+        mode: &str,
+        per_sample_weights: Option<PyReadonlyArray1<'py, f32>>,
+        include_last_offset: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let pooling = pooling_of(mode)?;
+        let (indices, offsets) = (slice(&indices, "indices")?, slice(&offsets, "offsets")?);
+        let weights = match &per_sample_weights {
+            Some(w) => Some(slice(w, "per_sample_weights")?),
+            None => None,
+        };
+        let bags = Bags { indices, offsets, include_last_offset, per_sample_weights: weights };
+        let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::bag(&bags, pooling, Bounds::Error))))).map_err(err)?;
+        let n = values.len() / self.dim.max(1);
+        PyArray1::from_vec(py, values).reshape([n, self.dim])
+    }
+}
+
+#[pymodule]
+fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("EdoError", m.py().get_type::<EdoError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Table>()?;
+    m.add_class::<Codes>()?;
+    m.add_class::<Model>()?;
+    m.add_class::<Engine>()?;
+    m.add_class::<GpuTable>()?;
+    m.add_function(wrap_pyfunction!(quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(binary_codes, m)?)?;
+    Ok(())
+}

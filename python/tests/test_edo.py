@@ -1,0 +1,286 @@
+"""The edo wheel as a Python user gets it (scripts/test-python.sh installs it into a fresh
+virtual environment and runs these there): tables against numpy, EmbeddingBag against PyTorch's
+conventions written out in numpy, files, binary search, static models against model2vec's and
+sentence-transformers' own vectors (the fixtures' expected.json), the GPU against the CPU path."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import edo
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.path.join(ROOT, "tests", "data", "models")
+RNG = np.random.default_rng(7)
+W = RNG.standard_normal((1000, 40), dtype=np.float32)
+
+
+def embedding_bag(weight, indices, offsets, mode, per_sample_weights=None, include_last_offset=False):
+    """torch.nn.functional.embedding_bag, written out: bag b is indices[offsets[b]:offsets[b+1]]
+    (the last runs to the end, or to the final offset with include_last_offset); an empty bag is
+    a zero row; weights multiply rows (sum only)."""
+    ends = list(offsets[1:]) + ([] if include_last_offset else [len(indices)])
+    starts = list(offsets[:-1]) if include_last_offset else list(offsets)
+    out = np.zeros((len(starts), weight.shape[1]), dtype=np.float64)
+    for b, (s, e) in enumerate(zip(starts, ends)):
+        if e <= s:
+            continue
+        rows = weight[indices[s:e]].astype(np.float64)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights[s:e, None]
+        out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    return out
+
+
+# ---- Tables ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8", "int4", "q8_0", "fp8_e4m3", "binary"])
+def test_gather_equals_the_decoded_rows_and_stays_near_the_values(fmt):
+    t = edo.quantize(W, fmt)
+    assert (t.format, t.rows, t.dim, t.shape) == (fmt, 1000, 40, (1000, 40))
+    full = t.dequantize()
+    ids = RNG.integers(0, 1000, 777)
+    np.testing.assert_array_equal(t.gather(ids), full[ids])
+    bound = {"fp32": 0, "fp16": 2e-3, "int8": 0.02, "int4": 0.35, "q8_0": 0.02, "fp8_e4m3": 0.13}.get(fmt)
+    if bound is not None:
+        assert np.abs(full - W).max() <= bound, fmt
+    else:
+        np.testing.assert_array_equal(np.sign(full), np.where(W > 0, 1, -1))
+    # Memory is the point: INT8 is about a quarter of FP32 (a scale and a bias per row besides).
+    assert t.nbytes <= {"fp32": 160000, "fp16": 80000, "int8": 48000, "int4": 28000}.get(fmt, 160000)
+
+
+def test_values_of_any_float_dtype_and_layout_give_the_same_table():
+    want = edo.quantize(W, "int8").dequantize()
+    for values in (W.astype(np.float64), np.asfortranarray(W), np.repeat(W, 2, axis=1)[:, ::2]):
+        np.testing.assert_array_equal(edo.quantize(values, "int8").dequantize(), want)
+    half = edo.quantize(W.astype(np.float16), "fp32").dequantize()
+    np.testing.assert_array_equal(half, W.astype(np.float16).astype(np.float32))
+
+
+def test_ids_of_any_integer_dtype_and_shape():
+    t = edo.quantize(W, "int8")
+    want = t.gather([1, 2, 3])
+    for ids in (np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int64), np.array([1, 2, 3], np.uint32), np.array([1, 2, 3], np.uint8), (1, 2, 3)):
+        np.testing.assert_array_equal(t.gather(ids), want)
+    assert t.gather(np.arange(12).reshape(3, 4)).shape == (3, 4, 40)
+    assert t.gather([]).shape == (0, 40)
+    g16 = t.gather([1, 2, 3], dtype=np.float16)
+    assert g16.dtype == np.float16
+    np.testing.assert_array_equal(g16, want.astype(np.float16))
+
+
+def test_bad_input_is_a_clear_error_and_changes_nothing():
+    t = edo.quantize(W, "int8")
+    with pytest.raises(IndexError, match="out of range for a table of 1000 rows"):
+        t.gather([0, 1000])
+    with pytest.raises(ValueError, match="ids holds -1"):
+        t.gather([-1])
+    with pytest.raises(TypeError, match="must be integers"):
+        t.gather([1.5])
+    with pytest.raises(ValueError, match="unknown format"):
+        edo.quantize(W, "int9")
+    bad = W.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError):
+        edo.quantize(bad, "int8")
+    with pytest.raises(ValueError, match="2-D"):
+        edo.quantize(W[0], "int8")
+    with pytest.raises(edo.EdoError):
+        edo.load(os.path.join(MODELS, "no such file.npy"))
+    np.testing.assert_array_equal(t.gather([5]), edo.quantize(W, "int8").gather([5]))
+
+
+# ---- EmbeddingBag ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("fmt", ["fp32", "int8", "int4"])
+def test_bags_follow_pytorchs_conventions(mode, fmt):
+    t = edo.quantize(W, fmt)
+    full = t.dequantize()
+    indices = RNG.integers(0, 1000, 300)
+    offsets = np.array([0, 0, 5, 21, 21, 100, 299])  # empty bags among them
+    got = t.bag(indices, offsets, mode=mode)
+    np.testing.assert_allclose(got, embedding_bag(full, indices, offsets, mode), rtol=1e-5, atol=1e-5)
+    # include_last_offset: the final offset ends the last bag (FBGEMM's layout).
+    last = np.append(offsets, 300)  # the number of indices (CSR), as PyTorch documents it
+    np.testing.assert_allclose(t.bag(indices, last, mode=mode, include_last_offset=True), embedding_bag(full, indices, last, mode, include_last_offset=True), rtol=1e-5, atol=1e-5)
+    # 2-D indices: B bags of N, no offsets.
+    two = indices[:280].reshape(20, 14)
+    np.testing.assert_allclose(t.bag(two, mode=mode), embedding_bag(full, two.reshape(-1), np.arange(0, 280, 14), mode), rtol=1e-5, atol=1e-5)
+
+
+def test_weighted_bags_and_their_errors():
+    t = edo.quantize(W, "fp32")
+    indices = RNG.integers(0, 1000, 64)
+    offsets = np.arange(0, 64, 8)
+    weights = RNG.random(64).astype(np.float32)
+    np.testing.assert_allclose(t.bag(indices, offsets, per_sample_weights=weights), embedding_bag(W, indices, offsets, "sum", weights), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="mode='sum'"):
+        t.bag(indices, offsets, mode="mean", per_sample_weights=weights)
+    with pytest.raises(ValueError, match="offsets is required"):
+        t.bag(indices)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        t.bag(indices, offsets, mode="median")
+    with pytest.raises(ValueError):
+        t.bag(indices, [0, 70])  # an offset past the indices
+    with pytest.raises(IndexError):
+        t.bag([1, 2, 1000], [0])
+
+
+# ---- Files -------------------------------------------------------------------------------------
+
+
+def write_safetensors(path, name, array):
+    header = json.dumps({name: {"dtype": "F32", "shape": list(array.shape), "data_offsets": [0, array.nbytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + np.ascontiguousarray(array, np.float32).tobytes())
+
+
+def test_files_round_trip(tmp_path):
+    t = edo.quantize(W, "int4")
+    t.save(tmp_path / "t.edo")
+    back = edo.load(tmp_path / "t.edo")
+    assert (back.format, back.shape) == ("int4", (1000, 40))
+    np.testing.assert_array_equal(back.dequantize(), t.dequantize())
+    assert edo.load(tmp_path / "t.edo", "fp32").format == "fp32"
+    np.save(tmp_path / "w.npy", W)
+    np.testing.assert_array_equal(edo.load(tmp_path / "w.npy").dequantize(), W)
+    np.testing.assert_array_equal(edo.load(tmp_path / "w.npy", "int8").dequantize(), edo.quantize(W, "int8").dequantize())
+    write_safetensors(tmp_path / "w.safetensors", "embeddings", W)
+    np.testing.assert_array_equal(edo.load(tmp_path / "w.safetensors", tensor="embeddings").dequantize(), W)
+    (tmp_path / "junk.edo").write_bytes(b"not an edo file at all, but long enough")
+    with pytest.raises(edo.EdoError):
+        edo.load(tmp_path / "junk.edo")
+
+
+# ---- Binary codes and search -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transform", [None, "centered", "itq"])
+def test_search_finds_each_row_itself(transform):
+    codes = edo.binary_codes(W, transform=transform)
+    assert (codes.rows, codes.dim, codes.transform) == (1000, 40, transform)
+    assert codes.nbytes <= 1000 * 8
+    table = edo.quantize(W, "int8")
+    ids, scores = codes.search(W[:50], 10, rescore=table)
+    assert ids.shape == scores.shape == (50, 10) and ids.dtype == np.int64
+    np.testing.assert_array_equal(ids[:, 0], np.arange(50))
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    one_ids, one_scores = codes.search(W[7], 3, rescore=table)
+    assert one_ids.shape == (3,) and one_ids[0] == 7
+    assert codes.search(W[:2], 1024, rescore=table)[0].shape == (2, 1000)
+    with pytest.raises(edo.EdoError, match="exceeds the limit of 1024"):
+        codes.search(W[:2], 5000, rescore=table)
+
+
+# ---- Static models -----------------------------------------------------------------------------
+
+
+def test_models_give_model2vecs_vectors():
+    expected = json.load(open(os.path.join(MODELS, "expected.json")))
+    for name in ("wordpiece", "bpe_f16", "unigram_vq"):
+        model = edo.StaticModel.from_pretrained(os.path.join(MODELS, name))
+        want = np.array(expected["models"][name]["vectors"], dtype=np.float32)
+        got = model.encode(expected["texts"], batch_size=3)
+        tol = 1e-5 if name != "bpe_f16" else 1e-3
+        np.testing.assert_allclose(got, want, atol=tol, err_msg=name)
+        assert model.encode(expected["texts"][1]).shape == (model.dim,)
+        for text, ids in zip(expected["texts"], expected["models"][name]["tokens"]):
+            assert model.tokenize(text) == ids, (name, text)
+
+
+def test_sentence_transformers_models_give_its_vectors():
+    expected = json.load(open(os.path.join(MODELS, "st_expected.json")))
+    for name in ("st_wordpiece", "st_unigram"):
+        model = edo.StaticModel.from_pretrained(os.path.join(MODELS, name))
+        np.testing.assert_allclose(model.encode(expected["texts"]), np.array(expected["models"][name]["vectors"], np.float32), atol=1e-5, err_msg=name)
+        assert model.normalize == expected["models"][name]["normalize"]
+
+
+def test_models_quantize_and_save(tmp_path):
+    model = edo.StaticModel.from_pretrained(os.path.join(MODELS, "wordpiece"))
+    texts = ["the quick brown fox", "a fast fox", "zzz"]
+    full = model.encode(texts)
+    small = model.quantize("int8")
+    assert small.format == "int8"
+    cos = (small.encode(texts) * full).sum(1)
+    assert cos.min() > 0.99, cos
+    small.save(tmp_path / "m.edo")
+    np.testing.assert_array_equal(edo.StaticModel.from_pretrained(tmp_path / "m.edo").encode(texts), small.encode(texts))
+    raw = model.encode(texts, normalize=False)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1)
+    with pytest.raises(TypeError):
+        model.encode([1, 2])
+
+
+# ---- Threads and the GIL -----------------------------------------------------------------------
+
+
+def test_lookups_release_the_gil_and_are_safe_from_threads():
+    big = edo.quantize(RNG.standard_normal((20000, 256), dtype=np.float32), "int8")
+    ids = RNG.integers(0, 20000, 400_000)
+    want = big.gather(ids[:1000])
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(big.gather(ids[:1000]))) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(results) == 8 and all(np.array_equal(r, want) for r in results)
+    # A Python thread notes the time while one long bag runs: it can run during the call only if
+    # the call let go of the GIL (holding it, the thread would wait until the call returns).
+    stamps, stop = [], threading.Event()
+
+    def clock():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+            for _ in range(1000):
+                pass
+
+    th = threading.Thread(target=clock)
+    th.start()
+    time.sleep(0.02)
+    start = time.perf_counter()
+    big.bag(ids, np.arange(0, 400_000, 16))
+    end = time.perf_counter()
+    stop.set()
+    th.join()
+    # The middle fifth of the call: a thread waiting for a held GIL still gets a switch interval
+    # (5 ms) at the call's edges, never in its middle.
+    third = (end - start) * 0.4
+    inside = sum(start + third < t < end - third for t in stamps)
+    assert end - start > 0.03 and inside >= 5, f"the other thread ran {inside} times in the middle of {end - start:.3f} s of bags"
+
+
+# ---- The GPU -----------------------------------------------------------------------------------
+
+
+def test_the_gpu_gives_the_cpu_paths_rows():
+    if not edo.Engine.available():
+        if os.environ.get("EDO_REQUIRE_GPU") == "1":
+            pytest.fail("no adapter, and EDO_REQUIRE_GPU=1")
+        print("SKIPPED: no adapter")
+        pytest.skip("SKIPPED: no adapter")
+    engine = edo.Engine()
+    assert engine.adapter
+    for fmt in ("fp32", "int8", "int4"):
+        t = edo.quantize(W, fmt)
+        gpu = t.to(engine)
+        ids = RNG.integers(0, 1000, 1500)  # several workgroups, not a multiple of their size
+        np.testing.assert_array_equal(gpu.gather(ids), t.gather(ids), err_msg=fmt)
+        offsets = np.array([0, 3, 3, 40, 900])
+        for mode in ("sum", "mean", "max"):
+            np.testing.assert_allclose(gpu.bag(ids, offsets, mode=mode), t.bag(ids, offsets, mode=mode), rtol=1e-5, atol=1e-5, err_msg=f"{fmt} {mode}")
+        with pytest.raises(IndexError):
+            gpu.gather([1000])
