@@ -556,6 +556,41 @@ impl PartialEq for Cause {
 }
 
 impl Error {
+    /// A stable code for the kind of error, the same in every binding: JavaScript's
+    /// `EdoError.code`, Python's `EdoError.code` (`"ID_OUT_OF_RANGE"`, `"BAD_FILE"`,
+    /// `"DEVICE_LOST"`, …). Every variant has one: a new variant must be given its code here.
+    pub fn code(&self) -> &'static str {
+        use Error as E;
+        match self {
+            E::NonFinite { .. } | E::NonFiniteWeight { .. } => "NON_FINITE",
+            E::OutOfRange { .. } | E::BeyondF32 { .. } => "VALUE_OUT_OF_RANGE",
+            E::ZeroDim | E::ShapeMismatch { .. } => "SHAPE_MISMATCH",
+            E::BadOffsets { .. } => "BAD_OFFSETS",
+            E::IdOutOfRange { .. } | E::IdOutOfRange64 { .. } => "ID_OUT_OF_RANGE",
+            E::LimitExceeded { .. } | E::DeviceLimits { .. } => "LIMIT_EXCEEDED",
+            E::NoAdapter | E::RequestDevice(_) => "NO_GPU",
+            E::OutOfMemory { .. } => "GPU_OUT_OF_MEMORY",
+            E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
+            E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
+            E::DeviceLost(_) => "DEVICE_LOST",
+            E::DuplicateHotId { .. }
+            | E::TooFewRows { .. }
+            | E::NotOrthogonal { .. }
+            | E::Training { .. }
+            | E::NotAPermutation { .. }
+            | E::AmbiguousDim { .. } => "INVALID_ARGUMENT",
+            E::Busy { .. } => "BUSY",
+            E::Unsupported(_) | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
+            E::Io { .. } => "IO",
+            E::BadFile { .. } | E::MissingTensor { .. } | E::Parse { .. } => "BAD_FILE",
+            E::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
+            E::Checksum { .. } => "CHECKSUM",
+            E::Remote { .. } => "NETWORK",
+            E::Tokenizer { .. } => "TOKENIZER",
+            E::UnknownToken { .. } => "UNKNOWN_TOKEN",
+        }
+    }
+
     /// [`Error::Io`] for `path`.
     pub fn io(path: impl std::fmt::Display, error: std::io::Error) -> Error {
         Error::Io { path: path.to_string(), source: Cause::new(error) }

@@ -33,7 +33,7 @@ use wasm_bindgen::prelude::*;
 /// package's wrapper turns it into its `EdoError` class) and edo's typed message.
 #[derive(Debug)]
 pub struct Failure {
-    /// One of the codes of [`code_of`], or `INVALID_ARGUMENT`.
+    /// One of the codes of [`edo::Error::code`], or `INVALID_ARGUMENT`.
     pub code: &'static str,
     /// What went wrong, naming the argument or the value.
     pub message: String,
@@ -61,41 +61,9 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// The stable code JavaScript sees for each kind of [`edo::Error`].
-pub fn code_of(e: &edo::Error) -> &'static str {
-    use edo::Error as E;
-    match e {
-        E::NonFinite { .. } | E::NonFiniteWeight { .. } => "NON_FINITE",
-        E::OutOfRange { .. } | E::BeyondF32 { .. } => "VALUE_OUT_OF_RANGE",
-        E::ZeroDim | E::ShapeMismatch { .. } => "SHAPE_MISMATCH",
-        E::BadOffsets { .. } => "BAD_OFFSETS",
-        E::IdOutOfRange { .. } | E::IdOutOfRange64 { .. } => "ID_OUT_OF_RANGE",
-        E::LimitExceeded { .. } | E::DeviceLimits { .. } => "LIMIT_EXCEEDED",
-        E::NoAdapter | E::RequestDevice(_) => "NO_GPU",
-        E::OutOfMemory { .. } => "GPU_OUT_OF_MEMORY",
-        E::HostOutOfMemory { .. } => "OUT_OF_MEMORY",
-        E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
-        E::DeviceLost(_) => "DEVICE_LOST",
-        E::DuplicateHotId { .. } | E::TooFewRows { .. } | E::NotOrthogonal { .. } | E::Training { .. } | E::NotAPermutation { .. } | E::AmbiguousDim { .. } => {
-            "INVALID_ARGUMENT"
-        }
-        E::Busy { .. } => "BUSY",
-        E::Unsupported(_) | E::MixedFormats { .. } | E::UnsupportedTokenizer { .. } | E::TokenizerPart { .. } => "UNSUPPORTED",
-        E::Io { .. } => "IO",
-        E::BadFile { .. } | E::MissingTensor { .. } | E::Parse { .. } => "BAD_FILE",
-        E::UnsupportedVersion { .. } => "UNSUPPORTED_VERSION",
-        E::Checksum { .. } => "CHECKSUM",
-        E::Remote { .. } => "NETWORK",
-        E::Tokenizer { .. } => "TOKENIZER",
-        E::UnknownToken { .. } => "UNKNOWN_TOKEN",
-        // A kind of error this crate does not know yet (edo::Error is non_exhaustive).
-        _ => "INTERNAL",
-    }
-}
-
 fn err(e: impl Into<edo::Error>) -> Failure {
     let e = e.into();
-    Failure { code: code_of(&e), message: e.to_string() }
+    Failure { code: e.code(), message: e.to_string() }
 }
 
 fn format_of(name: &str) -> Result<Format, Failure> {
