@@ -20,11 +20,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _edo
-from ._edo import EdoError, __version__
+from ._edo import __version__
 
 __all__ = [
+    "BadFileError",
     "BinaryCodes",
+    "DeviceLostError",
     "EdoError",
+    "EdoIOError",
+    "EdoMemoryError",
+    "GpuError",
+    "IdOutOfRangeError",
+    "InvalidArgumentError",
+    "NetworkError",
+    "UnsupportedError",
     "Engine",
     "FORMATS",
     "GpuTable",
@@ -44,6 +53,90 @@ FORMATS = (
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class EdoError(Exception):
+    """An error edo reports, with its message and a stable ``code`` — the same codes as the npm
+    package's (``"ID_OUT_OF_RANGE"``, ``"BAD_FILE"``, ``"DEVICE_LOST"``, …). The subclasses below
+    sort them by kind; those that are also a built-in exception (``IndexError``, ``ValueError``,
+    ``OSError``, ``MemoryError``) are caught as that too."""
+
+    def __init__(self, message: str, code: str = "INTERNAL") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class IdOutOfRangeError(EdoError, IndexError):
+    """An id past the table (``ID_OUT_OF_RANGE``)."""
+
+
+class InvalidArgumentError(EdoError, ValueError):
+    """A bad argument: shapes, offsets, non-finite values, limits (``SHAPE_MISMATCH``,
+    ``BAD_OFFSETS``, ``NON_FINITE``, ``VALUE_OUT_OF_RANGE``, ``LIMIT_EXCEEDED``,
+    ``INVALID_ARGUMENT``)."""
+
+
+class BadFileError(EdoError):
+    """A file that is not what it says (``BAD_FILE``, ``CHECKSUM``, ``UNSUPPORTED_VERSION``)."""
+
+
+class EdoIOError(EdoError, OSError):
+    """A file that could not be read or written (``IO``)."""
+
+
+class UnsupportedError(EdoError):
+    """Something edo does not do, named (``UNSUPPORTED``, ``TOKENIZER``, ``UNKNOWN_TOKEN``)."""
+
+
+class GpuError(EdoError):
+    """The GPU: no adapter, a wgpu error, its memory, a busy cache (``NO_GPU``, ``GPU_ERROR``,
+    ``GPU_OUT_OF_MEMORY``, ``BUSY``)."""
+
+
+class DeviceLostError(GpuError):
+    """The GPU device was lost (a driver reset); make a new ``Engine`` (``DEVICE_LOST``)."""
+
+
+class EdoMemoryError(EdoError, MemoryError):
+    """Host memory ran out (``OUT_OF_MEMORY``)."""
+
+
+class NetworkError(EdoError):
+    """A remote file could not be read (``NETWORK``)."""
+
+
+_BY_CODE = {
+    "ID_OUT_OF_RANGE": IdOutOfRangeError,
+    "SHAPE_MISMATCH": InvalidArgumentError,
+    "BAD_OFFSETS": InvalidArgumentError,
+    "NON_FINITE": InvalidArgumentError,
+    "VALUE_OUT_OF_RANGE": InvalidArgumentError,
+    "LIMIT_EXCEEDED": InvalidArgumentError,
+    "INVALID_ARGUMENT": InvalidArgumentError,
+    "BAD_FILE": BadFileError,
+    "CHECKSUM": BadFileError,
+    "UNSUPPORTED_VERSION": BadFileError,
+    "IO": EdoIOError,
+    "UNSUPPORTED": UnsupportedError,
+    "TOKENIZER": UnsupportedError,
+    "UNKNOWN_TOKEN": UnsupportedError,
+    "NO_GPU": GpuError,
+    "GPU_ERROR": GpuError,
+    "GPU_OUT_OF_MEMORY": GpuError,
+    "BUSY": GpuError,
+    "DEVICE_LOST": DeviceLostError,
+    "OUT_OF_MEMORY": EdoMemoryError,
+    "NETWORK": NetworkError,
+}
+
+
+def _error_class(code: str) -> type:
+    """The exception class of an edo error code (the native module raises through it)."""
+    return _BY_CODE.get(code, EdoError)
+
+
+def _invalid(message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message, "INVALID_ARGUMENT")
 _MODES = ("sum", "mean", "max")
 
 
@@ -54,7 +147,7 @@ def _values(array: ArrayLike, name: str = "values") -> NDArray[np.float32]:
     if a.dtype.kind != "f":
         raise TypeError(f"{name} must be an array of floats (got dtype {a.dtype})")
     if a.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, rows × dim (got shape {a.shape})")
+        raise _invalid(f"{name} must be 2-D, rows × dim (got shape {a.shape})")
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
@@ -68,7 +161,7 @@ def _ids(ids: ArrayLike, name: str) -> NDArray[np.uint32]:
         raise TypeError(f"{name} must be integers (got dtype {a.dtype})")
     if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
         bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
-        raise ValueError(f"{name} holds {bad}: ids are integers from 0 to 4294967295")
+        raise _invalid(f"{name} holds {bad}: ids are integers from 0 to 4294967295")
     return np.ascontiguousarray(a.reshape(-1), dtype=np.uint32)
 
 
@@ -83,29 +176,29 @@ def _bag_args(
     with no offsets; 1-D indices need offsets, one start per bag (or with the end too when
     include_last_offset)."""
     if mode not in _MODES:
-        raise ValueError(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
+        raise _invalid(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
     idx = np.asarray(indices)
     if idx.ndim == 2:
         if offsets is not None:
-            raise ValueError("offsets must be None when indices is 2-D (B, N): each row is a bag")
+            raise _invalid("offsets must be None when indices is 2-D (B, N): each row is a bag")
         b, n = idx.shape
         offs = np.arange(0, b * n + (n if include_last_offset else 0), n if n else 1, dtype=np.uint32)[: b + include_last_offset]
     elif idx.ndim == 1:
         if offsets is None:
-            raise ValueError("offsets is required when indices is 1-D (PyTorch's convention)")
+            raise _invalid("offsets is required when indices is 1-D (PyTorch's convention)")
         o = np.asarray(offsets)
         if o.ndim != 1:
-            raise ValueError(f"offsets must be 1-D (got shape {o.shape})")
+            raise _invalid(f"offsets must be 1-D (got shape {o.shape})")
         offs = _ids(o, "offsets")
     else:
-        raise ValueError(f"indices must be 1-D (with offsets) or 2-D (got shape {idx.shape})")
+        raise _invalid(f"indices must be 1-D (with offsets) or 2-D (got shape {idx.shape})")
     weights = None
     if per_sample_weights is not None:
         if mode != "sum":
-            raise ValueError(f"per_sample_weights needs mode='sum' (got {mode!r}), as in PyTorch")
+            raise _invalid(f"per_sample_weights needs mode='sum' (got {mode!r}), as in PyTorch")
         w = np.asarray(per_sample_weights)
         if w.shape != idx.shape:
-            raise ValueError(f"per_sample_weights must have the shape of indices {idx.shape} (got {w.shape})")
+            raise _invalid(f"per_sample_weights must have the shape of indices {idx.shape} (got {w.shape})")
         weights = np.ascontiguousarray(w.reshape(-1), dtype=np.float32)
     return _ids(idx, "indices"), offs, weights
 
@@ -116,7 +209,7 @@ def _as(rows: NDArray[np.float32], dtype: object) -> NDArray[np.floating]:
         return rows
     if d == np.float16:
         return rows.astype(np.float16)
-    raise ValueError(f"dtype must be float32 or float16 (got {d})")
+    raise _invalid(f"dtype must be float32 or float16 (got {d})")
 
 
 class Table:
@@ -285,7 +378,7 @@ class StaticModel:
         if not all(isinstance(t, str) for t in texts):
             raise TypeError("sentences must be a string or a sequence of strings")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1 (got {batch_size})")
+            raise _invalid(f"batch_size must be at least 1 (got {batch_size})")
         parts = [self._m.encode(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)]
         out = np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
         return out[0] if one else out

@@ -7,7 +7,6 @@ from numpy.typing import NDArray
 
 __version__: str
 
-class EdoError(Exception): ...
 
 class Table:
     @property

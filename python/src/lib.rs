@@ -13,29 +13,36 @@ use edo::model::StaticModel;
 use edo::search::{CodeTransform, ItqOptions};
 use edo::{Bags, Bounds, HostRows, Pooling, Request};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
-create_exception!(_edo, EdoError, PyException, "An error edo reports: a bad file, an unsupported part, a device lost, …");
-
-/// edo's errors as Python exceptions: ids out of range are `IndexError`s, bad arguments
-/// `ValueError`s, the rest `EdoError`s; each message is edo's own.
+/// edo's errors as Python exceptions: the class `edo._error_class` gives for the error's code
+/// (`edo.IdOutOfRangeError`, an `IndexError` too; `edo.BadFileError`; `edo.DeviceLostError`; …),
+/// with edo's message and the code as `.code`.
 fn err(e: impl Into<edo::Error>) -> PyErr {
-    use edo::Error as E;
     let e = e.into();
-    let message = e.to_string();
-    match e {
-        E::IdOutOfRange { .. } => PyIndexError::new_err(message),
-        E::ShapeMismatch { .. } | E::NonFinite { .. } | E::ZeroDim | E::OutOfRange { .. } | E::BadOffsets { .. } | E::NonFiniteWeight { .. } => {
-            PyValueError::new_err(message)
+    raise(e.code(), e.to_string())
+}
+
+/// A bad argument found here (a format's name, a mode): `edo.InvalidArgumentError`.
+fn invalid(message: String) -> PyErr {
+    raise("INVALID_ARGUMENT", message)
+}
+
+fn raise(code: &'static str, message: String) -> PyErr {
+    Python::attach(|py| {
+        let class = py.import("edo").and_then(|m| m.getattr("_error_class")).and_then(|f| f.call1((code,)));
+        match class.map(|c| c.cast_into::<PyType>()) {
+            Ok(Ok(class)) => PyErr::from_type(class, (message, code)),
+            Ok(Err(_)) => PyRuntimeError::new_err(format!("edo._error_class({code:?}) is not a class; the error: {message}")),
+            Err(lookup) => lookup,
         }
-        _ => EdoError::new_err(message),
-    }
+    })
 }
 
 fn format_of(name: &str) -> PyResult<Format> {
-    Format::from_name(name).ok_or_else(|| PyValueError::new_err(format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
+    Format::from_name(name).ok_or_else(|| invalid(format!("unknown format {name:?} ({})", Format::ALL.map(Format::name).join(", "))))
 }
 
 fn pooling_of(mode: &str) -> PyResult<Pooling> {
@@ -43,12 +50,12 @@ fn pooling_of(mode: &str) -> PyResult<Pooling> {
         "sum" => Ok(Pooling::Sum),
         "mean" => Ok(Pooling::Mean),
         "max" => Ok(Pooling::Max),
-        _ => Err(PyValueError::new_err(format!("mode must be 'sum', 'mean' or 'max' (got {mode:?})"))),
+        _ => Err(invalid(format!("mode must be 'sum', 'mean' or 'max' (got {mode:?})"))),
     }
 }
 
 fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
-    a.as_slice().map_err(|_| PyValueError::new_err(format!("{what} must be contiguous")))
+    a.as_slice().map_err(|_| invalid(format!("{what} must be contiguous")))
 }
 
 /// A packed table in host memory.
@@ -142,7 +149,7 @@ impl Table {
 fn quantize(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, format: &str) -> PyResult<Table> {
     let format = format_of(format)?;
     let [rows, dim] = [values.shape()[0], values.shape()[1]];
-    let data = values.as_slice().map_err(|_| PyValueError::new_err("values must be C-contiguous"))?;
+    let data = values.as_slice().map_err(|_| invalid("values must be C-contiguous".into()))?;
     Ok(Table { inner: py.detach(|| PackedTable::quantize(format, data, rows, dim)).map_err(err)? })
 }
 
@@ -156,7 +163,7 @@ fn load(py: Python<'_>, path: PathBuf, format: Option<&str>, tensor: Option<&str
         "dense" => FileLayout::Dense,
         "fbgemm8" => FileLayout::Fbgemm8,
         "fbgemm4" => FileLayout::Fbgemm4 { dim: None },
-        other => return Err(PyValueError::new_err(format!("layout must be 'dense', 'fbgemm8' or 'fbgemm4' (got {other:?})"))),
+        other => return Err(invalid(format!("layout must be 'dense', 'fbgemm8' or 'fbgemm4' (got {other:?})"))),
     };
     let inner = py.detach(|| -> Result<PackedTable, edo::Error> {
         let is_edo = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("edo"));
@@ -211,7 +218,7 @@ impl Codes {
     #[pyo3(signature = (queries, k, rescore=None, multiplier=10))]
     fn search<'py>(&self, py: Python<'py>, queries: PyReadonlyArray2<'py, f32>, k: usize, rescore: Option<&Table>, multiplier: usize) -> PyResult<Found<'py>> {
         let n = queries.shape()[0];
-        let q = queries.as_slice().map_err(|_| PyValueError::new_err("queries must be C-contiguous"))?;
+        let q = queries.as_slice().map_err(|_| invalid("queries must be C-contiguous".into()))?;
         let (table, multiplier) = match rescore {
             Some(t) => (&t.inner, multiplier),
             None => (&self.codes, 1),
@@ -228,13 +235,13 @@ impl Codes {
 #[pyo3(signature = (values, transform=None, iterations=50))]
 fn binary_codes(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, transform: Option<&str>, iterations: usize) -> PyResult<Codes> {
     let [rows, dim] = [values.shape()[0], values.shape()[1]];
-    let data = values.as_slice().map_err(|_| PyValueError::new_err("values must be C-contiguous"))?;
+    let data = values.as_slice().map_err(|_| invalid("values must be C-contiguous".into()))?;
     py.detach(|| -> Result<Codes, PyErr> {
         let transform = match transform {
             None => None,
             Some("centered" | "centred") => Some(CodeTransform::centered(data, dim).map_err(err)?),
             Some("itq") => Some(CodeTransform::itq(data, dim, &ItqOptions { iterations, ..Default::default() }).map_err(err)?),
-            Some(other) => return Err(PyValueError::new_err(format!("transform must be None, 'centered' or 'itq' (got {other:?})"))),
+            Some(other) => return Err(invalid(format!("transform must be None, 'centered' or 'itq' (got {other:?})"))),
         };
         let codes = match &transform {
             Some(t) => t.encode(data).map_err(err)?,
@@ -364,7 +371,6 @@ impl GpuTable {
 
 #[pymodule]
 fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("EdoError", m.py().get_type::<EdoError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Table>()?;
     m.add_class::<Codes>()?;

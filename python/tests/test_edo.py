@@ -99,6 +99,26 @@ def test_bad_input_is_a_clear_error_and_changes_nothing():
     np.testing.assert_array_equal(t.gather([5]), edo.quantize(W, "int8").gather([5]))
 
 
+def test_errors_are_sorted_by_kind_and_carry_edos_code(tmp_path):
+    t = edo.quantize(W, "int8")
+    cases = [
+        (lambda: t.gather([1000]), edo.IdOutOfRangeError, IndexError, "ID_OUT_OF_RANGE"),
+        (lambda: t.bag([1, 2], [0, 5]), edo.InvalidArgumentError, ValueError, "BAD_OFFSETS"),
+        (lambda: edo.quantize(np.full((2, 2), np.inf, np.float32), "int8"), edo.InvalidArgumentError, ValueError, "NON_FINITE"),
+        (lambda: edo.quantize(W, "int9"), edo.InvalidArgumentError, ValueError, "INVALID_ARGUMENT"),
+        (lambda: edo.load(tmp_path / "missing.edo"), edo.EdoIOError, OSError, "IO"),
+        (lambda: edo.StaticModel.from_pretrained(tmp_path), edo.EdoError, edo.EdoError, None),
+    ]
+    (tmp_path / "bad.edo").write_bytes(b"EDO\x00" + bytes(60))
+    cases.append((lambda: edo.load(tmp_path / "bad.edo"), edo.BadFileError, edo.EdoError, None))
+    for call, kind, builtin, code in cases:
+        with pytest.raises(kind) as caught:
+            call()
+        assert isinstance(caught.value, builtin) and isinstance(caught.value, edo.EdoError)
+        assert code is None or caught.value.code == code, (caught.value.code, caught.value)
+        assert str(caught.value)
+
+
 # ---- EmbeddingBag ------------------------------------------------------------------------------
 
 
@@ -180,7 +200,7 @@ def test_search_finds_each_row_itself(transform):
     one_ids, one_scores = codes.search(W[7], 3, rescore=table)
     assert one_ids.shape == (3,) and one_ids[0] == 7
     assert codes.search(W[:2], 1024, rescore=table)[0].shape == (2, 1000)
-    with pytest.raises(edo.EdoError, match="exceeds the limit of 1024"):
+    with pytest.raises(edo.InvalidArgumentError, match="exceeds the limit of 1024"):
         codes.search(W[:2], 5000, rescore=table)
 
 
