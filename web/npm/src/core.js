@@ -317,8 +317,13 @@ async function chooseBackend(gpuEngine, adapter, cpuEngine) {
     try {
       const [webgpuMs, cpuMs] = await calibrate([gpuEngine, cpu]);
       choice = { backend: webgpuMs <= cpuMs ? 'webgpu' : 'cpu', webgpuMs, cpuMs, calibrationMs: performance.now() - start };
+    } catch (e) {
+      // WebGPU failed its own calibration (a lost device, a driver error): the CPU path, not
+      // remembered, so the next engine tries again.
+      gpuEngine.dispose();
+      return cpu._chose({ backend: 'cpu', reason: 'calibration-failed', adapter, note: `CPU path: WebGPU failed the calibration on ${adapter} (${e?.message ?? e})` });
     } finally {
-      cpu.dispose();
+      if (!cpu.disposed && cpu.choice === null) cpu.dispose();
     }
     await remembered('put', key, choice);
     choice = { ...choice, reason: 'measured' };

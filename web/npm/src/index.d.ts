@@ -130,9 +130,10 @@ export interface BackendChoice {
   readonly backend: 'webgpu' | 'cpu';
   /**
    * 'requested' (options.backend), 'no-adapter', 'fallback-adapter' (a software one: the CPU
-   * path), 'measured' (the calibration ran) or 'remembered' (an earlier calibration on this adapter).
+   * path), 'measured' (the calibration ran), 'remembered' (an earlier calibration on this adapter)
+   * or 'calibration-failed' (WebGPU failed it: the CPU path, measured again next time).
    */
-  readonly reason: 'requested' | 'no-adapter' | 'fallback-adapter' | 'measured' | 'remembered';
+  readonly reason: 'requested' | 'no-adapter' | 'fallback-adapter' | 'measured' | 'remembered' | 'calibration-failed';
   /** The adapter's description; null without one. */
   readonly adapter: string | null;
   /** The calibration's milliseconds on each ('measured' and 'remembered'). */
