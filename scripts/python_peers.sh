@@ -6,13 +6,14 @@
 # A benchmark that prints figures (docs/python.md has them), not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=target/python-peers-venv
+root=$PWD
+venv=$root/target/python-peers-venv
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q numpy==2.4.6 model2vec==0.10.0 faiss-cpu==1.15.1 usearch==2.26.6 maturin==1.16.0
 fi
 "$venv/bin/maturin" build -q --release -m python/Cargo.toml --out target/wheels-release
-wheel=$(ls target/wheels-release/edo_embeddings-*.whl)
+wheel=$(ls "$root"/target/wheels-release/edo_embeddings-*.whl)
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 [ -d target/wordllama ] || bash scripts/wordllama_reference.sh
 [ -d target/peer-model ] || "$venv/bin/python" scripts/make_peer_model.py target/wordllama target/peer-model
@@ -20,7 +21,7 @@ cargo build -q --release -p edo-cli
 cd target  # not the source tree: the installed package is the one imported
 "$venv/bin/python" ../scripts/python_peers.py --model peer-model --edo release/edo "$@"
 if [ -x fbgemm-venv/bin/python ]; then
-    fbgemm-venv/bin/pip install -q --force-reinstall --no-deps "../$wheel"
+    fbgemm-venv/bin/pip install -q --force-reinstall --no-deps "$wheel"
     fbgemm-venv/bin/python ../scripts/python_peers.py --bags "$@"
 else
     echo "SKIPPED: bags against FBGEMM (no target/fbgemm-venv: scripts/fbgemm_peer.sh makes it)"

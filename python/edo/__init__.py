@@ -153,7 +153,13 @@ def _values(array: ArrayLike, name: str = "values") -> NDArray[np.float32]:
 
 def _ids(ids: ArrayLike, name: str) -> NDArray[np.uint32]:
     """Integer ids (any integer dtype, or a list) as contiguous uint32, checked: a negative id or
-    one past 2³²−1 is a ValueError, never wrapped round."""
+    one past 2³²−1 is a ValueError, never wrapped round. A contiguous uint32 array is passed on
+    as it is (a view), with nothing to check: the fast path."""
+    if type(ids) is np.ndarray:
+        if ids.dtype == np.uint32 and ids.flags.c_contiguous:
+            return ids.reshape(-1)
+        if ids.dtype == np.int64:
+            return _edo.ids_u32(ids.reshape(-1), name)
     a = np.asarray(ids)
     if a.size == 0 and a.dtype.kind == "f":
         a = a.astype(np.int64)  # np.asarray([]) is float64: an empty list of ids
@@ -204,6 +210,8 @@ def _bag_args(
 
 
 def _as(rows: NDArray[np.float32], dtype: object) -> NDArray[np.floating]:
+    if dtype is np.float32:
+        return rows
     d = np.dtype(dtype)  # type: ignore[call-overload]
     if d == np.float32:
         return rows
@@ -245,9 +253,11 @@ class Table:
     def gather(self, ids: ArrayLike, dtype: object = np.float32) -> NDArray[np.floating]:
         """The rows of ``ids`` decoded, shaped ``ids.shape + (dim,)`` (as ``nn.Embedding``);
         float32, or float16 (rounded to nearest even). An id out of range is an IndexError."""
-        shape = np.shape(ids)
-        rows = self._t.gather(_ids(ids, "ids"))
-        return _as(rows.reshape(*shape, self.dim), dtype)
+        flat = _ids(ids, "ids")
+        rows = self._t.gather(flat)
+        if type(ids) is np.ndarray and ids.ndim == 1:
+            return _as(rows, dtype)
+        return _as(rows.reshape(*np.shape(ids), self.dim), dtype)
 
     def bag(
         self,
@@ -373,15 +383,16 @@ class StaticModel:
     ) -> NDArray[np.float32]:
         """Sentence vectors: ``(len(sentences), dim)`` float32, or ``(dim,)`` for one string (as
         model2vec); ``normalize`` overrides the model's setting."""
-        one = isinstance(sentences, str)
-        texts: list[str] = [sentences] if isinstance(sentences, str) else list(sentences)
-        if not all(isinstance(t, str) for t in texts):
-            raise TypeError("sentences must be a string or a sequence of strings")
         if batch_size < 1:
             raise _invalid(f"batch_size must be at least 1 (got {batch_size})")
-        parts = [self._m.encode(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)]
-        out = np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
-        return out[0] if one else out
+        if isinstance(sentences, str):
+            one: NDArray[np.float32] = self._m.encode([sentences], normalize)[0]
+            return one
+        texts: list[str] = sentences if type(sentences) is list else list(sentences)
+        # (A text that is not a str is a TypeError from the native call.)
+        if len(texts) <= batch_size:
+            return self._m.encode(texts, normalize)
+        return np.concatenate([self._m.encode(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)])
 
     def tokenize(self, text: str) -> list[int]:
         """The token ids of ``text`` that count (after the model's cut and unknown tokens)."""

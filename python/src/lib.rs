@@ -255,6 +255,15 @@ fn binary_codes(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, transform: Op
 #[pyclass(module = "edo._edo", frozen)]
 struct Model {
     inner: StaticModel,
+    /// The model with the other `normalize` setting, made on the first `encode` that asks for it
+    /// (a copy of the table, once, not one a call).
+    flipped: std::sync::OnceLock<StaticModel>,
+}
+
+impl Model {
+    fn new(inner: StaticModel) -> Model {
+        Model { inner, flipped: std::sync::OnceLock::new() }
+    }
 }
 
 #[pymethods]
@@ -262,7 +271,7 @@ impl Model {
     /// A model folder (model2vec's or sentence-transformers') or an `.edo` model file.
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<Model> {
-        Ok(Model { inner: py.detach(|| StaticModel::open(&path)).map_err(err)? })
+        Ok(Model::new(py.detach(|| StaticModel::open(&path)).map_err(err)?))
     }
     #[getter]
     fn dim(&self) -> usize {
@@ -282,7 +291,7 @@ impl Model {
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let values = py
             .detach(|| match normalize {
-                Some(n) if n != self.inner.normalize() => self.inner.clone().with_normalize(n).encode(&texts),
+                Some(n) if n != self.inner.normalize() => self.flipped.get_or_init(|| self.inner.clone().with_normalize(n)).encode(&texts),
                 _ => self.inner.encode(&texts),
             })
             .map_err(err)?;
@@ -295,7 +304,7 @@ impl Model {
     /// The same model with its table in another format.
     fn quantize(&self, py: Python<'_>, format: &str) -> PyResult<Model> {
         let format = format_of(format)?;
-        Ok(Model { inner: py.detach(|| self.inner.quantize(format)).map_err(err)? })
+        Ok(Model::new(py.detach(|| self.inner.quantize(format)).map_err(err)?))
     }
     /// Writes the model as one `.edo` model file.
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
@@ -369,6 +378,20 @@ impl GpuTable {
     }
 }
 
+/// int64 ids (numpy's and PyTorch's) as uint32, checked in one pass: a negative id or one past
+/// 2³²−1 is an `InvalidArgumentError` naming it (the fast path of `edo._ids`).
+#[pyfunction]
+fn ids_u32<'py>(py: Python<'py>, ids: PyReadonlyArray1<'py, i64>, name: &str) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let converted = match ids.as_slice() {
+        Ok(s) => s.iter().map(|&i| u32::try_from(i).map_err(|_| i)).collect::<Result<Vec<u32>, i64>>(),
+        Err(_) => ids.as_array().iter().map(|&i| u32::try_from(i).map_err(|_| i)).collect(),
+    };
+    match converted {
+        Ok(v) => Ok(PyArray1::from_vec(py, v)),
+        Err(bad) => Err(invalid(format!("{name} holds {bad}: ids are integers from 0 to 4294967295"))),
+    }
+}
+
 #[pymodule]
 fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -380,5 +403,6 @@ fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(binary_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(ids_u32, m)?)?;
     Ok(())
 }

@@ -84,6 +84,11 @@ def test_bad_input_is_a_clear_error_and_changes_nothing():
         t.gather([0, 1000])
     with pytest.raises(ValueError, match="ids holds -1"):
         t.gather([-1])
+    # int64 arrays (numpy's and PyTorch's ids) are checked natively, in one pass.
+    for bad in (-1, 2**32, 2**32 + 5):
+        with pytest.raises(edo.InvalidArgumentError, match=f"ids holds {bad}"):
+            t.gather(np.array([3, bad], np.int64))
+    np.testing.assert_array_equal(t.gather(np.array([[3, 7]], np.int64)), t.gather([[3, 7]]))
     with pytest.raises(TypeError, match="must be integers"):
         t.gather([1.5])
     with pytest.raises(ValueError, match="unknown format"):
