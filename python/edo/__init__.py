@@ -45,12 +45,8 @@ __all__ = [
     "quantize",
 ]
 
-#: The formats a table can be stored in (``Table.format``).
-FORMATS = (
-    "fp32", "fp16", "int8", "int4", "binary", "binary+scale", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-    "int4_g32", "int4_g64", "int4_g128", "int8_g32", "int8_g64", "int8_g128", "q4_k", "q6_k",
-    "fp8_e4m3", "fp8_e5m2", "int4_zp32", "int4_zp64", "int4_zp128", "int8_zp32", "int8_zp64", "int8_zp128",
-)
+#: The formats a table can be stored in (``Table.format``), as the library names them.
+FORMATS: Tuple[str, ...] = tuple(_edo.FORMATS)
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __version__: str
+FORMATS: list[str]
 
 
 class Table:

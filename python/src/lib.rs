@@ -395,6 +395,7 @@ fn ids_u32<'py>(py: Python<'py>, ids: PyReadonlyArray1<'py, i64>, name: &str) ->
 #[pymodule]
 fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FORMATS", Format::ALL.map(Format::name).to_vec())?;
     m.add_class::<Table>()?;
     m.add_class::<Codes>()?;
     m.add_class::<Model>()?;

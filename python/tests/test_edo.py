@@ -58,6 +58,14 @@ def test_gather_equals_the_decoded_rows_and_stays_near_the_values(fmt):
     assert t.nbytes <= {"fp32": 160000, "fp16": 80000, "int8": 48000, "int4": 28000}.get(fmt, 160000)
 
 
+def test_every_format_the_library_names_quantizes():
+    assert len(edo.FORMATS) == 27 and "int8" in edo.FORMATS and "q4_k" in edo.FORMATS
+    values = RNG.standard_normal((40, 256), dtype=np.float32)  # 256 wide: K-quant blocks fit
+    for fmt in edo.FORMATS:
+        t = edo.quantize(values, fmt)
+        assert t.format == fmt and t.gather([3]).shape == (1, 256)
+
+
 def test_values_of_any_float_dtype_and_layout_give_the_same_table():
     want = edo.quantize(W, "int8").dequantize()
     for values in (W.astype(np.float64), np.asfortranarray(W), np.repeat(W, 2, axis=1)[:, ::2]):
