@@ -184,7 +184,7 @@ def _bag_args(
         if offsets is not None:
             raise _invalid("offsets must be None when indices is 2-D (B, N): each row is a bag")
         b, n = idx.shape
-        offs = np.arange(0, b * n + (n if include_last_offset else 0), n if n else 1, dtype=np.uint32)[: b + include_last_offset]
+        offs = np.arange(b + include_last_offset, dtype=np.uint32) * np.uint32(n)
     elif idx.ndim == 1:
         if offsets is None:
             raise _invalid("offsets is required when indices is 1-D (PyTorch's convention)")

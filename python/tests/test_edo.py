@@ -150,6 +150,8 @@ def test_bags_follow_pytorchs_conventions(mode, fmt):
     # 2-D indices: B bags of N, no offsets.
     two = indices[:280].reshape(20, 14)
     np.testing.assert_allclose(t.bag(two, mode=mode), embedding_bag(full, two.reshape(-1), np.arange(0, 280, 14), mode), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t.bag(two, mode=mode, include_last_offset=True), t.bag(two, mode=mode), rtol=0, atol=0)
+    np.testing.assert_array_equal(t.bag(np.zeros((3, 0), np.int64), mode=mode), np.zeros((3, 40), np.float32))
 
 
 def test_weighted_bags_and_their_errors():
