@@ -216,41 +216,21 @@ def _as(rows: NDArray[np.float32], dtype: object) -> NDArray[np.floating]:
     raise _invalid(f"dtype must be float32 or float16 (got {d})")
 
 
-class Table:
-    """A table of ``rows × dim`` values stored compressed (``format``) in host memory."""
+class _Lookups:
+    """The lookups ``Table`` and ``GpuTable`` share: the same arguments and conventions, run by
+    their native object ``_t`` (on the host rows, or on the GPU)."""
 
     __slots__ = ("_t",)
-
-    def __init__(self, raw: _edo.Table) -> None:
-        self._t = raw
-
-    @property
-    def format(self) -> str:
-        """The storage format (one of ``FORMATS``)."""
-        return self._t.format
-
-    @property
-    def rows(self) -> int:
-        return self._t.rows
+    _t: Union[_edo.Table, _edo.GpuTable]
 
     @property
     def dim(self) -> int:
         return self._t.dim
 
-    @property
-    def shape(self) -> Tuple[int, int]:
-        return (self._t.rows, self._t.dim)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the packed rows (and their scales)."""
-        return self._t.nbytes
-
     def gather(self, ids: ArrayLike, dtype: object = np.float32) -> NDArray[np.floating]:
         """The rows of ``ids`` decoded, shaped ``ids.shape + (dim,)`` (as ``nn.Embedding``);
         float32, or float16 (rounded to nearest even). An id out of range is an IndexError."""
-        flat = _ids(ids, "ids")
-        rows = self._t.gather(flat)
+        rows = self._t.gather(_ids(ids, "ids"))
         if type(ids) is np.ndarray and ids.ndim == 1:
             return _as(rows, dtype)
         return _as(rows.reshape(*np.shape(ids), self.dim), dtype)
@@ -269,6 +249,34 @@ class Table:
         i, o, w = _bag_args(indices, offsets, mode, per_sample_weights, include_last_offset)
         return _as(self._t.bag(i, o, mode, w, include_last_offset), dtype)
 
+
+class Table(_Lookups):
+    """A table of ``rows × dim`` values stored compressed (``format``) in host memory."""
+
+    __slots__ = ()
+    _t: _edo.Table
+
+    def __init__(self, raw: _edo.Table) -> None:
+        self._t = raw
+
+    @property
+    def format(self) -> str:
+        """The storage format (one of ``FORMATS``)."""
+        return self._t.format
+
+    @property
+    def rows(self) -> int:
+        return self._t.rows
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return (self._t.rows, self._t.dim)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed rows (and their scales)."""
+        return self._t.nbytes
+
     def dequantize(self) -> NDArray[np.float32]:
         """Every row decoded: ``(rows, dim)`` float32."""
         return self._t.dequantize()
@@ -283,7 +291,7 @@ class Table:
 
     def to(self, engine: "Engine") -> "GpuTable":
         """The table uploaded to ``engine``'s GPU."""
-        return GpuTable(self._t.to(engine._e), self.dim)
+        return GpuTable(self._t.to(engine._e))
 
     def __repr__(self) -> str:
         return f"edo.Table(rows={self.rows}, dim={self.dim}, format={self.format!r}, nbytes={self.nbytes})"
@@ -436,33 +444,11 @@ class Engine:
         return f"edo.Engine({self.adapter!r})"
 
 
-class GpuTable:
-    """A table resident on an engine's GPU: the same lookups as ``Table``, run there."""
+class GpuTable(_Lookups):
+    """A table resident on an engine's GPU: ``Table``'s lookups, run there."""
 
-    __slots__ = ("_g", "_dim")
+    __slots__ = ()
+    _t: _edo.GpuTable
 
-    def __init__(self, raw: _edo.GpuTable, dim: int) -> None:
-        self._g = raw
-        self._dim = dim
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def gather(self, ids: ArrayLike, dtype: object = np.float32) -> NDArray[np.floating]:
-        """``Table.gather`` on the GPU."""
-        shape = np.shape(ids)
-        return _as(self._g.gather(_ids(ids, "ids")).reshape(*shape, self._dim), dtype)
-
-    def bag(
-        self,
-        indices: ArrayLike,
-        offsets: Optional[ArrayLike] = None,
-        mode: str = "sum",
-        per_sample_weights: Optional[ArrayLike] = None,
-        include_last_offset: bool = False,
-        dtype: object = np.float32,
-    ) -> NDArray[np.floating]:
-        """``Table.bag`` on the GPU."""
-        i, o, w = _bag_args(indices, offsets, mode, per_sample_weights, include_last_offset)
-        return _as(self._g.bag(i, o, mode, w, include_last_offset), dtype)
+    def __init__(self, raw: _edo.GpuTable) -> None:
+        self._t = raw

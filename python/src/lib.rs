@@ -58,6 +58,23 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str) -> P
     a.as_slice().map_err(|_| invalid(format!("{what} must be contiguous")))
 }
 
+/// The bags of a `bag` call: its arrays as slices (contiguous, checked), PyTorch's conventions.
+fn bags_of<'a>(
+    indices: &'a PyReadonlyArray1<'_, u32>,
+    offsets: &'a PyReadonlyArray1<'_, u32>,
+    weights: Option<&'a PyReadonlyArray1<'_, f32>>,
+    include_last_offset: bool,
+) -> PyResult<Bags<'a>> {
+    let per_sample_weights = weights.map(|w| slice(w, "per_sample_weights")).transpose()?;
+    Ok(Bags { indices: slice(indices, "indices")?, offsets: slice(offsets, "offsets")?, include_last_offset, per_sample_weights })
+}
+
+/// `values`, rows of `dim` after one another, as a new `(rows, dim)` array (no copy).
+fn rows_of(py: Python<'_>, values: Vec<f32>, dim: usize) -> PyResult<Bound<'_, PyArray2<f32>>> {
+    let rows = values.len() / dim.max(1);
+    PyArray1::from_vec(py, values).reshape([rows, dim])
+}
+
 /// A packed table in host memory.
 #[pyclass(module = "edo._edo", frozen)]
 struct Table {
@@ -108,21 +125,15 @@ impl Table {
         include_last_offset: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let pooling = pooling_of(mode)?;
-        let (indices, offsets) = (slice(&indices, "indices")?, slice(&offsets, "offsets")?);
-        let weights = match &per_sample_weights {
-            Some(w) => Some(slice(w, "per_sample_weights")?),
-            None => None,
-        };
-        let bags = Bags { indices, offsets, include_last_offset, per_sample_weights: weights };
+        let bags = bags_of(&indices, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
         let values = py.detach(|| edo::cpu::embedding_bag(&self.inner, &bags, pooling, Bounds::Error)).map_err(err)?;
-        let n = values.len() / self.inner.dim().max(1);
-        PyArray1::from_vec(py, values).reshape([n, self.inner.dim()])
+        rows_of(py, values, self.inner.dim())
     }
 
     /// Every row decoded: a new `(rows, dim)` float32 array.
     fn dequantize<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let values = py.detach(|| self.inner.dequantize());
-        PyArray1::from_vec(py, values).reshape([self.inner.rows(), self.inner.dim()])
+        rows_of(py, values, self.inner.dim())
     }
 
     /// The same rows in another format.
@@ -295,7 +306,7 @@ impl Model {
                 _ => self.inner.encode(&texts),
             })
             .map_err(err)?;
-        PyArray1::from_vec(py, values).reshape([texts.len(), self.inner.dim()])
+        rows_of(py, values, self.inner.dim())
     }
     /// The token ids of `text` that count.
     fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {
@@ -348,11 +359,15 @@ fn host_f32(rows: Result<HostRows, edo::Error>) -> Result<Vec<f32>, edo::Error> 
 
 #[pymethods]
 impl GpuTable {
+    #[getter]
+    fn dim(&self) -> usize {
+        self.dim
+    }
     /// Rows of `ids` (uint32, contiguous), gathered on the GPU: a new `(n, dim)` float32 array.
     fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let ids = slice(&ids, "ids")?;
         let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::gather(ids, Bounds::Error))))).map_err(err)?;
-        PyArray1::from_vec(py, values).reshape([ids.len(), self.dim])
+        rows_of(py, values, self.dim)
     }
     /// EmbeddingBag on the GPU (see `Table.bag`).
     #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
@@ -366,15 +381,9 @@ impl GpuTable {
         include_last_offset: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let pooling = pooling_of(mode)?;
-        let (indices, offsets) = (slice(&indices, "indices")?, slice(&offsets, "offsets")?);
-        let weights = match &per_sample_weights {
-            Some(w) => Some(slice(w, "per_sample_weights")?),
-            None => None,
-        };
-        let bags = Bags { indices, offsets, include_last_offset, per_sample_weights: weights };
+        let bags = bags_of(&indices, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
         let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::bag(&bags, pooling, Bounds::Error))))).map_err(err)?;
-        let n = values.len() / self.dim.max(1);
-        PyArray1::from_vec(py, values).reshape([n, self.dim])
+        rows_of(py, values, self.dim)
     }
 }
 
