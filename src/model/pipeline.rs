@@ -483,12 +483,15 @@ impl Pipeline {
                     s.push(' ');
                 }
                 s.push_str(text);
-                let mut parts = Vec::new();
+                // The parts and the mapped text are taken out of the buffers too, as `s` is.
+                let (mut parts, mut mapped) = (std::mem::take(&mut buffers.split_parts), std::mem::take(&mut buffers.byte_mapped));
                 match regex {
-                    Some(r) => split_parts(Some(r), Behavior::Isolated, false, &s, &mut parts),
-                    None => parts.push((0, s.len())),
+                    Some(r) => split_parts(Some(r), Behavior::Isolated, false, &s, &mut buffers.split_spans, &mut parts),
+                    None => {
+                        parts.clear();
+                        parts.push((0, s.len()));
+                    }
                 }
-                let mut mapped = String::new();
                 for &(a, b) in &parts {
                     mapped.clear();
                     mapped.extend(s.as_bytes()[a..b].iter().map(|&byte| BYTE_CHARS[byte as usize]));
@@ -497,14 +500,13 @@ impl Pipeline {
                         break;
                     }
                 }
-                buffers.byte_level = s;
+                (buffers.byte_level, buffers.split_parts, buffers.byte_mapped) = (s, parts, mapped);
             }
             PreTokenizer::Split { regex, behavior, invert } => {
-                let mut parts = Vec::new();
-                split_parts(regex.as_deref(), *behavior, *invert, text, &mut parts);
-                for (a, b) in parts {
-                    self.pre_tokenize(&text[a..b], first && a == 0, k + 1, buffers, ids)?;
-                }
+                let mut parts = std::mem::take(&mut buffers.split_parts);
+                split_parts(regex.as_deref(), *behavior, *invert, text, &mut buffers.split_spans, &mut parts);
+                result = parts.iter().try_for_each(|&(a, b)| self.pre_tokenize(&text[a..b], first && a == 0, k + 1, buffers, ids));
+                buffers.split_parts = parts;
             }
         }
         result
@@ -528,8 +530,12 @@ pub(crate) struct Buffers {
     best: Vec<(f64, u32, u32)>,
     /// Metaspace's text with its replacements.
     metaspace: String,
-    /// ByteLevel's text with its prefix space.
+    /// ByteLevel's text with its prefix space, and a part of it in the byte alphabet.
     byte_level: String,
+    byte_mapped: String,
+    /// A Split's (or ByteLevel's regex's) matches and gaps, and the parts it keeps.
+    split_spans: Vec<(usize, usize, bool)>,
+    split_parts: Vec<(usize, usize)>,
     /// A Unigram word's best path, as spans.
     spans: Vec<(usize, usize, u32)>,
 }
@@ -723,8 +729,8 @@ fn pre_tokenizer(p: &serde_json::Value, out: &mut Vec<PreTokenizer>) -> Result<(
 /// The parts of `text` a `Split` keeps, in order (`tokenizers`' `Pattern::find_matches` then
 /// `NormalizedString::split`): the matches and what lies between them, each flagged, merged or
 /// dropped as `behavior` says; empty parts left out.
-fn split_parts(regex: Option<&Regex>, behavior: Behavior, invert: bool, text: &str, parts: &mut Vec<(usize, usize)>) {
-    let mut spans: Vec<(usize, usize, bool)> = Vec::new();
+fn split_parts(regex: Option<&Regex>, behavior: Behavior, invert: bool, text: &str, spans: &mut Vec<(usize, usize, bool)>, parts: &mut Vec<(usize, usize)>) {
+    spans.clear();
     let mut prev = 0;
     for (a, b) in regex.into_iter().flat_map(|r| r.find_iter(text)) {
         if prev != a {
@@ -742,7 +748,7 @@ fn split_parts(regex: Option<&Regex>, behavior: Behavior, invert: bool, text: &s
         Behavior::Isolated => parts.extend(spans.iter().map(|&(a, b, _)| (a, b))),
         Behavior::Removed => parts.extend(spans.iter().filter(|s| !s.2).map(|&(a, b, _)| (a, b))),
         Behavior::Contiguous | Behavior::MergedWithPrevious => {
-            for &(a, b, is_match) in &spans {
+            for &(a, b, is_match) in spans.iter() {
                 let merge = if behavior == Behavior::Contiguous { is_match == previous_match } else { is_match && !previous_match };
                 match parts.last_mut() {
                     Some(last) if merge => last.1 = b,

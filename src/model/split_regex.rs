@@ -205,14 +205,24 @@ fn m(node: &Node, text: &str, at: usize, k: &mut dyn FnMut(usize) -> bool) -> bo
             // One character a time: scan as far as it goes, then give back one at a time (no
             // recursion, however long the run).
             Node::One(set) => {
-                let mut ends = vec![at];
+                let (mut end, mut n) = (at, 0usize);
                 for c in text[at..].chars() {
-                    if max.is_some_and(|max| ends.len() > max as usize) || !set.has(c) {
+                    if max.is_some_and(|max| n >= max as usize) || !set.has(c) {
                         break;
                     }
-                    ends.push(ends[ends.len() - 1] + c.len_utf8());
+                    end += c.len_utf8();
+                    n += 1;
                 }
-                ends.iter().enumerate().rev().take_while(|&(n, _)| n >= *min as usize).any(|(_, &e)| k(e))
+                // Longest first, stepping back over the characters taken.
+                while n >= *min as usize {
+                    if k(end) {
+                        return true;
+                    }
+                    let Some(c) = text[at..end].chars().next_back() else { return false };
+                    end -= c.len_utf8();
+                    n -= 1;
+                }
+                false
             }
             _ => repeat(node, *min, *max, 0, text, at, k),
         },
