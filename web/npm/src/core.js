@@ -300,19 +300,21 @@ const CALIBRATION = { rows: 16384, dim: 64, ids: 4096, bag: 16, reps: 3 };
 // faster engine on the calibration, then remembered.
 async function chooseBackend(gpuEngine, adapter, cpuEngine) {
   const info = gpuEngine.gpuDevice?.adapterInfo ?? {};
-  const onCpu = async (choice) => {
+  // The CPU path chosen: the calibration's CPU engine when there was one, else a new one.
+  const onCpu = async (choice, cpu) => {
     gpuEngine.dispose();
-    return (await cpuEngine())._chose({ backend: 'cpu', adapter, ...choice });
+    return (cpu ?? (await cpuEngine()))._chose({ backend: 'cpu', adapter, ...choice });
   };
   if (info.isFallbackAdapter === true) {
     return onCpu({ reason: 'fallback-adapter', note: `CPU path: the adapter is a fallback (software) one, ${adapter}; createEngine({ backend: 'webgpu' }) uses it` });
   }
   const key = `edo ${VERSION} backend: ${[info.vendor, info.architecture, info.device, info.description].join('/')} ${adapter}`;
   let choice = await remembered('get', key);
+  let cpu = null;
   if (choice?.backend === 'webgpu' || choice?.backend === 'cpu') {
     choice = { ...choice, reason: 'remembered' };
   } else {
-    const cpu = await cpuEngine();
+    cpu = await cpuEngine();
     const start = performance.now();
     try {
       const [webgpuMs, cpuMs] = await calibrate([gpuEngine, cpu]);
@@ -320,10 +322,7 @@ async function chooseBackend(gpuEngine, adapter, cpuEngine) {
     } catch (e) {
       // WebGPU failed its own calibration (a lost device, a driver error): the CPU path, not
       // remembered, so the next engine tries again.
-      gpuEngine.dispose();
-      return cpu._chose({ backend: 'cpu', reason: 'calibration-failed', adapter, note: `CPU path: WebGPU failed the calibration on ${adapter} (${e?.message ?? e})` });
-    } finally {
-      if (!cpu.disposed && cpu.choice === null) cpu.dispose();
+      return onCpu({ reason: 'calibration-failed', note: `CPU path: WebGPU failed the calibration on ${adapter} (${e?.message ?? e})` }, cpu);
     }
     await remembered('put', key, choice);
     choice = { ...choice, reason: 'measured' };
@@ -332,7 +331,8 @@ async function chooseBackend(gpuEngine, adapter, cpuEngine) {
   const [won, lost] = choice.backend === 'webgpu' ? ['WebGPU', 'the CPU path'] : ['CPU path', 'WebGPU'];
   const how = choice.reason === 'remembered' ? 'remembered for this adapter' : `calibrated in ${choice.calibrationMs.toFixed(0)} ms`;
   const note = `${won}: ${(Math.max(webgpuMs, cpuMs) / Math.min(webgpuMs, cpuMs)).toFixed(1)}× as fast as ${lost} on a gather and bags (WebGPU ${webgpuMs.toFixed(2)} ms, CPU path ${cpuMs.toFixed(2)} ms; ${how}) on ${adapter}`;
-  if (choice.backend === 'cpu') return onCpu({ ...choice, note });
+  if (choice.backend === 'cpu') return onCpu({ ...choice, note }, cpu);
+  cpu?.dispose();
   return gpuEngine._chose({ ...choice, adapter, note });
 }
 
