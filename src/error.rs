@@ -324,6 +324,20 @@ pub enum Error {
         /// The part, named (`the pre-tokenizer "Punctuation"`, `BPE dropout`, …).
         part: String,
     },
+    /// A key that is not in a keyed table, looked up with [`crate::live::Missing::Error`].
+    #[error("keys[{index}] = {key} is not in the table")]
+    UnknownKey {
+        /// The position of the key in the call.
+        index: usize,
+        /// The key.
+        key: u64,
+    },
+    /// A key given for two rows of a keyed table.
+    #[error("key {key} is given for two rows")]
+    DuplicateKey {
+        /// The key.
+        key: u64,
+    },
     /// A token that is not in the table's vocabulary.
     #[error("token {token:?} is not in the vocabulary")]
     UnknownToken {
@@ -442,6 +456,10 @@ pub enum Unsupported {
     /// are not in id order.
     #[error("a table file whose rows are reordered (it holds an id map): read it with PrunedTable::open or from_file_bytes, which apply the map (on the command line, `edo lookup` does, and `edo quantize`, `export` and `reorder` read the rows back in id order; `edo inspect` describes the file as stored)")]
     ReorderedTableFile,
+    /// A table file whose rows are addressed by 64-bit keys (a live table's snapshot) opened as
+    /// a plain table, or keys asked for beside an id map or a code transform.
+    #[error("a table file whose rows are addressed by 64-bit keys (a live table's snapshot): open it with edo::live::LiveTable (`edo update` on the command line); a keyed file holds no id map or code transform")]
+    KeyedTableFile,
     /// Metadata keys starting with "edo." are reserved.
     #[error("metadata keys starting with \"edo.\" are reserved")]
     ReservedMetadataKey,
@@ -566,7 +584,7 @@ impl Error {
             E::OutOfRange { .. } | E::BeyondF32 { .. } => "VALUE_OUT_OF_RANGE",
             E::ZeroDim | E::ShapeMismatch { .. } => "SHAPE_MISMATCH",
             E::BadOffsets { .. } => "BAD_OFFSETS",
-            E::IdOutOfRange { .. } | E::IdOutOfRange64 { .. } => "ID_OUT_OF_RANGE",
+            E::IdOutOfRange { .. } | E::IdOutOfRange64 { .. } | E::UnknownKey { .. } => "ID_OUT_OF_RANGE",
             E::LimitExceeded { .. } | E::DeviceLimits { .. } => "LIMIT_EXCEEDED",
             E::NoAdapter | E::RequestDevice(_) => "NO_GPU",
             E::OutOfMemory { .. } => "GPU_OUT_OF_MEMORY",
@@ -574,6 +592,7 @@ impl Error {
             E::Gpu { .. } | E::Readback { .. } => "GPU_ERROR",
             E::DeviceLost(_) => "DEVICE_LOST",
             E::DuplicateHotId { .. }
+            | E::DuplicateKey { .. }
             | E::TooFewRows { .. }
             | E::NotOrthogonal { .. }
             | E::Training { .. }

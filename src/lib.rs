@@ -47,6 +47,7 @@ pub mod file;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod hash;
+pub mod live;
 mod lookup;
 pub mod mixed;
 pub mod model;

@@ -13,6 +13,7 @@
 //! | `vocab.offsets`| U64   | `[rows + 1]`         | optional: token `i` is `vocab.bytes[o[i]..o[i+1]]` |
 //! | `vocab.bytes`  | U8    | `[n]`                | optional: the tokens, UTF-8, concatenated        |
 //! | `model.*`      | any   | any                  | optional: the rest of a static model (below)     |
+//! | `keys`         | U64   | `[rows]`             | optional: the key of each row, distinct (a [`crate::live::LiveTable`]'s snapshot) |
 //!
 //! Metadata: `edo.version` (`1`), `edo.format` ([`Format::name`]), `edo.rows`, `edo.dim`,
 //! `edo.chunk_bytes`, `edo.vocab_crc32` when there is a vocabulary, `edo.row_alignment` when the
@@ -73,6 +74,10 @@ pub const ID_MAP_VERSION: u32 = 2;
 /// [`crate::search::CodeTransform`]) declares, so that a reader that would search it with plain
 /// sign codes of its queries refuses it instead.
 pub const CODE_TRANSFORM_VERSION: u32 = 3;
+/// The version a file whose rows are addressed by 64-bit keys declares (a
+/// [`crate::live::LiveTable`]'s snapshot: row `i` holds key `keys[i]`, in no order), so that a
+/// reader that would look rows up by their position refuses it instead.
+pub const KEYS_VERSION: u32 = 4;
 /// Bytes of `rows` covered by one CRC-32.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
@@ -145,6 +150,8 @@ pub struct TableFile {
     id_map: Option<Vec<u32>>,
     /// What the codes of a binary table went through (queries go through it too).
     code_transform: Option<CodeTransform>,
+    /// A keyed table's key per row.
+    keys: Option<Vec<u64>>,
 }
 
 /// What a model file holds beside its table: the settings (JSON) and the `model.*` tensors, by
@@ -189,7 +196,18 @@ impl TableFile {
         let bytes: &[u8] = bytemuck::cast_slice(table.words());
         let crcs = chunk_crcs(bytes, CHUNK_BYTES);
         let verified = crcs.iter().map(|_| AtomicBool::new(true)).collect();
-        TableFile { table, vocab: None, metadata: BTreeMap::new(), crcs, chunk_bytes: CHUNK_BYTES, verified, model: None, id_map: None, code_transform: None }
+        TableFile {
+            table,
+            vocab: None,
+            metadata: BTreeMap::new(),
+            crcs,
+            chunk_bytes: CHUNK_BYTES,
+            verified,
+            model: None,
+            id_map: None,
+            code_transform: None,
+            keys: None,
+        }
     }
 
     /// The table as a model's, with the model's settings and tensors (names start `model.`).
@@ -226,8 +244,33 @@ impl TableFile {
             // A file holds one or the other (its version says which).
             return Err(Error::Unsupported(crate::Unsupported::ReorderedTableFile));
         }
+        if self.keys.is_some() {
+            return Err(Error::Unsupported(crate::Unsupported::KeyedTableFile));
+        }
         self.code_transform = Some(transform);
         Ok(self)
+    }
+
+    /// The rows as addressed by `keys`, one distinct 64-bit key per row (row `i` holds key
+    /// `keys[i]`): a [`crate::live::LiveTable`]'s snapshot. A keyed file is version
+    /// [`KEYS_VERSION`], and only [`crate::live::LiveTable`] and [`TableFile::open_stored`] open it.
+    pub fn with_keys(mut self, keys: Vec<u64>) -> Result<TableFile, Error> {
+        if keys.len() != self.table.rows() {
+            return Err(Error::ShapeMismatch { what: "keys (one per row)", expected: self.table.rows(), actual: keys.len() });
+        }
+        if self.id_map.is_some() || self.code_transform.is_some() {
+            return Err(Error::Unsupported(crate::Unsupported::KeyedTableFile));
+        }
+        if let Some(key) = first_duplicate(&keys) {
+            return Err(Error::DuplicateKey { key });
+        }
+        self.keys = Some(keys);
+        Ok(self)
+    }
+
+    /// A keyed table's key per row, if the file has them.
+    pub fn keys(&self) -> Option<&[u64]> {
+        self.keys.as_deref()
     }
 
     /// What the binary codes went through, if the file has a code transform: search the table
@@ -373,6 +416,9 @@ impl TableFile {
         if file.id_map.is_some() {
             return Err(Error::Unsupported(crate::Unsupported::ReorderedTableFile));
         }
+        if file.keys.is_some() {
+            return Err(Error::Unsupported(crate::Unsupported::KeyedTableFile));
+        }
         Ok(file)
     }
 
@@ -385,6 +431,19 @@ impl TableFile {
             }
         }
         let id_map = h.id_map.clone().map(|r| crate::format::words_le(&buf[r]));
+        let keys = match &h.keys {
+            None => None,
+            Some((r, expected)) => {
+                if expected.parse::<u32>().ok() != Some(crc32fast::hash(&buf[r.clone()])) {
+                    return Err(bad("the keys do not match their checksum".into()));
+                }
+                let keys: Vec<u64> = buf[r.clone()].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+                if let Some(key) = first_duplicate(&keys) {
+                    return Err(bad(format!("key {key} names two rows")));
+                }
+                Some(keys)
+            }
+        };
         let crcs = crate::format::words_le(&buf[h.crc.clone()]);
         let vocab = match &h.vocab {
             None => None,
@@ -427,7 +486,7 @@ impl TableFile {
         };
         let table = PackedTable::from_shared(h.format, h.rows, h.dim, bytes.clone(), h.rows_range.start)?.with_row_alignment(h.row_alignment)?;
         let verified = crcs.iter().map(|_| AtomicBool::new(false)).collect();
-        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map, code_transform })
+        Ok(TableFile { table, vocab, metadata: h.metadata, crcs, chunk_bytes: h.chunk_bytes, verified, model, id_map, code_transform, keys })
     }
 
     /// Checks every row against the checksums.
@@ -480,7 +539,9 @@ impl TableFile {
     fn views(&self) -> (Vec<(String, Tensor<'_>)>, BTreeMap<String, String>) {
         let t = &self.table;
         let mut info = self.metadata.clone();
-        let version = if self.code_transform.is_some() {
+        let version = if self.keys.is_some() {
+            KEYS_VERSION
+        } else if self.code_transform.is_some() {
             CODE_TRANSFORM_VERSION
         } else if self.id_map.is_some() {
             ID_MAP_VERSION
@@ -496,6 +557,11 @@ impl TableFile {
             info.insert("edo.row_alignment".into(), t.row_alignment().to_string());
         }
         let mut views = Vec::new();
+        if let Some(keys) = &self.keys {
+            let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+            info.insert("edo.keys_crc32".into(), crc32fast::hash(&bytes).to_string());
+            views.push(("keys".to_string(), Tensor { dtype: Dtype::U64, shape: vec![keys.len()], data: bytes.into() }));
+        }
         let vocab = self.vocab.as_ref().map(|v| {
             let (offsets, bytes) = v.encode();
             let mut crc = crc32fast::Hasher::new();
@@ -624,6 +690,8 @@ pub(crate) struct Header {
     /// A binary table's code transform: its mean, rotation and checksum (as written) (version
     /// [`CODE_TRANSFORM_VERSION`] files only).
     pub codes: Option<(Range<usize>, Option<Range<usize>>, String)>,
+    /// A keyed table's keys and their checksum as written (version [`KEYS_VERSION`] files only).
+    pub keys: Option<(Range<usize>, String)>,
 }
 
 impl Header {
@@ -656,11 +724,12 @@ impl Header {
         let Some(version) = kv.get("edo.version") else {
             return Err(bad("a safetensors file without edo metadata; import a tensor from it with `edo quantize`".into()));
         };
-        let (mapped, coded) = match version.trim() {
-            v if v == VERSION.to_string() => (false, false),
-            v if v == ID_MAP_VERSION.to_string() => (true, false),
-            v if v == CODE_TRANSFORM_VERSION.to_string() => (false, true),
-            _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: CODE_TRANSFORM_VERSION }),
+        let (mapped, coded, keyed) = match version.trim() {
+            v if v == VERSION.to_string() => (false, false, false),
+            v if v == ID_MAP_VERSION.to_string() => (true, false, false),
+            v if v == CODE_TRANSFORM_VERSION.to_string() => (false, true, false),
+            v if v == KEYS_VERSION.to_string() => (false, false, true),
+            _ => return Err(Error::UnsupportedVersion { found: version.clone(), supported: KEYS_VERSION }),
         };
         let get = |key: &str| kv.get(key).ok_or_else(|| bad(format!("metadata {key} is missing")));
         let number = |key: &str| -> Result<usize, Error> {
@@ -775,6 +844,18 @@ impl Header {
             }
             (false, _) => None,
         };
+        let keys = match (keyed, meta.info("keys")) {
+            (true, Some(_)) => {
+                let info = tensor("keys", Dtype::U64)?;
+                if info.shape != [rows] {
+                    return Err(bad(format!("tensor \"keys\" has shape {:?}, expected [{rows}]", info.shape)));
+                }
+                Some((range(info), get("edo.keys_crc32")?.clone()))
+            }
+            (true, None) => return Err(bad(format!("a version {KEYS_VERSION} file (a keyed table) without its \"keys\""))),
+            (false, Some(_)) => return Err(bad(format!("\"keys\" in a version {version} file (a keyed table is version {KEYS_VERSION})"))),
+            (false, None) => None,
+        };
         let id_map_crc = kv.get("edo.id_map_crc32").cloned();
         if id_map_crc.is_some() != id_map.is_some() {
             return Err(bad("an \"id_map\" and its edo.id_map_crc32 come together".into()));
@@ -803,8 +884,16 @@ impl Header {
             id_map,
             id_map_crc,
             codes,
+            keys,
         })
     }
+}
+
+/// The first key that appears twice, if any.
+fn first_duplicate(keys: &[u64]) -> Option<u64> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    seen.reserve(keys.len());
+    keys.iter().copied().find(|&k| !seen.insert(k))
 }
 
 /// A tensor to serialise.

@@ -1,0 +1,934 @@
+//! Tables that change while they serve: rows addressed by 64-bit keys that arrive at run time
+//! ([`LiveTable::find_or_insert`]), row updates applied while lookups run ([`LiveTable::update`],
+//! or replayed from an [`UpdateLog`]), and snapshot swaps ([`LiveTable::swap`]).
+//!
+//! A [`LiveTable`] is a [`PackedTable`] of slots behind a reader-writer lock, with a map from key
+//! to slot, a replacement [`Policy`] (the row cache's: LRU, LFU, ARC, with or without TinyLFU
+//! admission) that picks the key to evict once the table is at its limit, and a count of
+//! lookups per key. Its guarantees, each from one rule:
+//!
+//! - **No torn row.** A lookup holds the read lock for the whole call; everything that changes
+//!   rows (an update batch, an insertion, a swap) holds the write lock while it copies rows in,
+//!   and does its slow part first, outside the lock: update rows are encoded, a snapshot is
+//!   loaded and verified, before the lock is taken. A lookup sees each row wholly old or wholly
+//!   new, and all its rows from one version of the table.
+//! - **Ordered, whole updates.** Update batches apply in the order their calls take the lock,
+//!   each whole or not at all: a batch with a bad row (wrong length, NaN, a value the format
+//!   cannot hold) or more distinct keys than the table may hold is refused, with a typed error,
+//!   before anything changes.
+//! - **Safe swaps.** A swap replaces the table only with a file that opened, verified against
+//!   its checksums and has the table's format and dim; lookups already running finish on the
+//!   old table; [`LiveTable::version`] counts the swaps.
+//!
+//! Unknown keys read by a lookup follow [`Missing`]: refused, a zero row, or the row a new key
+//! would start from ([`Init`]). Rows of a fallback (the [`Init::Row`], the [`Init::Hashed`]
+//! rows) live in the same packed table, before the slots, so a lookup is one gather and a bag one
+//! pooled decode of the CPU path, whichever rows it reads.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::bounds::ZERO_ID;
+use crate::cache::{Policy, PolicyKind};
+use crate::file::TableFile;
+use crate::format::{Format, PackedTable};
+use crate::{Bags, Bounds, Error, Pooling};
+
+/// What a key gets as its first row when a lookup or an update brings it into the table.
+#[derive(Clone, Debug, Default)]
+pub enum Init {
+    /// A zero row.
+    #[default]
+    Zeros,
+    /// A copy of this row (`dim` values), quantised to the table's format.
+    Row(Vec<f32>),
+    /// A copy of row `hash_id(key, 0) % rows` of this table ([`crate::hash::hash_id`]): the
+    /// hashing trick's row, so that a new id starts from what the ids sharing its bucket learnt.
+    /// The table is re-quantised to the live table's format when it has another.
+    Hashed(PackedTable),
+}
+
+/// What a lookup that does not insert reads for a key the table does not hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Missing {
+    /// Refuse the call, before any work, with [`Error::UnknownKey`] naming the first.
+    #[default]
+    Error,
+    /// A zero row.
+    Zero,
+    /// The row the key would start from if it were inserted ([`Init`]).
+    Init,
+}
+
+/// How a [`LiveTable`] is made.
+#[derive(Clone, Debug)]
+pub struct LiveOptions {
+    /// The format the rows are stored in.
+    pub format: Format,
+    /// Values per row.
+    pub dim: usize,
+    /// Slots allocated at first (≥ 1); the table doubles them as keys arrive, up to `max_rows`.
+    pub capacity: usize,
+    /// The most keys the table holds; past it, a new key evicts the one `policy` picks.
+    pub max_rows: usize,
+    /// The replacement policy that picks the key to evict.
+    pub policy: PolicyKind,
+    /// The first row of a new key, and what [`Missing::Init`] reads.
+    pub init: Init,
+    /// Bytes the table may hold, if limited: growth stops at it (later keys evict), and a swap,
+    /// which holds the old and the new table at once, is refused when the two exceed it.
+    pub memory_budget: Option<u64>,
+}
+
+impl LiveOptions {
+    /// A table of `format` rows of `dim` values: 1 024 slots at first, at most `u32::MAX / 2`
+    /// keys, LRU eviction, zero rows for new keys, no memory budget.
+    pub fn new(format: Format, dim: usize) -> LiveOptions {
+        LiveOptions { format, dim, capacity: 1024, max_rows: (u32::MAX / 2) as usize, policy: PolicyKind::Lru, init: Init::Zeros, memory_budget: None }
+    }
+    /// The same with `capacity` slots at first.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+    /// The same holding at most `max_rows` keys.
+    pub fn max_rows(mut self, max_rows: usize) -> Self {
+        self.max_rows = max_rows;
+        self
+    }
+    /// The same evicting by `policy`.
+    pub fn policy(mut self, policy: PolicyKind) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// The same starting new keys from `init`.
+    pub fn init(mut self, init: Init) -> Self {
+        self.init = init;
+        self
+    }
+    /// The same within `bytes` of memory.
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+}
+
+/// Counters of a [`LiveTable`] since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveStats {
+    /// Keys looked up (by gathers, bags and `find_or_insert`).
+    pub lookups: u64,
+    /// Keys looked up that the table did not hold (inserted or read by [`Missing`]).
+    pub unknown: u64,
+    /// Keys inserted (by `find_or_insert` and updates).
+    pub inserts: u64,
+    /// Keys evicted to make room.
+    pub evictions: u64,
+    /// Update batches applied, and the rows they wrote.
+    pub update_batches: u64,
+    /// Rows written by updates.
+    pub rows_updated: u64,
+    /// Snapshots swapped in.
+    pub swaps: u64,
+}
+
+/// What an update batch did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpdateReport {
+    /// The batch's place in the order updates applied (1 for the table's first batch).
+    pub sequence: u64,
+    /// Keys of the batch the table did not hold (now inserted).
+    pub inserted: usize,
+    /// Keys evicted to make room for them.
+    pub evicted: usize,
+}
+
+/// What a swap did, and the memory it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwapReport {
+    /// The table's version now ([`LiveTable::version`]).
+    pub version: u64,
+    /// Keys of the new table.
+    pub keys: usize,
+    /// Bytes of the table before and after the swap.
+    pub old_bytes: u64,
+    /// Bytes of the new table.
+    pub new_bytes: u64,
+    /// Bytes held at once while the new table was built (both tables).
+    pub peak_bytes: u64,
+    /// The budget it was held against, if any.
+    pub budget: Option<u64>,
+}
+
+/// The key folded to the 32 bits a [`Policy`] sees of a row (for an admission filter's sketch;
+/// two keys that fold alike only share a frequency estimate).
+fn fold(key: u64) -> u32 {
+    crate::hash::hash_id(key, 0x6c69_7665)
+}
+
+/// The rows behind the lock.
+struct State {
+    /// The fallback rows (`fallback` of them), then the slots.
+    table: PackedTable,
+    fallback: usize,
+    /// The key in each slot (meaningful where `used`).
+    keys: Vec<u64>,
+    used: Vec<bool>,
+    index: FxHashMap<u64, u32>,
+    /// Empty slots, lowest last.
+    free: Vec<u32>,
+    /// Lookups record their hits here under the read lock.
+    usage: Mutex<Usage>,
+    version: u64,
+}
+
+struct Usage {
+    policy: Box<dyn Policy>,
+    /// Lookups of the key in each slot since it came in.
+    counts: Vec<u64>,
+    /// `pin[slot] == generation` while the batch being placed uses the slot.
+    pin: Vec<u32>,
+    generation: u32,
+}
+
+impl Usage {
+    fn new(kind: PolicyKind, capacity: usize) -> Usage {
+        let mut policy = kind.build();
+        policy.reset(capacity);
+        Usage { policy, counts: vec![0; capacity], pin: vec![0; capacity], generation: 1 }
+    }
+
+    /// A new batch: no slot is pinned.
+    fn begin(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.pin.fill(0);
+            self.generation = 1;
+        }
+        self.policy.begin_part();
+    }
+
+    fn hit(&mut self, slot: u32) {
+        self.policy.hit(slot);
+        self.counts[slot as usize] += 1;
+        self.pin[slot as usize] = self.generation;
+    }
+}
+
+impl State {
+    fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The table row a lookup of `key` reads when the table does not hold it.
+    fn missing_row(&self, key: u64, init: &Init) -> u32 {
+        match init {
+            Init::Zeros => ZERO_ID,
+            Init::Row(_) => 0,
+            Init::Hashed(_) => crate::hash::hash_id(key, 0) % self.fallback as u32,
+        }
+    }
+}
+
+/// A keyed embedding table that takes new keys, row updates and snapshot swaps while lookups run
+/// on other threads: see the [module documentation](self) for its guarantees. Lookups run on the
+/// CPU path, on all cores.
+pub struct LiveTable {
+    options: LiveOptions,
+    /// The fallback rows, packed (`Init::Row`'s one, `Init::Hashed`'s table).
+    fallback: Option<PackedTable>,
+    state: RwLock<State>,
+    lookups: AtomicU64,
+    unknown: AtomicU64,
+    inserts: AtomicU64,
+    evictions: AtomicU64,
+    update_batches: AtomicU64,
+    rows_updated: AtomicU64,
+    swaps: AtomicU64,
+}
+
+impl std::fmt::Debug for LiveTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveTable").field("format", &self.options.format).field("dim", &self.options.dim).field("keys", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl LiveTable {
+    /// An empty table.
+    pub fn new(options: LiveOptions) -> Result<LiveTable, Error> {
+        let (format, dim) = (options.format, options.dim);
+        if dim == 0 {
+            return Err(Error::ZeroDim);
+        }
+        if options.max_rows == 0 || options.capacity == 0 {
+            return Err(Error::LimitExceeded { what: "keys of a live table (at least one slot)", requested: 1, max: 0 });
+        }
+        let fallback = match &options.init {
+            Init::Zeros => None,
+            Init::Row(row) => {
+                if row.len() != dim {
+                    return Err(Error::ShapeMismatch { what: "values of the initial row (the table's dim)", expected: dim, actual: row.len() });
+                }
+                Some(PackedTable::quantize(format, row, 1, dim)?)
+            }
+            Init::Hashed(t) => {
+                if t.dim() != dim {
+                    return Err(Error::ShapeMismatch { what: "values per row of the hashed initial rows (the table's dim)", expected: dim, actual: t.dim() });
+                }
+                if t.rows() == 0 {
+                    return Err(Error::TooFewRows { what: "hashed initial rows", rows: 0, needed: 1 });
+                }
+                Some(if t.format() == format { t.clone() } else { t.requantize(format)? })
+            }
+        };
+        let table = LiveTable {
+            state: RwLock::new(Self::empty_state(&options, fallback.as_ref(), options.capacity.min(options.max_rows))?),
+            options,
+            fallback,
+            lookups: AtomicU64::new(0),
+            unknown: AtomicU64::new(0),
+            inserts: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            update_batches: AtomicU64::new(0),
+            rows_updated: AtomicU64::new(0),
+            swaps: AtomicU64::new(0),
+        };
+        table.check_budget(table.bytes_for(table.capacity()), "a live table's first slots")?;
+        Ok(table)
+    }
+
+    /// A table holding the rows of `file` — keyed by its keys ([`TableFile::keys`]) or, for a
+    /// plain table file, row `i` by key `i` — with room for at least all of them. The rows are
+    /// verified against the file's checksums first.
+    pub fn from_file(file: &TableFile, options: LiveOptions) -> Result<LiveTable, Error> {
+        let table = LiveTable::new(options)?;
+        let state = table.state_from_file(file)?;
+        *table.write() = state;
+        Ok(table)
+    }
+
+    /// [`LiveTable::from_file`] of the file at `path` (memory-mapped while it is read).
+    #[cfg(native)]
+    pub fn open(path: impl AsRef<std::path::Path>, options: LiveOptions) -> Result<LiveTable, Error> {
+        LiveTable::from_file(&TableFile::open_stored(path)?, options)
+    }
+
+    fn empty_state(options: &LiveOptions, fallback: Option<&PackedTable>, capacity: usize) -> Result<State, Error> {
+        let fallback_rows = fallback.map_or(0, PackedTable::rows);
+        let mut table = PackedTable::zeroed(options.format, fallback_rows + capacity, options.dim, "live table")?;
+        if let Some(f) = fallback {
+            table.words_mut()[..f.words().len()].copy_from_slice(f.words());
+        }
+        Ok(State {
+            table,
+            fallback: fallback_rows,
+            keys: vec![0; capacity],
+            used: vec![false; capacity],
+            index: FxHashMap::default(),
+            free: (0..capacity as u32).rev().collect(),
+            usage: Mutex::new(Usage::new(options.policy, capacity)),
+            version: 0,
+        })
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // A panic under the lock leaves whole rows (rows are copied in, never built in place).
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The format of the rows.
+    pub fn format(&self) -> Format {
+        self.options.format
+    }
+    /// Values per row.
+    pub fn dim(&self) -> usize {
+        self.options.dim
+    }
+    /// Keys the table holds.
+    pub fn len(&self) -> usize {
+        self.read().index.len()
+    }
+    /// Whether the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Slots allocated now.
+    pub fn capacity(&self) -> usize {
+        self.read().capacity()
+    }
+    /// The options the table was made with.
+    pub fn options(&self) -> &LiveOptions {
+        &self.options
+    }
+    /// Whether the table holds `key`.
+    pub fn contains(&self, key: u64) -> bool {
+        self.read().index.contains_key(&key)
+    }
+    /// Snapshots swapped in since the table was made (0 before the first swap).
+    pub fn version(&self) -> u64 {
+        self.read().version
+    }
+    /// Bytes of packed rows held now (fallback rows and every slot, used or not).
+    pub fn bytes(&self) -> u64 {
+        self.read().table.bytes()
+    }
+    /// The counters since the table was made.
+    pub fn stats(&self) -> LiveStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LiveStats {
+            lookups: get(&self.lookups),
+            unknown: get(&self.unknown),
+            inserts: get(&self.inserts),
+            evictions: get(&self.evictions),
+            update_batches: get(&self.update_batches),
+            rows_updated: get(&self.rows_updated),
+            swaps: get(&self.swaps),
+        }
+    }
+
+    /// Lookups of each of `keys` since it came into the table (0 for a key it does not hold).
+    pub fn usage(&self, keys: &[u64]) -> Vec<u64> {
+        let st = self.read();
+        let usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+        keys.iter().map(|k| st.index.get(k).map_or(0, |&s| usage.counts[s as usize])).collect()
+    }
+
+    /// The keys the table holds with their lookup counts, most looked up first (ties: lower key
+    /// first): what a planner reads to choose hot rows.
+    pub fn hottest(&self, n: usize) -> Vec<(u64, u64)> {
+        let st = self.read();
+        let usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<(u64, u64)> = st.index.iter().map(|(&k, &s)| (k, usage.counts[s as usize])).collect();
+        all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(n);
+        all
+    }
+
+    fn bytes_for(&self, capacity: usize) -> u64 {
+        (self.fallback.as_ref().map_or(0, PackedTable::rows) + capacity) as u64 * self.options.format.row_bytes(self.options.dim) as u64
+    }
+
+    fn check_budget(&self, bytes: u64, what: &'static str) -> Result<(), Error> {
+        match self.options.memory_budget {
+            Some(budget) if bytes > budget => Err(Error::LimitExceeded { what, requested: bytes, max: budget }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The most slots the table may have: `max_rows`, and what the memory budget holds.
+    fn slot_limit(&self) -> usize {
+        let by_budget = self.options.memory_budget.map_or(usize::MAX, |b| {
+            let row = self.options.format.row_bytes(self.options.dim) as u64;
+            (b / row).saturating_sub(self.fallback.as_ref().map_or(0, PackedTable::rows) as u64) as usize
+        });
+        self.options.max_rows.min(by_budget).max(1)
+    }
+
+    /// Table rows of `keys` (unknown ones by `missing`), recording the lookups. `Err` names the
+    /// first unknown key under [`Missing::Error`].
+    fn rows_of(&self, st: &State, keys: &[u64], missing: Missing, record: bool) -> Result<Vec<u32>, Error> {
+        let mut rows = Vec::with_capacity(keys.len());
+        let mut unknown = 0u64;
+        for (index, &key) in keys.iter().enumerate() {
+            match st.index.get(&key) {
+                Some(&slot) => rows.push(st.fallback as u32 + slot),
+                None => {
+                    unknown += 1;
+                    rows.push(match missing {
+                        Missing::Error => return Err(Error::UnknownKey { index, key }),
+                        Missing::Zero => ZERO_ID,
+                        Missing::Init => st.missing_row(key, &self.options.init),
+                    });
+                }
+            }
+        }
+        if record {
+            let mut usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+            usage.begin();
+            for &r in &rows {
+                if r != ZERO_ID && r as usize >= st.fallback {
+                    usage.hit(r - st.fallback as u32);
+                }
+            }
+            self.lookups.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            self.unknown.fetch_add(unknown, Ordering::Relaxed);
+        }
+        Ok(rows)
+    }
+
+    /// Gathers the rows of `keys` into `keys.len() × dim` f32; unknown keys follow `missing`.
+    pub fn gather(&self, keys: &[u64], missing: Missing) -> Result<Vec<f32>, Error> {
+        let st = self.read();
+        let rows = self.rows_of(&st, keys, missing, true)?;
+        Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?)
+    }
+
+    /// EmbeddingBag over keys: pools `bags` (indices are keys) into `bags.len() × dim` values
+    /// (`indices.len() × dim` for [`Pooling::None`]); unknown keys follow `missing` (a zero row
+    /// counts towards a mean and takes part in a max, as an out-of-range id under
+    /// [`Bounds::Zero`] does).
+    pub fn bag(&self, bags: &Bags<'_, u64>, pooling: Pooling, missing: Missing) -> Result<Vec<f32>, Error> {
+        let st = self.read();
+        let rows = self.rows_of(&st, bags.indices, missing, true)?;
+        Ok(crate::cpu::embedding_bag(&st.table, &bags.with_indices(&rows), pooling, Bounds::Zero)?)
+    }
+
+    /// Gathers the rows of `keys`, first giving each key the table does not hold a slot and its
+    /// [`Init`] row (evicting by policy once the table is at its limit); all rows are read after
+    /// the insertions. Refused, changing nothing, when the call has more distinct keys than the
+    /// table may hold.
+    pub fn find_or_insert(&self, keys: &[u64]) -> Result<Vec<f32>, Error> {
+        {
+            let st = self.read();
+            if keys.iter().all(|k| st.index.contains_key(k)) {
+                let rows = self.rows_of(&st, keys, Missing::Error, true)?;
+                return Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?);
+            }
+        }
+        let mut st = self.write();
+        self.place(&mut st, keys, true)?;
+        let rows = self.rows_of(&st, keys, Missing::Error, false)?;
+        Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?)
+    }
+
+    /// Gives every key of `keys` a slot (new ones their [`Init`] row), growing or evicting as
+    /// needed, and pins them all; with `lookup`, counts the call's keys as looked up. Returns
+    /// the keys inserted and evicted. Checks everything that can fail before changing anything.
+    fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<(usize, usize), Error> {
+        let unknown = keys.iter().filter(|k| !st.index.contains_key(k)).count();
+        let mut distinct = FxHashSet::default();
+        let mut new_keys = Vec::new();
+        for &k in keys {
+            if distinct.insert(k) && !st.index.contains_key(&k) {
+                new_keys.push(k);
+            }
+        }
+        let limit = self.slot_limit();
+        if distinct.len() > limit {
+            return Err(Error::LimitExceeded {
+                what: "distinct keys in one call (the keys a live table may hold)",
+                requested: distinct.len() as u64,
+                max: limit as u64,
+            });
+        }
+        let needed = st.index.len() + new_keys.len();
+        if needed > st.capacity() && st.capacity() < limit {
+            let grown = needed.max(st.capacity().saturating_mul(2)).min(limit);
+            self.grow(st, grown)?;
+        }
+        let State { table, fallback, keys: slot_keys, used, index, free, usage, .. } = st;
+        let usage = usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        usage.begin();
+        // Keys the table holds are pinned first, so that a new key of the call never evicts one
+        // the call reads.
+        for k in keys {
+            if let Some(&slot) = index.get(k) {
+                usage.pin[slot as usize] = usage.generation;
+            }
+        }
+        let mut evicted = 0;
+        let rw = table.row_words();
+        let zero = matches!(self.options.init, Init::Zeros).then(|| zero_row(self.options.format, self.options.dim));
+        // In call order, as a cache sees a batch: a key held (or placed earlier in the call) is a
+        // hit, a new one is admitted.
+        for &k in keys {
+            if let Some(&slot) = index.get(&k) {
+                if lookup {
+                    usage.hit(slot);
+                }
+                continue;
+            }
+            let free_slot = free.pop();
+            let (pin, generation) = (&usage.pin, usage.generation);
+            let slot = usage.policy.admit(fold(k), free_slot, &|s| pin[s as usize] == generation);
+            debug_assert!(free_slot.is_none_or(|f| f == slot), "a policy must use the free slot it is given");
+            if used[slot as usize] {
+                index.remove(&slot_keys[slot as usize]);
+                evicted += 1;
+            }
+            slot_keys[slot as usize] = k;
+            used[slot as usize] = true;
+            index.insert(k, slot);
+            usage.counts[slot as usize] = u64::from(lookup);
+            usage.pin[slot as usize] = usage.generation;
+            // The new key's first row.
+            let dst = (*fallback + slot as usize) * rw;
+            let words = table.words_mut();
+            match &self.options.init {
+                Init::Zeros => words[dst..dst + rw].copy_from_slice(zero.as_deref().expect("made for Init::Zeros")),
+                Init::Row(_) => words.copy_within(0..rw, dst),
+                Init::Hashed(_) => {
+                    let src = (crate::hash::hash_id(k, 0) as usize % *fallback) * rw;
+                    words.copy_within(src..src + rw, dst);
+                }
+            }
+        }
+        if lookup {
+            self.lookups.fetch_add(keys.len() as u64, Ordering::Relaxed);
+            self.unknown.fetch_add(unknown as u64, Ordering::Relaxed);
+        }
+        self.inserts.fetch_add(new_keys.len() as u64, Ordering::Relaxed);
+        self.evictions.fetch_add(evicted as u64, Ordering::Relaxed);
+        Ok((new_keys.len(), evicted))
+    }
+
+    /// Reallocates the slots to `capacity` (more than now), keeping every row and key.
+    fn grow(&self, st: &mut State, capacity: usize) -> Result<(), Error> {
+        let old = st.capacity();
+        self.check_budget(self.bytes_for(capacity), "bytes of a live table's slots")?;
+        let mut table = PackedTable::zeroed(self.options.format, st.fallback + capacity, self.options.dim, "live table")?;
+        table.words_mut()[..st.table.words().len()].copy_from_slice(st.table.words());
+        st.table = table;
+        st.keys.resize(capacity, 0);
+        st.used.resize(capacity, false);
+        let mut free: Vec<u32> = (old as u32..capacity as u32).rev().collect();
+        free.extend_from_slice(&st.free);
+        st.free = free;
+        let usage = st.usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        usage.policy.resize(capacity);
+        usage.counts.resize(capacity, 0);
+        usage.pin.resize(capacity, 0);
+        Ok(())
+    }
+
+    /// Writes `values` (`keys.len() × dim`, row after row) as the rows of `keys`, inserting the
+    /// keys the table does not hold (an upsert); a key listed twice takes its last row. Errors of
+    /// a row ([`Error::NonFinite`], [`Error::OutOfRange`]) name its place in the batch. The rows
+    /// are encoded before the lock is taken; the batch applies whole — after every update before
+    /// it — or, refused with a typed error, not at all.
+    pub fn update(&self, keys: &[u64], values: &[f32]) -> Result<UpdateReport, Error> {
+        let encoded = self.encode(keys, values)?;
+        self.apply(keys, &encoded)
+    }
+
+    /// The packed rows of an update batch, checked.
+    fn encode(&self, keys: &[u64], values: &[f32]) -> Result<PackedTable, Error> {
+        let dim = self.options.dim;
+        if values.len() != keys.len() * dim {
+            return Err(Error::ShapeMismatch { what: "values of the updated rows (keys × dim)", expected: keys.len() * dim, actual: values.len() });
+        }
+        Ok(PackedTable::quantize(self.options.format, values, keys.len(), dim)?)
+    }
+
+    fn apply(&self, keys: &[u64], encoded: &PackedTable) -> Result<UpdateReport, Error> {
+        let mut st = self.write();
+        let (inserted, evicted) = self.place(&mut st, keys, false)?;
+        let (rw, fallback) = (encoded.row_words(), st.fallback);
+        for (i, &k) in keys.iter().enumerate() {
+            let slot = st.index[&k] as usize;
+            st.table.words_mut()[(fallback + slot) * rw..(fallback + slot + 1) * rw].copy_from_slice(encoded.row(i));
+        }
+        let sequence = self.update_batches.fetch_add(1, Ordering::Relaxed) + 1;
+        self.rows_updated.fetch_add(keys.len() as u64, Ordering::Relaxed);
+        Ok(UpdateReport { sequence, inserted, evicted })
+    }
+
+    /// Applies the batches of `log` in order. Every batch is checked and encoded before the
+    /// first applies, so a log with a bad batch changes nothing.
+    pub fn apply_log(&self, log: &UpdateLog) -> Result<Vec<UpdateReport>, Error> {
+        if log.dim() != self.options.dim {
+            return Err(Error::ShapeMismatch { what: "values per row of the update log (the table's dim)", expected: self.options.dim, actual: log.dim() });
+        }
+        let limit = self.slot_limit();
+        let mut encoded = Vec::with_capacity(log.batches.len());
+        for (keys, values) in &log.batches {
+            let distinct = keys.iter().collect::<FxHashSet<_>>().len();
+            if distinct > limit {
+                return Err(Error::LimitExceeded {
+                    what: "distinct keys in one update batch (the keys a live table may hold)",
+                    requested: distinct as u64,
+                    max: limit as u64,
+                });
+            }
+            encoded.push(self.encode(keys, values)?);
+        }
+        log.batches.iter().zip(&encoded).map(|((keys, _), e)| self.apply(keys, e)).collect()
+    }
+
+    /// Removes `keys` (unknown ones are skipped); their slots take new keys. Returns how many
+    /// the table held.
+    pub fn remove(&self, keys: &[u64]) -> usize {
+        let mut st = self.write();
+        let State { used, index, free, usage, .. } = &mut *st;
+        let usage = usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut removed = 0;
+        for k in keys {
+            if let Some(slot) = index.remove(k) {
+                used[slot as usize] = false;
+                usage.policy.remove(slot);
+                usage.counts[slot as usize] = 0;
+                free.push(slot);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    /// The table as a keyed table file ([`TableFile::with_keys`]): the rows of the keys it holds,
+    /// in slot order, without the fallback rows or empty slots. What [`LiveTable::swap`] and
+    /// [`LiveTable::from_file`] read.
+    pub fn snapshot(&self) -> Result<TableFile, Error> {
+        let st = self.read();
+        let slots: Vec<u32> = (0..st.capacity() as u32).filter(|&s| st.used[s as usize]).collect();
+        let rw = st.table.row_words();
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(slots.len() * rw)
+            .map_err(|_| Error::HostOutOfMemory { what: "a live table's snapshot", bytes: (slots.len() * rw * 4) as u64 })?;
+        for &s in &slots {
+            words.extend_from_slice(st.table.row(st.fallback + s as usize));
+        }
+        let keys = slots.iter().map(|&s| st.keys[s as usize]).collect();
+        let table = PackedTable::from_words(self.options.format, slots.len(), self.options.dim, words)?;
+        TableFile::new(table).with_keys(keys)
+    }
+
+    /// A state holding `file`'s rows (verified) and keys, sized for them, its usage fresh.
+    fn state_from_file(&self, file: &TableFile) -> Result<State, Error> {
+        let t = file.table();
+        if t.format() != self.options.format {
+            return Err(Error::MixedFormats { index: 0, expected: self.options.format, found: t.format() });
+        }
+        if t.dim() != self.options.dim {
+            return Err(Error::ShapeMismatch { what: "values per row of the snapshot (the table's dim)", expected: self.options.dim, actual: t.dim() });
+        }
+        if file.id_map().is_some() || file.code_transform().is_some() {
+            return Err(Error::Unsupported(crate::Unsupported::KeyedTableFile));
+        }
+        let limit = self.slot_limit();
+        if t.rows() > limit {
+            return Err(Error::LimitExceeded {
+                what: "keys of the snapshot (the keys the live table may hold)",
+                requested: t.rows() as u64,
+                max: limit as u64,
+            });
+        }
+        file.verify()?;
+        let capacity = t.rows().max(self.options.capacity.min(limit));
+        let mut st = Self::empty_state(&self.options, self.fallback.as_ref(), capacity)?;
+        let start = st.fallback * t.row_words();
+        st.table.words_mut()[start..start + t.words().len()].copy_from_slice(t.words());
+        let identity: Vec<u64>;
+        let keys = match file.keys() {
+            Some(k) => k,
+            None => {
+                identity = (0..t.rows() as u64).collect();
+                &identity
+            }
+        };
+        // Each key enters the policy as if inserted, in row order.
+        let usage = st.usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (slot, &k) in keys.iter().enumerate() {
+            let free = st.free.pop();
+            debug_assert_eq!(free, Some(slot as u32), "a fresh state's free slots are popped lowest first");
+            usage.policy.admit(fold(k), free, &|_| false);
+            st.keys[slot] = k;
+            st.used[slot] = true;
+            st.index.insert(k, slot as u32);
+        }
+        Ok(st)
+    }
+
+    /// Replaces the whole table — keys, rows and usage — with `file`'s (a keyed snapshot, or a
+    /// plain table whose row `i` becomes key `i`), once it has verified against its checksums
+    /// and matches the table's format and dim; otherwise refuses with a typed error and the
+    /// table stays as it was. The new table is built before the lock is taken, so lookups run
+    /// meanwhile, and those running when the lock is taken finish on the old one.
+    pub fn swap(&self, file: &TableFile) -> Result<SwapReport, Error> {
+        let old_bytes = self.bytes();
+        let new_bytes = (self.fallback.as_ref().map_or(0, PackedTable::rows) + file.table().rows().max(self.options.capacity.min(self.slot_limit()))) as u64
+            * self.options.format.row_bytes(self.options.dim) as u64;
+        self.check_budget(old_bytes + new_bytes, "bytes of a live table during a swap (the old and the new table at once)")?;
+        let mut state = self.state_from_file(file)?;
+        let keys = state.index.len();
+        let version = {
+            let mut st = self.write();
+            state.version = st.version + 1;
+            std::mem::swap(&mut *st, &mut state);
+            st.version
+        };
+        // The old table is freed here, after the lock.
+        drop(state);
+        self.swaps.fetch_add(1, Ordering::Relaxed);
+        Ok(SwapReport { version, keys, old_bytes, new_bytes, peak_bytes: old_bytes + new_bytes, budget: self.options.memory_budget })
+    }
+
+    /// [`LiveTable::swap`] to a table file's bytes (fetched from anywhere; a keyed or a plain
+    /// table file).
+    pub fn swap_bytes(&self, bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<SwapReport, Error> {
+        self.swap(&TableFile::from_bytes_any(bytes)?)
+    }
+
+    /// [`LiveTable::swap`] to the table file at `path`.
+    #[cfg(native)]
+    pub fn swap_file(&self, path: impl AsRef<std::path::Path>) -> Result<SwapReport, Error> {
+        let path = path.as_ref();
+        let file = TableFile::open_stored(path)?;
+        self.swap(&file).map_err(|e| match e {
+            Error::Checksum { .. } | Error::BadFile { .. } => crate::file::in_file(path, e),
+            other => other,
+        })
+    }
+}
+
+/// A zero row's words in `format` (all-zero words are not a zero row in every format: binary
+/// codes decode to ±1).
+fn zero_row(format: Format, dim: usize) -> Vec<u32> {
+    PackedTable::quantize(format, &vec![0.0; dim], 1, dim).map(|t| t.words().to_vec()).unwrap_or_else(|_| vec![0; format.row_words(dim)])
+}
+
+/// Batches of row updates, as a file: what a trainer appends to and [`LiveTable::apply_log`]
+/// (`edo update TABLE UPDATES` on the command line) replays, in order.
+///
+/// The file, little-endian: the magic `EDOUPDT1` (8 bytes), the dim (u32), a zero u32; then each
+/// batch: its row count `n` (u32), the CRC-32 of the rest of the batch (u32), `n` keys (u64),
+/// and `n × dim` values (f32, row after row). A writer appends batches ([`UpdateLog::append`]);
+/// a reader refuses the whole file when a batch is truncated or fails its checksum.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UpdateLog {
+    dim: usize,
+    batches: Vec<(Vec<u64>, Vec<f32>)>,
+}
+
+/// The first bytes of an update log.
+pub const UPDATE_LOG_MAGIC: &[u8; 8] = b"EDOUPDT1";
+
+impl UpdateLog {
+    /// An empty log of rows of `dim` values.
+    pub fn new(dim: usize) -> UpdateLog {
+        UpdateLog { dim, batches: Vec::new() }
+    }
+    /// Values per row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// The batches, in order: keys, and their rows (`keys.len() × dim` values).
+    pub fn batches(&self) -> &[(Vec<u64>, Vec<f32>)] {
+        &self.batches
+    }
+    /// Adds a batch.
+    pub fn push(&mut self, keys: Vec<u64>, values: Vec<f32>) -> Result<(), Error> {
+        if values.len() != keys.len() * self.dim {
+            return Err(Error::ShapeMismatch { what: "values of the batch (keys × dim)", expected: keys.len() * self.dim, actual: values.len() });
+        }
+        if keys.len() > u32::MAX as usize {
+            return Err(Error::LimitExceeded { what: "rows in one update batch", requested: keys.len() as u64, max: u32::MAX as u64 });
+        }
+        self.batches.push((keys, values));
+        Ok(())
+    }
+
+    /// The header of a log of rows of `dim` values (what a new log file starts with).
+    pub fn header(dim: usize) -> Vec<u8> {
+        let mut out = UPDATE_LOG_MAGIC.to_vec();
+        out.extend_from_slice(&(dim as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out
+    }
+
+    /// The bytes of one batch (appended to a log file after its header).
+    pub fn batch_bytes(keys: &[u64], values: &[f32]) -> Vec<u8> {
+        let mut body = Vec::with_capacity(8 * keys.len() + 4 * values.len());
+        for k in keys {
+            body.extend_from_slice(&k.to_le_bytes());
+        }
+        for v in values {
+            body.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut out = Vec::with_capacity(8 + body.len());
+        out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// The whole log's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Self::header(self.dim);
+        for (k, v) in &self.batches {
+            out.extend_from_slice(&Self::batch_bytes(k, v));
+        }
+        out
+    }
+
+    /// Appends a batch to the log file at `path`, writing the header first when the file is new
+    /// or empty (a log of another dim is refused).
+    #[cfg(native)]
+    pub fn append(path: impl AsRef<std::path::Path>, dim: usize, keys: &[u64], values: &[f32]) -> Result<(), Error> {
+        use std::io::Write;
+        let path = path.as_ref();
+        if values.len() != keys.len() * dim {
+            return Err(Error::ShapeMismatch { what: "values of the batch (keys × dim)", expected: keys.len() * dim, actual: values.len() });
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path).map_err(|e| Error::io(path.display(), e))?;
+        let len = f.metadata().map_err(|e| Error::io(path.display(), e))?.len();
+        let mut out = Vec::new();
+        if len == 0 {
+            out = Self::header(dim);
+        } else {
+            use std::io::{Read, Seek};
+            let mut head = [0u8; 16];
+            f.seek(std::io::SeekFrom::Start(0)).and_then(|_| f.read_exact(&mut head)).map_err(|e| Error::io(path.display(), e))?;
+            let found = Self::parse_header(&head)?;
+            if found != dim {
+                return Err(Error::ShapeMismatch { what: "values per row of the update log", expected: found, actual: dim });
+            }
+        }
+        out.extend_from_slice(&Self::batch_bytes(keys, values));
+        f.write_all(&out).and_then(|()| f.sync_data()).map_err(|e| Error::io(path.display(), e))
+    }
+
+    fn parse_header(bytes: &[u8]) -> Result<usize, Error> {
+        if bytes.len() < 16 || &bytes[..8] != UPDATE_LOG_MAGIC {
+            return Err(bad_log("does not start with EDOUPDT1".into()));
+        }
+        let dim = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+        if dim == 0 {
+            return Err(bad_log("declares rows of 0 values".into()));
+        }
+        Ok(dim)
+    }
+
+    /// Reads a log, checking every batch: a truncated batch or one that fails its checksum
+    /// refuses the whole log ([`Error::BadFile`] naming the batch and its offset).
+    pub fn from_bytes(bytes: &[u8]) -> Result<UpdateLog, Error> {
+        let dim = Self::parse_header(bytes)?;
+        let mut log = UpdateLog::new(dim);
+        let mut at = 16usize;
+        while at < bytes.len() {
+            let batch = log.batches.len();
+            let Some(head) = bytes.get(at..at + 8) else { return Err(bad_log(format!("batch {batch} at byte {at} is truncated in its header"))) };
+            let n = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+            let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+            let len = n.checked_mul(8 + 4 * dim).filter(|&l| l <= bytes.len() - at - 8);
+            let Some(len) = len else { return Err(bad_log(format!("batch {batch} at byte {at} declares {n} rows, more than the file holds"))) };
+            let body = &bytes[at + 8..at + 8 + len];
+            if crc32fast::hash(body) != crc {
+                return Err(bad_log(format!("batch {batch} at byte {at} does not match its checksum")));
+            }
+            let keys = body[..8 * n].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+            let values = body[8 * n..].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+            log.batches.push((keys, values));
+            at += 8 + len;
+        }
+        Ok(log)
+    }
+
+    /// Reads the log file at `path`.
+    #[cfg(native)]
+    pub fn read(path: impl AsRef<std::path::Path>) -> Result<UpdateLog, Error> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
+        UpdateLog::from_bytes(&bytes).map_err(|e| crate::file::in_file(path, e))
+    }
+}
+
+fn bad_log(reason: String) -> Error {
+    Error::BadFile { what: "edo update log", reason }
+}
