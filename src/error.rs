@@ -449,6 +449,10 @@ pub enum Unsupported {
     /// Rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again.
     #[error("rebuilding an engine over the caller's device (Engine::from_device): make a new device and call from_device again")]
     RebuildCallersDevice,
+    /// A GPU lookup of a live table that has no GPU copy (never attached, or dropped after a GPU
+    /// failure).
+    #[error("a GPU lookup of a live table without a GPU copy: call attach_gpu first (a GPU failure during an update drops the copy)")]
+    LiveTableWithoutGpu,
     /// Rescoring with a table placed on another backend than the codes.
     #[error("rescoring with a table placed on another backend than the codes")]
     RescoringAcrossBackends,

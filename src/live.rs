@@ -182,6 +182,9 @@ struct State {
     /// Lookups record their hits here under the read lock.
     usage: Mutex<Usage>,
     version: u64,
+    /// The copy on a GPU, if attached: the same rows, written under the same write lock.
+    #[cfg(all(native, feature = "gpu"))]
+    gpu: Option<crate::GpuTable>,
 }
 
 struct Usage {
@@ -330,6 +333,8 @@ impl LiveTable {
             free: (0..capacity as u32).rev().collect(),
             usage: Mutex::new(Usage::new(options.policy, capacity)),
             version: 0,
+            #[cfg(all(native, feature = "gpu"))]
+            gpu: None,
         })
     }
 
@@ -492,15 +497,17 @@ impl LiveTable {
             }
         }
         let mut st = self.write();
-        self.place(&mut st, keys, true)?;
+        let placed = self.place(&mut st, keys, true)?;
         let rows = self.rows_of(&st, keys, Missing::Error, false)?;
-        Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?)
+        let out = crate::cpu::gather(&st.table, &rows, Bounds::Zero)?;
+        self.mirror(&mut st, &placed)?;
+        Ok(out)
     }
 
     /// Gives every key of `keys` a slot (new ones their [`Init`] row), growing or evicting as
     /// needed, and pins them all; with `lookup`, counts the call's keys as looked up. Returns
-    /// the keys inserted and evicted. Checks everything that can fail before changing anything.
-    fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<(usize, usize), Error> {
+    /// what changed. Checks everything that can fail before changing anything.
+    fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<Placed, Error> {
         let unknown = keys.iter().filter(|k| !st.index.contains_key(k)).count();
         let mut distinct = FxHashSet::default();
         let mut new_keys = Vec::new();
@@ -518,10 +525,12 @@ impl LiveTable {
             });
         }
         let needed = st.index.len() + new_keys.len();
-        if needed > st.capacity() && st.capacity() < limit {
-            let grown = needed.max(st.capacity().saturating_mul(2)).min(limit);
-            self.grow(st, grown)?;
+        let grown = needed > st.capacity() && st.capacity() < limit;
+        if grown {
+            let capacity = needed.max(st.capacity().saturating_mul(2)).min(limit);
+            self.grow(st, capacity)?;
         }
+        let mut rows = Vec::with_capacity(new_keys.len());
         let State { table, fallback, keys: slot_keys, used, index, free, usage, .. } = st;
         let usage = usage.get_mut().unwrap_or_else(|e| e.into_inner());
         usage.begin();
@@ -558,6 +567,7 @@ impl LiveTable {
             usage.counts[slot as usize] = u64::from(lookup);
             usage.pin[slot as usize] = usage.generation;
             // The new key's first row.
+            rows.push((*fallback + slot as usize) as u32);
             let dst = (*fallback + slot as usize) * rw;
             let words = table.words_mut();
             match &self.options.init {
@@ -575,7 +585,30 @@ impl LiveTable {
         }
         self.inserts.fetch_add(new_keys.len() as u64, Ordering::Relaxed);
         self.evictions.fetch_add(evicted as u64, Ordering::Relaxed);
-        Ok((new_keys.len(), evicted))
+        Ok(Placed { inserted: new_keys.len(), evicted, rows, grown })
+    }
+
+    /// Brings the GPU copy, if any, up to the host's after `placed` (and the rows in it, written
+    /// since): the changed rows written, or after growth the whole table uploaded again. Called
+    /// under the write lock, so no lookup is submitted in between. If the GPU fails, the host
+    /// keeps the change, the GPU copy is dropped (lookups on the GPU are refused until
+    /// [`LiveTable::attach_gpu`] again), and the error is returned.
+    #[cfg_attr(not(all(native, feature = "gpu")), allow(clippy::unused_self, clippy::unnecessary_wraps))]
+    fn mirror(&self, st: &mut State, placed: &Placed) -> Result<(), Error> {
+        #[cfg(all(native, feature = "gpu"))]
+        if let Some(gpu) = &st.gpu {
+            let written = if placed.grown {
+                pollster::block_on(crate::GpuTable::upload(&gpu.engine(), &st.table)).map(|g| st.gpu = Some(g))
+            } else {
+                gpu.write_rows(&st.table, &placed.rows)
+            };
+            if let Err(e) = written {
+                st.gpu = None;
+                return Err(e);
+            }
+        }
+        let _ = (st, placed);
+        Ok(())
     }
 
     /// Reallocates the slots to `capacity` (more than now), keeping every row and key.
@@ -618,15 +651,18 @@ impl LiveTable {
 
     fn apply(&self, keys: &[u64], encoded: &PackedTable) -> Result<UpdateReport, Error> {
         let mut st = self.write();
-        let (inserted, evicted) = self.place(&mut st, keys, false)?;
+        let mut placed = self.place(&mut st, keys, false)?;
         let (rw, fallback) = (encoded.row_words(), st.fallback);
+        placed.rows.clear();
         for (i, &k) in keys.iter().enumerate() {
-            let slot = st.index[&k] as usize;
-            st.table.words_mut()[(fallback + slot) * rw..(fallback + slot + 1) * rw].copy_from_slice(encoded.row(i));
+            let row = fallback + st.index[&k] as usize;
+            st.table.words_mut()[row * rw..(row + 1) * rw].copy_from_slice(encoded.row(i));
+            placed.rows.push(row as u32);
         }
         let sequence = self.update_batches.fetch_add(1, Ordering::Relaxed) + 1;
         self.rows_updated.fetch_add(keys.len() as u64, Ordering::Relaxed);
-        Ok(UpdateReport { sequence, inserted, evicted })
+        self.mirror(&mut st, &placed)?;
+        Ok(UpdateReport { sequence, inserted: placed.inserted, evicted: placed.evicted })
     }
 
     /// Applies the batches of `log` in order. Every batch is checked and encoded before the
@@ -747,8 +783,18 @@ impl LiveTable {
         self.check_budget(old_bytes + new_bytes, "bytes of a live table during a swap (the old and the new table at once)")?;
         let mut state = self.state_from_file(file)?;
         let keys = state.index.len();
+        // The new table goes to the GPU too, before the lock, when a copy is attached.
+        #[cfg(all(native, feature = "gpu"))]
+        if let Some(engine) = self.read().gpu.as_ref().map(crate::GpuTable::engine) {
+            state.gpu = Some(pollster::block_on(crate::GpuTable::upload(&engine, &state.table))?);
+        }
         let version = {
             let mut st = self.write();
+            #[cfg(all(native, feature = "gpu"))]
+            if let (Some(gpu), None) = (&st.gpu, &state.gpu) {
+                // Attached while the new table was built.
+                state.gpu = Some(pollster::block_on(crate::GpuTable::upload(&gpu.engine(), &state.table))?);
+            }
             state.version = st.version + 1;
             std::mem::swap(&mut *st, &mut state);
             st.version
@@ -775,6 +821,87 @@ impl LiveTable {
             other => other,
         })
     }
+}
+
+/// Lookups on a GPU copy of the table: keys are translated to rows on the host, under the read
+/// lock, and the GPU job is submitted before the lock is let go, so every row it reads is the one
+/// the keys had at that moment (an update, insertion or swap writes the GPU copy under the write
+/// lock, and the queue runs the job before any write queued after it).
+#[cfg(all(native, feature = "gpu"))]
+impl LiveTable {
+    /// Keeps a copy of the table on `engine`'s GPU from now on (uploaded now, under the write
+    /// lock), for [`LiveTable::gather_gpu`] and [`LiveTable::bag_gpu`]; CPU lookups go on as
+    /// before. Growth uploads the table again (lookups wait for it); updates write their rows.
+    pub fn attach_gpu(&self, engine: &crate::Engine) -> Result<(), Error> {
+        let mut st = self.write();
+        let gpu = pollster::block_on(crate::GpuTable::upload(engine, &st.table))?;
+        st.gpu = Some(gpu);
+        Ok(())
+    }
+
+    /// Drops the GPU copy.
+    pub fn detach_gpu(&self) {
+        self.write().gpu = None;
+    }
+
+    /// Whether a GPU copy is attached (a GPU failure during a change drops it).
+    pub fn has_gpu(&self) -> bool {
+        self.read().gpu.is_some()
+    }
+
+    /// Gathers the rows of `keys` on the GPU: submitted, the rows left on the GPU. Unknown keys
+    /// follow `missing`.
+    pub fn gather_gpu(&self, keys: &[u64], missing: Missing) -> Result<crate::GpuRows, Error> {
+        self.gather_gpu_with(keys, missing, |job| {
+            job.submit()?;
+            Ok(job.into_output())
+        })
+    }
+
+    /// [`LiveTable::bag`] on the GPU: submitted, the pooled rows left on the GPU.
+    pub fn bag_gpu(&self, bags: &Bags<'_, u64>, pooling: Pooling, missing: Missing) -> Result<crate::GpuRows, Error> {
+        self.bag_gpu_with(bags, pooling, missing, |job| {
+            job.submit()?;
+            Ok(job.into_output())
+        })
+    }
+
+    /// Builds the job of [`LiveTable::gather_gpu`] and hands it to `submit` under the read lock:
+    /// whatever `submit` does — submit it, encode it into the caller's own command encoder and
+    /// submit that — sees the rows the keys have now. A job kept past `submit` and submitted
+    /// later may read rows changed meanwhile.
+    pub fn gather_gpu_with<R>(&self, keys: &[u64], missing: Missing, submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>) -> Result<R, Error> {
+        let st = self.read();
+        let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
+        let rows = self.rows_of(&st, keys, missing, true)?;
+        let job = pollster::block_on(crate::GpuLookup::prepare(gpu, &crate::Request::gather(&rows, Bounds::Zero)))?;
+        submit(job)
+    }
+
+    /// [`LiveTable::gather_gpu_with`] for [`LiveTable::bag_gpu`].
+    pub fn bag_gpu_with<R>(
+        &self,
+        bags: &Bags<'_, u64>,
+        pooling: Pooling,
+        missing: Missing,
+        submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let st = self.read();
+        let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
+        let rows = self.rows_of(&st, bags.indices, missing, true)?;
+        let job = pollster::block_on(crate::GpuLookup::prepare(gpu, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?;
+        submit(job)
+    }
+}
+
+/// What placing a call's keys changed.
+struct Placed {
+    inserted: usize,
+    evicted: usize,
+    /// Table rows written (new keys' first rows; an update's rows).
+    rows: Vec<u32>,
+    /// Whether the slots were reallocated.
+    grown: bool,
 }
 
 /// A zero row's words in `format` (all-zero words are not a zero row in every format: binary

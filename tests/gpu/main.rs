@@ -14,6 +14,7 @@ mod f16_output;
 mod gather;
 mod gguf;
 mod hashing;
+mod live;
 mod lookup;
 mod mixed;
 mod model;

@@ -1,0 +1,97 @@
+//! Live tables on the GPU: the GPU copy follows inserts, updates, growth, eviction and swaps,
+//! and reads what the CPU path reads, bit for bit for gathers.
+
+use super::*;
+use edo::cache::PolicyKind;
+use edo::live::{Init, LiveOptions, LiveTable, Missing};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The rows `keys` read on the GPU, the output pre-filled with the sentinel.
+fn gpu_rows(t: &LiveTable, keys: &[u64], missing: Missing) -> Vec<f32> {
+    t.gather_gpu_with(keys, missing, |job| Ok(run_job(job))).unwrap()
+}
+
+fn keys_and_rows(n: usize, dim: usize, seed: u64) -> (Vec<u64>, Vec<f32>) {
+    let keys = (0..n as u64).map(|i| edo::hash::hash_id(i + seed * 1_000_000, 7) as u64 * 0x1_0000_0001).collect();
+    (keys, embedding_table(n, dim, seed))
+}
+
+#[test]
+fn the_gpu_copy_follows_inserts_updates_growth_eviction_and_swaps() {
+    let Some(engine) = engine() else { return };
+    let dim = 37;
+    for format in [Format::F16, Format::Int8, Format::Int4] {
+        let init = Init::Hashed(PackedTable::quantize(Format::F32, &embedding_table(11, dim, 4), 11, dim).unwrap());
+        let t = LiveTable::new(LiveOptions::new(format, dim).capacity(300).max_rows(2_000).init(init).policy(PolicyKind::LruTinyLfu)).unwrap();
+        let (keys, values) = keys_and_rows(1_500, dim, 1);
+        t.update(&keys, &values).unwrap();
+        t.attach_gpu(&engine).unwrap();
+        // 1 000 lookups (several workgroups, not a multiple of one), some of keys not held.
+        let mut lookups: Vec<u64> = keys.iter().step_by(2).copied().take(950).collect();
+        lookups.extend((0..50).map(|i| 5_000 + i));
+        for missing in [Missing::Zero, Missing::Init] {
+            assert_bits_eq(&gpu_rows(&t, &lookups, missing), &t.gather(&lookups, missing).unwrap(), &format!("{format} {missing:?}"));
+        }
+        // Updates, new keys past the slots (growth: the table uploaded again), then past the
+        // limit (eviction: slots reused by other keys).
+        let (more, more_values) = keys_and_rows(400, dim, 2);
+        t.update(&keys[..200], &values[dim * 300..dim * 500]).unwrap();
+        t.update(&more, &more_values).unwrap();
+        let fresh: Vec<u64> = (0..300).map(|i| 9_000_000 + i).collect();
+        t.find_or_insert(&fresh).unwrap();
+        assert!(t.stats().evictions > 0, "{format}: nothing evicted");
+        let all: Vec<u64> = keys.iter().chain(&more).chain(&fresh).copied().collect();
+        assert_bits_eq(&gpu_rows(&t, &all, Missing::Zero), &t.gather(&all, Missing::Zero).unwrap(), &format!("{format} after changes"));
+        // Bags.
+        let (indices, offsets) = random_bags(120, all.len(), 9, false, 3);
+        let bag_keys: Vec<u64> = indices.iter().map(|&i| all[i as usize]).collect();
+        for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+            let bags = Bags::new(&bag_keys, &offsets).include_last_offset(true);
+            let got = t.bag_gpu_with(&bags, pooling, Missing::Zero, |job| Ok(run_job(job))).unwrap();
+            let want = t.bag(&bags, pooling, Missing::Zero).unwrap();
+            assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("{format} {pooling:?}"));
+        }
+        // A swap: the GPU holds the new table.
+        let other = LiveTable::new(LiveOptions::new(format, dim)).unwrap();
+        other.update(&more, &embedding_table(400, dim, 9)).unwrap();
+        t.swap(&other.snapshot().unwrap()).unwrap();
+        assert_bits_eq(&gpu_rows(&t, &more, Missing::Error), &other.gather(&more, Missing::Error).unwrap(), &format!("{format} after a swap"));
+        t.detach_gpu();
+        assert!(matches!(t.gather_gpu(&more, Missing::Error), Err(Error::Unsupported(edo::Unsupported::LiveTableWithoutGpu))));
+    }
+}
+
+#[test]
+fn gpu_lookups_beside_updates_read_whole_rows() {
+    let Some(engine) = engine() else { return };
+    let (dim, n) = (40, 64u64);
+    let keys: Vec<u64> = (0..n).collect();
+    let t = Arc::new(LiveTable::new(LiveOptions::new(Format::F16, dim)).unwrap());
+    t.update(&keys, &vec![0.0; n as usize * dim]).unwrap();
+    t.attach_gpu(&engine).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let writer = {
+            let (t, keys, done) = (t.clone(), keys.clone(), done.clone());
+            s.spawn(move || {
+                for g in 1..=60 {
+                    t.update(&keys, &vec![g as f32; keys.len() * dim]).unwrap();
+                }
+                done.store(true, Ordering::Relaxed);
+            })
+        };
+        let mut last = 0.0f32;
+        let mut reads = 0;
+        while !done.load(Ordering::Relaxed) || reads < 5 {
+            let rows = t.gather_gpu(&keys, Missing::Error).unwrap().read_blocking().unwrap();
+            // One update writes every key: a lookup sees one generation in all of them.
+            assert!(rows.iter().all(|&v| v == rows[0]), "a GPU lookup read rows of two updates");
+            assert!(rows[0] >= last, "generation went back from {last} to {}", rows[0]);
+            last = rows[0];
+            reads += 1;
+        }
+        writer.join().unwrap();
+    });
+    assert_eq!(t.gather_gpu(&keys, Missing::Error).unwrap().read_blocking().unwrap(), vec![60.0; n as usize * dim]);
+}
