@@ -25,8 +25,8 @@
 //! rows) live in the same packed table, before the slots, so a lookup is one gather and a bag one
 //! pooled decode of the CPU path, whichever rows it reads.
 
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -160,6 +160,9 @@ pub struct SwapReport {
     pub peak_bytes: u64,
     /// The budget it was held against, if any.
     pub budget: Option<u64>,
+    /// How long lookups were held up: from asking for the write lock (lookups that arrive
+    /// from then on wait) to letting it go — the lookups running then, and the exchange.
+    pub pause: std::time::Duration,
 }
 
 /// The key folded to the 32 bits a [`Policy`] sees of a row (for an admission filter's sketch;
@@ -339,12 +342,14 @@ impl LiveTable {
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
-        // A panic under the lock leaves whole rows (rows are copied in, never built in place).
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+        self.state.read()
     }
 
+    /// The lock is task-fair: once a writer waits, new lookups wait behind it, so an update
+    /// waits for the lookups running, not for a stream of them. (A panic under it leaves whole
+    /// rows: rows are copied in, never built in place.)
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        self.state.write()
     }
 
     /// The format of the rows.
@@ -400,7 +405,7 @@ impl LiveTable {
     /// Lookups of each of `keys` since it came into the table (0 for a key it does not hold).
     pub fn usage(&self, keys: &[u64]) -> Vec<u64> {
         let st = self.read();
-        let usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let usage = st.usage.lock();
         keys.iter().map(|k| st.index.get(k).map_or(0, |&s| usage.counts[s as usize])).collect()
     }
 
@@ -408,7 +413,7 @@ impl LiveTable {
     /// first): what a planner reads to choose hot rows.
     pub fn hottest(&self, n: usize) -> Vec<(u64, u64)> {
         let st = self.read();
-        let usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let usage = st.usage.lock();
         let mut all: Vec<(u64, u64)> = st.index.iter().map(|(&k, &s)| (k, usage.counts[s as usize])).collect();
         all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         all.truncate(n);
@@ -454,7 +459,7 @@ impl LiveTable {
             }
         }
         if record {
-            let mut usage = st.usage.lock().unwrap_or_else(|e| e.into_inner());
+            let mut usage = st.usage.lock();
             usage.begin();
             for &r in &rows {
                 if r != ZERO_ID && r as usize >= st.fallback {
@@ -532,7 +537,7 @@ impl LiveTable {
         }
         let mut rows = Vec::with_capacity(new_keys.len());
         let State { table, fallback, keys: slot_keys, used, index, free, usage, .. } = st;
-        let usage = usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        let usage = usage.get_mut();
         usage.begin();
         // Keys the table holds are pinned first, so that a new key of the call never evicts one
         // the call reads.
@@ -623,7 +628,7 @@ impl LiveTable {
         let mut free: Vec<u32> = (old as u32..capacity as u32).rev().collect();
         free.extend_from_slice(&st.free);
         st.free = free;
-        let usage = st.usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        let usage = st.usage.get_mut();
         usage.policy.resize(capacity);
         usage.counts.resize(capacity, 0);
         usage.pin.resize(capacity, 0);
@@ -692,7 +697,7 @@ impl LiveTable {
     pub fn remove(&self, keys: &[u64]) -> usize {
         let mut st = self.write();
         let State { used, index, free, usage, .. } = &mut *st;
-        let usage = usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        let usage = usage.get_mut();
         let mut removed = 0;
         for k in keys {
             if let Some(slot) = index.remove(k) {
@@ -759,7 +764,7 @@ impl LiveTable {
             }
         };
         // Each key enters the policy as if inserted, in row order.
-        let usage = st.usage.get_mut().unwrap_or_else(|e| e.into_inner());
+        let usage = st.usage.get_mut();
         for (slot, &k) in keys.iter().enumerate() {
             let free = st.free.pop();
             debug_assert_eq!(free, Some(slot as u32), "a fresh state's free slots are popped lowest first");
@@ -788,7 +793,8 @@ impl LiveTable {
         if let Some(engine) = self.read().gpu.as_ref().map(crate::GpuTable::engine) {
             state.gpu = Some(pollster::block_on(crate::GpuTable::upload(&engine, &state.table))?);
         }
-        let version = {
+        let asked = web_time::Instant::now();
+        let (version, pause) = {
             let mut st = self.write();
             #[cfg(all(native, feature = "gpu"))]
             if let (Some(gpu), None) = (&st.gpu, &state.gpu) {
@@ -797,12 +803,12 @@ impl LiveTable {
             }
             state.version = st.version + 1;
             std::mem::swap(&mut *st, &mut state);
-            st.version
+            (st.version, asked.elapsed())
         };
         // The old table is freed here, after the lock.
         drop(state);
         self.swaps.fetch_add(1, Ordering::Relaxed);
-        Ok(SwapReport { version, keys, old_bytes, new_bytes, peak_bytes: old_bytes + new_bytes, budget: self.options.memory_budget })
+        Ok(SwapReport { version, keys, old_bytes, new_bytes, peak_bytes: old_bytes + new_bytes, budget: self.options.memory_budget, pause })
     }
 
     /// [`LiveTable::swap`] to a table file's bytes (fetched from anywhere; a keyed or a plain
