@@ -6,6 +6,7 @@ mod cache;
 mod embed;
 mod embed_bench;
 mod index;
+mod live;
 mod plan;
 mod reports;
 mod search;
@@ -84,6 +85,9 @@ enum Command {
     Index(index::IndexArgs),
     /// The lines of an index nearest a question: binary Hamming candidates, rescored in INT8.
     Query(index::QueryArgs),
+    /// Replay an update log (batches of rows by 64-bit key) into a table file: new keys are
+    /// inserted, known ones overwritten, batch by batch; the result is written as a keyed table.
+    Update(live::UpdateArgs),
     /// Choose per table how to hold it in a GPU budget — resident in a format, cached, or mixed
     /// precision (hot rows FP16, cold rows INT4) — with the least expected error.
     Plan(plan::PlanArgs),
@@ -124,6 +128,10 @@ enum BenchCommand {
     /// fused rows through PyTorch: scripts/fbgemm_peer.py): the median time as JSON, and the
     /// largest difference from the peer's output.
     Bags(bag_bench::BagBenchArgs),
+    /// A live table: inserts and updates per second by batch size, lookup P50/P99 alone and
+    /// beside an update stream, the longest lookup while snapshots are swapped in, and on a GPU
+    /// the host's key translation against the whole lookup.
+    Live(live::LiveBenchArgs),
 }
 
 #[derive(Args)]
@@ -323,6 +331,7 @@ fn main() -> ExitCode {
             Some(BenchCommand::Cache(a)) => cache::cache_bench(a),
             Some(BenchCommand::Embed(a)) => embed_bench::embed_bench(a),
             Some(BenchCommand::Bags(a)) => bag_bench::bag_bench(a),
+            Some(BenchCommand::Live(a)) => live::live_bench(a),
         },
         Command::Quantize(a) => tables::quantize(a),
         Command::Inspect(a) => tables::inspect(a),
@@ -333,6 +342,7 @@ fn main() -> ExitCode {
         Command::SearchBench(a) => search::search_bench(a),
         Command::CacheBench(a) => cache::cache_bench(a),
         Command::Plan(a) => plan::run(a),
+        Command::Update(a) => live::update(a),
         Command::Embed(a) => embed::embed(a),
         Command::EmbedBench(a) => embed_bench::embed_bench(a),
         Command::QuantizeModel(a) => embed::quantize_model(a),

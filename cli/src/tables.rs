@@ -713,6 +713,10 @@ fn parse_ids<'a>(items: impl Iterator<Item = &'a str>, code: u8) -> Result<Vec<u
 }
 
 pub fn lookup(a: LookupArgs) -> Result<(), Failure> {
+    require_edo(&a.file)?;
+    if TableFile::open_stored(&a.file).is_ok_and(|f| f.keys().is_some()) {
+        return lookup_keyed(a);
+    }
     let Ok(file) = open_table_or_reordered(&a.file)? else { return lookup_reordered(a) };
     let t = file.table();
     let ids: Vec<u32> = if a.tokens.is_empty() {
@@ -779,6 +783,40 @@ fn shown_row(row: &[f32], show: usize) -> String {
 }
 
 /// `edo lookup` of a reordered table (`edo reorder`): ids go through its id map.
+/// `edo lookup` of a keyed table (a live table's snapshot, `edo update`): --ids are its 64-bit
+/// keys.
+fn lookup_keyed(a: LookupArgs) -> Result<(), Failure> {
+    if !a.tokens.is_empty() || a.gpu {
+        return Err(Failure::new(exit::USAGE, format!("{} is a keyed table: look rows up by key with --ids, on the CPU path", a.file.display())));
+    }
+    let text = match &a.ids_file {
+        Some(path) if path.as_os_str() == "-" => {
+            std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
+        }
+        Some(path) => std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?,
+        None => a.ids.join(","),
+    };
+    let keys = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .enumerate()
+        .map(|(i, s)| s.parse::<u64>().map_err(|_| Failure::new(exit::USAGE, format!("keys[{i}] = {s:?} is not a key (a number from 0 to 2⁶⁴ − 1)"))))
+        .collect::<Result<Vec<u64>, _>>()?;
+    let file = TableFile::open_stored(&a.file)?;
+    let (format, dim) = (file.table().format(), file.table().dim());
+    let table = edo::live::LiveTable::from_file(&file, edo::live::LiveOptions::new(format, dim).capacity(file.table().rows().max(1)))?;
+    let values = table.gather(&keys, edo::live::Missing::Error).map_err(|e| Failure::new(exit::USAGE, e.to_string()))?;
+    if a.json {
+        let rows: Vec<_> = keys.iter().zip(values.chunks_exact(dim)).map(|(&key, row)| json!({ "key": key, "values": row })).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "format": format.name(), "dim": dim, "keyed": true, "rows": rows })).expect("JSON"));
+    } else {
+        for (&key, row) in keys.iter().zip(values.chunks_exact(dim)) {
+            println!("{key}: {}", shown_row(row, a.show));
+        }
+    }
+    Ok(())
+}
+
 fn lookup_reordered(a: LookupArgs) -> Result<(), Failure> {
     let pruned = edo::PrunedTable::open(&a.file)?;
     if !a.tokens.is_empty() {

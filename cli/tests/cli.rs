@@ -1327,3 +1327,43 @@ fn bench_bags_pools_fbgemm_rows_and_reports_the_difference_from_a_peers_output()
     let out = edo(&["bench", "bags", &path("t.npy"), "--layout", "fbgemm8", "--indices", &path("i.npy"), "--offsets", &path("want.npy")]);
     assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn update_replays_a_log_into_a_keyed_table_and_lookup_reads_it_by_key() {
+    let dir = Scratch::new("update");
+    let (rows, dim) = (50, 8);
+    let data = edo::synth::embedding_table(rows, dim, 5);
+    let table = edo::PackedTable::quantize(edo::Format::F32, &data, rows, dim).unwrap();
+    let src = dir.path("t.edo");
+    edo::file::TableFile::new(table).write(&src).unwrap();
+    let mut log = edo::live::UpdateLog::new(dim);
+    log.push(vec![3, 1 << 40], [vec![1.5; dim], vec![-2.0; dim]].concat()).unwrap();
+    log.push(vec![1 << 40], vec![7.0; dim]).unwrap();
+    let log_path = dir.path("updates.edolog");
+    std::fs::write(&log_path, log.to_bytes()).unwrap();
+    let out_path = dir.path("live.edo");
+    let (s, l, o) = (src.to_str().unwrap(), log_path.to_str().unwrap(), out_path.to_str().unwrap());
+    let text = ok(&["update", s, l, "-o", o]);
+    assert!(text.contains("2 batches, 3 rows applied (1 new keys, 0 evicted); 50 → 51 keys"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["lookup", o, "--ids", "1099511627776,3,4", "--json"])).unwrap();
+    let got: Vec<f32> =
+        json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    assert_eq!(got, [vec![7.0; dim], vec![1.5; dim], data[4 * dim..5 * dim].to_vec()].concat());
+    // An unknown key, a damaged log: refused, the output left as it was.
+    let out = edo(&["lookup", o, "--ids", "99"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("keys[0] = 99 is not in the table"), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut bytes = log.to_bytes();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&log_path, bytes).unwrap();
+    let before = std::fs::read(&out_path).unwrap();
+    let out = edo(&["update", o, l]);
+    assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("batch 1"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&out_path).unwrap(), before);
+    // The benchmark runs and prints its figures.
+    let text = ok(&["bench", "live", "--keys", "3000", "--dim", "8", "--seconds", "0.05", "--cpu"]);
+    for needle in ["inserts/s", "P99", "longest pause of lookups"] {
+        assert!(text.contains(needle), "bench live lacks {needle:?}:\n{text}");
+    }
+}

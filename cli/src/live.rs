@@ -1,0 +1,287 @@
+//! `edo update` (replay an update log into a table file) and `edo bench live` (inserts, updates,
+//! lookups beside an update stream, and swaps of a live table, timed).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use edo::live::{LiveOptions, LiveTable, Missing, UpdateLog};
+use edo::Format;
+
+use crate::{exit, Failure, FormatParser};
+
+#[derive(Args)]
+pub struct UpdateArgs {
+    /// The table: an .edo file, keyed (a live table's snapshot) or plain (row i is key i).
+    table: PathBuf,
+    /// The update log to replay (the EDOUPDT1 format of `edo::live::UpdateLog`), batch by batch.
+    updates: PathBuf,
+    /// Where to write the updated table (a keyed .edo file) [default: over TABLE].
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The most keys the table may hold; past it, new keys evict the least recently used.
+    #[arg(long)]
+    max_rows: Option<usize>,
+}
+
+pub fn update(a: UpdateArgs) -> Result<(), Failure> {
+    let file = edo::file::TableFile::open_stored(&a.table)?;
+    let (format, dim) = (file.table().format(), file.table().dim());
+    let mut options = LiveOptions::new(format, dim).capacity(file.table().rows().max(1));
+    if let Some(m) = a.max_rows {
+        options = options.max_rows(m);
+    }
+    let table = LiveTable::from_file(&file, options)?;
+    drop(file);
+    let log = UpdateLog::read(&a.updates)?;
+    let before = table.len();
+    let reports = table.apply_log(&log)?;
+    let (inserted, evicted): (usize, usize) = reports.iter().fold((0, 0), |(i, e), r| (i + r.inserted, e + r.evicted));
+    let out = a.output.as_ref().unwrap_or(&a.table);
+    table.snapshot()?.write(out)?;
+    println!(
+        "{}: {} batches, {} rows applied ({inserted} new keys, {evicted} evicted); {before} → {} keys of {format} dim {dim}, written to {}",
+        a.updates.display(),
+        reports.len(),
+        log.batches().iter().map(|(k, _)| k.len()).sum::<usize>(),
+        table.len(),
+        out.display()
+    );
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct LiveBenchArgs {
+    /// Keys the table holds before lookups are timed.
+    #[arg(long, default_value_t = 1_000_000)]
+    keys: usize,
+    /// Values per row.
+    #[arg(long, default_value_t = 64)]
+    dim: usize,
+    /// The rows' format.
+    #[arg(long, default_value = "int8", value_parser = FormatParser)]
+    format: Format,
+    /// Keys per timed lookup.
+    #[arg(long, default_value_t = 1024)]
+    batch: usize,
+    /// Seconds each latency phase runs.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// The share of the lookups' bandwidth (rows/s) the concurrent update stream writes.
+    #[arg(long, default_value_t = 0.1)]
+    update_share: f64,
+    /// Run the CPU path only, even when a GPU is present.
+    #[arg(long)]
+    cpu: bool,
+}
+
+/// A key of the benchmark's table (spread over 64 bits, as item ids and hashes are).
+fn key(i: u64) -> u64 {
+    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Lookup latencies (ms, sorted) of `batch` random keys of the first `keys`, for `seconds`.
+fn latencies(t: &LiveTable, keys: usize, batch: usize, seconds: f64, seed: u64) -> Result<Vec<f64>, Failure> {
+    let mut rng = edo::synth::Rng::new(seed);
+    let mut out = Vec::new();
+    let start = Instant::now();
+    let mut lookup: Vec<u64> = vec![0; batch];
+    while start.elapsed().as_secs_f64() < seconds || out.len() < 20 {
+        for k in lookup.iter_mut() {
+            *k = key(rng.below(keys as u32) as u64);
+        }
+        let t0 = Instant::now();
+        std::hint::black_box(t.gather(&lookup, Missing::Error)?);
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
+}
+
+pub fn live_bench(a: LiveBenchArgs) -> Result<(), Failure> {
+    if a.keys == 0
+        || a.dim == 0
+        || a.batch == 0
+        || a.keys > u32::MAX as usize / 2
+        || a.seconds.is_nan()
+        || a.seconds <= 0.0
+        || !(0.0..=1.0).contains(&a.update_share)
+    {
+        return Err(Failure::new(exit::USAGE, "--keys (≤ 2^31 − 1), --dim, --batch and --seconds must be positive, --update-share in [0, 1]"));
+    }
+    let (dim, format) = (a.dim, a.format);
+    let t = LiveTable::new(LiveOptions::new(format, dim))?;
+    println!("edo bench live: {} keys of {format} dim {dim} on the CPU path, {} threads; lookups of {} keys", a.keys, edo_bench::measure::threads(), a.batch);
+
+    // Filling the table: inserts through updates, in batches of 100 000.
+    let rows = edo::synth::embedding_table(100_000, dim, 1);
+    let t0 = Instant::now();
+    let mut done = 0;
+    while done < a.keys {
+        let n = (a.keys - done).min(100_000);
+        let keys: Vec<u64> = (done..done + n).map(|i| key(i as u64)).collect();
+        t.update(&keys, &rows[..n * dim])?;
+        done += n;
+    }
+    let fill = t0.elapsed().as_secs_f64();
+    println!("fill: {:.2} M new rows/s (updates of 100 000 keys, growing the table from 1 024 slots)", a.keys as f64 / fill / 1e6);
+
+    // Inserts and updates by batch size.
+    println!("{:>8}  {:>14}  {:>14}  {:>14}", "batch", "inserts/s", "updates/s", "lookups/s (keys)");
+    let mut next = a.keys as u64;
+    for batch in [1usize, 1000, 100_000] {
+        let reps = (200_000 / batch).clamp(3, 2000);
+        let new_keys: Vec<Vec<u64>> = (0..reps).map(|r| (0..batch as u64).map(|i| key(next + r as u64 * batch as u64 + i)).collect()).collect();
+        next += (reps * batch) as u64;
+        let t0 = Instant::now();
+        for k in &new_keys {
+            std::hint::black_box(t.find_or_insert(k)?);
+        }
+        let inserts = (reps * batch) as f64 / t0.elapsed().as_secs_f64();
+        let values = &rows[..batch.min(100_000) * dim];
+        let old: Vec<Vec<u64>> = (0..reps).map(|r| (0..batch as u64).map(|i| key((r as u64 * 7919 + i * 104_729) % a.keys as u64)).collect()).collect();
+        let t0 = Instant::now();
+        for k in &old {
+            t.update(k, values)?;
+        }
+        let updates = (reps * batch) as f64 / t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        for k in &old {
+            std::hint::black_box(t.gather(k, Missing::Error)?);
+        }
+        let lookups = (reps * batch) as f64 / t0.elapsed().as_secs_f64();
+        println!("{batch:>8}  {:>14.0}  {:>14.0}  {:>14.0}", inserts, updates, lookups);
+    }
+
+    // Lookup latency, quiet and beside an update stream.
+    let quiet = latencies(&t, a.keys, a.batch, a.seconds, 11)?;
+    let (p50, p99) = (percentile(&quiet, 0.5), percentile(&quiet, 0.99));
+    let rows_per_s = a.batch as f64 / (quiet.iter().sum::<f64>() / quiet.len() as f64 / 1e3);
+    let update_rows_per_s = rows_per_s * a.update_share;
+    let stop = AtomicBool::new(false);
+    let (busy, written) = std::thread::scope(|s| -> Result<(Vec<f64>, usize), Failure> {
+        let updater = s.spawn(|| -> Result<usize, edo::Error> {
+            // Batches of 100 rows, paced to the target rate.
+            let start = Instant::now();
+            let mut written = 0usize;
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let due = (start.elapsed().as_secs_f64() * update_rows_per_s) as usize;
+                if written + 100 > due {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                let keys: Vec<u64> = (0..100u64).map(|j| key((i * 100 + j) * 7 % a.keys as u64)).collect();
+                t.update(&keys, &rows[..100 * dim])?;
+                written += 100;
+                i += 1;
+            }
+            Ok(written)
+        });
+        let busy = latencies(&t, a.keys, a.batch, a.seconds, 12);
+        stop.store(true, Ordering::Relaxed);
+        let written = updater.join().map_err(|_| Failure::new(exit::FAILURE, "the updater panicked"))??;
+        Ok((busy?, written))
+    })?;
+    let (b50, b99) = (percentile(&busy, 0.5), percentile(&busy, 0.99));
+    println!(
+        "lookups of {} keys: quiet P50 {p50:.3} ms, P99 {p99:.3} ms; beside {:.0} updated rows/s ({:.0} % of the lookups' {:.2} M rows/s; {written} written): P50 {b50:.3} ms, P99 {b99:.3} ms — P99 {:.2}× the quiet one (goal ≤ 1.5×)",
+        a.batch,
+        written as f64 / a.seconds,
+        a.update_share * 100.0,
+        rows_per_s / 1e6,
+        b99 / p99
+    );
+
+    // Swaps: the longest lookup while whole tables are swapped in.
+    let snapshot = t.snapshot()?.to_bytes();
+    let snapshot_mb = snapshot.len() as f64 / 1e6;
+    let stop = AtomicBool::new(false);
+    let (during, swaps, swap_ms, pause_ms) = std::thread::scope(|s| -> Result<(Vec<f64>, usize, f64, f64), Failure> {
+        let swapper = s.spawn(|| -> Result<(usize, f64, f64), edo::Error> {
+            let (mut n, mut total, mut pause) = (0, 0.0, 0.0f64);
+            while !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                let report = t.swap_bytes(snapshot.clone())?;
+                total += t0.elapsed().as_secs_f64() * 1e3;
+                pause = pause.max(report.pause.as_secs_f64() * 1e3);
+                n += 1;
+            }
+            Ok((n, total, pause))
+        });
+        let during = latencies(&t, a.keys, a.batch, a.seconds, 13);
+        stop.store(true, Ordering::Relaxed);
+        let (n, total, pause) = swapper.join().map_err(|_| Failure::new(exit::FAILURE, "the swapper panicked"))??;
+        Ok((during?, n, total / n.max(1) as f64, pause))
+    })?;
+    let longest = during.last().copied().unwrap_or(f64::NAN);
+    println!(
+        "swaps of a {snapshot_mb:.0} MB snapshot ({swaps} swaps, {swap_ms:.0} ms each to load, verify and install): the longest pause of lookups {pause_ms:.3} ms = {:.2}× the quiet P50 lookup (goal ≤ 1 lookup: the lookups running, then the exchange); lookups meanwhile P50 {:.3} ms, P99 {:.3} ms, longest {longest:.3} ms (the load's CPU work shares the cores)",
+        pause_ms / p50,
+        percentile(&during, 0.5),
+        percentile(&during, 0.99),
+    );
+    if !a.cpu {
+        gpu_part(&t, &a)?;
+    }
+    Ok(())
+}
+
+fn gpu_part(t: &LiveTable, a: &LiveBenchArgs) -> Result<(), Failure> {
+    let engine = match edo::Engine::new_blocking(Default::default()) {
+        Ok(e) => e,
+        Err(e) => {
+            println!("GPU: none ({e})");
+            return Ok(());
+        }
+    };
+    t.attach_gpu(&engine)?;
+    println!("GPU: {} — a copy of the table attached ({:.0} MB)", engine.adapter(), t.bytes() as f64 / 1e6);
+    println!("{:>8}  {:>16}  {:>16}  {:>14}  {:>14}", "keys", "translate+build", "whole lookup", "inserts/s", "updates/s");
+    let rows = edo::synth::embedding_table(1000, a.dim, 3);
+    let mut next = u32::MAX as u64;
+    let mut slowest_insert = f64::INFINITY;
+    for n in [1usize, 1000, 100_000] {
+        let keys: Vec<u64> = (0..n as u64).map(|i| key(i * 13 % a.keys as u64)).collect();
+        let reps = (100_000 / n).clamp(5, 200);
+        let (mut build, mut whole) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let t0 = Instant::now();
+            t.gather_gpu_with(&keys, Missing::Error, |job| Ok(std::hint::black_box(job).output().rows()))?;
+            build.push(t0.elapsed().as_secs_f64() * 1e3);
+            let t0 = Instant::now();
+            std::hint::black_box(t.gather_gpu(&keys, Missing::Error)?.read_blocking()?);
+            whole.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        // Inserts and updates of up to 1 000 keys a call, the median of 20 calls (a call that
+        // grows the table uploads it again: the slowest, reported apart).
+        let batch = n.min(1000);
+        let (mut ins, mut upd) = (Vec::new(), Vec::new());
+        for _ in 0..20 {
+            let inserts: Vec<u64> = (0..batch as u64).map(|i| key(next + i)).collect();
+            next += batch as u64;
+            let t0 = Instant::now();
+            t.find_or_insert(&inserts)?;
+            ins.push(batch as f64 / t0.elapsed().as_secs_f64());
+            let t0 = Instant::now();
+            t.update(&keys[..batch], &rows[..batch * a.dim])?;
+            upd.push(batch as f64 / t0.elapsed().as_secs_f64());
+        }
+        slowest_insert = slowest_insert.min(ins.iter().copied().fold(f64::INFINITY, f64::min) / batch as f64);
+        let (ins, upd) = (edo_bench::measure::median(ins), edo_bench::measure::median(upd));
+        println!("{n:>8}  {:>13.3} ms  {:>13.3} ms  {:>14.0}  {:>14.0}", edo_bench::measure::median(build), edo_bench::measure::median(whole), ins, upd);
+    }
+    println!(
+        "inserts and updates: the median of 20 calls of min(keys, 1 000); the slowest call {:.1} ms (a call that grows the slots uploads the whole table again under the write lock)",
+        1e3 / slowest_insert
+    );
+    Ok(())
+}
