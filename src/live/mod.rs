@@ -37,7 +37,9 @@ use crate::format::{Format, PackedTable};
 use crate::{Bags, Bounds, Error, Pooling};
 
 mod log;
+mod tiered;
 pub use log::{UpdateLog, UPDATE_LOG_MAGIC};
+pub use tiered::{RetierReport, TierOptions, TieredTable};
 
 /// What a key gets as its first row when a lookup or an update brings it into the table.
 #[derive(Clone, Debug, Default)]
