@@ -285,3 +285,189 @@ fn gpu_part(t: &LiveTable, a: &LiveBenchArgs) -> Result<(), Failure> {
     );
     Ok(())
 }
+
+#[derive(Args)]
+pub struct TieringBenchArgs {
+    /// A float table to tier (safetensors, .npy; WordLlama's `weights.safetensors`, …) instead
+    /// of a synthetic one.
+    #[arg(long)]
+    table: Option<PathBuf>,
+    /// The tensor of --table to read, when it holds several.
+    #[arg(long)]
+    tensor: Option<String>,
+    /// Rows of the synthetic table.
+    #[arg(long, default_value_t = 200_000)]
+    rows: usize,
+    /// Values per row of the synthetic table.
+    #[arg(long, default_value_t = 256)]
+    dim: usize,
+    /// The synthetic id stream: zipf (stationary) or drift (Zipf whose hot set moves every
+    /// eighth of the stream).
+    #[arg(long, default_value = "drift", value_parser = ["zipf", "drift"])]
+    stream: String,
+    /// Zipf exponent of the synthetic stream.
+    #[arg(long, default_value_t = 1.05)]
+    zipf: f64,
+    /// Ids in the synthetic stream.
+    #[arg(long, default_value_t = 2_000_000)]
+    ids: usize,
+    /// Replay a trace of real lookups instead (one id a line, or a 1-D .npy: scripts/make_trace.py).
+    #[arg(long, conflicts_with = "stream")]
+    trace: Option<PathBuf>,
+    /// Ids per lookup.
+    #[arg(long, default_value_t = 4096)]
+    batch: usize,
+    /// Re-tier after every so many lookups.
+    #[arg(long, default_value_t = 4)]
+    retier_every: usize,
+    /// Rows promoted per re-tiering at most [default: 1 % of the rows].
+    #[arg(long)]
+    max_moves: Option<usize>,
+    /// Lookups after which the counts halve [default: 4 × the rows].
+    #[arg(long)]
+    half_life: Option<u64>,
+    /// Tierings to compare, most precise format first, each as formats joined by `/`.
+    #[arg(long, value_delimiter = ',', default_value = "fp16/q6_k,fp16/q5_1,fp16/q4_k,fp16/int8/q4_k,fp16/int4")]
+    tiers: Vec<String>,
+}
+
+/// Per looked-up row: ‖read − source‖ / ‖source‖, summed, and the squared errors and norms.
+#[derive(Default, Clone, Copy)]
+struct ErrorSum {
+    relative: f64,
+    squared: f64,
+    norm: f64,
+    rows: usize,
+}
+
+impl ErrorSum {
+    fn add(&mut self, source: &[f32], dim: usize, ids: &[u32], got: &[f32]) {
+        for (&id, row) in ids.iter().zip(got.chunks_exact(dim)) {
+            let (mut e, mut n) = (0.0f64, 0.0f64);
+            for (g, s) in row.iter().zip(&source[id as usize * dim..(id as usize + 1) * dim]) {
+                e += ((g - s) as f64).powi(2);
+                n += (*s as f64).powi(2);
+            }
+            if n > 0.0 {
+                self.relative += (e / n).sqrt();
+            }
+            self.squared += e;
+            self.norm += n;
+            self.rows += 1;
+        }
+    }
+    fn mean(&self) -> f64 {
+        self.relative / self.rows.max(1) as f64
+    }
+    fn mse(&self) -> f64 {
+        self.squared / self.norm.max(f64::MIN_POSITIVE)
+    }
+}
+
+pub fn tiering_bench(a: TieringBenchArgs) -> Result<(), Failure> {
+    use edo::live::{TierOptions, TieredTable};
+    use edo::{Bounds, PackedTable};
+    if a.batch == 0 || a.retier_every == 0 || a.rows == 0 || a.dim == 0 {
+        return Err(Failure::new(exit::USAGE, "--batch, --retier-every, --rows and --dim must be at least 1"));
+    }
+    let tiers: Vec<Vec<Format>> = a
+        .tiers
+        .iter()
+        .map(|t| {
+            t.split('/').map(|f| crate::parse_format(f).map_err(|m| Failure::new(exit::USAGE, format!("--tiers {t}: {m}")))).collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let (source, name) = match &a.table {
+        Some(path) => {
+            let imported = edo::file::import::path(path, a.tensor.as_deref(), edo::file::import::FileLayout::Dense)?;
+            (imported.to_format(Format::F32)?, path.display().to_string())
+        }
+        None => (PackedTable::quantize(Format::F32, &edo::synth::embedding_table(a.rows, a.dim, 1), a.rows, a.dim)?, "synthetic".to_string()),
+    };
+    let (rows, dim) = (source.rows(), source.dim());
+    let (ids, stream, warm) = match &a.trace {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?;
+            let ids = edo::cache::parse_trace(&bytes, Some(rows)).map_err(|e| Failure::new(exit::DATA, format!("{}: {e}", path.display())))?;
+            let warm = ids.len() / 2;
+            (ids, format!("the trace {} (first half warm-up)", path.display()), warm)
+        }
+        None if a.stream == "zipf" => (edo::synth::zipf_ids(a.ids, rows, a.zipf, 2), format!("Zipf({}) ids (first quarter warm-up)", a.zipf), a.ids / 4),
+        None => (
+            edo::synth::drifting_zipf_ids(a.ids, rows, a.zipf, a.ids.div_ceil(8), 2),
+            format!("Zipf({}) ids whose hot set moves every {} ids (first quarter warm-up)", a.zipf, a.ids.div_ceil(8)),
+            a.ids / 4,
+        ),
+    };
+    let values = source.dequantize();
+    let int8 = source.requantize(Format::Int8)?;
+    let budget = int8.bytes();
+    let max_moves = a.max_moves.unwrap_or((rows / 100).max(1));
+    println!("edo bench tiering: {name} table, {rows} × {dim}; {} ids of {stream}; lookups of {}", ids.len(), a.batch);
+    println!(
+        "budget: all-INT8's {:.1} MB; re-tiering every {} lookups, at most {max_moves} promotions each; errors of the rows looked up after the warm-up",
+        budget as f64 / 1e6,
+        a.retier_every
+    );
+    let mut int8_error = ErrorSum::default();
+    for batch in ids[warm..].chunks(a.batch) {
+        int8_error.add(&values, dim, batch, &edo::cpu::gather(&int8, batch, Bounds::Error)?);
+    }
+    println!(
+        "{:<18} {:>9} {:>14} {:>12} {:>12} {:>10} {:>12} {:>10}",
+        "tiers", "MB", "upper rows", "following", "static plan", "÷ INT8", "MSE follow.", "÷ INT8"
+    );
+    println!(
+        "{:<18} {:>9.1} {:>14} {:>12.3e} {:>12} {:>10} {:>12.3e} {:>10}",
+        "int8",
+        budget as f64 / 1e6,
+        "-",
+        int8_error.mean(),
+        "-",
+        "1.00",
+        int8_error.mse(),
+        "1.00"
+    );
+    for formats in tiers {
+        let label = formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("/");
+        let options = TierOptions { formats: formats.clone(), budget, half_life: a.half_life };
+        let (following, fixed) = match (TieredTable::new(source.clone(), options.clone()), TieredTable::new(source.clone(), options)) {
+            (Ok(f), Ok(s)) => (f, s),
+            (Err(e), _) | (_, Err(e)) => {
+                println!("{label:<18} does not fit: {e}");
+                continue;
+            }
+        };
+        // The static plan: the warm-up's counts, once.
+        let mut counts = vec![0f32; rows];
+        for &id in &ids[..warm] {
+            counts[id as usize] += 1.0;
+        }
+        fixed.retier_with_counts(&counts, usize::MAX)?;
+        let (mut e_follow, mut e_fixed) = (ErrorSum::default(), ErrorSum::default());
+        for (i, batch) in ids.chunks(a.batch).enumerate() {
+            let got = following.gather(batch, Bounds::Error)?;
+            if (i + 1) % a.retier_every == 0 {
+                following.retier(max_moves)?;
+            }
+            if i * a.batch < warm {
+                continue;
+            }
+            e_follow.add(&values, dim, batch, &got);
+            e_fixed.add(&values, dim, batch, &fixed.gather(batch, Bounds::Error)?);
+        }
+        let upper = following.tier_slots().iter().map(usize::to_string).collect::<Vec<_>>().join("+");
+        println!(
+            "{label:<18} {:>9.1} {:>14} {:>12.3e} {:>12.3e} {:>10.2} {:>12.3e} {:>10.2}",
+            following.bytes() as f64 / 1e6,
+            upper,
+            e_follow.mean(),
+            e_fixed.mean(),
+            e_follow.mean() / int8_error.mean(),
+            e_follow.mse(),
+            e_follow.mse() / int8_error.mse()
+        );
+    }
+    println!("(error: the mean over looked-up rows of ‖read − source‖ / ‖source‖; MSE: Σ‖read − source‖² / Σ‖source‖²)");
+    Ok(())
+}

@@ -132,6 +132,10 @@ enum BenchCommand {
     /// beside an update stream, the longest lookup while snapshots are swapped in, and on a GPU
     /// the host's key translation against the whole lookup.
     Live(live::LiveBenchArgs),
+    /// Precision that follows the traffic: the mean error of the rows looked up from a table
+    /// tiered by frequency (FP16 for the hottest, a compact base for all) against all-INT8 at
+    /// the same bytes and against a static plan, on a drifting, stationary or real id stream.
+    Tiering(live::TieringBenchArgs),
 }
 
 #[derive(Args)]
@@ -332,6 +336,7 @@ fn main() -> ExitCode {
             Some(BenchCommand::Embed(a)) => embed_bench::embed_bench(a),
             Some(BenchCommand::Bags(a)) => bag_bench::bag_bench(a),
             Some(BenchCommand::Live(a)) => live::live_bench(a),
+            Some(BenchCommand::Tiering(a)) => live::tiering_bench(a),
         },
         Command::Quantize(a) => tables::quantize(a),
         Command::Inspect(a) => tables::inspect(a),
