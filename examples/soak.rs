@@ -1,6 +1,7 @@
 //! A soak test: threads sharing one engine mix gathers (five formats), bags, hashed bags, cached
-//! lookups and Hamming searches for a given time, with bad ids among the good; every result is
-//! checked against the CPU path, and the process's resident memory and the engine's allocated
+//! lookups and Hamming searches for a given time, with bad ids among the good, and live tables
+//! changing under them (updates read on the CPU path and from a GPU copy, inserts that evict,
+//! snapshot swaps); every result is checked against the CPU path or the live tables' oracle, and the process's resident memory and the engine's allocated
 //! bytes are sampled. Exits 1 on any wrong row, unexpected error, or memory growth beyond the
 //! slack; prints what it ran and the memory it saw. The idle buffers an engine keeps for its next
 //! lookups are counted apart: at most `EngineOptions::pool_bytes`, which on a CPU device
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use edo::cache::PolicyKind;
 use edo::gpu::CacheSpec;
 use edo::hash::{HashSpec, HashedBags};
+use edo::live::{LiveOptions, LiveTable, Missing};
 use edo::synth::{embedding_table, zipf_ids, Rng};
 use edo::{
     block_on, AsyncLookup, Bags, Bounds, Engine, Format, GpuCache, GpuCodes, GpuHashedTables, GpuTable, Layout, PackedTable, Pooling, Recoverable,
@@ -36,7 +38,13 @@ use edo::{
 const ROWS: usize = 20_000;
 const DIM: usize = 64;
 const FORMATS: [Format; 5] = [Format::Int8, Format::F16, Format::Q4K, Format::Fp8E4M3, Format::Int4Zp32];
-const OPS: [&str; 5] = ["gather", "bag", "hashed bags", "cached gather", "hamming top-k"];
+const OPS: [&str; 8] = ["gather", "bag", "hashed bags", "cached gather", "hamming top-k", "live update", "live insert", "live swap"];
+/// Keys of the live table that threads update (each thread its own: key % threads) and read.
+const LIVE_KEYS: u64 = 512;
+/// The most keys of the table that takes new keys (and evicts past it).
+const INSERT_LIMIT: usize = 1000;
+/// Keys of the table that swaps snapshots.
+const SWAP_KEYS: u64 = 300;
 
 /// Everything on the GPU through the recovering engine; each keeps the host copy the CPU path
 /// checks it against.
@@ -45,6 +53,32 @@ struct Fixture {
     hashed: Recoverable<GpuHashedTables>,
     cache: Recoverable<GpuCache<PackedTable>>,
     codes: Recoverable<GpuCodes>,
+    engine: RecoveringEngine,
+    live: Live,
+}
+
+/// The live tables and what their oracle needs.
+struct Live {
+    /// F32 rows of `LIVE_KEYS` keys, each row one value `key + LIVE_KEYS · generation` (exact
+    /// below 2²⁴: generations stop at `MAX_GENERATION`), with
+    /// a GPU copy re-attached after a device loss.
+    updated: LiveTable,
+    /// The last generation each key was written with (by its thread, in order).
+    generations: Vec<AtomicU64>,
+    threads: u64,
+    /// INT8, at most `INSERT_LIMIT` keys (LRU): new keys arrive, each reading zeros.
+    inserted: LiveTable,
+    next_key: AtomicU64,
+    /// F16, swapped among snapshots whose every value is their version (1–4).
+    swapped: LiveTable,
+    snapshots: Vec<Vec<u8>>,
+}
+
+/// The last generation a live key is written with (its stamp stays below 2²⁴, exact in f32).
+const MAX_GENERATION: u64 = (1 << 24) / LIVE_KEYS - 1;
+
+fn stamp(key: u64, generation: u64) -> f32 {
+    (key + LIVE_KEYS * generation) as f32
 }
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -96,8 +130,9 @@ fn exact(got: &[f32], want: &[f32]) -> Result<(), String> {
     }
 }
 
-/// One operation, chosen by `op`, checked against the CPU path.
-fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
+/// One operation, chosen by `op`, checked against the CPU path. `thread` owns the live keys
+/// `key % threads == thread`.
+fn run(f: &Fixture, op: usize, rng: &mut Rng, thread: u64) -> Result<(), String> {
     let e = |e: edo::Error| e.to_string();
     let ec = |e: edo::CoreError| e.to_string();
     match op {
@@ -146,6 +181,36 @@ fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
             let got = block_on(f.cache.gather(&ids, Bounds::Zero)).map_err(e)?;
             exact(&got, &edo::cpu::gather(&f.cache.host().source, &ids, Bounds::Zero).map_err(ec)?)
         }
+        5 => live_update(f, rng, thread),
+        6 => {
+            // New keys: each reads zeros; the table stays within its limit by evicting.
+            let n = 1 + rng.below(100) as u64;
+            let first = f.live.next_key.fetch_add(n, Ordering::Relaxed);
+            let keys: Vec<u64> = (first..first + n).collect();
+            let got = f.live.inserted.find_or_insert(&keys).map_err(e)?;
+            if got.iter().any(|&v| v != 0.0) {
+                return Err("a new key read a row that was not zeros".into());
+            }
+            if f.live.inserted.len() > INSERT_LIMIT {
+                return Err(format!("{} keys, past the limit of {INSERT_LIMIT}", f.live.inserted.len()));
+            }
+            Ok(())
+        }
+        7 => {
+            let t = &f.live.swapped;
+            if rng.below(8) == 0 {
+                let v = rng.below(4) as usize;
+                t.swap_bytes(f.live.snapshots[v].clone()).map_err(e)?;
+                return Ok(());
+            }
+            let keys: Vec<u64> = (0..SWAP_KEYS).collect();
+            let got = t.gather(&keys, Missing::Error).map_err(e)?;
+            // Every row from one version: the lookup ran on one table.
+            if got.iter().any(|&v| v != got[0]) || !(1.0..=4.0).contains(&got[0]) {
+                return Err("a lookup read rows of two snapshots".into());
+            }
+            Ok(())
+        }
         _ => {
             let bits = f.codes.host();
             let (first, w) = (rng.below(ROWS as u32 - 8) as usize, bits.row_words());
@@ -158,6 +223,59 @@ fn run(f: &Fixture, op: usize, rng: &mut Rng) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// A live-table update of the thread's own keys, or a read of any keys on the CPU path or from
+/// the GPU copy: every row whole, of its key, and no older than the last generation read of it.
+fn live_update(f: &Fixture, rng: &mut Rng, thread: u64) -> Result<(), String> {
+    let live = &f.live;
+    if rng.below(3) == 0 {
+        let keys: Vec<u64> = (0..1 + rng.below(20) as u64)
+            .map(|i| (thread + live.threads * (rng.below(1 << 16) as u64 + i)) % LIVE_KEYS)
+            .filter(|k| k % live.threads == thread)
+            .collect();
+        let mut seen = rustc_hash::FxHashSet::default();
+        let keys: Vec<u64> = keys.into_iter().filter(|k| seen.insert(*k) && live.generations[*k as usize].load(Ordering::Relaxed) < MAX_GENERATION).collect();
+        let gens: Vec<u64> = keys.iter().map(|&k| live.generations[k as usize].load(Ordering::Relaxed) + 1).collect();
+        let values: Vec<f32> = keys.iter().zip(&gens).flat_map(|(&k, &g)| vec![stamp(k, g); DIM]).collect();
+        match live.updated.update(&keys, &values) {
+            // A device lost under the GPU copy: the host applied the batch and dropped the copy.
+            Ok(_) | Err(edo::Error::DeviceLost(_)) => {}
+            Err(other) => return Err(other.to_string()),
+        }
+        for (&k, &g) in keys.iter().zip(&gens) {
+            live.generations[k as usize].store(g, Ordering::Release);
+        }
+        return Ok(());
+    }
+    let keys: Vec<u64> = (0..1 + rng.below(300) as u64).map(|_| rng.below(LIVE_KEYS as u32) as u64).collect();
+    // The generations written before the read began: the read must see at least those.
+    let floor: Vec<u64> = keys.iter().map(|&k| live.generations[k as usize].load(Ordering::Acquire)).collect();
+    let on_gpu = rng.below(2) == 0;
+    let rows = if on_gpu {
+        match live.updated.gather_gpu(&keys, Missing::Error).and_then(|r| r.read_blocking()) {
+            Ok(rows) => rows,
+            Err(edo::Error::DeviceLost(_) | edo::Error::Unsupported(edo::Unsupported::LiveTableWithoutGpu)) => {
+                // Copy the table to the engine as it is now (rebuilt or not: a failure here is
+                // tried again later), and read on the CPU path meanwhile.
+                let _ = block_on(f.engine.recover()).map(|_| live.updated.attach_gpu(&f.engine.engine()));
+                live.updated.gather(&keys, Missing::Error).map_err(|e| e.to_string())?
+            }
+            Err(other) => return Err(other.to_string()),
+        }
+    } else {
+        live.updated.gather(&keys, Missing::Error).map_err(|e| e.to_string())?
+    };
+    for ((&k, row), &low) in keys.iter().zip(rows.chunks_exact(DIM)).zip(&floor) {
+        if row.iter().any(|&v| v != row[0]) {
+            return Err(format!("a torn row of key {k} ({})", if on_gpu { "GPU" } else { "CPU path" }));
+        }
+        let v = row[0] as u64;
+        if v % LIVE_KEYS != k || v / LIVE_KEYS < low {
+            return Err(format!("key {k} read {v}: another key's row, or generation {} older than {low} already written", v / LIVE_KEYS));
+        }
+    }
+    Ok(())
 }
 
 fn main() {
@@ -200,14 +318,37 @@ fn main() {
     let cache = block_on(engine.upload(CacheSpec { source: tables[0].host().clone(), capacity: 2000, policy: PolicyKind::Lru })).expect("cache");
     let bits = PackedTable::quantize(Format::Binary, &data, ROWS, DIM).unwrap();
     let codes = block_on(engine.upload(bits)).expect("upload codes");
-    let fixture = Fixture { tables, hashed, cache, codes };
+    let updated = LiveTable::new(LiveOptions::new(Format::F32, DIM)).expect("live table");
+    let keys: Vec<u64> = (0..LIVE_KEYS).collect();
+    updated.update(&keys, &keys.iter().flat_map(|&k| vec![stamp(k, 0); DIM]).collect::<Vec<_>>()).expect("first rows");
+    updated.attach_gpu(&engine.engine()).expect("a GPU copy of the live table");
+    let swap_keys: Vec<u64> = (0..SWAP_KEYS).collect();
+    let snapshots: Vec<Vec<u8>> = (1..=4u64)
+        .map(|v| {
+            let t = LiveTable::new(LiveOptions::new(Format::F16, DIM)).unwrap();
+            t.update(&swap_keys, &vec![v as f32; swap_keys.len() * DIM]).unwrap();
+            t.snapshot().unwrap().to_bytes()
+        })
+        .collect();
+    let swapped = LiveTable::new(LiveOptions::new(Format::F16, DIM)).unwrap();
+    swapped.swap_bytes(snapshots[0].clone()).expect("first snapshot");
+    let live = Live {
+        updated,
+        generations: (0..LIVE_KEYS).map(|_| AtomicU64::new(0)).collect(),
+        threads: threads as u64,
+        inserted: LiveTable::new(LiveOptions::new(Format::Int8, DIM).capacity(64).max_rows(INSERT_LIMIT)).unwrap(),
+        next_key: AtomicU64::new(1 << 40),
+        swapped,
+        snapshots,
+    };
+    let fixture = Fixture { tables, hashed, cache, codes, engine: engine.clone(), live };
 
     // Warm up: every operation once (pipelines compiled, the cache's pages allocated), then the
     // baseline.
     let mut rng = Rng::new(99);
     for (op, name) in OPS.iter().enumerate() {
         for _ in 0..3 {
-            run(&fixture, op, &mut rng).unwrap_or_else(|m| panic!("warm-up {name}: {m}"));
+            run(&fixture, op, &mut rng, 0).unwrap_or_else(|m| panic!("warm-up {name}: {m}"));
         }
     }
     // The cache grows page by page as it fills: fill it, so that what it holds is in the baseline.
@@ -217,9 +358,10 @@ fn main() {
         // One loss in the warm-up, so the baseline is that of a rebuilt engine.
         engine.engine().destroy_device();
         for (op, name) in OPS.iter().enumerate() {
-            run(&fixture, op, &mut rng).unwrap_or_else(|m| panic!("warm-up {name} after a device loss: {m}"));
+            run(&fixture, op, &mut rng, 0).unwrap_or_else(|m| panic!("warm-up {name} after a device loss: {m}"));
         }
         block_on(fixture.cache.gather(&all, Bounds::Error)).expect("fill the rebuilt cache");
+        fixture.live.updated.attach_gpu(&engine.engine()).expect("the live table's copy on the rebuilt engine");
     }
     // Then every thread for a few seconds: the first calls from each thread grow the driver's and
     // the allocator's per-thread state (on lavapipe by ~55 MiB with 4 threads, measured flat from
@@ -232,7 +374,7 @@ fn main() {
                 let begun = Instant::now();
                 while begun.elapsed() < Duration::from_secs(WARM_SECONDS) {
                     let op = rng.below(OPS.len() as u32) as usize;
-                    run(fixture, op, &mut rng).unwrap_or_else(|m| panic!("warm-up thread {t}, {}: {m}", OPS[op]));
+                    run(fixture, op, &mut rng, t as u64).unwrap_or_else(|m| panic!("warm-up thread {t}, {}: {m}", OPS[op]));
                 }
             });
         }
@@ -256,7 +398,7 @@ fn main() {
                 let mut rng = Rng::new(1000 + t as u64);
                 while !stop.load(Ordering::Relaxed) {
                     let op = rng.below(OPS.len() as u32) as usize;
-                    if let Err(m) = run(fixture, op, &mut rng) {
+                    if let Err(m) = run(fixture, op, &mut rng, t as u64) {
                         failures.lock().unwrap().push(format!("thread {t}, {}: {m}", OPS[op]));
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -281,6 +423,8 @@ fn main() {
     // A loss near the end may not have met a call yet: rebuild now, so the memory compared is
     // the new engine's with everything on it.
     block_on(engine.recover()).expect("rebuild after the last loss");
+    // The live table's copy, on the engine as it is now (as after the warm-up).
+    fixture.live.updated.attach_gpu(&engine.engine()).expect("the live table's copy at the end");
     engine.engine().wait_idle().expect("idle");
     let (rss1, alloc1, idle1) = (rss_bytes(), held(&engine.engine()), engine.engine().idle_bytes());
     let secs = start.elapsed().as_secs_f64();
