@@ -113,6 +113,8 @@ pub mod guide {
     pub mod search {}
     #[doc = include_str!("../docs/caches.md")]
     pub mod caches {}
+    #[doc = include_str!("../docs/live.md")]
+    pub mod live {}
     #[doc = include_str!("../docs/formats.md")]
     pub mod formats {}
     #[doc = include_str!("../docs/browser.md")]
