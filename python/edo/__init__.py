@@ -14,7 +14,7 @@ Every lookup and encode releases the GIL; tables and models may be shared betwee
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,9 +37,11 @@ __all__ = [
     "Engine",
     "FORMATS",
     "GpuTable",
+    "LiveTable",
     "StaticModel",
     "Table",
     "__version__",
+    "append_updates",
     "binary_codes",
     "load",
     "quantize",
@@ -165,6 +167,19 @@ def _ids(ids: ArrayLike, name: str) -> NDArray[np.uint32]:
         bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
         raise _invalid(f"{name} holds {bad}: ids are integers from 0 to 4294967295")
     return np.ascontiguousarray(a.reshape(-1), dtype=np.uint32)
+
+
+def _keys(keys: ArrayLike, name: str = "keys") -> NDArray[np.uint64]:
+    """Integer keys (any integer dtype, or a list) as contiguous uint64; a negative one is a
+    ValueError, never wrapped round."""
+    a = np.asarray(keys)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.uint64)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers (got dtype {a.dtype})")
+    if a.dtype.kind == "i" and a.size and int(a.min()) < 0:
+        raise _invalid(f"{name} holds {int(a.min())}: keys are integers from 0 to 2**64 - 1")
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.uint64)
 
 
 def _bag_args(
@@ -452,3 +467,171 @@ class GpuTable(_Lookups):
 
     def __init__(self, raw: _edo.GpuTable) -> None:
         self._t = raw
+
+
+_MISSING = ("error", "zero", "init")
+
+
+class LiveTable:
+    """Rows by 64-bit key (item ids, hashes) that take new keys, updates and snapshot swaps while
+    other threads look rows up: each lookup sees every row wholly old or wholly new, updates apply
+    whole and in order, a damaged snapshot never replaces the table (``docs/live.md``).
+
+    ``init`` is the first row of a new key (default zeros), or ``hashed`` a table whose row
+    ``hash(key) % rows`` is; past ``max_rows`` keys, a new key evicts the one ``policy`` picks
+    (``lru``, ``lfu``, ``arc``, or any of them with ``+tinylfu`` admission). ``path`` starts the
+    table from an ``.edo`` file: a live table's snapshot, or a plain table whose row ``i`` is key
+    ``i``. The GIL is released in every lookup and change."""
+
+    __slots__ = ("_t",)
+
+    def __init__(
+        self,
+        format: str = "int8",
+        dim: Optional[int] = None,
+        *,
+        capacity: int = 1024,
+        max_rows: Optional[int] = None,
+        policy: str = "lru",
+        init: Optional[ArrayLike] = None,
+        hashed: Optional[Table] = None,
+        memory_budget: Optional[int] = None,
+        path: Optional[PathLike] = None,
+    ) -> None:
+        if dim is None:
+            raise _invalid("dim is required")
+        row = None if init is None else np.ascontiguousarray(np.asarray(init, dtype=np.float32).reshape(-1))
+        self._t = _edo.LiveTable(
+            format,
+            dim,
+            capacity,
+            max_rows,
+            policy,
+            row,
+            None if hashed is None else hashed._t,
+            memory_budget,
+            None if path is None else os.fspath(path),
+        )
+
+    @staticmethod
+    def open(path: PathLike, *, max_rows: Optional[int] = None, policy: str = "lru") -> "LiveTable":
+        """A live table holding the rows of the ``.edo`` file at ``path``, in its format and dim."""
+        t = _edo.stored_shape(os.fspath(path))
+        return LiveTable(t[0], t[1], capacity=max(t[2], 1), max_rows=max_rows, policy=policy, path=path)
+
+    @property
+    def format(self) -> str:
+        return self._t.format
+
+    @property
+    def dim(self) -> int:
+        return self._t.dim
+
+    @property
+    def capacity(self) -> int:
+        """Slots allocated now (they double as keys arrive, up to ``max_rows``)."""
+        return self._t.capacity
+
+    @property
+    def version(self) -> int:
+        """Snapshots swapped in since the table was made."""
+        return self._t.version
+
+    @property
+    def nbytes(self) -> int:
+        return self._t.nbytes
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def __contains__(self, key: int) -> bool:
+        return int(key) >= 0 and self._t.__contains__(int(key))
+
+    def stats(self) -> Dict[str, int]:
+        """Counters since the table was made."""
+        names = ("lookups", "unknown", "inserts", "evictions", "update_batches", "rows_updated", "swaps")
+        return dict(zip(names, self._t.stats()))
+
+    def gather(self, keys: ArrayLike, missing: str = "error") -> NDArray[np.float32]:
+        """The rows of ``keys``, shaped ``keys.shape + (dim,)``. An unknown key is an IndexError
+        (``missing="error"``), a zero row (``"zero"``) or the initial row (``"init"``)."""
+        if missing not in _MISSING:
+            raise _invalid(f"missing must be one of {', '.join(_MISSING)} (got {missing!r})")
+        rows = self._t.gather(_keys(keys), missing)
+        return rows.reshape(*np.shape(keys), self.dim)
+
+    def find_or_insert(self, keys: ArrayLike) -> NDArray[np.float32]:
+        """The rows of ``keys``, giving the keys the table does not hold a slot and their initial
+        row first (evicting past ``max_rows``)."""
+        return self._t.find_or_insert(_keys(keys)).reshape(*np.shape(keys), self.dim)
+
+    def bag(
+        self,
+        keys: ArrayLike,
+        offsets: Optional[ArrayLike] = None,
+        mode: str = "sum",
+        per_sample_weights: Optional[ArrayLike] = None,
+        include_last_offset: bool = False,
+        missing: str = "error",
+    ) -> NDArray[np.float32]:
+        """EmbeddingBag over keys, with ``torch.nn.functional.embedding_bag``'s conventions."""
+        k = np.asarray(keys)
+        if k.ndim == 2:
+            if offsets is not None:
+                raise _invalid("offsets must be None when keys is 2-D (B, N): each row is a bag")
+            b, n = k.shape
+            offsets = np.arange(b + include_last_offset, dtype=np.uint32) * np.uint32(n)
+        if missing not in _MISSING:
+            raise _invalid(f"missing must be one of {', '.join(_MISSING)} (got {missing!r})")
+        if offsets is None:
+            raise _invalid("offsets is required when keys is 1-D (PyTorch's convention)")
+        if mode not in _MODES:
+            raise _invalid(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
+        w = None
+        if per_sample_weights is not None:
+            if mode != "sum":
+                raise _invalid(f"per_sample_weights needs mode='sum' (got {mode!r}), as in PyTorch")
+            w = np.ascontiguousarray(np.asarray(per_sample_weights, dtype=np.float32).reshape(-1))
+        return self._t.bag(_keys(k), _ids(offsets, "offsets"), mode, missing, w, include_last_offset)
+
+    def update(self, keys: ArrayLike, values: ArrayLike) -> Dict[str, int]:
+        """Writes ``values`` (``len(keys) × dim``) as the rows of ``keys``, inserting new keys:
+        applied whole, after every update before it, or refused (nothing changed)."""
+        k = _keys(keys)
+        v = _values(np.asarray(values).reshape(len(k), -1) if np.size(values) else np.zeros((0, self.dim), np.float32))
+        sequence, inserted, evicted = self._t.update(k, v)
+        return {"sequence": sequence, "inserted": inserted, "evicted": evicted}
+
+    def apply_log(self, path: PathLike) -> int:
+        """Replays an update log (``append_updates``); every batch checked before the first
+        applies. Returns the batches applied."""
+        return len(self._t.apply_log(os.fspath(path)))
+
+    def remove(self, keys: ArrayLike) -> int:
+        """Removes ``keys``; returns how many the table held."""
+        return self._t.remove(_keys(keys))
+
+    def usage(self, keys: ArrayLike) -> NDArray[np.uint64]:
+        """Lookups of each key since it came in (0 for a key not held)."""
+        return self._t.usage(_keys(keys))
+
+    def save(self, path: PathLike) -> None:
+        """Writes the table as a keyed ``.edo`` file (a snapshot ``swap`` and ``open`` read)."""
+        self._t.save(os.fspath(path))
+
+    def swap(self, path: PathLike) -> Dict[str, float]:
+        """Replaces the whole table with the ``.edo`` file at ``path`` once it has verified and
+        matches the format and dim (otherwise an error, the table unchanged); lookups running
+        finish on the old table."""
+        version, keys, old, new, pause = self._t.swap(os.fspath(path))
+        return {"version": version, "keys": keys, "old_bytes": old, "new_bytes": new, "pause_seconds": pause}
+
+    def __repr__(self) -> str:
+        return f"edo.LiveTable(keys={len(self)}, dim={self.dim}, format={self.format!r}, version={self.version})"
+
+
+def append_updates(path: PathLike, keys: ArrayLike, values: ArrayLike) -> None:
+    """Appends a batch of updates (``keys``, ``len(keys) × dim`` values) to the update log at
+    ``path`` (``LiveTable.apply_log``, ``edo update``), writing its header when the file is new."""
+    k = _keys(keys)
+    _edo.append_updates(os.fspath(path), k, _values(np.asarray(values).reshape(len(k), -1)))

@@ -387,6 +387,179 @@ impl GpuTable {
     }
 }
 
+fn missing_of(missing: &str) -> PyResult<edo::live::Missing> {
+    match missing {
+        "error" => Ok(edo::live::Missing::Error),
+        "zero" => Ok(edo::live::Missing::Zero),
+        "init" => Ok(edo::live::Missing::Init),
+        _ => Err(invalid(format!("missing must be 'error', 'zero' or 'init' (got {missing:?})"))),
+    }
+}
+
+/// What an update did: (sequence, inserted, evicted).
+type Update = (u64, usize, usize);
+
+/// A table of rows by 64-bit key that takes new keys, updates and snapshot swaps while other
+/// threads look rows up (`edo::live::LiveTable`).
+#[pyclass(module = "edo._edo", frozen)]
+struct LiveTable {
+    inner: edo::live::LiveTable,
+}
+
+#[pymethods]
+impl LiveTable {
+    #[new]
+    #[pyo3(signature = (format, dim, capacity=1024, max_rows=None, policy="lru", init=None, hashed=None, memory_budget=None, path=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        format: &str,
+        dim: usize,
+        capacity: usize,
+        max_rows: Option<usize>,
+        policy: &str,
+        init: Option<PyReadonlyArray1<'_, f32>>,
+        hashed: Option<&Table>,
+        memory_budget: Option<u64>,
+        path: Option<PathBuf>,
+    ) -> PyResult<LiveTable> {
+        let policy = edo::cache::PolicyKind::from_name(policy)
+            .ok_or_else(|| invalid(format!("unknown policy {policy:?} ({})", edo::cache::PolicyKind::ALL.map(edo::cache::PolicyKind::name).join(", "))))?;
+        let mut options = edo::live::LiveOptions::new(format_of(format)?, dim).capacity(capacity).policy(policy);
+        if let Some(m) = max_rows {
+            options = options.max_rows(m);
+        }
+        if let Some(b) = memory_budget {
+            options = options.memory_budget(b);
+        }
+        options = match (init, hashed) {
+            (Some(_), Some(_)) => return Err(invalid("give init (a row) or hashed (a table), not both".into())),
+            (Some(row), None) => options.init(edo::live::Init::Row(slice(&row, "init")?.to_vec())),
+            (None, Some(t)) => options.init(edo::live::Init::Hashed(t.inner.clone())),
+            (None, None) => options,
+        };
+        let inner = py
+            .detach(|| match &path {
+                Some(p) => edo::live::LiveTable::open(p, options),
+                None => edo::live::LiveTable::new(options),
+            })
+            .map_err(err)?;
+        Ok(LiveTable { inner })
+    }
+
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.inner.format().name()
+    }
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+    #[getter]
+    fn version(&self) -> u64 {
+        self.inner.version()
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.inner.bytes()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    fn __contains__(&self, key: u64) -> bool {
+        self.inner.contains(key)
+    }
+
+    /// Counters: (lookups, unknown, inserts, evictions, update_batches, rows_updated, swaps).
+    fn stats(&self) -> (u64, u64, u64, u64, u64, u64, u64) {
+        let s = self.inner.stats();
+        (s.lookups, s.unknown, s.inserts, s.evictions, s.update_batches, s.rows_updated, s.swaps)
+    }
+
+    fn gather<'py>(&self, py: Python<'py>, keys: PyReadonlyArray1<'py, u64>, missing: &str) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (keys, missing) = (slice(&keys, "keys")?, missing_of(missing)?);
+        let values = py.detach(|| self.inner.gather(keys, missing)).map_err(err)?;
+        rows_of(py, values, self.inner.dim())
+    }
+
+    fn find_or_insert<'py>(&self, py: Python<'py>, keys: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let keys = slice(&keys, "keys")?;
+        let values = py.detach(|| self.inner.find_or_insert(keys)).map_err(err)?;
+        rows_of(py, values, self.inner.dim())
+    }
+
+    #[pyo3(signature = (keys, offsets, mode, missing, per_sample_weights=None, include_last_offset=false))]
+    #[allow(clippy::too_many_arguments)] // PyTorch's arguments, and the lookup's own
+    fn bag<'py>(
+        &self,
+        py: Python<'py>,
+        keys: PyReadonlyArray1<'py, u64>,
+        offsets: PyReadonlyArray1<'py, u32>,
+        mode: &str,
+        missing: &str,
+        per_sample_weights: Option<PyReadonlyArray1<'py, f32>>,
+        include_last_offset: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (pooling, missing) = (pooling_of(mode)?, missing_of(missing)?);
+        let per_sample_weights = per_sample_weights.as_ref().map(|w| slice(w, "per_sample_weights")).transpose()?;
+        let bags = Bags { indices: slice(&keys, "keys")?, offsets: slice(&offsets, "offsets")?, include_last_offset, per_sample_weights };
+        let values = py.detach(|| self.inner.bag(&bags, pooling, missing)).map_err(err)?;
+        rows_of(py, values, self.inner.dim())
+    }
+
+    fn update(&self, py: Python<'_>, keys: PyReadonlyArray1<'_, u64>, values: PyReadonlyArray2<'_, f32>) -> PyResult<Update> {
+        let keys = slice(&keys, "keys")?;
+        let values = values.as_slice().map_err(|_| invalid("values must be C-contiguous".into()))?;
+        let r = py.detach(|| self.inner.update(keys, values)).map_err(err)?;
+        Ok((r.sequence, r.inserted, r.evicted))
+    }
+
+    fn apply_log(&self, py: Python<'_>, path: PathBuf) -> PyResult<Vec<Update>> {
+        let reports = py.detach(|| edo::live::UpdateLog::read(&path).and_then(|log| self.inner.apply_log(&log))).map_err(err)?;
+        Ok(reports.into_iter().map(|r| (r.sequence, r.inserted, r.evicted)).collect())
+    }
+
+    fn remove(&self, py: Python<'_>, keys: PyReadonlyArray1<'_, u64>) -> PyResult<usize> {
+        let keys = slice(&keys, "keys")?;
+        Ok(py.detach(|| self.inner.remove(keys)))
+    }
+
+    fn usage<'py>(&self, py: Python<'py>, keys: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let keys = slice(&keys, "keys")?;
+        Ok(PyArray1::from_vec(py, py.detach(|| self.inner.usage(keys))))
+    }
+
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.snapshot()?.write(&path)).map_err(err)
+    }
+
+    /// Swaps in the table file at `path`: (version, keys, old_bytes, new_bytes, pause_seconds).
+    fn swap(&self, py: Python<'_>, path: PathBuf) -> PyResult<(u64, usize, u64, u64, f64)> {
+        let r = py.detach(|| self.inner.swap_file(&path)).map_err(err)?;
+        Ok((r.version, r.keys, r.old_bytes, r.new_bytes, r.pause.as_secs_f64()))
+    }
+}
+
+/// The format, dim and rows of the `.edo` file at `path` (keyed, reordered or plain).
+#[pyfunction]
+fn stored_shape(py: Python<'_>, path: PathBuf) -> PyResult<(&'static str, usize, usize)> {
+    let file = py.detach(|| TableFile::open_stored(&path)).map_err(err)?;
+    Ok((file.table().format().name(), file.table().dim(), file.table().rows()))
+}
+
+/// An update-log batch appended to the file at `path` (written with its header when new).
+#[pyfunction]
+fn append_updates(py: Python<'_>, path: PathBuf, keys: PyReadonlyArray1<'_, u64>, values: PyReadonlyArray2<'_, f32>) -> PyResult<()> {
+    let dim = values.shape()[1];
+    let keys = slice(&keys, "keys")?;
+    let values = values.as_slice().map_err(|_| invalid("values must be C-contiguous".into()))?;
+    py.detach(|| edo::live::UpdateLog::append(&path, dim, keys, values)).map_err(err)
+}
+
 /// int64 ids (numpy's and PyTorch's) as uint32, checked in one pass: a negative id or one past
 /// 2³²−1 is an `InvalidArgumentError` naming it (the fast path of `edo._ids`).
 #[pyfunction]
@@ -410,6 +583,9 @@ fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
     m.add_class::<Engine>()?;
     m.add_class::<GpuTable>()?;
+    m.add_class::<LiveTable>()?;
+    m.add_function(wrap_pyfunction!(append_updates, m)?)?;
+    m.add_function(wrap_pyfunction!(stored_shape, m)?)?;
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(binary_codes, m)?)?;

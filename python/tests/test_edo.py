@@ -324,3 +324,87 @@ def test_the_gpu_gives_the_cpu_paths_rows():
             np.testing.assert_allclose(gpu.bag(ids, offsets, mode=mode), t.bag(ids, offsets, mode=mode), rtol=1e-5, atol=1e-5, err_msg=f"{fmt} {mode}")
         with pytest.raises(IndexError):
             gpu.gather([1000])
+
+
+def test_live_table_takes_new_keys_updates_and_swaps(tmp_path):
+    t = edo.LiveTable("int8", 40, capacity=4, max_rows=1000, policy="lru+tinylfu", init=np.full(40, 0.25, np.float32))
+    keys = np.array([2**63 + 5, 7, 123456789012], dtype=np.uint64)
+    rows = t.find_or_insert(keys)
+    assert rows.shape == (3, 40) and np.allclose(rows, 0.25, atol=1e-3)
+    assert len(t) == 3 and 7 in t and 8 not in t and -1 not in t
+    # Updates: an upsert, applied whole; the rows read back as INT8 holds them.
+    report = t.update([7, 99], W[:2])
+    assert report == {"sequence": 1, "inserted": 1, "evicted": 0}
+    want = edo.quantize(W[:2], "int8").gather([0, 1])
+    assert np.array_equal(t.gather([7, 99]), want)
+    assert t.gather(np.array([[7], [99]])).shape == (2, 1, 40)
+    bad = W[:2].copy()
+    bad[1, 3] = np.nan
+    with pytest.raises(edo.InvalidArgumentError):
+        t.update([7, 500], bad)
+    assert 500 not in t and np.array_equal(t.gather([7]), want[:1])
+    # Unknown keys: an IndexError, zeros, or the initial row.
+    with pytest.raises(edo.IdOutOfRangeError, match="keys\\[1\\] = 8 is not in the table"):
+        t.gather([7, 8])
+    assert not t.gather([8], missing="zero").any()
+    assert np.allclose(t.gather([8], missing="init"), 0.25, atol=1e-3)
+    with pytest.raises(ValueError):
+        t.gather([-3])
+    # Bags over keys, PyTorch's conventions.
+    got = t.bag(np.array([7, 99, 99]), np.array([0, 1]), mode="sum")
+    assert np.allclose(got, embedding_bag(want, np.array([0, 1, 1]), [0, 1], "sum"), atol=1e-5)
+    assert t.usage([7, 99, 8]).tolist()[2] == 0
+    # A snapshot, swapped into another table; a damaged one refused.
+    path = tmp_path / "live.edo"
+    t.save(path)
+    u = edo.LiveTable.open(path)
+    assert u.format == "int8" and len(u) == len(t) and np.array_equal(u.gather([7, 99]), want)
+    v = edo.LiveTable("int8", 40)
+    report = v.swap(path)
+    assert report["version"] == 1 and report["keys"] == 4 and v.version == 1
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 1
+    (tmp_path / "bad.edo").write_bytes(bytes(data))
+    with pytest.raises(edo.BadFileError):
+        v.swap(tmp_path / "bad.edo")
+    assert v.version == 1 and np.array_equal(v.gather([7, 99]), want)
+    with pytest.raises(edo.UnsupportedError):
+        edo.load(path)  # a keyed file is no plain table
+    # The update log, appended batch by batch, replayed.
+    log = tmp_path / "updates.edolog"
+    edo.append_updates(log, [7], W[5:6])
+    edo.append_updates(log, [1000, 1001], W[6:8])
+    assert v.apply_log(log) == 2
+    assert np.array_equal(v.gather([1001]), edo.quantize(W[7:8], "int8").gather([0]))
+    assert v.stats()["update_batches"] == 2
+
+
+def test_live_table_serves_reads_while_python_threads_update():
+    dim, n = 16, 64
+    t = edo.LiveTable("fp32", dim)
+    keys = np.arange(n, dtype=np.uint64)
+    t.update(keys, np.zeros((n, dim), np.float32))
+    errors = []
+
+    def writer():
+        for g in range(1, 200):
+            t.update(keys, np.full((n, dim), g, np.float32))
+
+    def reader():
+        last = 0.0
+        try:
+            for _ in range(400):
+                rows = t.gather(keys)
+                assert (rows == rows[0, 0]).all(), "a lookup read rows of two updates"
+                assert rows[0, 0] >= last
+                last = rows[0, 0]
+        except AssertionError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert (t.gather(keys) == 199).all()
