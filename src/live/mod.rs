@@ -911,7 +911,8 @@ struct Placed {
     evicted: usize,
     /// Table rows written (new keys' first rows; an update's rows).
     rows: Vec<u32>,
-    /// Whether the slots were reallocated.
+    /// Whether the slots were reallocated (the GPU copy is uploaded again).
+    #[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
     grown: bool,
 }
 
