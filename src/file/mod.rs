@@ -385,6 +385,12 @@ impl TableFile {
         TableFile::from_shared(Arc::new(bytes))
     }
 
+    /// [`TableFile::from_bytes`], also of a keyed table's file ([`TableFile::keys`]) or a
+    /// reordered one's ([`TableFile::id_map`]): the bytes' [`TableFile::open_stored`].
+    pub fn from_bytes_stored(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<TableFile, Error> {
+        TableFile::from_shared_any(Arc::new(bytes))
+    }
+
     /// [`TableFile::from_bytes`], also of a file with an id map.
     pub(crate) fn from_bytes_any(bytes: impl AsRef<[u8]> + Send + Sync + 'static) -> Result<TableFile, Error> {
         TableFile::from_shared_any(Arc::new(bytes))

@@ -17,6 +17,9 @@ use edo::file::{TableFile, Vocab};
 use edo::search::{CodeTransform, ItqOptions};
 use std::cell::RefCell;
 
+mod live;
+pub use live::EdoLiveTable;
+
 use edo::cache::PolicyKind;
 use edo::file::remote::{range_header, range_reply, HttpOptions, RangeReader, RemoteTable};
 use edo::gpu::{CacheSpec, RecoveryEvent};
