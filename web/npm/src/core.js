@@ -823,6 +823,141 @@ export class BinaryCodes extends Resource {
 
 // ---- Models ----------------------------------------------------------------------------------
 
+// ---- Live tables -----------------------------------------------------------------------------
+
+const MISSING = ['error', 'zero', 'init'];
+
+/** 64-bit keys: a BigUint64Array as it is; an Array or typed array of integers (numbers up to 2⁵³ − 1, or bigints up to 2⁶⁴ − 1), copied. */
+function keys64(v, name) {
+  if (v instanceof BigUint64Array) return v;
+  if (!Array.isArray(v) && !(ArrayBuffer.isView(v) && !(v instanceof DataView))) {
+    throw invalid(`${name} must be a BigUint64Array or an array of integers (got ${describe(v)})`);
+  }
+  const out = new BigUint64Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i];
+    const ok = typeof x === 'bigint' ? x >= 0n && x <= 0xffffffffffffffffn : typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+    if (!ok) throw invalid(`${name}[${i}] = ${describe(x)}: keys are integers from 0 to 2⁶⁴ − 1 (bigints past 2⁵³ − 1)`);
+    out[i] = BigInt(x);
+  }
+  return out;
+}
+
+function missingOf(v) {
+  const m = v === undefined ? 'error' : text(v, 'options.missing');
+  if (!MISSING.includes(m)) throw invalid(`options.missing is ${JSON.stringify(m)}, not one of ${MISSING.join(', ')}`);
+  return m;
+}
+
+function liveOptions(options, what) {
+  const { capacity, maxRows, policy } = plainObject(options, what);
+  return [
+    capacity === undefined ? undefined : integer(capacity, 'options.capacity', { min: 1 }),
+    maxRows === undefined ? undefined : integer(maxRows, 'options.maxRows', { min: 1 }),
+    optionalText(policy, 'options.policy'),
+  ];
+}
+
+/**
+ * A table of rows by 64-bit key (item ids, hashes) that takes new keys, updates, update logs and
+ * snapshot swaps on the CPU path: `format` and `dim`; `init`, a new key's first row (zeros
+ * without it); past `maxRows` keys a new key evicts by `policy` (lru, lfu, arc, or with
+ * +tinylfu). Every lookup sees each row wholly old or wholly new.
+ */
+export async function createLiveTable(options) {
+  const { format = 'int8', dim, init: initial } = plainObject(options, 'createLiveTable(options)');
+  integer(dim, 'options.dim', { min: 1 });
+  const [capacity, maxRows, policy] = liveOptions(options, 'createLiveTable(options)');
+  const row = initial === undefined ? undefined : floats(initial, 'options.init', dim);
+  await init();
+  return guardedSync(() => new LiveTable(new wasm.EdoLiveTable(text(format, 'options.format'), dim, capacity, maxRows, policy, row)));
+}
+
+/** A live table holding an `.edo` file's rows: a live table's `toBytes()`, or a plain table whose row `i` is key `i`. */
+export async function readLiveTable(bytes, options = {}) {
+  const b = bytesOf(bytes, 'bytes');
+  const [, maxRows, policy] = liveOptions(options, 'readLiveTable(bytes, options)');
+  await init();
+  return guardedSync(() => new LiveTable(wasm.EdoLiveTable.fromBytes(b, maxRows, policy)));
+}
+
+/**
+ * A batch of updates as update-log bytes (the `EDOUPDT1` format `edo update` and
+ * `LiveTable.applyLog` read); `header: true` (the default) starts a new log with it.
+ */
+export async function encodeUpdates(keys, values, options) {
+  const { dim, header = true } = plainObject(options, 'encodeUpdates(keys, values, options)');
+  integer(dim, 'options.dim', { min: 1 });
+  const k = keys64(keys, 'keys');
+  const v = floats(values, 'values', k.length * dim);
+  await init();
+  return guardedSync(() => wasm.updateLogBytes(dim, k, v, header === true));
+}
+
+export class LiveTable extends Resource {
+  /** The kind's name, kept by minifiers (which rename classes). */
+  static kind = 'LiveTable';
+  constructor(raw) {
+    super(raw, 'live table');
+  }
+  /** Whether the table holds `key`. */
+  has(key) {
+    return this._raw().has(keys64([key], 'key')[0]);
+  }
+  /** The rows of `keys` (`keys.length × dim` values); an unknown key is an ID_OUT_OF_RANGE error, or with `missing` 'zero' or 'init' a zero or initial row. */
+  async gather(keys, options = {}) {
+    const { missing } = plainObject(options, 'gather(keys, options)');
+    const k = keys64(keys, 'keys');
+    return guardedSync(() => this._raw().gather(k, missingOf(missing)));
+  }
+  /** The rows of `keys`, giving the keys the table does not hold a slot and their initial row first. */
+  async findOrInsert(keys) {
+    const k = keys64(keys, 'keys');
+    return guardedSync(() => this._raw().findOrInsert(k));
+  }
+  /** EmbeddingBag over keys: `offsets` one start per bag and the end (FBGEMM's), `pooling` sum, mean, max or none. */
+  async bag(keys, offsets, options = {}) {
+    const { pooling = 'sum', missing, weights } = plainObject(options, 'bag(keys, offsets, options)');
+    const k = keys64(keys, 'keys');
+    const o = ids(offsets, 'offsets', 'offsets');
+    const w = weights === undefined ? undefined : floats(weights, 'options.weights', k.length);
+    return guardedSync(() => this._raw().bag(k, o, text(pooling, 'options.pooling'), missingOf(missing), w));
+  }
+  /** Writes `values` (`keys.length × dim`) as the rows of `keys`, inserting new keys: applied whole, or refused with nothing changed. */
+  async update(keys, values) {
+    const k = keys64(keys, 'keys');
+    const v = floats(values, 'values', k.length * this.dim);
+    const [sequence, inserted, evicted] = guardedSync(() => this._raw().update(k, v));
+    return { sequence, inserted, evicted };
+  }
+  /** Replays update-log bytes (`encodeUpdates`, a trainer's file); every batch is checked before the first applies. Returns the batches applied. */
+  async applyLog(bytes) {
+    const b = bytesOf(bytes, 'bytes');
+    return guardedSync(() => this._raw().applyLog(b));
+  }
+  /** Removes `keys`; returns how many the table held. */
+  async remove(keys) {
+    const k = keys64(keys, 'keys');
+    return guardedSync(() => this._raw().remove(k));
+  }
+  /** Lookups of each key since it came in (0 for a key not held). */
+  async usage(keys) {
+    const k = keys64(keys, 'keys');
+    return guardedSync(() => this._raw().usage(k));
+  }
+  /** Replaces the whole table with `.edo` file bytes once they verify and match the format and dim; otherwise an error and the table as it was. */
+  async swap(bytes) {
+    const b = bytesOf(bytes, 'bytes');
+    const [version, keys, oldBytes, newBytes] = guardedSync(() => this._raw().swap(b));
+    return { version, keys, oldBytes, newBytes };
+  }
+  /** The table as a keyed `.edo` file's bytes (for `readLiveTable`, `swap`, `edo lookup`). */
+  async toBytes() {
+    return guardedSync(() => this._raw().toBytes());
+  }
+}
+getters(LiveTable, ['format', 'dim', 'keys', 'capacity', 'version', 'bytes']);
+
 /** A model from the bytes of an `.edo` model file (`edo quantize-model`). */
 export async function modelFromBytes(bytes) {
   const b = bytesOf(bytes, 'bytes');

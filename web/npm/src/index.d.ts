@@ -207,6 +207,60 @@ export class Table implements Disposable {
   [Symbol.dispose](): void;
 }
 
+/** 64-bit keys: a BigUint64Array, or integers (numbers up to 2⁵³ − 1, bigints up to 2⁶⁴ − 1). */
+export type Keys = BigUint64Array | ArrayLike<number | bigint>;
+/** What a lookup reads for a key the table does not hold: an ID_OUT_OF_RANGE error, a zero row, or the initial row. */
+export type Missing = 'error' | 'zero' | 'init';
+
+export interface LiveTableOptions {
+  format?: string;
+  dim: number;
+  /** Slots at first (they double as keys arrive, up to maxRows). */
+  capacity?: number;
+  /** The most keys held; past it a new key evicts by `policy`. */
+  maxRows?: number;
+  /** lru (the default), lfu, arc, or any of them with +tinylfu admission. */
+  policy?: string;
+  /** A new key's first row (zeros without it). */
+  init?: Floats;
+}
+
+/** A table of rows by 64-bit key that takes new keys, updates and snapshot swaps (on the CPU path); each lookup sees every row wholly old or wholly new. */
+export function createLiveTable(options: LiveTableOptions): Promise<LiveTable>;
+/** A live table holding an `.edo` file's rows: a live table's `toBytes()`, or a plain table whose row `i` is key `i`. */
+export function readLiveTable(bytes: Uint8Array | ArrayBuffer, options?: { maxRows?: number; policy?: string }): Promise<LiveTable>;
+/** A batch of updates as update-log bytes (EDOUPDT1, as `edo update` reads); `header` (default true) starts a new log. */
+export function encodeUpdates(keys: Keys, values: Floats, options: { dim: number; header?: boolean }): Promise<Uint8Array>;
+
+export class LiveTable implements Disposable {
+  private constructor();
+  readonly format: string;
+  readonly dim: number;
+  /** Keys held. */
+  readonly keys: number;
+  readonly capacity: number;
+  /** Snapshots swapped in. */
+  readonly version: number;
+  readonly bytes: number;
+  readonly disposed: boolean;
+  has(key: number | bigint): boolean;
+  gather(keys: Keys, options?: { missing?: Missing }): Promise<Float32Array>;
+  findOrInsert(keys: Keys): Promise<Float32Array>;
+  /** `offsets`: one start per bag and the end. */
+  bag(keys: Keys, offsets: Ids, options?: BagOptions & { missing?: Missing }): Promise<Float32Array>;
+  /** Applied whole, after every update before it, or refused with nothing changed. */
+  update(keys: Keys, values: Floats): Promise<{ sequence: number; inserted: number; evicted: number }>;
+  /** Replays update-log bytes; every batch checked before the first applies. */
+  applyLog(bytes: Uint8Array | ArrayBuffer): Promise<number>;
+  remove(keys: Keys): Promise<number>;
+  usage(keys: Keys): Promise<BigUint64Array>;
+  /** Replaces the table with `.edo` bytes once verified; otherwise an error and the table unchanged. */
+  swap(bytes: Uint8Array | ArrayBuffer): Promise<{ version: number; keys: number; oldBytes: number; newBytes: number }>;
+  toBytes(): Promise<Uint8Array>;
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
+
 export interface BagOptions {
   pooling?: Pooling;
   weights?: Floats;

@@ -458,6 +458,54 @@ test('bad downloads: 404, an HTML page, junk, an abort half-way', async () => {
   await rejects(edo.loadModel(`${base}/wordpiece/`, { signal: 'stop' }), 'INVALID_ARGUMENT', /options.signal/);
 });
 
+test('a live table takes new keys, updates, update logs and swaps', async () => {
+  const dim = 6;
+  const t = await edo.createLiveTable({ format: 'fp32', dim, maxRows: 100, policy: 'lru+tinylfu', init: new Float32Array(dim).fill(0.5) });
+  const big = 2n ** 63n + 11n;
+  const rows = await t.findOrInsert([7, big]);
+  assert.deepEqual(Array.from(rows), new Array(2 * dim).fill(0.5));
+  assert.equal(t.keys, 2);
+  assert.ok(t.has(big) && !t.has(8));
+  const values = Float32Array.from({ length: 2 * dim }, (_, i) => i / 4);
+  assert.deepEqual(await t.update([7, 9], values), { sequence: 1, inserted: 1, evicted: 0 });
+  assert.deepEqual(Array.from(await t.gather(new BigUint64Array([9n, 7n]))), [...values.slice(dim), ...values.slice(0, dim)]);
+  // Unknown keys; a bad update changes nothing.
+  await rejects(t.gather([7, 8]), 'ID_OUT_OF_RANGE', /keys\[1\] = 8 is not in the table/);
+  assert.deepEqual(Array.from(await t.gather([8], { missing: 'zero' })), new Array(dim).fill(0));
+  const bad = values.slice();
+  bad[dim + 2] = NaN;
+  await rejects(t.update([7, 40], bad), 'NON_FINITE');
+  assert.ok(!t.has(40));
+  await rejects(t.gather([-1]), 'INVALID_ARGUMENT', /keys are integers/);
+  await rejects(t.gather([2 ** 60]), 'INVALID_ARGUMENT', /bigints past/);
+  // Bags over keys.
+  const sum = await t.bag([7, 9, 9], [0, 1, 3], { pooling: 'sum' });
+  assert.deepEqual(Array.from(sum.slice(dim)), Array.from(values.slice(dim), (v) => 2 * v));
+  // An update log, made here and replayed; a damaged one refused whole.
+  const log = new Uint8Array([
+    ...(await edo.encodeUpdates([7], new Float32Array(dim).fill(3), { dim })),
+    ...(await edo.encodeUpdates([300n], new Float32Array(dim).fill(4), { dim, header: false })),
+  ]);
+  assert.equal(await t.applyLog(log), 2);
+  assert.deepEqual(Array.from(await t.gather([300])), new Array(dim).fill(4));
+  await rejects(t.applyLog(log.slice(0, log.length - 2)), 'BAD_FILE', /batch 1/);
+  // Snapshots: another table reads them; a swap installs one, a damaged one never.
+  const snapshot = await t.toBytes();
+  const u = await edo.readLiveTable(snapshot);
+  assert.deepEqual(Array.from(await u.gather([300, 7])), Array.from(await t.gather([300, 7])));
+  const v = await edo.createLiveTable({ format: 'fp32', dim });
+  const before = v.bytes;
+  const report = await v.swap(snapshot);
+  assert.deepEqual([report.version, report.keys, report.oldBytes], [1, 4, before]);
+  assert.ok(report.newBytes > 0);
+  const damaged = snapshot.slice();
+  damaged[damaged.length - 3] ^= 1;
+  await rejects(v.swap(damaged), 'CHECKSUM');
+  assert.equal(v.version, 1);
+  assert.deepEqual(Array.from(await v.gather([big])), new Array(dim).fill(0.5));
+  await rejects(edo.readTable(snapshot, { name: 'live.edo' }), 'UNSUPPORTED', /keys/);
+});
+
 // Last: a panic leaves the module unusable.
 test('a panic prints its message before the module stops', async () => {
   await edo.init();
