@@ -75,6 +75,8 @@ fn past_its_limit_a_table_evicts_by_its_policy_and_refuses_calls_larger_than_it(
     t.find_or_insert(&[10, 11, 12, 13]).unwrap();
     assert_eq!(t.len(), 4);
     assert_eq!(t.stats().evictions, 5);
+    // More keys than u32 rows can address: refused.
+    assert!(matches!(LiveTable::new(LiveOptions::new(Format::F32, dim).max_rows(edo::live::MAX_ROWS + 1)), Err(Error::LimitExceeded { .. })));
     // LFU keeps the key looked up most.
     let t = LiveTable::new(LiveOptions::new(Format::F32, dim).max_rows(3).policy(PolicyKind::Lfu)).unwrap();
     t.find_or_insert(&[1, 2, 3]).unwrap();

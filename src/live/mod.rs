@@ -87,11 +87,14 @@ pub struct LiveOptions {
     pub memory_budget: Option<u64>,
 }
 
+/// The most keys a live table may hold (2³¹ − 1).
+pub const MAX_ROWS: usize = (u32::MAX / 2) as usize;
+
 impl LiveOptions {
-    /// A table of `format` rows of `dim` values: 1 024 slots at first, at most `u32::MAX / 2`
+    /// A table of `format` rows of `dim` values: 1 024 slots at first, at most [`MAX_ROWS`]
     /// keys, LRU eviction, zero rows for new keys, no memory budget.
     pub fn new(format: Format, dim: usize) -> LiveOptions {
-        LiveOptions { format, dim, capacity: 1024, max_rows: (u32::MAX / 2) as usize, policy: PolicyKind::Lru, init: Init::Zeros, memory_budget: None }
+        LiveOptions { format, dim, capacity: 1024, max_rows: MAX_ROWS, policy: PolicyKind::Lru, init: Init::Zeros, memory_budget: None }
     }
     /// The same with `capacity` slots at first.
     pub fn capacity(mut self, capacity: usize) -> Self {
@@ -276,6 +279,10 @@ impl LiveTable {
         if options.max_rows == 0 || options.capacity == 0 {
             return Err(Error::LimitExceeded { what: "keys of a live table (at least one slot)", requested: 1, max: 0 });
         }
+        // Slots and fallback rows are u32 rows of one table, below the ids the kernels reserve.
+        if options.max_rows > MAX_ROWS {
+            return Err(Error::LimitExceeded { what: "keys of a live table", requested: options.max_rows as u64, max: MAX_ROWS as u64 });
+        }
         let fallback = match &options.init {
             Init::Zeros => None,
             Init::Row(row) => {
@@ -290,6 +297,9 @@ impl LiveTable {
                 }
                 if t.rows() == 0 {
                     return Err(Error::TooFewRows { what: "hashed initial rows", rows: 0, needed: 1 });
+                }
+                if t.rows() > MAX_ROWS {
+                    return Err(Error::LimitExceeded { what: "hashed initial rows", requested: t.rows() as u64, max: MAX_ROWS as u64 });
                 }
                 Some(if t.format() == format { t.clone() } else { t.requantize(format)? })
             }
