@@ -208,8 +208,8 @@ fn bad_transforms_and_files_are_refused_with_typed_errors() {
     assert!(matches!(TableFile::from_bytes(v1), Err(Error::BadFile { .. })));
     let no_mean = edit(&bytes, "\"codes.mean\"", "\"codes.xxxx\"");
     assert!(matches!(TableFile::from_bytes(no_mean), Err(Error::BadFile { .. })));
-    let v4 = edit(&bytes, "\"edo.version\":\"3\"", "\"edo.version\":\"4\"");
-    assert!(matches!(TableFile::from_bytes(v4), Err(Error::UnsupportedVersion { .. })));
+    let v5 = edit(&bytes, "\"edo.version\":\"3\"", "\"edo.version\":\"5\"");
+    assert!(matches!(TableFile::from_bytes(v5), Err(Error::UnsupportedVersion { .. })));
     let plain = TableFile::new(codes).to_bytes();
     let v3 = edit(&plain, "\"edo.version\":\"1\"", "\"edo.version\":\"3\"");
     assert!(matches!(TableFile::from_bytes(v3), Err(Error::BadFile { .. })));

@@ -398,7 +398,7 @@ fn malformed_table_files_are_typed_errors() {
     let lies: [(&str, &str); 5] = [
         ("\"edo.rows\":\"300\"", "\"edo.rows\":\"301\""),
         ("[300,", "[4611686018427387904,"),
-        ("\"edo.version\":\"1\"", "\"edo.version\":\"4\""),
+        ("\"edo.version\":\"1\"", "\"edo.version\":\"5\""),
         ("\"edo.format\":\"int4\"", "\"edo.format\":\"int3\""),
         ("\"edo.chunk_bytes\":\"1048576\"", "\"edo.chunk_bytes\":\"0\""),
     ];

@@ -179,7 +179,7 @@ fn an_id_map_and_its_version_come_together() {
         Err(Error::BadFile { reason, .. }) => assert!(reason.contains("id map") && reason.contains("permutation"), "{reason}"),
         other => panic!("a map that is not a permutation read as {other:?}"),
     }
-    assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"4\"")), Err(Error::UnsupportedVersion { .. })));
+    assert!(matches!(PrunedTable::from_file_bytes(edit("\"edo.version\":\"2\"", "\"edo.version\":\"5\"")), Err(Error::UnsupportedVersion { .. })));
     struct Mem(Vec<u8>);
     impl edo::file::remote::RangeReader for Mem {
         async fn read(&self, range: std::ops::Range<u64>) -> Result<(Vec<u8>, u64), Error> {
