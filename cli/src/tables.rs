@@ -541,8 +541,19 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
     } else {
         println!("{}", a.file.display());
-        let version = if file.code_transform().is_some() { edo::file::CODE_TRANSFORM_VERSION } else { edo::file::VERSION };
+        let version = if file.keys().is_some() {
+            edo::file::KEYS_VERSION
+        } else if file.code_transform().is_some() {
+            edo::file::CODE_TRANSFORM_VERSION
+        } else if file.id_map().is_some() {
+            edo::file::ID_MAP_VERSION
+        } else {
+            edo::file::VERSION
+        };
         println!("  format      {} (edo table file v{version})", t.format());
+        if let Some(keys) = file.keys() {
+            println!("  keys        {} 64-bit keys, one a row (a live table's snapshot: `edo lookup --ids KEY`)", keys.len());
+        }
         if let Some(ct) = file.code_transform() {
             let how = if ct.rotation().is_some() { "centred and rotated by ITQ: the signs of (x − mean)·R" } else { "centred: the signs of x − mean" };
             println!("  codes       {} ({how}; search with queries through the same)", ct.kind());

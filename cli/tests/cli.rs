@@ -1349,6 +1349,8 @@ fn update_replays_a_log_into_a_keyed_table_and_lookup_reads_it_by_key() {
     let got: Vec<f32> =
         json["rows"].as_array().unwrap().iter().flat_map(|r| r["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
     assert_eq!(got, [vec![7.0; dim], vec![1.5; dim], data[4 * dim..5 * dim].to_vec()].concat());
+    let text = ok(&["inspect", o]);
+    assert!(text.contains("edo table file v4") && text.contains("51 64-bit keys"), "{text}");
     // An unknown key, a damaged log: refused, the output left as it was.
     let out = edo(&["lookup", o, "--ids", "99"]);
     assert_eq!(out.status.code(), Some(2));
