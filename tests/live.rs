@@ -361,6 +361,7 @@ fn a_keyed_table_file_keeps_its_keys_and_refuses_what_would_misread_them() {
     assert_eq!(stored.table(), &table);
     assert!(matches!(TableFile::open(&path), Err(Error::Unsupported(edo::Unsupported::KeyedTableFile))));
     let live = LiveTable::open(&path, LiveOptions::new(Format::Int8, 4)).unwrap();
+    assert_eq!((live.len(), live.capacity()), (3, 1024), "the file's keys in the options' first slots");
     assert_eq!(live.gather(&[4, 9], Missing::Error).unwrap(), [&table.dequantize()[8..], &table.dequantize()[..4]].concat());
     std::fs::remove_dir_all(&dir).unwrap();
     // Keys given twice, or as many as the rows they are not: refused.

@@ -324,7 +324,11 @@ impl LiveTable {
     /// plain table file, row `i` by key `i` — with room for at least all of them. The rows are
     /// verified against the file's checksums first.
     pub fn from_file(file: &TableFile, options: LiveOptions) -> Result<LiveTable, Error> {
-        let table = LiveTable::new(options)?;
+        // Made with one slot, then given the file's state sized by the real options: the empty
+        // table's slots are never allocated beside the file's.
+        let capacity = options.capacity;
+        let mut table = LiveTable::new(options.capacity(1))?;
+        table.options.capacity = capacity;
         let state = table.state_from_file(file)?;
         *table.write() = state;
         Ok(table)
