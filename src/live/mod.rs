@@ -67,6 +67,25 @@ pub enum Missing {
     Init,
 }
 
+impl Missing {
+    /// Every choice.
+    pub const ALL: [Missing; 3] = [Missing::Error, Missing::Zero, Missing::Init];
+
+    /// Its name in the bindings' options (`"error"`, `"zero"`, `"init"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Missing::Error => "error",
+            Missing::Zero => "zero",
+            Missing::Init => "init",
+        }
+    }
+
+    /// Parses [`Missing::name`].
+    pub fn from_name(name: &str) -> Option<Missing> {
+        Missing::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// How a [`LiveTable`] is made.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
@@ -514,10 +533,13 @@ impl LiveTable {
     /// table may hold.
     pub fn find_or_insert(&self, keys: &[u64]) -> Result<Vec<f32>, Error> {
         {
+            // Every key held: a lookup under the read lock (an unknown key fails it before
+            // anything is recorded, and the call goes on to insert).
             let st = self.read();
-            if keys.iter().all(|k| st.index.contains_key(k)) {
-                let rows = self.rows_of(&st, keys, Missing::Error, true)?;
-                return Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?);
+            match self.rows_of(&st, keys, Missing::Error, true) {
+                Ok(rows) => return Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?),
+                Err(Error::UnknownKey { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
         let mut st = self.write();
@@ -532,11 +554,12 @@ impl LiveTable {
     /// needed, and pins them all; with `lookup`, counts the call's keys as looked up. Returns
     /// what changed. Checks everything that can fail before changing anything.
     fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<Placed, Error> {
-        let unknown = keys.iter().filter(|k| !st.index.contains_key(k)).count();
-        let mut distinct = FxHashSet::default();
-        let mut new_keys = Vec::new();
+        // One look at the index a key: unknown keys counted with their repeats, new ones once.
+        let (mut unknown, mut distinct, mut new_keys) = (0, FxHashSet::default(), Vec::new());
         for &k in keys {
-            if distinct.insert(k) && !st.index.contains_key(&k) {
+            let held = st.index.contains_key(&k);
+            unknown += usize::from(!held);
+            if distinct.insert(k) && !held {
                 new_keys.push(k);
             }
         }
@@ -567,7 +590,7 @@ impl LiveTable {
         }
         let mut evicted = 0;
         let rw = table.row_words();
-        let zero = matches!(self.options.init, Init::Zeros).then(|| zero_row(self.options.format, self.options.dim));
+        let zero = (matches!(self.options.init, Init::Zeros) && !new_keys.is_empty()).then(|| zero_row(self.options.format, self.options.dim));
         // In call order, as a cache sees a batch: a key held (or placed earlier in the call) is a
         // hit, a new one is admitted.
         for &k in keys {
