@@ -12,6 +12,11 @@ use crate::{Bounds, Error};
 const BASE: u32 = u32::MAX;
 /// Bits of a remap word that hold the slot (the tier is above them).
 const SLOT_BITS: u32 = 28;
+/// The tier and slot of a remap word.
+fn split(w: u32) -> (usize, usize) {
+    ((w >> SLOT_BITS) as usize, (w & ((1 << SLOT_BITS) - 1)) as usize)
+}
+
 /// Bytes of a count (u16, saturating; halved every half-life).
 const COUNT_BYTES: u64 = 2;
 
@@ -163,7 +168,7 @@ impl TieredTable {
             return None;
         }
         let w = self.tiers.read().get(r as u32);
-        Some(if w == BASE { self.options.formats.len() - 1 } else { (w >> SLOT_BITS) as usize })
+        Some(if w == BASE { self.options.formats.len() - 1 } else { split(w).0 })
     }
 
     /// Gathers `ids` into `ids.len() × dim` f32, each row from its most precise copy, and counts
@@ -179,7 +184,10 @@ impl TieredTable {
                     let Some(r) = bounds.resolve(id, rows) else { continue };
                     match tiers.get(r as u32) {
                         BASE => self.base.decode_row_into(r, dst),
-                        w => tiers.upper[(w >> SLOT_BITS) as usize].decode_row_into((w & ((1 << SLOT_BITS) - 1)) as usize, dst),
+                        w => {
+                            let (t, slot) = split(w);
+                            tiers.upper[t].decode_row_into(slot, dst)
+                        }
                     }
                 }
                 None::<()>
@@ -238,7 +246,7 @@ impl TieredTable {
         // Moves: every row whose tier is not the plan's leaves it; rows entering an upper tier,
         // the hottest first, up to `max_moves`.
         let current = self.tiers.read().remap.clone();
-        let tier_now = |r: usize| current.get(&(r as u32)).map_or(upper_slots.len(), |w| (w >> SLOT_BITS) as usize);
+        let tier_now = |r: usize| current.get(&(r as u32)).map_or(upper_slots.len(), |&w| split(w).0);
         let entering: Vec<u32> = order.iter().copied().filter(|&r| plan[r as usize] != tier_now(r as usize)).collect();
         let deferred = entering.len().saturating_sub(max_moves);
         let entering = &entering[..entering.len() - deferred];
@@ -262,9 +270,10 @@ impl TieredTable {
         // they make room for is deferred).
         let before = remap.len();
         remap.retain(|&r, &mut w| {
-            let keep = (w >> SLOT_BITS) as usize == plan[r as usize];
+            let (t, slot) = split(w);
+            let keep = t == plan[r as usize];
             if !keep {
-                slot_rows[(w >> SLOT_BITS) as usize][(w & ((1 << SLOT_BITS) - 1)) as usize] = BASE;
+                slot_rows[t][slot] = BASE;
             }
             keep
         });
