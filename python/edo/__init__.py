@@ -14,7 +14,7 @@ Every lookup and encode releases the GIL; tables and models may be shared betwee
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -188,10 +188,11 @@ def _bag_args(
     mode: str,
     per_sample_weights: Optional[ArrayLike],
     include_last_offset: bool,
-) -> Tuple[NDArray[np.uint32], NDArray[np.uint32], Optional[NDArray[np.float32]]]:
+) -> Tuple[NDArray[Any], NDArray[np.uint32], Optional[NDArray[np.float32]]]:
     """PyTorch's EmbeddingBag arguments as edo takes them: 2-D indices (B, N) are B bags of N
     with no offsets; 1-D indices need offsets, one start per bag (or with the end too when
-    include_last_offset)."""
+    include_last_offset). The indices come back checked for shape only: row ids go through
+    ``_ids``, a live table's keys through ``_keys``."""
     if mode not in _MODES:
         raise _invalid(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
     idx = np.asarray(indices)
@@ -217,7 +218,7 @@ def _bag_args(
         if w.shape != idx.shape:
             raise _invalid(f"per_sample_weights must have the shape of indices {idx.shape} (got {w.shape})")
         weights = np.ascontiguousarray(w.reshape(-1), dtype=np.float32)
-    return _ids(idx, "indices"), offs, weights
+    return idx, offs, weights
 
 
 def _as(rows: NDArray[np.float32], dtype: object) -> NDArray[np.floating]:
@@ -262,7 +263,7 @@ class _Lookups:
         """EmbeddingBag with ``torch.nn.functional.embedding_bag``'s conventions: ``(bags, dim)``.
         An empty bag is a zero row."""
         i, o, w = _bag_args(indices, offsets, mode, per_sample_weights, include_last_offset)
-        return _as(self._t.bag(i, o, mode, w, include_last_offset), dtype)
+        return _as(self._t.bag(_ids(i, "indices"), o, mode, w, include_last_offset), dtype)
 
 
 class Table(_Lookups):
@@ -472,6 +473,12 @@ class GpuTable(_Lookups):
 _MISSING = ("error", "zero", "init")
 
 
+def _missing(missing: str) -> str:
+    if missing not in _MISSING:
+        raise _invalid(f"missing must be one of {', '.join(_MISSING)} (got {missing!r})")
+    return missing
+
+
 class LiveTable:
     """Rows by 64-bit key (item ids, hashes) that take new keys, updates and snapshot swaps while
     other threads look rows up: each lookup sees every row wholly old or wholly new, updates apply
@@ -555,9 +562,7 @@ class LiveTable:
     def gather(self, keys: ArrayLike, missing: str = "error") -> NDArray[np.float32]:
         """The rows of ``keys``, shaped ``keys.shape + (dim,)``. An unknown key is an IndexError
         (``missing="error"``), a zero row (``"zero"``) or the initial row (``"init"``)."""
-        if missing not in _MISSING:
-            raise _invalid(f"missing must be one of {', '.join(_MISSING)} (got {missing!r})")
-        rows = self._t.gather(_keys(keys), missing)
+        rows = self._t.gather(_keys(keys), _missing(missing))
         return rows.reshape(*np.shape(keys), self.dim)
 
     def find_or_insert(self, keys: ArrayLike) -> NDArray[np.float32]:
@@ -575,24 +580,8 @@ class LiveTable:
         missing: str = "error",
     ) -> NDArray[np.float32]:
         """EmbeddingBag over keys, with ``torch.nn.functional.embedding_bag``'s conventions."""
-        k = np.asarray(keys)
-        if k.ndim == 2:
-            if offsets is not None:
-                raise _invalid("offsets must be None when keys is 2-D (B, N): each row is a bag")
-            b, n = k.shape
-            offsets = np.arange(b + include_last_offset, dtype=np.uint32) * np.uint32(n)
-        if missing not in _MISSING:
-            raise _invalid(f"missing must be one of {', '.join(_MISSING)} (got {missing!r})")
-        if offsets is None:
-            raise _invalid("offsets is required when keys is 1-D (PyTorch's convention)")
-        if mode not in _MODES:
-            raise _invalid(f"mode must be one of {', '.join(_MODES)} (got {mode!r})")
-        w = None
-        if per_sample_weights is not None:
-            if mode != "sum":
-                raise _invalid(f"per_sample_weights needs mode='sum' (got {mode!r}), as in PyTorch")
-            w = np.ascontiguousarray(np.asarray(per_sample_weights, dtype=np.float32).reshape(-1))
-        return self._t.bag(_keys(k), _ids(offsets, "offsets"), mode, missing, w, include_last_offset)
+        k, o, w = _bag_args(keys, offsets, mode, per_sample_weights, include_last_offset)
+        return self._t.bag(_keys(k), o, mode, _missing(missing), w, include_last_offset)
 
     def update(self, keys: ArrayLike, values: ArrayLike) -> Dict[str, int]:
         """Writes ``values`` (``len(keys) × dim``) as the rows of ``keys``, inserting new keys:

@@ -58,13 +58,14 @@ fn slice<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str) -> P
     a.as_slice().map_err(|_| invalid(format!("{what} must be contiguous")))
 }
 
-/// The bags of a `bag` call: its arrays as slices (contiguous, checked), PyTorch's conventions.
-fn bags_of<'a>(
-    indices: &'a PyReadonlyArray1<'_, u32>,
+/// The bags of a `bag` call: its arrays as slices (contiguous, checked), PyTorch's conventions;
+/// indices are row ids (u32) or a live table's keys (u64).
+fn bags_of<'a, I: numpy::Element>(
+    indices: &'a PyReadonlyArray1<'_, I>,
     offsets: &'a PyReadonlyArray1<'_, u32>,
     weights: Option<&'a PyReadonlyArray1<'_, f32>>,
     include_last_offset: bool,
-) -> PyResult<Bags<'a>> {
+) -> PyResult<Bags<'a, I>> {
     let per_sample_weights = weights.map(|w| slice(w, "per_sample_weights")).transpose()?;
     Ok(Bags { indices: slice(indices, "indices")?, offsets: slice(offsets, "offsets")?, include_last_offset, per_sample_weights })
 }
@@ -388,12 +389,7 @@ impl GpuTable {
 }
 
 fn missing_of(missing: &str) -> PyResult<edo::live::Missing> {
-    match missing {
-        "error" => Ok(edo::live::Missing::Error),
-        "zero" => Ok(edo::live::Missing::Zero),
-        "init" => Ok(edo::live::Missing::Init),
-        _ => Err(invalid(format!("missing must be 'error', 'zero' or 'init' (got {missing:?})"))),
-    }
+    edo::live::Missing::from_name(missing).ok_or_else(|| invalid(format!("missing must be 'error', 'zero' or 'init' (got {missing:?})")))
 }
 
 /// What an update did: (sequence, inserted, evicted).
@@ -505,8 +501,7 @@ impl LiveTable {
         include_last_offset: bool,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let (pooling, missing) = (pooling_of(mode)?, missing_of(missing)?);
-        let per_sample_weights = per_sample_weights.as_ref().map(|w| slice(w, "per_sample_weights")).transpose()?;
-        let bags = Bags { indices: slice(&keys, "keys")?, offsets: slice(&offsets, "offsets")?, include_last_offset, per_sample_weights };
+        let bags = bags_of(&keys, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
         let values = py.detach(|| self.inner.bag(&bags, pooling, missing)).map_err(err)?;
         rows_of(py, values, self.inner.dim())
     }

@@ -8,12 +8,7 @@ use edo::live::{Init, LiveOptions, LiveTable, Missing, UpdateLog};
 use edo::Bags;
 
 fn missing_of(name: &str) -> Result<Missing, Failure> {
-    match name {
-        "error" => Ok(Missing::Error),
-        "zero" => Ok(Missing::Zero),
-        "init" => Ok(Missing::Init),
-        _ => Err(Failure::arg(format!("unknown missing {name:?} (error, zero, init)"))),
-    }
+    Missing::from_name(name).ok_or_else(|| Failure::arg(format!("unknown missing {name:?} (error, zero, init)")))
 }
 
 /// A live table: see `edo::live::LiveTable`.
