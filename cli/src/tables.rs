@@ -158,14 +158,20 @@ fn open_table_or_reordered(path: &Path) -> Result<Result<TableFile, edo::Unsuppo
     }
 }
 
+/// The text of `edo lookup --ids-file` (`-`: standard input), and what to call it in messages.
+fn ids_file_text(path: &Path) -> Result<(String, String), Failure> {
+    let stdin = path.as_os_str() == "-";
+    let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
+    let text = if stdin { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
+    let text = text.map_err(|e| Failure::new(exit::NO_INPUT, format!("{name}: {e}")))?;
+    Ok((name, text))
+}
+
 /// The ids of `edo lookup` from --ids or --ids-file (`-`: standard input).
 fn lookup_ids(a: &LookupArgs) -> Result<Vec<u32>, Failure> {
     match &a.ids_file {
         Some(path) => {
-            let stdin = path.as_os_str() == "-";
-            let name = if stdin { "standard input".to_string() } else { path.display().to_string() };
-            let text = if stdin { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(path) };
-            let text = text.map_err(|e| Failure::new(exit::NO_INPUT, format!("{name}: {e}")))?;
+            let (name, text) = ids_file_text(path)?;
             let ids = parse_ids(text.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()), exit::DATA)?;
             if ids.is_empty() {
                 return Err(Failure::new(exit::DATA, format!("{name}: no ids in it (row ids separated by commas, spaces or newlines)")));
@@ -801,10 +807,7 @@ fn lookup_keyed(a: LookupArgs) -> Result<(), Failure> {
         return Err(Failure::new(exit::USAGE, format!("{} is a keyed table: look rows up by key with --ids, on the CPU path", a.file.display())));
     }
     let text = match &a.ids_file {
-        Some(path) if path.as_os_str() == "-" => {
-            std::io::read_to_string(std::io::stdin()).map_err(|e| Failure::new(exit::NO_INPUT, format!("standard input: {e}")))?
-        }
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Failure::new(exit::NO_INPUT, format!("{}: {e}", path.display())))?,
+        Some(path) => ids_file_text(path)?.1,
         None => a.ids.join(","),
     };
     let keys = text
