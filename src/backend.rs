@@ -226,6 +226,15 @@ impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placed<GpuCache<S>> {
         }
     }
 
+    /// EmbeddingBag through the cache: the GPU cache's bag on a GPU (recovered from a device
+    /// loss), [`HostCache::bag`] on the CPU path.
+    pub async fn bag(&self, bags: &crate::Bags<'_>, pooling: crate::Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
+        match self {
+            Placed::Gpu(c) => Ok(c.lookup(&Request::bag(bags, pooling, bounds)).await?.into_f32()),
+            Placed::Cpu(c) => c.bag(bags, pooling, bounds).await,
+        }
+    }
+
     /// Stages the rows of the next batch: [`GpuCache::prefetch`] on a GPU, [`HostCache::prefetch`]
     /// on the CPU path; how many rows were read.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {

@@ -415,6 +415,30 @@ fn host_cache_returns_resident_rows_and_counts_as_the_slot_map() {
             assert!(host.parts > host.batches, "{format} {policy:?}: some batches ran in several parts");
             assert_eq!(host.shared_reads, 0);
             assert_eq!(cache.cached_rows(), 60);
+            // Bags through the cache: the CPU path's bag over the resident table, bit for bit
+            // (ragged bags, an empty one, repeats, a bad id read as zeros, weights).
+            let mut indices = synth::zipf_ids(700, rows, 1.05, 21 + k as u64);
+            indices[5] = rows as u32 + 7;
+            let offsets: Vec<u32> = (0..70u32).map(|b| (b * 10).min(690) - (b == 3) as u32 * 10).collect();
+            let weights: Vec<f32> = (0..700).map(|i| 0.25 + (i % 7) as f32 * 0.5).collect();
+            let plain = edo::Bags::new(&indices, &offsets);
+            for (bags, pooling) in
+                [(plain, edo::Pooling::Sum), (plain, edo::Pooling::Mean), (plain, edo::Pooling::Max), (plain.weights(&weights), edo::Pooling::Sum)]
+            {
+                let got = block_on(cache.bag(&bags, pooling, Bounds::Zero)).unwrap();
+                let want = edo::cpu::embedding_bag(&table, &bags, pooling, Bounds::Zero).unwrap();
+                assert_eq!(
+                    got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    "{format} {policy:?} {pooling:?} bag"
+                );
+            }
+            // Bad bags are refused before a row is read.
+            let before = cache.stats().lookups;
+            let bad_weights = [1.0f32; 3];
+            assert!(block_on(cache.bag(&plain.weights(&bad_weights), edo::Pooling::Sum, Bounds::Zero)).is_err());
+            assert!(matches!(block_on(cache.bag(&plain, edo::Pooling::Sum, Bounds::Error)), Err(edo::Error::IdOutOfRange { .. })));
+            assert_eq!(cache.stats().lookups, before, "{format} {policy:?}: a refused bag counted lookups");
             assert!(cache.bytes() <= 60 * format.row_bytes(dim) as u64);
             // Out of range under Bounds::Error: refused, nothing counted.
             let before = cache.stats();

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use super::{CacheSpec, CacheStats, SlotMap, EMPTY};
 use crate::format::PackedTable;
 use crate::source::{read_whole_rows, RowSource};
-use crate::{Bounds, Error};
+use crate::{Bags, Bounds, Error, Pooling};
 
 /// A row cache in host memory over `spec.source`: `spec.capacity` rows (at most the table's)
 /// under `spec.policy`, with the GPU cache's statistics. Lookups return exactly the rows a
@@ -368,6 +368,23 @@ impl<S: RowSource> HostCache<S> {
     /// from the cache, misses taken from the rows prefetches staged or read from the source (those
     /// another lookup or a prefetch is reading, taken from that read) and admitted by the policy.
     pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
+        let (local, local_ids) = self.packed(ids, bounds).await?;
+        Ok(crate::cpu::gather(&local, &local_ids, Bounds::Zero)?)
+    }
+
+    /// EmbeddingBag over the cached rows: the bags' indices looked up as [`HostCache::gather`]
+    /// looks ids up, then pooled by the CPU path's bag kernel over their packed rows, so the
+    /// result is [`crate::cpu::embedding_bag`]'s over the resident table, bit for bit. Bad
+    /// offsets or weights are refused before any row is read.
+    pub async fn bag(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
+        bags.validate(pooling, None)?;
+        let (local, local_ids) = self.packed(bags.indices, bounds).await?;
+        Ok(crate::cpu::embedding_bag(&local, &bags.with_indices(&local_ids), pooling, Bounds::Zero)?)
+    }
+
+    /// The packed rows of `ids`, position `p` at row `p` of a table of `ids.len()` rows, and the
+    /// ids to read them with there (a zero row of the bounds policy is an id past them).
+    async fn packed(&self, ids: &[u32], bounds: Bounds) -> Result<(PackedTable, Vec<u32>), Error> {
         let (rows, dim, format) = (self.rows(), self.dim(), self.spec.source.format());
         bounds.check(ids, rows)?;
         let resolved: Vec<Option<u32>> = ids.iter().map(|&id| bounds.resolve(id, rows).map(|r| r as u32)).collect();
@@ -474,11 +491,10 @@ impl<S: RowSource> HostCache<S> {
                 packed[pos * rw..(pos + 1) * rw].copy_from_slice(&words[k * rw..(k + 1) * rw]);
             }
         }
-        // Decode as the CPU path decodes a resident table: position p of the lookup is row p of
-        // the packed rows; a zero row of the bounds policy is an id past them.
-        let n = ids.len();
-        let local = PackedTable::from_words(format, n, dim, packed)?;
+        // Read as the CPU path reads a resident table: position p of the lookup is row p of the
+        // packed rows; a zero row of the bounds policy is an id past them.
+        let local = PackedTable::from_words(format, ids.len(), dim, packed)?;
         let local_ids: Vec<u32> = resolved.iter().enumerate().map(|(p, r)| if r.is_some() { p as u32 } else { u32::MAX }).collect();
-        Ok(crate::cpu::gather(&local, &local_ids, Bounds::Zero)?)
+        Ok((local, local_ids))
     }
 }

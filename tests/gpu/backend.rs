@@ -67,6 +67,18 @@ fn placed_tables_give_the_same_rows_on_the_gpu_and_the_cpu_path() {
         assert_bits_eq(&block_on(g.gather(&ids, Bounds::Clamp)).unwrap(), &want, "cached gather");
         assert_bits_eq(&block_on(c.gather(&ids, Bounds::Clamp)).unwrap(), &want, "cache's source gather on the CPU path");
     }
+    // Bags through the cache: on the CPU path the resident CPU bag bit for bit, on the GPU within
+    // the GPU bags' documented bound of it.
+    let (indices, offsets) = random_bags(301, rows, 13, true, 60);
+    let bags = edo::Bags::new(&indices, &offsets).include_last_offset(true);
+    let max_abs = int8.dequantize().iter().fold(0f32, |m, x| m.max(x.abs()));
+    for pooling in [edo::Pooling::Sum, edo::Pooling::Mean, edo::Pooling::Max] {
+        let want = edo::cpu::embedding_bag(&int8, &bags, pooling, Bounds::Clamp).unwrap();
+        assert_bits_eq(&block_on(c.bag(&bags, pooling, Bounds::Clamp)).unwrap(), &want, "cached bag on the CPU path");
+        let exact = pooling == edo::Pooling::Max;
+        assert_pooled_close(&block_on(g.bag(&bags, pooling, Bounds::Clamp)).unwrap(), &want, 13.0, max_abs, exact, "cached bag on the GPU");
+    }
+    assert!(matches!(block_on(c.bag(&edo::Bags::new(&bad, &[0]), edo::Pooling::Sum, Bounds::Error)), Err(Error::IdOutOfRange { .. })));
     assert!(block_on(g.prefetch(&[1, 2, 3])).unwrap() <= 3);
     // The CPU path's cache stages a prefetch too (rows it holds are not read).
     let staged = block_on(c.prefetch(&[1, 2, 3])).unwrap();
