@@ -25,6 +25,7 @@ from ._edo import __version__
 __all__ = [
     "BadFileError",
     "BinaryCodes",
+    "Cache",
     "DeviceLostError",
     "EdoError",
     "EdoIOError",
@@ -237,7 +238,7 @@ class _Lookups:
     their native object ``_t`` (on the host rows, or on the GPU)."""
 
     __slots__ = ("_t",)
-    _t: Union[_edo.Table, _edo.GpuTable]
+    _t: Union[_edo.Table, _edo.GpuTable, _edo.Cache]
 
     @property
     def dim(self) -> int:
@@ -306,7 +307,7 @@ class Table(_Lookups):
         self._t.save(os.fspath(path))
 
     def to(self, engine: "Engine") -> "GpuTable":
-        """The table uploaded to ``engine``'s GPU."""
+        """The table placed on ``engine``: uploaded to its GPU, or kept here on the CPU path."""
         return GpuTable(self._t.to(engine._e))
 
     def __repr__(self) -> str:
@@ -431,43 +432,129 @@ class StaticModel:
 
 
 class Engine:
-    """A GPU through wgpu (Vulkan, Metal, DX12). Creating one without an adapter is an EdoError;
-    ``Engine.available()`` asks first."""
+    """Where lookups run: a GPU through wgpu (Vulkan, Metal, DX12) — tables placed on it survive
+    a device loss — or the CPU path. ``backend="auto"`` (the default) takes a GPU when there is
+    one and otherwise the CPU path, saying why in ``note``; ``"gpu"`` is a ``GpuError`` without
+    one; ``"cpu"`` never asks. ``memory_budget`` caps the GPU bytes edo allocates (tables, caches,
+    scratch): past it a call is refused before anything is allocated, and caches shrink."""
 
     __slots__ = ("_e",)
     _available: Optional[bool] = None
 
-    def __init__(self) -> None:
-        self._e = _edo.Engine()
+    def __init__(self, backend: str = "auto", *, memory_budget: Optional[int] = None) -> None:
+        self._e = _edo.Engine(backend, memory_budget)
 
     @staticmethod
     def available() -> bool:
-        """Whether an engine can be made here (tried once, remembered)."""
+        """Whether a GPU engine can be made here (tried once, remembered)."""
         if Engine._available is None:
-            try:
-                _edo.Engine()
-                Engine._available = True
-            except EdoError:
-                Engine._available = False
+            Engine._available = _edo.Engine("auto", None).backend == "gpu"
         return Engine._available
 
     @property
-    def adapter(self) -> str:
-        """The adapter, in words ("NVIDIA H200 (Vulkan, DiscreteGpu, …)")."""
+    def backend(self) -> str:
+        """``"gpu"`` or ``"cpu"``."""
+        return self._e.backend
+
+    @property
+    def note(self) -> str:
+        """The adapter in words, or why the CPU path ("no GPU (…); using the CPU path")."""
+        return self._e.note
+
+    @property
+    def adapter(self) -> Optional[str]:
+        """The adapter, in words ("NVIDIA H200 (Vulkan, DiscreteGpu, …)"); None on the CPU path."""
         return self._e.adapter
 
+    def memory_report(self) -> Optional[Dict[str, Any]]:
+        """Every GPU buffer edo holds, by owner and purpose, and the budget (as ``edo``'s JSON,
+        with the printable text under ``"text"``); None on the CPU path."""
+        report = self._e.memory_report()
+        if report is None:
+            return None
+        import json
+
+        text, data = report
+        out: Dict[str, Any] = json.loads(data)
+        out["text"] = text
+        return out
+
+    def cache(self, source: Union[Table, str], capacity: int, policy: str = "lfu") -> "Cache":
+        """A row cache of ``capacity`` rows in front of ``source``: a ``Table`` (one ``edo.load``
+        mapped from an ``.edo`` file included: its pages are read as rows are missed) or the URL
+        of a remote ``.edo`` file (read with HTTP range requests, each chunk checked). Its slots
+        are on the GPU, or in host memory on the CPU path; ``policy`` is ``lru``, ``lfu``, ``arc``
+        or one of them with ``+tinylfu`` admission. Lookups return the resident table's rows."""
+        if isinstance(source, Table):
+            return Cache(self._e.cache(capacity, policy, source._t, None))
+        if isinstance(source, str) and source.startswith(("http://", "https://")):
+            return Cache(self._e.cache(capacity, policy, None, source))
+        raise TypeError(f"source must be an edo.Table or an http(s) URL (got {source!r}); edo.load(path) maps an .edo file")
+
     def __repr__(self) -> str:
-        return f"edo.Engine({self.adapter!r})"
+        return f"edo.Engine(backend={self.backend!r}, note={self.note!r})"
 
 
 class GpuTable(_Lookups):
-    """A table resident on an engine's GPU: ``Table``'s lookups, run there."""
+    """A table placed on an ``Engine``: resident on its GPU, or its host rows on the CPU path
+    (``backend`` says which); ``Table``'s lookups, run there."""
 
     __slots__ = ()
     _t: _edo.GpuTable
 
     def __init__(self, raw: _edo.GpuTable) -> None:
         self._t = raw
+
+    @property
+    def backend(self) -> str:
+        """``"gpu"`` or ``"cpu"``."""
+        return self._t.backend
+
+
+class Cache(_Lookups):
+    """A row cache over a slow or large table (``Engine.cache``): ``gather`` and ``bag`` as
+    ``Table``'s, reading only the rows it misses; ``prefetch`` reads the next batch's misses
+    ahead; ``stats`` counts hits, misses, evictions and what prefetches staged."""
+
+    __slots__ = ()
+    _t: _edo.Cache
+
+    def __init__(self, raw: _edo.Cache) -> None:
+        self._t = raw
+
+    @property
+    def backend(self) -> str:
+        """Where the slots are: ``"gpu"`` or ``"cpu"``."""
+        return self._t.backend
+
+    @property
+    def format(self) -> str:
+        return self._t.format
+
+    @property
+    def rows(self) -> int:
+        return self._t.rows
+
+    @property
+    def occupancy(self) -> Tuple[int, int]:
+        """(rows held now, rows it may hold)."""
+        return self._t.occupancy()
+
+    def prefetch(self, ids: ArrayLike) -> int:
+        """Reads the rows of ``ids`` the cache misses now, for the next lookup; how many it read."""
+        return self._t.prefetch(_ids(ids, "ids"))
+
+    def stats(self) -> Dict[str, int]:
+        """lookups, hits, misses, evictions, prefetched, served_from_staging, batches, parts,
+        bytes_uploaded, shared_reads."""
+        return dict(self._t.stats())
+
+    def reset_stats(self) -> None:
+        self._t.reset_stats()
+
+    def __repr__(self) -> str:
+        held, most = self.occupancy
+        return f"edo.Cache(rows={self.rows}, dim={self.dim}, format={self.format!r}, backend={self.backend!r}, held={held}/{most})"
 
 
 _MISSING = ("error", "zero", "init")

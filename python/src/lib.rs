@@ -4,14 +4,16 @@
 //! takes contiguous arrays of the exact dtypes and releases the GIL for every lookup and encode.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use edo::cache::{CacheSpec, RowSource};
 use edo::file::import::{self, FileLayout};
+use edo::file::remote::{HttpReader, RemoteTable};
 use edo::file::TableFile;
 use edo::format::{Format, PackedTable};
-use edo::gpu::GpuLookup;
 use edo::model::StaticModel;
 use edo::search::{CodeTransform, ItqOptions};
-use edo::{Bags, Bounds, HostRows, Pooling, Request};
+use edo::{AsyncLookup, Backend, Bags, Bounds, GpuCache, Placed, Pooling};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -149,9 +151,9 @@ impl Table {
         py.detach(|| TableFile::new(self.inner.clone()).write(&path)).map_err(err)
     }
 
-    /// The table resident on `engine`'s GPU.
+    /// The table placed on `engine`: resident on its GPU, or on the CPU path when it has none.
     fn to(&self, py: Python<'_>, engine: &Engine) -> PyResult<GpuTable> {
-        let inner = py.detach(|| edo::block_on(edo::gpu::GpuTable::upload(&engine.inner, &self.inner))).map_err(err)?;
+        let inner = py.detach(|| edo::block_on(engine.inner.place::<edo::GpuTable>(self.inner.clone()))).map_err(err)?;
         Ok(GpuTable { inner, dim: self.inner.dim() })
     }
 }
@@ -324,38 +326,81 @@ impl Model {
     }
 }
 
-/// The GPU (wgpu: Vulkan, Metal, DX12).
+/// Where lookups run: a GPU (wgpu: Vulkan, Metal, DX12), recovered from device losses, or the
+/// CPU path (`edo::Backend`).
 #[pyclass(module = "edo._edo", frozen)]
 struct Engine {
-    inner: edo::Engine,
+    inner: Backend,
 }
 
 #[pymethods]
 impl Engine {
+    /// `backend`: "auto" (a GPU when there is one, else the CPU path, saying why), "gpu" (an
+    /// error without one) or "cpu". `memory_budget` caps the bytes edo allocates on the GPU.
     #[new]
-    fn new(py: Python<'_>) -> PyResult<Engine> {
-        Ok(Engine { inner: py.detach(|| edo::block_on(edo::Engine::new(Default::default()))).map_err(err)? })
+    #[pyo3(signature = (backend="auto", memory_budget=None))]
+    fn new(py: Python<'_>, backend: &str, memory_budget: Option<u64>) -> PyResult<Engine> {
+        let options = edo::EngineOptions { memory_budget, ..Default::default() };
+        let inner = match backend {
+            "auto" => py.detach(|| edo::block_on(Backend::new(options))),
+            "gpu" => Backend::Gpu(edo::RecoveringEngine::new(py.detach(|| edo::block_on(edo::Engine::new(options))).map_err(err)?)),
+            "cpu" => Backend::cpu("the CPU path, as asked (backend='cpu')"),
+            other => return Err(invalid(format!("backend must be 'auto', 'gpu' or 'cpu' (got {other:?})"))),
+        };
+        Ok(Engine { inner })
     }
-    /// The adapter, in words.
+    /// "gpu" or "cpu".
     #[getter]
-    fn adapter(&self) -> String {
-        self.inner.adapter().to_string()
+    fn backend(&self) -> &'static str {
+        self.inner.name()
+    }
+    /// The GPU adapter in words, or why the CPU path.
+    #[getter]
+    fn note(&self) -> String {
+        self.inner.note()
+    }
+    /// The adapter, in words (None on the CPU path).
+    #[getter]
+    fn adapter(&self) -> Option<String> {
+        self.inner.engine().map(|e| e.adapter().to_string())
+    }
+    /// Every GPU buffer edo holds, by owner, and the budget: (text, JSON text); None on the CPU path.
+    fn memory_report(&self) -> Option<(String, String)> {
+        self.inner.engine().map(|e| {
+            let report = e.memory_report();
+            (report.to_string(), report.to_json().to_string())
+        })
+    }
+    /// A row cache of `capacity` rows over `table` or the remote `.edo` file at `url`, evicting
+    /// by `policy`: its slots on the GPU, or in host memory on the CPU path.
+    #[pyo3(signature = (capacity, policy, table=None, url=None))]
+    fn cache(&self, py: Python<'_>, capacity: usize, policy: &str, table: Option<&Table>, url: Option<String>) -> PyResult<Cache> {
+        let policy = policy_of(policy)?;
+        let table = match (table, &url) {
+            (Some(t), None) => Some(t.inner.clone()),
+            (None, Some(_)) => None,
+            _ => return Err(invalid("a cache reads from a table or a url: give one of them".into())),
+        };
+        let inner = py
+            .detach(|| {
+                edo::block_on(async {
+                    let source = match (table, url) {
+                        (Some(t), _) => Source::Table(t),
+                        (None, url) => Source::Remote(Arc::new(RemoteTable::open(HttpReader::new(url.unwrap_or_default())).await?)),
+                    };
+                    self.inner.place::<GpuCache<Source>>(CacheSpec { source, capacity, policy }).await
+                })
+            })
+            .map_err(err)?;
+        Ok(Cache { inner })
     }
 }
 
-/// A table resident on an engine's GPU.
+/// A table placed on an engine: resident on its GPU, or its host rows on the CPU path.
 #[pyclass(module = "edo._edo", frozen)]
 struct GpuTable {
-    inner: edo::gpu::GpuTable,
+    inner: Placed<edo::GpuTable>,
     dim: usize,
-}
-
-/// Rows read back from the GPU, as f32 (the lookups here ask for f32).
-fn host_f32(rows: Result<HostRows, edo::Error>) -> Result<Vec<f32>, edo::Error> {
-    match rows? {
-        HostRows::F32(v) => Ok(v),
-        HostRows::F16(v) => Ok(v.into_iter().map(f32::from).collect()),
-    }
 }
 
 #[pymethods]
@@ -364,13 +409,18 @@ impl GpuTable {
     fn dim(&self) -> usize {
         self.dim
     }
-    /// Rows of `ids` (uint32, contiguous), gathered on the GPU: a new `(n, dim)` float32 array.
+    /// "gpu" or "cpu".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    /// Rows of `ids` (uint32, contiguous): a new `(n, dim)` float32 array.
     fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let ids = slice(&ids, "ids")?;
-        let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::gather(ids, Bounds::Error))))).map_err(err)?;
+        let values = py.detach(|| edo::block_on(self.inner.gather(ids, Bounds::Error))).map_err(err)?;
         rows_of(py, values, self.dim)
     }
-    /// EmbeddingBag on the GPU (see `Table.bag`).
+    /// EmbeddingBag (see `Table.bag`).
     #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
     fn bag<'py>(
         &self,
@@ -383,9 +433,125 @@ impl GpuTable {
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let pooling = pooling_of(mode)?;
         let bags = bags_of(&indices, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
-        let values = py.detach(|| host_f32(edo::block_on(self.inner.lookup_host(&Request::bag(&bags, pooling, Bounds::Error))))).map_err(err)?;
+        let values = py.detach(|| edo::block_on(self.inner.bag(&bags, pooling, Bounds::Error))).map_err(err)?;
         rows_of(py, values, self.dim)
     }
+}
+
+/// What a cache reads its misses from: a table in host memory (a mapped `.edo` file's rows
+/// included) or a remote `.edo` file read with HTTP range requests.
+#[derive(Clone)]
+enum Source {
+    Table(PackedTable),
+    Remote(Arc<RemoteTable<HttpReader>>),
+}
+
+impl RowSource for Source {
+    fn format(&self) -> Format {
+        match self {
+            Source::Table(t) => t.format(),
+            Source::Remote(r) => r.format(),
+        }
+    }
+    fn rows(&self) -> usize {
+        match self {
+            Source::Table(t) => t.rows(),
+            Source::Remote(r) => r.rows(),
+        }
+    }
+    fn dim(&self) -> usize {
+        match self {
+            Source::Table(t) => t.dim(),
+            Source::Remote(r) => r.dim(),
+        }
+    }
+    async fn read_rows(&self, rows: &[u32], out: &mut Vec<u32>) -> Result<(), edo::Error> {
+        match self {
+            Source::Table(t) => t.read_rows(rows, out).await,
+            Source::Remote(r) => r.read_rows(rows, out).await,
+        }
+    }
+}
+
+/// A row cache placed on an engine (see `Engine.cache`).
+#[pyclass(module = "edo._edo", frozen)]
+struct Cache {
+    inner: Placed<GpuCache<Source>>,
+}
+
+#[pymethods]
+impl Cache {
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.host().source.dim()
+    }
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.host().source.rows()
+    }
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.inner.host().source.format().name()
+    }
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    /// (rows held now, rows it may hold).
+    fn occupancy(&self) -> (usize, usize) {
+        self.inner.occupancy()
+    }
+    /// Rows of `ids` through the cache: a new `(n, dim)` float32 array.
+    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let ids = slice(&ids, "ids")?;
+        let values = py.detach(|| edo::block_on(self.inner.gather(ids, Bounds::Error))).map_err(err)?;
+        rows_of(py, values, self.dim())
+    }
+    /// EmbeddingBag through the cache (see `Table.bag`).
+    #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
+    fn bag<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'py, u32>,
+        offsets: PyReadonlyArray1<'py, u32>,
+        mode: &str,
+        per_sample_weights: Option<PyReadonlyArray1<'py, f32>>,
+        include_last_offset: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let pooling = pooling_of(mode)?;
+        let bags = bags_of(&indices, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
+        let values = py.detach(|| edo::block_on(self.inner.bag(&bags, pooling, Bounds::Error))).map_err(err)?;
+        rows_of(py, values, self.dim())
+    }
+    /// Reads the rows of `ids` the cache misses ahead of the lookup that needs them; how many.
+    fn prefetch(&self, py: Python<'_>, ids: PyReadonlyArray1<'_, u32>) -> PyResult<usize> {
+        let ids = slice(&ids, "ids")?;
+        py.detach(|| edo::block_on(self.inner.prefetch(ids))).map_err(err)
+    }
+    /// The counters, by name.
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = self.inner.stats();
+        vec![
+            ("lookups", s.lookups),
+            ("hits", s.hits),
+            ("misses", s.misses),
+            ("evictions", s.evictions),
+            ("prefetched", s.prefetched),
+            ("served_from_staging", s.served_from_staging),
+            ("batches", s.batches),
+            ("parts", s.parts),
+            ("bytes_uploaded", s.bytes_uploaded),
+            ("shared_reads", s.shared_reads),
+        ]
+    }
+    fn reset_stats(&self) {
+        self.inner.reset_stats()
+    }
+}
+
+fn policy_of(policy: &str) -> PyResult<edo::cache::PolicyKind> {
+    edo::cache::PolicyKind::from_name(policy)
+        .ok_or_else(|| invalid(format!("unknown policy {policy:?} ({})", edo::cache::PolicyKind::ALL.map(edo::cache::PolicyKind::name).join(", "))))
 }
 
 fn missing_of(missing: &str) -> PyResult<edo::live::Missing> {
@@ -419,8 +585,7 @@ impl LiveTable {
         memory_budget: Option<u64>,
         path: Option<PathBuf>,
     ) -> PyResult<LiveTable> {
-        let policy = edo::cache::PolicyKind::from_name(policy)
-            .ok_or_else(|| invalid(format!("unknown policy {policy:?} ({})", edo::cache::PolicyKind::ALL.map(edo::cache::PolicyKind::name).join(", "))))?;
+        let policy = policy_of(policy)?;
         let mut options = edo::live::LiveOptions::new(format_of(format)?, dim).capacity(capacity).policy(policy);
         if let Some(m) = max_rows {
             options = options.max_rows(m);
@@ -578,6 +743,7 @@ fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
     m.add_class::<Engine>()?;
     m.add_class::<GpuTable>()?;
+    m.add_class::<Cache>()?;
     m.add_class::<LiveTable>()?;
     m.add_function(wrap_pyfunction!(append_updates, m)?)?;
     m.add_function(wrap_pyfunction!(stored_shape, m)?)?;

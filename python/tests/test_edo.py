@@ -5,6 +5,8 @@ sentence-transformers' own vectors (the fixtures' expected.json), the GPU agains
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import struct
@@ -312,8 +314,8 @@ def test_the_gpu_gives_the_cpu_paths_rows():
             pytest.fail("no adapter, and EDO_REQUIRE_GPU=1")
         print("SKIPPED: no adapter")
         pytest.skip("SKIPPED: no adapter")
-    engine = edo.Engine()
-    assert engine.adapter
+    engine = edo.Engine("gpu", memory_budget=256 << 20)
+    assert engine.backend == "gpu" and engine.adapter and engine.note == engine.adapter
     for fmt in ("fp32", "int8", "int4"):
         t = edo.quantize(W, fmt)
         gpu = t.to(engine)
@@ -324,6 +326,126 @@ def test_the_gpu_gives_the_cpu_paths_rows():
             np.testing.assert_allclose(gpu.bag(ids, offsets, mode=mode), t.bag(ids, offsets, mode=mode), rtol=1e-5, atol=1e-5, err_msg=f"{fmt} {mode}")
         with pytest.raises(IndexError):
             gpu.gather([1000])
+        assert gpu.backend == "gpu"
+    report = engine.memory_report()
+    assert report is not None and report["text"] and report["budget"] == 256 << 20, report
+
+
+def test_caches_on_the_gpu(tmp_path, served):
+    if not edo.Engine.available():
+        if os.environ.get("EDO_REQUIRE_GPU") == "1":
+            pytest.fail("no adapter, and EDO_REQUIRE_GPU=1")
+        print("SKIPPED: no adapter")
+        pytest.skip("SKIPPED: no adapter")
+    caches_on(edo.Engine("gpu"), tmp_path, served)
+
+
+def test_an_engine_without_a_gpu_is_the_cpu_path_with_a_note():
+    cpu = edo.Engine("cpu")
+    assert cpu.backend == "cpu" and "CPU path" in cpu.note and cpu.adapter is None and cpu.memory_report() is None
+    t = edo.quantize(W, "int4")
+    placed = t.to(cpu)
+    assert placed.backend == "cpu"
+    ids = RNG.integers(0, 1000, 333)
+    assert np.array_equal(placed.gather(ids), t.gather(ids))
+    assert np.array_equal(placed.bag(ids, [0, 5, 5, 100], mode="mean"), t.bag(ids, [0, 5, 5, 100], mode="mean"))
+    with pytest.raises(IndexError):
+        placed.gather([1000])
+    # "auto" takes the GPU exactly when there is one, and says which or why not.
+    auto = edo.Engine()
+    assert auto.backend == ("gpu" if edo.Engine.available() else "cpu") and auto.note
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.Engine("tpu")
+    if not edo.Engine.available():
+        with pytest.raises(edo.GpuError):
+            edo.Engine("gpu")
+
+
+class _RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files with HTTP range requests (Python's own server ignores ``Range``)."""
+
+    def do_GET(self):
+        path = self.translate_path(self.path)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return
+        data = open(path, "rb").read()
+        spec = self.headers.get("Range")
+        if spec is None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        first, last = spec.removeprefix("bytes=").split("-")
+        first, last = int(first), min(int(last or len(data) - 1), len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        self.wfile.write(data[first : last + 1])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def served(tmp_path):
+    """``tmp_path`` served over HTTP on loopback, with ranges: yields its base URL."""
+    handler = functools.partial(_RangeHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join()
+
+
+def check_cache(cache, table, what):
+    """A cache's lookups against the resident table's, bit for bit, and its counters."""
+    assert cache.rows == table.rows and cache.dim == table.dim and cache.format == table.format
+    cache.reset_stats()
+    ids = RNG.zipf(1.3, 3000) % table.rows
+    for batch in np.array_split(ids, 7):  # batches with more distinct rows than slots, too
+        assert np.array_equal(cache.gather(batch), table.gather(batch)), what
+    stats = cache.stats()
+    assert stats["lookups"] == 3000 and stats["hits"] + stats["misses"] == 3000 and stats["hits"] > 0, (what, stats)
+    assert cache.occupancy == (64, 64), what
+    offsets = np.array([0, 4, 4, 300, 1999])
+    w = RNG.random(3000, dtype=np.float32)
+    if cache.backend == "cpu":
+        for mode in ("sum", "mean", "max"):
+            assert np.array_equal(cache.bag(ids, offsets, mode=mode), table.bag(ids, offsets, mode=mode)), (what, mode)
+        assert np.array_equal(cache.bag(ids, offsets, per_sample_weights=w), table.bag(ids, offsets, per_sample_weights=w)), what
+    else:
+        for mode in ("sum", "mean", "max"):
+            np.testing.assert_allclose(cache.bag(ids, offsets, mode=mode), table.bag(ids, offsets, mode=mode), rtol=1e-5, atol=1e-4, err_msg=f"{what} {mode}")
+    assert cache.prefetch(np.arange(500, 520)) <= 20
+    with pytest.raises(IndexError):
+        cache.gather([table.rows])
+    with pytest.raises(edo.InvalidArgumentError):
+        cache.bag(ids, offsets, per_sample_weights=w[:5])
+
+
+def caches_on(engine, tmp_path, served):
+    """Caches over a table in memory, a mapped .edo file and the same file served over HTTP."""
+    t = edo.quantize(W, "int8")
+    t.save(tmp_path / "t.edo")
+    mapped = edo.load(tmp_path / "t.edo")
+    for source, what in ((t, "table"), (mapped, "mapped file"), (f"{served}/t.edo", "remote file")):
+        cache = engine.cache(source, 64, policy="lru+tinylfu")
+        assert cache.backend == engine.backend
+        check_cache(cache, t, f"{engine.backend}: {what}")
+    with pytest.raises(edo.NetworkError):
+        engine.cache(f"{served}/missing.edo", 64)
+    with pytest.raises(TypeError):
+        engine.cache(str(tmp_path / "t.edo"), 64)
+    with pytest.raises(edo.InvalidArgumentError):
+        engine.cache(t, 64, policy="fifo")
+
+
+def test_caches_over_tables_mapped_files_and_remote_files_on_the_cpu_path(tmp_path, served):
+    caches_on(edo.Engine("cpu"), tmp_path, served)
 
 
 def test_live_table_takes_new_keys_updates_and_swaps(tmp_path):
