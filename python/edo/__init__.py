@@ -39,12 +39,16 @@ __all__ = [
     "FORMATS",
     "GpuTable",
     "LiveTable",
+    "PLAN_FORMATS",
+    "Plan",
+    "PlannedTable",
     "StaticModel",
     "Table",
     "__version__",
     "append_updates",
     "binary_codes",
     "load",
+    "plan",
     "quantize",
 ]
 
@@ -238,7 +242,7 @@ class _Lookups:
     their native object ``_t`` (on the host rows, or on the GPU)."""
 
     __slots__ = ("_t",)
-    _t: Union[_edo.Table, _edo.GpuTable, _edo.Cache]
+    _t: Union[_edo.Table, _edo.GpuTable, _edo.Cache, _edo.PlannedTable]
 
     @property
     def dim(self) -> int:
@@ -555,6 +559,161 @@ class Cache(_Lookups):
     def __repr__(self) -> str:
         held, most = self.occupancy
         return f"edo.Cache(rows={self.rows}, dim={self.dim}, format={self.format!r}, backend={self.backend!r}, held={held}/{most})"
+
+
+#: Formats the planner chooses from unless told.
+PLAN_FORMATS: Tuple[str, ...] = ("fp16", "int8", "int4", "binary_scaled")
+#: Rows of a table the planner measures each format's error on: up to this many, evenly spaced.
+_SAMPLE_ROWS = 2048
+
+
+class PlannedTable(_Lookups):
+    """A table built as its plan says (``Plan.build``): resident in one format, mixed precision
+    (the most looked-up rows in one format, the rest in another), or the host table of a cache.
+    ``gather`` and ``bag`` run on the CPU path; ``to(engine)`` places it as planned."""
+
+    __slots__ = ()
+    _t: _edo.PlannedTable
+
+    def __init__(self, raw: _edo.PlannedTable) -> None:
+        self._t = raw
+
+    @property
+    def choice(self) -> str:
+        """What the plan chose ("resident int8", "mixed: 1000 hot rows fp16, rest int4", …)."""
+        return self._t.choice
+
+    @property
+    def rows(self) -> int:
+        return self._t.rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its rows in host memory."""
+        return self._t.nbytes
+
+    def to(self, engine: Engine) -> Union[GpuTable, Cache]:
+        """Placed on ``engine`` as planned: resident, or behind an LFU cache of the planned rows."""
+        if self._t.cache_capacity is not None:
+            return Cache(self._t.to_cache(engine._e))
+        return GpuTable(self._t.to_table(engine._e))
+
+    def __repr__(self) -> str:
+        return f"edo.PlannedTable({self.choice!r}, rows={self.rows}, dim={self.dim}, nbytes={self.nbytes})"
+
+
+class Plan:
+    """How to hold each table within a GPU budget (``edo.plan``); ``str(plan)`` is the table
+    ``edo plan`` prints, ``tables`` the same as dicts."""
+
+    __slots__ = ("_p", "_names", "_values")
+
+    def __init__(self, raw: _edo.Plan, names: Sequence[str], values: Dict[str, NDArray[np.float32]]) -> None:
+        self._p, self._names, self._values = raw, list(names), values
+
+    @property
+    def budget(self) -> int:
+        return self._p.budget
+
+    @property
+    def nbytes(self) -> int:
+        """GPU bytes of the plan (at most the budget)."""
+        return self._p.bytes
+
+    @property
+    def expected_error(self) -> float:
+        """The lookup-weighted mean relative error of a looked-up row."""
+        return self._p.expected_error
+
+    @property
+    def int8_nbytes(self) -> int:
+        """GPU bytes of every table resident in INT8, for comparison."""
+        return self._p.int8_bytes
+
+    @property
+    def int8_error(self) -> float:
+        return self._p.int8_error
+
+    @property
+    def tables(self) -> list[Dict[str, Any]]:
+        """Per table: name, choice, bytes, expected_error, hit_rate, int8_bytes, int8_error and
+        cache_capacity (None unless cached)."""
+        keys = ("name", "choice", "bytes", "expected_error", "hit_rate", "int8_bytes", "int8_error", "cache_capacity")
+        return [dict(zip(keys, row)) for row in self._p.tables()]
+
+    def to_json(self) -> Dict[str, Any]:
+        """The plan as ``edo plan --json`` prints it."""
+        import json
+
+        out: Dict[str, Any] = json.loads(self._p.json())
+        return out
+
+    def build(self, name: str, values: Optional[ArrayLike] = None) -> PlannedTable:
+        """Table ``name`` made as planned from its values (the array given to ``edo.plan``, or
+        ``values``: the same rows × dim)."""
+        if name not in self._names:
+            raise _invalid(f"no table {name!r} in the plan ({', '.join(self._names)})")
+        if values is None:
+            if name not in self._values:
+                raise _invalid(f"{name!r} was planned from its shape: give its values")
+            data = self._values[name]
+        else:
+            data = _values(values)
+        return PlannedTable(self._p.build(self._names.index(name), data))
+
+    def __str__(self) -> str:
+        return str(self._p)
+
+    def __repr__(self) -> str:
+        return f"edo.Plan(budget={self.budget}, nbytes={self.nbytes}, expected_error={self.expected_error:.3g}, tables={len(self._names)})"
+
+
+def plan(
+    tables: Dict[str, Union[ArrayLike, Tuple[int, int]]],
+    budget: int,
+    *,
+    access: Optional[Dict[str, Union[str, float, ArrayLike]]] = None,
+    lookups: Optional[Dict[str, float]] = None,
+    formats: Sequence[str] = PLAN_FORMATS,
+    mixed: bool = True,
+    min_hit_rate: float = 0.9,
+    miss_cost: float = 1e-4,
+) -> Plan:
+    """Chooses per table how to hold it in ``budget`` GPU bytes — resident in a format, cached (the
+    hot rows on the GPU), or mixed precision — for the least expected error of a looked-up row
+    (``edo plan``'s planner). ``tables`` maps a name to its values (a 2-D float array: errors are
+    measured on up to 2 048 of its rows, and ``Plan.build(name)`` makes it) or to ``(rows, dim)``
+    (errors measured on synthetic rows). ``access[name]`` is ``"uniform"`` (the default), a Zipf
+    exponent (row 0 the most looked up) or lookup counts per row; ``lookups[name]`` weighs a
+    table against the others (default 1). Not even the smallest choices fitting is an
+    ``InvalidArgumentError`` (``LIMIT_EXCEEDED``)."""
+    access, lookups = access or {}, lookups or {}
+    unknown = (set(access) | set(lookups)) - set(tables)
+    if unknown:
+        raise _invalid(f"access or lookups name tables not planned: {', '.join(sorted(unknown))}")
+    args: list[Any] = []
+    values: Dict[str, NDArray[np.float32]] = {}
+    for name, table in tables.items():
+        if isinstance(table, tuple) and len(table) == 2 and all(isinstance(x, int) for x in table):
+            (rows, dim), sample = table, None
+        else:
+            v = values[name] = _values(table, name)
+            rows, dim = v.shape
+            sample = np.ascontiguousarray(v[:: max(1, -(-rows // _SAMPLE_ROWS))])
+        a = access.get(name, "uniform")
+        zipf, counts = None, None
+        if isinstance(a, str):
+            if a != "uniform":
+                raise _invalid(f"access[{name!r}] must be 'uniform', a Zipf exponent or counts (got {a!r})")
+        elif isinstance(a, (int, float)):
+            zipf = float(a)
+        else:
+            counts = np.ascontiguousarray(np.asarray(a).reshape(-1), dtype=np.uint64)
+            if counts.size != rows:
+                raise _invalid(f"access[{name!r}]: {counts.size} counts for {rows} rows")
+        args.append((name, rows, dim, zipf, counts, float(lookups.get(name, 1.0)), sample))
+    raw = _edo.plan(args, budget, list(formats), mixed, min_hit_rate, miss_cost)
+    return Plan(raw, list(tables), values)
 
 
 _MISSING = ("error", "zero", "init")

@@ -13,7 +13,8 @@ use edo::file::TableFile;
 use edo::format::{Format, PackedTable};
 use edo::model::StaticModel;
 use edo::search::{CodeTransform, ItqOptions};
-use edo::{AsyncLookup, Backend, Bags, Bounds, GpuCache, Placed, Pooling};
+use edo::plan::{Access, Choice, PlanOptions, TableSpec};
+use edo::{AnyGpuTable, AnyTable, AsyncLookup, Backend, Bags, Bounds, GpuCache, Lookup, Placed, Pooling};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -153,8 +154,7 @@ impl Table {
 
     /// The table placed on `engine`: resident on its GPU, or on the CPU path when it has none.
     fn to(&self, py: Python<'_>, engine: &Engine) -> PyResult<GpuTable> {
-        let inner = py.detach(|| edo::block_on(engine.inner.place::<edo::GpuTable>(self.inner.clone()))).map_err(err)?;
-        Ok(GpuTable { inner, dim: self.inner.dim() })
+        engine.place(py, AnyTable::Dense(self.inner.clone()))
     }
 }
 
@@ -396,10 +396,19 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// `table` placed on this engine's backend.
+    fn place(&self, py: Python<'_>, table: AnyTable) -> PyResult<GpuTable> {
+        let dim = table.dim();
+        let inner = py.detach(|| edo::block_on(self.inner.place::<AnyGpuTable>(table))).map_err(err)?;
+        Ok(GpuTable { inner, dim })
+    }
+}
+
 /// A table placed on an engine: resident on its GPU, or its host rows on the CPU path.
 #[pyclass(module = "edo._edo", frozen)]
 struct GpuTable {
-    inner: Placed<edo::GpuTable>,
+    inner: Placed<AnyGpuTable>,
     dim: usize,
 }
 
@@ -552,6 +561,164 @@ impl Cache {
 fn policy_of(policy: &str) -> PyResult<edo::cache::PolicyKind> {
     edo::cache::PolicyKind::from_name(policy)
         .ok_or_else(|| invalid(format!("unknown policy {policy:?} ({})", edo::cache::PolicyKind::ALL.map(edo::cache::PolicyKind::name).join(", "))))
+}
+
+/// One table to plan for, as the Python layer passes it: (name, rows, dim, Zipf exponent, lookup
+/// counts, lookups relative to the others, sample rows).
+type PlanArgs<'py> = (String, usize, usize, Option<f64>, Option<PyReadonlyArray1<'py, u64>>, f64, Option<PyReadonlyArray2<'py, f32>>);
+
+/// Plans `tables` into `budget` GPU bytes (`edo::plan::plan`).
+#[pyfunction]
+fn plan(py: Python<'_>, tables: Vec<PlanArgs<'_>>, budget: u64, formats: Vec<String>, mixed: bool, min_hit_rate: f64, miss_cost: f64) -> PyResult<Plan> {
+    let specs = tables
+        .into_iter()
+        .map(|(name, rows, dim, zipf, counts, lookups, sample)| {
+            let access = match (zipf, counts) {
+                (None, None) => Access::Uniform,
+                (Some(s), None) => Access::Zipf(s),
+                (None, Some(c)) => Access::Counts(slice(&c, "counts")?.to_vec()),
+                (Some(_), Some(_)) => return Err(invalid(format!("{name}: give a Zipf exponent or counts, not both"))),
+            };
+            let sample = match sample {
+                Some(v) if v.shape()[1] != dim => return Err(invalid(format!("{name}: sample rows of {} values, the table's are {dim}", v.shape()[1]))),
+                Some(v) => Some(v.as_slice().map_err(|_| invalid("sample must be C-contiguous".into()))?.to_vec()),
+                None => None,
+            };
+            Ok(TableSpec { name, rows, dim, access, lookups, sample })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let formats = formats.iter().map(|f| format_of(f)).collect::<PyResult<Vec<_>>>()?;
+    let options = PlanOptions { formats, min_hit_rate, mixed, miss_cost };
+    let inner = py.detach(|| edo::plan::plan(&specs, budget, &options)).map_err(err)?;
+    Ok(Plan { inner, specs: specs.into_iter().map(|s| TableSpec { sample: None, ..s }).collect() })
+}
+
+/// What the planner chose for every table (`edo::plan::Plan`), and the tables it planned for.
+#[pyclass(module = "edo._edo", frozen)]
+struct Plan {
+    inner: edo::plan::Plan,
+    specs: Vec<TableSpec>,
+}
+
+/// One table's plan: (name, choice, bytes, expected error, hit rate, INT8 bytes, INT8 error,
+/// cache capacity).
+type PlanRow = (String, String, u64, f64, f64, u64, f64, Option<usize>);
+
+#[pymethods]
+impl Plan {
+    #[getter]
+    fn budget(&self) -> u64 {
+        self.inner.budget
+    }
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.inner.bytes
+    }
+    #[getter]
+    fn expected_error(&self) -> f64 {
+        self.inner.expected_error
+    }
+    #[getter]
+    fn int8_bytes(&self) -> u64 {
+        self.inner.int8_bytes
+    }
+    #[getter]
+    fn int8_error(&self) -> f64 {
+        self.inner.int8_error
+    }
+    fn tables(&self) -> Vec<PlanRow> {
+        let row = |t: &edo::plan::TablePlan| {
+            (t.name.clone(), t.choice.to_string(), t.bytes, t.expected_error, t.hit_rate, t.int8_bytes, t.int8_error, t.choice.cache_capacity())
+        };
+        self.inner.tables.iter().map(row).collect()
+    }
+    /// The plan as `edo plan` prints it.
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+    /// The plan as `edo plan --json` prints it.
+    fn json(&self) -> String {
+        self.inner.to_json().to_string()
+    }
+    /// Table `index` of the plan made from its values (C-contiguous `(rows, dim)` float32).
+    fn build(&self, py: Python<'_>, index: usize, values: PyReadonlyArray2<'_, f32>) -> PyResult<PlannedTable> {
+        let (spec, choice) = (&self.specs[index], &self.inner.tables[index].choice);
+        if values.shape() != [spec.rows, spec.dim] {
+            return Err(invalid(format!("{}: values of shape {:?}, planned for ({}, {})", spec.name, values.shape(), spec.rows, spec.dim)));
+        }
+        let data = values.as_slice().map_err(|_| invalid("values must be C-contiguous".into()))?;
+        let table = py.detach(|| choice.build(data, spec.rows, spec.dim, &spec.access)).map_err(err)?;
+        Ok(PlannedTable { table, choice: choice.clone() })
+    }
+}
+
+/// A table built as its plan says: one format, or mixed precision (hot rows in one format, the
+/// rest in another); a cached choice is its host table, cached when placed on an engine.
+#[pyclass(module = "edo._edo", frozen)]
+struct PlannedTable {
+    table: AnyTable,
+    choice: Choice,
+}
+
+#[pymethods]
+impl PlannedTable {
+    #[getter]
+    fn choice(&self) -> String {
+        self.choice.to_string()
+    }
+    #[getter]
+    fn rows(&self) -> usize {
+        self.table.rows()
+    }
+    #[getter]
+    fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    #[getter]
+    fn nbytes(&self) -> u64 {
+        self.table.bytes()
+    }
+    /// The rows a cache of this choice holds (None unless cached).
+    #[getter]
+    fn cache_capacity(&self) -> Option<usize> {
+        self.choice.cache_capacity()
+    }
+    fn gather<'py>(&self, py: Python<'py>, ids: PyReadonlyArray1<'py, u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let ids = slice(&ids, "ids")?;
+        let values = py.detach(|| Lookup::gather(&self.table, ids, Bounds::Error)).map_err(err)?;
+        rows_of(py, values, self.table.dim())
+    }
+    #[pyo3(signature = (indices, offsets, mode, per_sample_weights=None, include_last_offset=false))]
+    fn bag<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'py, u32>,
+        offsets: PyReadonlyArray1<'py, u32>,
+        mode: &str,
+        per_sample_weights: Option<PyReadonlyArray1<'py, f32>>,
+        include_last_offset: bool,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let pooling = pooling_of(mode)?;
+        let bags = bags_of(&indices, &offsets, per_sample_weights.as_ref(), include_last_offset)?;
+        let values = py.detach(|| Lookup::bag(&self.table, &bags, pooling, Bounds::Error)).map_err(err)?;
+        rows_of(py, values, self.table.dim())
+    }
+    /// Placed on `engine` as a resident table (one format or mixed).
+    fn to_table(&self, py: Python<'_>, engine: &Engine) -> PyResult<GpuTable> {
+        engine.place(py, self.table.clone())
+    }
+    /// Placed on `engine` behind a cache of `cache_capacity` rows, evicting the least frequently
+    /// used (what the planner assumed).
+    fn to_cache(&self, py: Python<'_>, engine: &Engine) -> PyResult<Cache> {
+        match (&self.table, self.choice.cache_capacity()) {
+            (AnyTable::Dense(t), Some(capacity)) => {
+                let spec = CacheSpec { source: Source::Table(t.clone()), capacity, policy: edo::cache::PolicyKind::Lfu };
+                let inner = py.detach(|| edo::block_on(engine.inner.place::<GpuCache<Source>>(spec))).map_err(err)?;
+                Ok(Cache { inner })
+            }
+            _ => Err(invalid(format!("the plan chose {}, not a cache", self.choice))),
+        }
+    }
 }
 
 fn missing_of(missing: &str) -> PyResult<edo::live::Missing> {
@@ -744,10 +911,13 @@ fn _edo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<GpuTable>()?;
     m.add_class::<Cache>()?;
+    m.add_class::<Plan>()?;
+    m.add_class::<PlannedTable>()?;
     m.add_class::<LiveTable>()?;
     m.add_function(wrap_pyfunction!(append_updates, m)?)?;
     m.add_function(wrap_pyfunction!(stored_shape, m)?)?;
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(binary_codes, m)?)?;
     m.add_function(wrap_pyfunction!(ids_u32, m)?)?;

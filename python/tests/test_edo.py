@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import os
 import struct
 import threading
@@ -327,6 +328,15 @@ def test_the_gpu_gives_the_cpu_paths_rows():
         with pytest.raises(IndexError):
             gpu.gather([1000])
         assert gpu.backend == "gpu"
+    # A mixed-precision table from the planner, resident on the GPU in both its formats.
+    counts = (1e6 / np.arange(1, 1001) ** 1.2).astype(np.uint64)
+    p = edo.plan({"words": W}, 40_000, access={"words": counts}, formats=("fp16", "int8", "int4"), min_hit_rate=2.0)
+    mixed = p.build("words")
+    assert mixed.choice.startswith("mixed")
+    ids = RNG.integers(0, 1000, 1500)
+    on_gpu = mixed.to(engine)
+    assert isinstance(on_gpu, edo.GpuTable) and on_gpu.backend == "gpu"
+    np.testing.assert_array_equal(on_gpu.gather(ids), mixed.gather(ids))
     report = engine.memory_report()
     assert report is not None and report["text"] and report["budget"] == 256 << 20, report
 
@@ -446,6 +456,50 @@ def caches_on(engine, tmp_path, served):
 
 def test_caches_over_tables_mapped_files_and_remote_files_on_the_cpu_path(tmp_path, served):
     caches_on(edo.Engine("cpu"), tmp_path, served)
+
+
+def test_the_planner_fits_the_budget_and_builds_what_it_chose():
+    # A generous budget: every table resident in the most precise format.
+    p = edo.plan({"words": W, "users": (50_000, 40)}, 1 << 30, access={"words": 1.1})
+    assert [t["choice"] for t in p.tables] == ["resident fp16", "resident fp16"], str(p)
+    assert p.nbytes <= p.budget and p.expected_error < p.int8_error and "int8 error" in str(p)
+    assert p.to_json()["tables"][0]["name"] == "words"
+    words = p.build("words")
+    assert np.array_equal(words.gather([3, 999]), edo.quantize(W, "fp16").gather([3, 999]))
+    with pytest.raises(edo.InvalidArgumentError):
+        p.build("users")  # planned from its shape: no values
+    # A tight budget under a skewed stream, caches ruled out: mixed precision, the most
+    # looked-up rows in the more precise format.
+    counts = (1e6 / np.arange(1, 1001) ** 1.2).astype(np.uint64)
+    p = edo.plan({"words": W}, 40_000, access={"words": counts}, formats=("fp16", "int8", "int4"), min_hit_rate=2.0)
+    (t,) = p.tables
+    assert p.nbytes <= 40_000 and t["choice"].startswith("mixed"), str(p)
+    built = p.build("words")
+    hot, cold = [0, 1, 2], [998, 999]
+    n_hot, hot_f, cold_f = re.fullmatch(r"mixed: (\d+) hot rows (\w+), rest (\w+)", t["choice"]).groups()
+    assert int(n_hot) > 3 and hot_f != cold_f, t
+    assert np.array_equal(built.gather(hot), edo.quantize(W, hot_f).gather(hot)), t
+    assert np.array_equal(built.gather(cold), edo.quantize(W, cold_f).gather(cold)), t
+    offsets = [0, 2]
+    assert np.array_equal(built.bag(hot + cold, offsets), edo.quantize(built.gather(np.arange(1000)), "fp32").bag(hot + cold, offsets))
+    placed = built.to(edo.Engine("cpu"))
+    assert np.array_equal(placed.gather(hot + cold), built.gather(hot + cold))
+    # Cached: the plan's capacity, LFU.
+    p = edo.plan({"words": W}, 12_000, access={"words": counts}, formats=("int8",), mixed=False, min_hit_rate=0.5)
+    (t,) = p.tables
+    assert t["choice"].startswith("cached int8") and t["cache_capacity"] and t["hit_rate"] >= 0.5, str(p)
+    cache = p.build("words").to(edo.Engine("cpu"))
+    assert isinstance(cache, edo.Cache) and cache.occupancy == (0, t["cache_capacity"])
+    assert np.array_equal(cache.gather([0, 5, 999]), edo.quantize(W, "int8").gather([0, 5, 999]))
+    # What cannot be planned is said.
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.plan({"words": W}, 100)
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.plan({"words": W}, 1 << 20, access={"words": counts[:10]})
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.plan({"words": W}, 1 << 20, access={"users": 1.1})
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.plan({"words": W}, 1 << 20, formats=("int9",))
 
 
 def test_live_table_takes_new_keys_updates_and_swaps(tmp_path):
