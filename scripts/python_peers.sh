@@ -12,6 +12,7 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q numpy==2.4.6 model2vec==0.10.0 faiss-cpu==1.15.1 usearch==2.26.6 maturin==1.16.0
 fi
+rm -rf target/wheels-release
 "$venv/bin/maturin" build -q --release -m python/Cargo.toml --out target/wheels-release
 wheel=$(ls "$root"/target/wheels-release/edo_embeddings-*.whl)
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"

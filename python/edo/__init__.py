@@ -411,8 +411,7 @@ class StaticModel:
         if batch_size < 1:
             raise _invalid(f"batch_size must be at least 1 (got {batch_size})")
         if isinstance(sentences, str):
-            one: NDArray[np.float32] = self._m.encode([sentences], normalize)[0]
-            return one
+            return self._m.encode_one(sentences, normalize)
         texts: list[str] = sentences if type(sentences) is list else list(sentences)
         # (A text that is not a str is a TypeError from the native call.)
         if len(texts) <= batch_size:

@@ -12,12 +12,13 @@ use edo::file::remote::{HttpReader, RemoteTable};
 use edo::file::TableFile;
 use edo::format::{Format, PackedTable};
 use edo::model::StaticModel;
-use edo::search::{CodeTransform, ItqOptions};
 use edo::plan::{Access, Choice, PlanOptions, TableSpec};
+use edo::search::{CodeTransform, ItqOptions};
 use edo::{AnyGpuTable, AnyTable, AsyncLookup, Backend, Bags, Bounds, GpuCache, Lookup, Placed, Pooling};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::PyType;
 
 /// edo's errors as Python exceptions: the class `edo._error_class` gives for the error's code
@@ -278,6 +279,24 @@ impl Model {
     fn new(inner: StaticModel) -> Model {
         Model { inner, flipped: std::sync::OnceLock::new() }
     }
+
+    /// Encodes `texts` straight into `out` (a new, contiguous array of `len(texts) × dim`), the
+    /// GIL released.
+    fn encode_into<D: numpy::ndarray::Dimension>(
+        &self,
+        py: Python<'_>,
+        texts: &[&str],
+        normalize: Option<bool>,
+        out: &Bound<'_, numpy::PyArray<f32, D>>,
+    ) -> PyResult<()> {
+        let mut write = out.readwrite();
+        let dst = write.as_slice_mut().expect("a new array is contiguous");
+        py.detach(|| match normalize {
+            Some(n) if n != self.inner.normalize() => self.flipped.get_or_init(|| self.inner.clone().with_normalize(n)).encode_into(texts, dst),
+            _ => self.inner.encode_into(texts, dst),
+        })
+        .map_err(err)
+    }
 }
 
 #[pymethods]
@@ -301,15 +320,20 @@ impl Model {
     }
     /// Sentence vectors of `texts`: a new `(len(texts), dim)` float32 array.
     #[pyo3(signature = (texts, normalize=None))]
-    fn encode<'py>(&self, py: Python<'py>, texts: Vec<String>, normalize: Option<bool>) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let values = py
-            .detach(|| match normalize {
-                Some(n) if n != self.inner.normalize() => self.flipped.get_or_init(|| self.inner.clone().with_normalize(n)).encode(&texts),
-                _ => self.inner.encode(&texts),
-            })
-            .map_err(err)?;
-        rows_of(py, values, self.inner.dim())
+    fn encode<'py>(&self, py: Python<'py>, texts: Vec<PyBackedStr>, normalize: Option<bool>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        // Borrowed: each str's own UTF-8 (CPython keeps it, for ASCII the str's data), no copy.
+        let texts: Vec<&str> = texts.iter().map(|t| &**t).collect();
+        let out = PyArray2::<f32>::zeros(py, [texts.len(), self.inner.dim()], false);
+        self.encode_into(py, &texts, normalize, &out)?;
+        Ok(out)
+    }
+    /// The sentence vector of one text: a new `(dim,)` float32 array (model2vec's `encode` of a
+    /// string), without a list in or a row view out.
+    #[pyo3(signature = (text, normalize=None))]
+    fn encode_one<'py>(&self, py: Python<'py>, text: PyBackedStr, normalize: Option<bool>) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let out = PyArray1::<f32>::zeros(py, self.inner.dim(), false);
+        self.encode_into(py, &[&*text], normalize, &out)?;
+        Ok(out)
     }
     /// The token ids of `text` that count.
     fn tokenize(&self, py: Python<'_>, text: &str) -> PyResult<Vec<u32>> {

@@ -258,6 +258,11 @@ def test_models_quantize_and_save(tmp_path):
     np.testing.assert_array_equal(edo.StaticModel.from_pretrained(tmp_path / "m.edo").encode(texts), small.encode(texts))
     raw = model.encode(texts, normalize=False)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1)
+    # One string (non-ASCII ones too: their UTF-8 is borrowed from the str) is its batch row.
+    texts += ["héllo wörld 日本語 😀", "ß" * 300]
+    batch, raw = model.encode(texts), model.encode(texts, normalize=False)
+    for i, text in enumerate(texts):
+        assert np.array_equal(model.encode(text), batch[i]) and np.array_equal(model.encode(text, normalize=False), raw[i]), text
     with pytest.raises(TypeError):
         model.encode([1, 2])
 
