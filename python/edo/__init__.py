@@ -324,11 +324,15 @@ def quantize(array: ArrayLike, format: str = "int8") -> Table:
     return Table(_edo.quantize(_values(array), format))
 
 
-def load(path: PathLike, format: Optional[str] = None, *, tensor: Optional[str] = None, layout: str = "dense") -> Table:
-    """A table from a file: ``.edo`` (as stored, or re-quantised to ``format``); safetensors,
-    ``.npy``, GGUF or word2vec text, quantised to ``format`` (default fp32; ``tensor`` picks one
-    of a file's tensors); FBGEMM's fused 8-bit or 4-bit rows with ``layout='fbgemm8'|'fbgemm4'``."""
-    return Table(_edo.load(os.fspath(path), format, tensor, layout))
+def load(
+    path: PathLike, format: Optional[str] = None, *, tensor: Optional[str] = None, layout: str = "dense", dim: Optional[int] = None
+) -> Table:
+    """A table from a file: ``.edo`` (memory-mapped, as stored, or re-quantised to ``format``);
+    safetensors, ``.npy``, GGUF or word2vec/GloVe text, quantised to ``format`` (default fp32;
+    GGUF's block formats stay as stored; ``tensor`` picks one of a file's tensors); FBGEMM's fused
+    8-bit or 4-bit rows as stored with ``layout='fbgemm8'|'fbgemm4'`` (4-bit rows with their
+    ``dim``: a row's width fits two dims, and without it the larger is read)."""
+    return Table(_edo.load(os.fspath(path), format, tensor, layout, dim))
 
 
 class BinaryCodes:

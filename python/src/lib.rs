@@ -169,15 +169,19 @@ fn quantize(py: Python<'_>, values: PyReadonlyArray2<'_, f32>, format: &str) -> 
 }
 
 /// A table from a file: `.edo` as it is; safetensors, `.npy`, GGUF, word2vec text as `format`
-/// (their floats quantised) or as stored (FBGEMM's fused rows with `layout`).
+/// (their floats quantised) or as stored (FBGEMM's fused rows with `layout`; 4-bit rows with
+/// their `dim`, which a row's width leaves open).
 #[pyfunction]
-#[pyo3(signature = (path, format=None, tensor=None, layout="dense"))]
-fn load(py: Python<'_>, path: PathBuf, format: Option<&str>, tensor: Option<&str>, layout: &str) -> PyResult<Table> {
+#[pyo3(signature = (path, format=None, tensor=None, layout="dense", dim=None))]
+fn load(py: Python<'_>, path: PathBuf, format: Option<&str>, tensor: Option<&str>, layout: &str, dim: Option<usize>) -> PyResult<Table> {
     let format = format.map(format_of).transpose()?;
+    if dim.is_some() && layout != "fbgemm4" {
+        return Err(invalid(format!("dim is for layout='fbgemm4' (whose rows do not say it); layout is {layout:?}")));
+    }
     let layout = match layout {
         "dense" => FileLayout::Dense,
         "fbgemm8" => FileLayout::Fbgemm8,
-        "fbgemm4" => FileLayout::Fbgemm4 { dim: None },
+        "fbgemm4" => FileLayout::Fbgemm4 { dim },
         other => return Err(invalid(format!("layout must be 'dense', 'fbgemm8' or 'fbgemm4' (got {other:?})"))),
     };
     let inner = py.detach(|| -> Result<PackedTable, edo::Error> {

@@ -225,6 +225,38 @@ def test_search_finds_each_row_itself(transform):
 # ---- Static models -----------------------------------------------------------------------------
 
 
+FILES = os.path.join(ROOT, "tests", "data", "files")
+
+
+def test_files_from_other_tools_load_as_their_tools_read_them():
+    want = np.load(os.path.join(FILES, "table_f32.npy"))
+    # word2vec and GloVe text (the fixtures' words hold table_f32's rows).
+    for name in ("word2vec.txt", "glove.txt"):
+        t = edo.load(os.path.join(FILES, name))
+        assert t.format == "fp32" and np.array_equal(t.dequantize(), want), name
+        assert edo.load(os.path.join(FILES, name), "int8").format == "int8"
+    # FBGEMM's fused rows, as torch's quantized ops decode them.
+    t = edo.load(os.path.join(FILES, "fbgemm4.npy"), layout="fbgemm4", dim=13)
+    assert (t.format, t.dim) == ("int4", 13)
+    assert np.array_equal(t.dequantize(), np.load(os.path.join(FILES, "fbgemm4_dequant.npy")))
+    assert edo.load(os.path.join(FILES, "fbgemm4.npy"), layout="fbgemm4").dim == 14  # the width's larger dim
+    t = edo.load(os.path.join(FILES, "fbgemm8.npy"), layout="fbgemm8")
+    assert np.array_equal(t.dequantize(), np.load(os.path.join(FILES, "fbgemm8_dequant.npy")))
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.load(os.path.join(FILES, "fbgemm8.npy"), layout="fbgemm8", dim=13)
+    with pytest.raises(edo.BadFileError):
+        edo.load(os.path.join(FILES, "fbgemm4.npy"), layout="fbgemm4", dim=20)
+    # GGUF's block formats as stored, decoded as the gguf package's quants.dequantize.
+    gguf = os.path.join(ROOT, "tests", "data", "ggml", "blocks.gguf")
+    for fmt in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k"):
+        t = edo.load(gguf, tensor=fmt)
+        assert t.format == fmt
+        decoded = edo.load(gguf, tensor=f"{fmt}.dequantized").dequantize()
+        assert np.array_equal(t.dequantize().view(np.uint32), decoded.view(np.uint32)), fmt
+    with pytest.raises(edo.EdoError, match="q8_0"):
+        edo.load(gguf, tensor="no such")
+
+
 def test_models_give_model2vecs_vectors():
     expected = json.load(open(os.path.join(MODELS, "expected.json")))
     for name in ("wordpiece", "bpe_f16", "unigram_vq"):
