@@ -250,18 +250,6 @@ class Resource {
   }
 }
 
-/** Getters that read the same-named getter of the wasm-bindgen object (see index.d.ts for each). */
-function getters(Class, names) {
-  for (const name of names) {
-    Object.defineProperty(Class.prototype, name, {
-      get() {
-        return this._raw()[name];
-      },
-      configurable: true,
-    });
-  }
-}
-
 // ---- The engine ------------------------------------------------------------------------------
 
 const BACKENDS = ['auto', 'webgpu', 'cpu'];
@@ -445,6 +433,15 @@ function compatibilityFallback(gpu) {
 const EMPTY_REPORT = Object.freeze({ budget: null, total: 0, idle: 0, pressure: null, entries: [], buffers: [] });
 
 export class Engine extends Resource {
+  get backend() {
+    return this._raw().backend;
+  }
+  get generation() {
+    return this._raw().generation;
+  }
+  get maxBindingBytes() {
+    return this._raw().maxBindingBytes;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Engine';
   #listeners = null;
@@ -574,8 +571,6 @@ export class Engine extends Resource {
     return guarded(() => this._raw().recover());
   }
 }
-getters(Engine, ['backend', 'generation', 'maxBindingBytes']);
-
 function need(v, Class, name) {
   if (!(v instanceof Class)) throw invalid(`${name} must be a ${Class.name} (got ${describe(v)})`);
   return v;
@@ -628,6 +623,30 @@ export async function syntheticTable(rows, dim, options = {}) {
 /** A packed table in WebAssembly memory. */
 
 export class Table extends Resource {
+  get format() {
+    return this._raw().format;
+  }
+  get rows() {
+    return this._raw().rows;
+  }
+  get dim() {
+    return this._raw().dim;
+  }
+  get bytes() {
+    return this._raw().bytes;
+  }
+  get f32Bytes() {
+    return this._raw().f32Bytes;
+  }
+  get remapped() {
+    return this._raw().remapped;
+  }
+  get storedRows() {
+    return this._raw().storedRows;
+  }
+  get rowAlignment() {
+    return this._raw().rowAlignment;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Table';
   constructor(raw) {
@@ -684,13 +703,17 @@ export class Table extends Resource {
     return guardedSync(() => this._raw().toBytes(chunkBytes === undefined ? undefined : integer(chunkBytes, 'options.chunkBytes', { min: 1 })));
   }
 }
-getters(Table, ['format', 'rows', 'dim', 'bytes', 'f32Bytes', 'remapped', 'storedRows', 'rowAlignment']);
-
 const POOLINGS = ['sum', 'mean', 'max', 'none'];
 
 /** A table ready for lookups on an engine. */
 
 export class ResidentTable extends Resource {
+  get backend() {
+    return this._raw().backend;
+  }
+  get shards() {
+    return this._raw().shards;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'ResidentTable';
   #rows;
@@ -734,8 +757,6 @@ export class ResidentTable extends Resource {
     return guarded(async () => new GpuRows(await this._raw().bagGpu(i, o, pooling, w)));
   }
 }
-getters(ResidentTable, ['backend', 'shards']);
-
 function bagArgs(indices, offsets, options) {
   const { pooling = 'sum', weights } = plainObject(options, 'bag(indices, offsets, options)');
   if (!POOLINGS.includes(pooling)) throw invalid(`options.pooling must be one of ${POOLINGS.join(', ')} (got ${describe(pooling)})`);
@@ -751,6 +772,21 @@ function bagArgs(indices, offsets, options) {
  */
 
 export class GpuRows extends Resource {
+  get buffer() {
+    return this._raw().buffer;
+  }
+  get rows() {
+    return this._raw().rows;
+  }
+  get dim() {
+    return this._raw().dim;
+  }
+  get dtype() {
+    return this._raw().dtype;
+  }
+  get bytes() {
+    return this._raw().bytes;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'GpuRows';
   constructor(raw) {
@@ -765,14 +801,15 @@ export class GpuRows extends Resource {
     this.dispose();
   }
 }
-getters(GpuRows, ['buffer', 'rows', 'dim', 'dtype', 'bytes']);
-
 /**
  * A hot-row cache on an engine (see `Engine.cache`): on WebGPU its slots on the GPU, one lookup at
  * a time; on the CPU path in WASM memory, lookups may overlap and share their fetches.
  */
 
 export class RowCache extends Resource {
+  get backend() {
+    return this._raw().backend;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'RowCache';
   constructor(raw) {
@@ -793,8 +830,6 @@ export class RowCache extends Resource {
     return JSON.parse(guardedSync(() => this._raw().stats));
   }
 }
-getters(RowCache, ['backend']);
-
 /** Binary codes resident for Hamming search (see `Engine.uploadCodes`). */
 
 export class BinaryCodes extends Resource {
@@ -895,6 +930,24 @@ export async function encodeUpdates(keys, values, options) {
 }
 
 export class LiveTable extends Resource {
+  get format() {
+    return this._raw().format;
+  }
+  get dim() {
+    return this._raw().dim;
+  }
+  get keys() {
+    return this._raw().keys;
+  }
+  get capacity() {
+    return this._raw().capacity;
+  }
+  get version() {
+    return this._raw().version;
+  }
+  get bytes() {
+    return this._raw().bytes;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'LiveTable';
   constructor(raw) {
@@ -956,8 +1009,6 @@ export class LiveTable extends Resource {
     return guardedSync(() => this._raw().toBytes());
   }
 }
-getters(LiveTable, ['format', 'dim', 'keys', 'capacity', 'version', 'bytes']);
-
 /** A model from the bytes of an `.edo` model file (`edo quantize-model`). */
 export async function modelFromBytes(bytes) {
   const b = bytesOf(bytes, 'bytes');
@@ -977,6 +1028,27 @@ export async function modelFromFiles(files) {
 
 /** A static embedding model in WebAssembly memory; `embed` runs it on the CPU path. */
 export class Model extends Resource {
+  get dim() {
+    return this._raw().dim;
+  }
+  get vocabSize() {
+    return this._raw().vocabSize;
+  }
+  get rows() {
+    return this._raw().rows;
+  }
+  get format() {
+    return this._raw().format;
+  }
+  get rowAlignment() {
+    return this._raw().rowAlignment;
+  }
+  get bytes() {
+    return this._raw().bytes;
+  }
+  get normalize() {
+    return this._raw().normalize;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Model';
   constructor(raw) {
@@ -1001,11 +1073,15 @@ export class Model extends Resource {
     return guardedSync(() => this._raw().toBytes());
   }
 }
-getters(Model, ['dim', 'vocabSize', 'rows', 'format', 'rowAlignment', 'bytes', 'normalize']);
-
 /** A model ready to embed on an engine (see `Engine.uploadModel`, `Engine.loadModel`). */
 
 export class ResidentModel extends Resource {
+  get backend() {
+    return this._raw().backend;
+  }
+  get dim() {
+    return this._raw().dim;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'ResidentModel';
   constructor(raw) {
@@ -1027,11 +1103,15 @@ export class ResidentModel extends Resource {
     return guarded(async () => new SearchIndex(await this._raw().index(t)));
   }
 }
-getters(ResidentModel, ['backend', 'dim']);
-
 /** Sentence vectors of a corpus, searchable by meaning (see `ResidentModel.index`). */
 
 export class SearchIndex extends Resource {
+  get rows() {
+    return this._raw().rows;
+  }
+  get bytes() {
+    return this._raw().bytes;
+  }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'SearchIndex';
   constructor(raw) {
@@ -1053,8 +1133,6 @@ export class SearchIndex extends Resource {
     });
   }
 }
-getters(SearchIndex, ['rows', 'bytes']);
-
 // ---- Downloads and the model cache -----------------------------------------------------------
 
 const CACHE_NAME = 'edo-models';
