@@ -168,10 +168,24 @@ where
     // and then waits for `active` to be 0 before it returns, so no call outlives `work` or the
     // blocks it borrows (see the handshake above).
     let erased: *const (dyn Fn() + Sync + 'static) = unsafe { std::mem::transmute::<*const (dyn Fn() + Sync + '_), _>(work) };
-    let call = Arc::new(Call { work: erased, active: AtomicUsize::new(0), closed: AtomicBool::new(false), panic: Mutex::new(None) });
+    let call = Arc::new(Call {
+        work: erased,
+        helpers: AtomicUsize::new(threads - 1),
+        active: AtomicUsize::new(0),
+        closed: AtomicBool::new(false),
+        panic: Mutex::new(None),
+    });
+    // A worker still lingering after the last call joins this one at once; the jobs spawned wake
+    // the others (and find the call full or closed if the lingering worker was quicker).
+    *LATEST.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&call);
+    CALLS.fetch_add(1, Ordering::Release);
     for _ in 1..threads {
         let call = Arc::clone(&call);
-        pool.spawn(move || call.run());
+        pool.spawn(move || {
+            call.run();
+            drop(call);
+            linger();
+        });
     }
     // The caller's own share, whether or not a worker has started (a panic here still closes the
     // call before it unwinds, below).
@@ -196,11 +210,62 @@ where
     collect()
 }
 
+/// How long a worker waits for the next call, spinning, before it goes back to the pool (where it
+/// soon sleeps). Callers that come back within it — a Python loop of small batches, a server's
+/// next request — find it awake: waking a sleeping thread took longer on a virtual machine than a
+/// batch of 32 short texts, so such calls ran on the caller alone. OpenMP runtimes spin 200 ms.
+#[cfg(native)]
+const LINGER: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// The newest parallel call, for lingering workers to join, and how many calls there have been.
+#[cfg(native)]
+static LATEST: Mutex<std::sync::Weak<Call>> = Mutex::new(std::sync::Weak::new());
+#[cfg(native)]
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A worker's wait after its call (see [`LINGER`]): it joins each newer call that still wants a
+/// helper, and goes back to the pool once none has come for `LINGER`.
+#[cfg(native)]
+fn linger() {
+    // (Not a count yet: the first look joins a call made while this worker was in its last.)
+    let mut seen = usize::MAX;
+    let mut since = std::time::Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let now = CALLS.load(Ordering::Acquire);
+        if now != seen {
+            seen = now;
+            let call = LATEST.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
+            if let Some(call) = call {
+                call.run();
+            }
+            since = std::time::Instant::now();
+            continue;
+        }
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        // The clock is read now and then, not at every spin; past the first microseconds the
+        // wait lets other threads of a busy machine run (on an idle core a yield returns at once).
+        if spins % 64 == 0 {
+            let waited = since.elapsed();
+            if waited > LINGER {
+                return;
+            }
+            if waited > std::time::Duration::from_micros(20) {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// One parallel call as its workers see it (see [`run_blocks`]).
 #[cfg(native)]
 struct Call {
     /// The caller's work loop, its lifetime erased: called only while counted in `active`.
     work: *const (dyn Fn() + Sync + 'static),
+    /// Workers the call may still take (its thread limit less the caller): a lingering worker and
+    /// a spawned job both take one, so the call never has more threads than it asked for.
+    helpers: AtomicUsize,
     /// Workers inside the call.
     active: AtomicUsize,
     /// Set by the caller once no block is left to hand out: a worker that has not started yet
@@ -219,8 +284,12 @@ unsafe impl Sync for Call {}
 
 #[cfg(native)]
 impl Call {
-    /// A worker's part: the blocks left when it starts, unless the call is closed.
+    /// A worker's part: the blocks left when it starts, unless the call is closed or has all the
+    /// helpers it asked for.
     fn run(&self) {
+        if self.helpers.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1)).is_err() {
+            return;
+        }
         self.active.fetch_add(1, Ordering::SeqCst);
         if !self.closed.load(Ordering::SeqCst) {
             // SAFETY: counted in `active` with the call open: the caller waits for us.
@@ -353,6 +422,26 @@ mod tests {
         assert_eq!(out[..8], [1, 2, 3, 4, 5, 6, 7, 8]);
         for _ in 0..holders {
             release.send(()).expect("the holders wait");
+        }
+    }
+
+    /// A worker lingering after a call joins later calls only while they want a helper: a call
+    /// of one thread runs on its caller alone, however many workers linger.
+    #[test]
+    #[cfg(native)]
+    fn lingering_workers_join_only_calls_that_want_a_helper() {
+        let caller = std::thread::current().id();
+        for _ in 0..100 {
+            let mut warm = vec![0u32; 64];
+            run_blocks(&blocks_of(&mut warm), 1, 2, &|_, _| None::<usize>);
+            let mut out = vec![0u32; 6];
+            let result = run_blocks(&blocks_of(&mut out), 1, 1, &|first, block: &mut [u32]| {
+                assert_eq!(std::thread::current().id(), caller, "a lingering worker joined a call of one thread");
+                std::thread::sleep(std::time::Duration::from_micros(30));
+                block[0] = first as u32 + 1;
+                None::<usize>
+            });
+            assert_eq!((result, out), (None, vec![1, 2, 3, 4, 5, 6]));
         }
     }
 
