@@ -150,7 +150,7 @@ def main():
                     else:
                         if any(requested.values()):
                             failures.append(f"{want}, visit 2: the cached model made requests {requested}")
-                    want_checks = 13 if webgpu else 9
+                    want_checks = 14 if webgpu else 9
                     want_checks -= 0 if results["figures"].get("realModel") else 1
                     if len(results["outcomes"]) != want_checks:
                         failures.append(f"{want}, visit {n}: {len(results['outcomes'])} checks ran, expected {want_checks}")

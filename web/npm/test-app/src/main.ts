@@ -218,6 +218,62 @@ async function main(): Promise<void> {
       bag.dispose();
     });
 
+    await check("onnxruntime-web runs a model on edo's device over rows edo gathered there", async () => {
+      // public/dense.onnx (scripts/make_onnx_fixture.py): y = Relu(rows · W + b), W and b by formula.
+      // onnxruntime-web's WebGPU execution provider takes a device with the session's options
+      // (`env.webgpu.device` is the device it made itself: onnxruntime issue 26107).
+      const ort = await import('onnxruntime-web/webgpu');
+      ort.env.wasm.numThreads = 1; // no cross-origin isolation here: no threads
+      const model = await (await fetch('./dense.onnx')).arrayBuffer();
+      const session = await ort.InferenceSession.create(model, { executionProviders: [{ name: 'webgpu', device: e.gpuDevice! }] });
+      const { table, resident } = tables.int8;
+      const rowsOnGpu = await resident.gatherToGpu(ids);
+      const dims = [rowsOnGpu.rows, rowsOnGpu.dim];
+      try {
+        // Without a copy: the rows' GPUBuffer as the input tensor. onnxruntime-web 1.31.1 refuses
+        // it on a device given to the session (it tags such tensors with its own default device);
+        // then the rows go through the host, once. Any other error fails the check.
+        let run: Record<string, { dims: readonly number[]; getData(): Promise<unknown> }>;
+        try {
+          run = await session.run({ rows: ort.Tensor.fromGpuBuffer(rowsOnGpu.buffer, { dataType: 'float32', dims }) });
+          figures.onnxInputWithoutCopy = 'yes';
+        } catch (err) {
+          if (!/no data transfer registered/.test(String(err))) throw err;
+          figures.onnxInputWithoutCopy = `no: ${String(err).slice(String(err).indexOf('There'), String(err).indexOf('There') + 60)}…`;
+          run = await session.run({ rows: new ort.Tensor('float32', await rowsOnGpu.read(), dims) });
+        }
+        const y = run.y;
+        assert(y.dims[0] === ids.length && y.dims[1] === 8, `output dims ${y.dims.join(' × ')}`);
+        const got = (await y.getData()) as Float32Array;
+        // The same on the CPU path's rows, in float64.
+        const cpu = await table.gather(ids);
+        let worst = 0;
+        let positive = 0;
+        for (let r = 0; r < ids.length; r++) {
+          for (let j = 0; j < 8; j++) {
+            let sum = (j - 4) / 4;
+            let scale = Math.abs(sum);
+            for (let i = 0; i < dim; i++) {
+              const term = cpu[r * dim + i] * ((((i * 7 + j * 3) % 11) - 5) / 8);
+              sum += term;
+              scale += Math.abs(term);
+            }
+            const want = Math.max(sum, 0);
+            positive += want > 0 ? 1 : 0;
+            worst = Math.max(worst, Math.abs(got[r * 8 + j] - want) / Math.max(scale, 1e-6));
+          }
+        }
+        assert(worst < 1e-5, `onnxruntime-web's output differs from the CPU path's rows · W by ${worst} (relative to Σ|terms|)`);
+        assert(positive > ids.length, `only ${positive} outputs past the Relu: a test of nothing`);
+        // The input buffer is still edo's: onnxruntime-web read it and left it alone.
+        sameBits(await rowsOnGpu.read(), cpu, 'the rows after the session read them');
+        return `${ids.length} × ${dim} rows → ${ids.length} × 8, worst relative difference ${worst.toExponential(1)}; GPUBuffer input ${figures.onnxInputWithoutCopy}`;
+      } finally {
+        rowsOnGpu.destroy();
+        await session.release();
+      }
+    });
+
     await check("the page's own validation errors on edo's device do not stop edo", async () => {
       const device = e.gpuDevice!;
       let heard = '';
