@@ -246,7 +246,7 @@ fn linger() {
         spins = spins.wrapping_add(1);
         // The clock is read now and then, not at every spin; past the first microseconds the
         // wait lets other threads of a busy machine run (on an idle core a yield returns at once).
-        if spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             let waited = since.elapsed();
             if waited > LINGER {
                 return;
