@@ -443,6 +443,7 @@ const BLOCK: usize = 8;
 /// the same roundings, as [`Codec::pool_row`] row after row: the same bits.
 #[inline(always)]
 fn pool_octets<C: Codec, R: Resolve, L: Lanes>(l: L, bag: Bag<'_>, pooling: Pooling, out: &mut [f32], ahead: &mut Lookahead<'_, R>) {
+    let dim = out.len();
     let (octets, _) = out.as_chunks_mut::<8>();
     octets.iter_mut().for_each(|o| *o = [0.0; 8]);
     let mut rows: [&[u32]; CHUNK_ROWS] = [&[]; CHUNK_ROWS];
@@ -467,7 +468,7 @@ fn pool_octets<C: Codec, R: Resolve, L: Lanes>(l: L, bag: Bag<'_>, pooling: Pool
             let mut acc: [L::F; BLOCK] = std::array::from_fn(|o| l.load(&block[o]));
             for (&row, &w) in rows.iter().zip(weights) {
                 for (o, a) in acc.iter_mut().enumerate() {
-                    *a = add_weighted(l, *a, C::octet(l, row, b * BLOCK + o), w);
+                    *a = add_weighted(l, *a, C::octet(l, row, b * BLOCK + o, dim), w);
                 }
             }
             for (o, a) in acc.iter().enumerate() {
@@ -478,7 +479,7 @@ fn pool_octets<C: Codec, R: Resolve, L: Lanes>(l: L, bag: Bag<'_>, pooling: Pool
         for (o, octet) in rest.iter_mut().enumerate() {
             let mut a = l.load(octet);
             for (&row, &w) in rows.iter().zip(weights) {
-                a = add_weighted(l, a, C::octet(l, row, first + o), w);
+                a = add_weighted(l, a, C::octet(l, row, first + o, dim), w);
             }
             l.store(a, octet);
         }

@@ -52,7 +52,7 @@ impl Codec for F16 {
     const OCTETS: bool = true;
 
     #[inline(always)]
-    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, _dim: usize) -> L::F {
         let halves: &[u16] = bytemuck::cast_slice(&words[4 * k..4 * k + 4]);
         l.halves(halves.try_into().expect("8 halves"))
     }

@@ -32,7 +32,7 @@ impl Codec for F32 {
     const OCTETS: bool = true;
 
     #[inline(always)]
-    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, _dim: usize) -> L::F {
         let values: &[u32; 8] = words[8 * k..8 * k + 8].try_into().expect("8 words");
         l.load(bytemuck::cast_ref(values))
     }

@@ -74,7 +74,7 @@ impl Codec for Int4 {
     const OCTETS: bool = true;
 
     #[inline(always)]
-    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, _dim: usize) -> L::F {
         let params = words[words.len() - 1];
         let (scale, bias) = (l.half(params as u16), l.half((params >> 16) as u16));
         Affine::ScaleBias(scale, bias).lanes(l, l.fields::<4>(words[k]))

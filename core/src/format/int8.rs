@@ -83,7 +83,7 @@ impl Codec for Int8 {
     const OCTETS: bool = true;
 
     #[inline(always)]
-    fn octet<L: Lanes>(l: L, words: &[u32], k: usize) -> L::F {
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, _dim: usize) -> L::F {
         let code_words = words.len() - 2;
         let (scale, bias) = (f32::from_bits(words[code_words]), f32::from_bits(words[code_words + 1]));
         let codes: &[u8] = bytemuck::cast_slice(&words[2 * k..2 * k + 2]);

@@ -206,20 +206,21 @@ pub trait Codec {
 
     /// Whether [`Codec::octet`] decodes any eight consecutive values of a row on their own, so
     /// the CPU path's bags keep their sums in registers across a bag's rows instead of decoding
-    /// every row into memory first (FP32, FP16, INT8, INT4 so far).
+    /// every row into memory first (FP32, FP16, INT8, INT4 and their group-wise and zero-point
+    /// forms of 64 and 128 values so far).
     #[doc(hidden)]
     const OCTETS: bool = false;
 
-    /// Values `8k .. 8k + 8` of a packed row (`words`, a whole row of a dim of at least
+    /// Values `8k .. 8k + 8` of a packed row (`words`, a whole row of `dim` values, at least
     /// `8k + 8`), exactly the bits [`Codec::decode`] gives them on `lanes`' instruction set. Only
-    /// called where [`Codec::OCTETS`].
+    /// called where [`Codec::OCTETS`]. (`dim` places a group's parameters after the codes.)
     #[doc(hidden)]
     #[inline(always)]
-    fn octet<L: Lanes>(lanes: L, words: &[u32], k: usize) -> L::F
+    fn octet<L: Lanes>(lanes: L, words: &[u32], k: usize, dim: usize) -> L::F
     where
         Self: Sized,
     {
-        let _ = (words, k);
+        let _ = (words, k, dim);
         lanes.splat(f32::NAN)
     }
 

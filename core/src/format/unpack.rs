@@ -40,6 +40,19 @@ impl Affine {
     }
 }
 
+/// Values `8k .. 8k + 8` of a row of `BITS`-bit codes (4 or 8) laid out as the row-wise formats
+/// lay them (element `8k + j` at bits `4j` of word `k`, or byte `j` of words `2k`, `2k + 1`),
+/// decoded by `a`: the bits [`bytes`] and [`nibbles`] give the same values.
+#[inline(always)]
+pub(crate) fn octet<const BITS: usize, L: Lanes>(l: L, codes: &[u32], k: usize, a: Affine) -> L::F {
+    if BITS == 8 {
+        let b: &[u8] = bytemuck::cast_slice(&codes[2 * k..2 * k + 2]);
+        a.lanes(l, l.bytes(b.try_into().expect("8 bytes")))
+    } else {
+        a.lanes(l, l.fields::<4>(codes[k]))
+    }
+}
+
 /// `out[i]` is the value of `bytes[i]`, for every `i` of `out` (`bytes` has at least as many).
 #[inline(always)]
 pub(crate) fn bytes<L: Lanes>(l: L, bytes: &[u8], out: &mut [f32], a: Affine) {
