@@ -175,16 +175,22 @@ where
         closed: AtomicBool::new(false),
         panic: Mutex::new(None),
     });
-    // A worker still lingering after the last call joins this one at once; the jobs spawned wake
-    // the others (and find the call full or closed if the lingering worker was quicker).
+    // Workers lingering after the last call join this one at once, so jobs are spawned only for
+    // the rest (a job per call regardless would pile up in the pool's queue while a worker
+    // lingers through a stream of calls). A worker that stops lingering just after the count was
+    // read leaves the call a helper short: the caller runs its blocks either way.
     *LATEST.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&call);
     CALLS.fetch_add(1, Ordering::Release);
-    for _ in 1..threads {
+    let lingering = LINGERING.load(Ordering::Acquire).min(threads - 1);
+    for _ in lingering + 1..threads {
         let call = Arc::clone(&call);
         pool.spawn(move || {
-            call.run();
-            drop(call);
-            linger();
+            // Only a worker that took part lingers: a job that found its call full or closed
+            // goes back to the pool at once.
+            if call.run() {
+                drop(call);
+                linger();
+            }
         });
     }
     // The caller's own share, whether or not a worker has started (a panic here still closes the
@@ -213,7 +219,8 @@ where
 /// How long a worker waits for the next call, spinning, before it goes back to the pool (where it
 /// soon sleeps). Callers that come back within it — a Python loop of small batches, a server's
 /// next request — find it awake: waking a sleeping thread took longer on a virtual machine than a
-/// batch of 32 short texts, so such calls ran on the caller alone. OpenMP runtimes spin 200 ms.
+/// batch of 32 short texts, so such calls ran on the caller alone. (LLVM's and Intel's OpenMP
+/// runtimes spin 200 ms by default, `KMP_BLOCKTIME`.)
 #[cfg(native)]
 const LINGER: std::time::Duration = std::time::Duration::from_micros(200);
 
@@ -222,6 +229,9 @@ const LINGER: std::time::Duration = std::time::Duration::from_micros(200);
 static LATEST: Mutex<std::sync::Weak<Call>> = Mutex::new(std::sync::Weak::new());
 #[cfg(native)]
 static CALLS: AtomicUsize = AtomicUsize::new(0);
+/// Workers spinning in [`linger`] now, waiting for a call (not those inside one).
+#[cfg(native)]
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
 
 /// A worker's wait after its call (see [`LINGER`]): it joins each newer call that still wants a
 /// helper, and goes back to the pool once none has come for `LINGER`.
@@ -231,13 +241,16 @@ fn linger() {
     let mut seen = usize::MAX;
     let mut since = std::time::Instant::now();
     let mut spins = 0u32;
+    LINGERING.fetch_add(1, Ordering::AcqRel);
     loop {
         let now = CALLS.load(Ordering::Acquire);
         if now != seen {
             seen = now;
             let call = LATEST.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
             if let Some(call) = call {
+                LINGERING.fetch_sub(1, Ordering::AcqRel);
                 call.run();
+                LINGERING.fetch_add(1, Ordering::AcqRel);
             }
             since = std::time::Instant::now();
             continue;
@@ -249,6 +262,7 @@ fn linger() {
         if spins.is_multiple_of(64) {
             let waited = since.elapsed();
             if waited > LINGER {
+                LINGERING.fetch_sub(1, Ordering::AcqRel);
                 return;
             }
             if waited > std::time::Duration::from_micros(20) {
@@ -285,13 +299,14 @@ unsafe impl Sync for Call {}
 #[cfg(native)]
 impl Call {
     /// A worker's part: the blocks left when it starts, unless the call is closed or has all the
-    /// helpers it asked for.
-    fn run(&self) {
+    /// helpers it asked for. Whether it took part (the call was open and wanted it).
+    fn run(&self) -> bool {
         if self.helpers.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1)).is_err() {
-            return;
+            return false;
         }
         self.active.fetch_add(1, Ordering::SeqCst);
-        if !self.closed.load(Ordering::SeqCst) {
+        let open = !self.closed.load(Ordering::SeqCst);
+        if open {
             // SAFETY: counted in `active` with the call open: the caller waits for us.
             let work = unsafe { &*self.work };
             if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
@@ -299,6 +314,7 @@ impl Call {
             }
         }
         self.active.fetch_sub(1, Ordering::SeqCst);
+        open
     }
 }
 
@@ -443,6 +459,25 @@ mod tests {
             });
             assert_eq!((result, out), (None, vec![1, 2, 3, 4, 5, 6]));
         }
+    }
+
+    /// A stream of calls while a worker lingers leaves nothing queued behind it: a job given to
+    /// the pool afterwards starts at once. (With a job spawned for every call regardless, 20 000
+    /// calls left 20 000 jobs that each found their call over and lingered again: seconds.)
+    #[test]
+    #[cfg(native)]
+    fn a_stream_of_calls_leaves_the_pool_free() {
+        let Some(pool) = pool() else { return };
+        for _ in 0..20_000 {
+            let mut out = vec![0u32; 4];
+            run_blocks(&blocks_of(&mut out), 1, 2, &|_, _| None::<usize>);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let start = std::time::Instant::now();
+        pool.spawn(move || tx.send(()).expect("the test waits"));
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the pool runs the job");
+        let waited = start.elapsed();
+        assert!(waited < std::time::Duration::from_secs(1), "a job waited {waited:?} behind the stream's leftovers");
     }
 
     /// A block that panics on a pool thread panics the call, on the calling thread, once every
