@@ -13,6 +13,7 @@ Every lookup and encode releases the GIL; tables and models may be shared betwee
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
@@ -443,7 +444,8 @@ class Engine:
     a device loss — or the CPU path. ``backend="auto"`` (the default) takes a GPU when there is
     one and otherwise the CPU path, saying why in ``note``; ``"gpu"`` is a ``GpuError`` without
     one; ``"cpu"`` never asks. ``memory_budget`` caps the GPU bytes edo allocates (tables, caches,
-    scratch): past it a call is refused before anything is allocated, and caches shrink."""
+    scratch): past it a call is refused before anything is allocated, and caches shrink. It is a
+    GPU budget: the CPU path has none (its tables are the host memory they were made in)."""
 
     __slots__ = ("_e",)
     _available: Optional[bool] = None
@@ -697,8 +699,8 @@ def plan(
     args: list[Any] = []
     values: Dict[str, NDArray[np.float32]] = {}
     for name, table in tables.items():
-        if isinstance(table, tuple) and len(table) == 2 and all(isinstance(x, int) for x in table):
-            (rows, dim), sample = table, None
+        if isinstance(table, tuple) and len(table) == 2 and all(isinstance(x, numbers.Integral) for x in table):
+            (rows, dim), sample = (int(table[0]), int(table[1])), None
         else:
             v = values[name] = _values(table, name)
             rows, dim = v.shape
@@ -708,10 +710,15 @@ def plan(
         if isinstance(a, str):
             if a != "uniform":
                 raise _invalid(f"access[{name!r}] must be 'uniform', a Zipf exponent or counts (got {a!r})")
-        elif isinstance(a, (int, float)):
+        elif isinstance(a, numbers.Real) and not isinstance(a, bool):
             zipf = float(a)
         else:
-            counts = np.ascontiguousarray(np.asarray(a).reshape(-1), dtype=np.uint64)
+            c = np.asarray(a)
+            if c.dtype.kind not in "iu":
+                raise TypeError(f"access[{name!r}] must be 'uniform', a Zipf exponent or integer counts (got dtype {c.dtype})")
+            if c.size and int(c.min()) < 0:
+                raise _invalid(f"access[{name!r}] holds {int(c.min())}: counts are not negative")
+            counts = np.ascontiguousarray(c.reshape(-1), dtype=np.uint64)
             if counts.size != rows:
                 raise _invalid(f"access[{name!r}]: {counts.size} counts for {rows} rows")
         args.append((name, rows, dim, zipf, counts, float(lookups.get(name, 1.0)), sample))

@@ -537,6 +537,13 @@ def test_the_planner_fits_the_budget_and_builds_what_it_chose():
         edo.plan({"words": W}, 1 << 20, access={"users": 1.1})
     with pytest.raises(edo.InvalidArgumentError):
         edo.plan({"words": W}, 1 << 20, formats=("int9",))
+    with pytest.raises(TypeError):
+        edo.plan({"words": W}, 1 << 20, access={"words": counts.astype(np.float64)})
+    with pytest.raises(edo.InvalidArgumentError):
+        edo.plan({"words": W}, 1 << 20, access={"words": -counts.astype(np.int64)})
+    # numpy integers as a shape and as an exponent.
+    p = edo.plan({"users": (np.int64(50_000), np.int32(40))}, 1 << 30, access={"users": np.float32(1.1)})
+    assert p.tables[0]["choice"] == "resident fp16"
 
 
 def test_live_table_takes_new_keys_updates_and_swaps(tmp_path):
