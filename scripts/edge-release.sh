@@ -45,7 +45,7 @@ if ! "$tools/bin/pip" freeze 2>/dev/null | grep -q '^ziglang==0.14.1$'; then
     python3 -m venv "$tools" && "$tools/bin/pip" install -q maturin==1.16.0 ziglang==0.14.1
 fi
 for target in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
-    PATH=$PWD/$tools/bin:$PATH "$tools/bin/maturin" build -q --release --zig --compatibility manylinux2014 \
+    PATH=$(realpath -m "$tools")/bin:$PATH "$tools/bin/maturin" build -q --release --zig --compatibility manylinux2014 \
         --target "$target" -m python/Cargo.toml --out "$out"
 done
 # Each wheel's tests where it runs: x86-64 here in a fresh virtual environment, aarch64 under qemu.

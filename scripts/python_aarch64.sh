@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 target_dir=${CARGO_TARGET_DIR:-target}
-work=$root/$target_dir/python-aarch64
+work=$(realpath -m "$target_dir")/python-aarch64
 mkdir -p "$work"
 
 wheel=${1:-}
@@ -23,7 +23,7 @@ if [ -z "$wheel" ]; then
         python3 -m venv "$tools" && "$tools/bin/pip" install -q maturin==1.16.0 ziglang==0.14.1
     fi
     rm -rf "$work/wheel"
-    PATH=$root/$tools/bin:$PATH "$tools/bin/maturin" build -q --zig --compatibility manylinux2014 \
+    PATH=$(realpath -m "$tools")/bin:$PATH "$tools/bin/maturin" build -q --zig --compatibility manylinux2014 \
         --target aarch64-unknown-linux-gnu -m python/Cargo.toml --out "$work/wheel"
     wheel=$(ls "$work"/wheel/edo_embeddings-*manylinux2014_aarch64*.whl)
 fi
