@@ -149,13 +149,7 @@ pub fn inspect(a: InspectArgs) -> Result<(), Failure> {
         println!("  size        {} packed, {} as fp32{}", mib(t.bytes()), mib(t.f32_bytes()), size_ratio(t.bytes(), t.f32_bytes()));
         println!("  file        {} on disk; checksums {}", mib(file_bytes), if checksums.is_ok() { "OK" } else { "FAILED" });
         if t.row_alignment() != edo::format::NO_ROW_ALIGNMENT {
-            println!(
-                "  on a GPU    rows aligned to {} bytes: {} bytes each ({} packed), {} in all",
-                t.row_alignment(),
-                4 * t.gpu_row_words(),
-                4 * t.row_words(),
-                mib(t.gpu_bytes())
-            );
+            println!("  on a GPU    rows aligned to {} bytes: {}", t.row_alignment(), gpu_rows(t));
         }
         if let Some(m) = &model {
             println!(

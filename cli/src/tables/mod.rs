@@ -128,6 +128,11 @@ pub(crate) fn require_input(path: &Path) -> Result<(), Failure> {
 }
 
 /// " (0.266 of fp32, 3.8× smaller)", or nothing for a table of no rows.
+/// A row-aligned table's rows on a GPU: "N bytes each (M packed), S in all".
+pub(crate) fn gpu_rows(t: &PackedTable) -> String {
+    format!("{} bytes each ({} packed), {} in all", 4 * t.gpu_row_words(), 4 * t.row_words(), mib(t.gpu_bytes()))
+}
+
 pub(crate) fn size_ratio(packed: u64, f32_bytes: u64) -> String {
     if packed == 0 || f32_bytes == 0 {
         return String::new();

@@ -196,13 +196,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<(), Failure> {
             file.vocab().map_or(String::new(), |v| format!(", {} tokens", v.len())),
         );
         if t.row_alignment() != edo::format::NO_ROW_ALIGNMENT {
-            println!(
-                "rows on a GPU: aligned to {} bytes, {} bytes each ({} packed), {} in all",
-                t.row_alignment(),
-                4 * t.gpu_row_words(),
-                4 * t.row_words(),
-                mib(t.gpu_bytes())
-            );
+            println!("rows on a GPU: aligned to {} bytes, {}", t.row_alignment(), gpu_rows(t));
         }
         if let Some(t) = file.code_transform() {
             println!("codes: {} (the signs of (x − mean){}; queries go through the same)", t.kind(), if t.rotation().is_some() { "·R" } else { "" });
