@@ -13,6 +13,7 @@ Every lookup and encode releases the GIL; tables and models may be shared betwee
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
@@ -481,8 +482,6 @@ class Engine:
         report = self._e.memory_report()
         if report is None:
             return None
-        import json
-
         text, data = report
         out: Dict[str, Any] = json.loads(data)
         out["text"] = text
@@ -648,8 +647,6 @@ class Plan:
 
     def to_json(self) -> Dict[str, Any]:
         """The plan as ``edo plan --json`` prints it."""
-        import json
-
         out: Dict[str, Any] = json.loads(self._p.json())
         return out
 

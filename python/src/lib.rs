@@ -404,22 +404,12 @@ impl Engine {
     #[pyo3(signature = (capacity, policy, table=None, url=None))]
     fn cache(&self, py: Python<'_>, capacity: usize, policy: &str, table: Option<&Table>, url: Option<String>) -> PyResult<Cache> {
         let policy = policy_of(policy)?;
-        let table = match (table, &url) {
-            (Some(t), None) => Some(t.inner.clone()),
-            (None, Some(_)) => None,
+        let source = match (table, url) {
+            (Some(t), None) => Source::Table(t.inner.clone()),
+            (None, Some(url)) => Source::Remote(Arc::new(py.detach(|| edo::block_on(RemoteTable::open(HttpReader::new(url)))).map_err(err)?)),
             _ => return Err(invalid("a cache reads from a table or a url: give one of them".into())),
         };
-        let inner = py
-            .detach(|| {
-                edo::block_on(async {
-                    let source = match (table, url) {
-                        (Some(t), _) => Source::Table(t),
-                        (None, url) => Source::Remote(Arc::new(RemoteTable::open(HttpReader::new(url.unwrap_or_default())).await?)),
-                    };
-                    self.inner.place::<GpuCache<Source>>(CacheSpec { source, capacity, policy }).await
-                })
-            })
-            .map_err(err)?;
+        let inner = py.detach(|| edo::block_on(self.inner.place::<GpuCache<Source>>(CacheSpec { source, capacity, policy }))).map_err(err)?;
         Ok(Cache { inner })
     }
 }
