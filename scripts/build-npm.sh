@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the npm package edo-embeddings and packs it: the browser build of edo (scripts/build-web.sh:
-# wasm, wasm-bindgen's glue, wasm-opt), the hand-written wrapper, worker and typings of web/npm/src,
-# package.json with the crate's version; then `npm pack`. Prints the tarball's path and the sizes
+# wasm, wasm-bindgen's glue, wasm-opt), the wrapper and worker of web/npm/src compiled from
+# TypeScript (`tsc --strict`: JavaScript and the package's .d.ts files; TypeScript and the type
+# packages it reads are pinned below and installed into target/npm), package.json with the crate's
+# version; then `npm pack`. Prints the tarball's path and the sizes
 # (the .wasm gzipped, the wrapper unminified; scripts/test-npm.sh gives it minified). web/pkg gets the
 # package's files too, for the demo page.
 #
@@ -17,9 +19,20 @@ out=target/npm
 stage=$out/package
 rm -rf "$stage"
 mkdir -p "$stage"
-cp web/pkg/edo_web.js web/pkg/edo_web_bg.wasm "$stage/"
-cp web/npm/src/*.js web/npm/src/index.d.ts web/npm/README.md "$stage/"
-printf '// Written by scripts/build-npm.sh from Cargo.toml.\nexport const VERSION = %s;\n' "\"$version\"" > "$stage/version.js"
+cp web/pkg/edo_web.js web/pkg/edo_web.d.ts web/pkg/edo_web_bg.wasm web/npm/README.md "$stage/"
+# The wrapper: web/npm/src's TypeScript compiled beside wasm-bindgen's glue (whose .d.ts types the
+# calls into the module) and the version, into the package's .js and .d.ts files.
+tools="typescript@5.9.3 @webgpu/types@0.1.74 @types/node@20.19.25"
+if [ "$(cat "$out/node_modules/.edo-tools" 2>/dev/null)" != "$tools" ]; then
+    (cd "$out" && npm install --no-save --no-audit --no-fund --loglevel=error $tools >/dev/null)
+    echo "$tools" > "$out/node_modules/.edo-tools"
+fi
+build=$out/build
+rm -rf "$build"
+mkdir -p "$build"
+cp web/npm/src/*.ts web/npm/tsconfig.json web/pkg/edo_web.js web/pkg/edo_web.d.ts "$build/"
+printf '// Written by scripts/build-npm.sh from Cargo.toml.\nexport const VERSION: string = %s;\n' "\"$version\"" > "$build/version.ts"
+"$out/node_modules/.bin/tsc" -p "$build" --outDir "$stage"
 python3 - "$version" web/npm/package.json "$stage/package.json" <<'PY'
 import json, sys
 version, src, dst = sys.argv[1:]
@@ -39,7 +52,7 @@ if listed != present:
 PY
 # The demo page (web/index.html) imports the package as an app without a bundler would: web/pkg
 # gets the package's own files beside the wasm-bindgen output.
-cp "$stage"/{index,node,core,client,worker,version}.js "$stage/index.d.ts" web/pkg/
+cp "$stage"/{index,node,core,client,worker,version}.js "$stage"/{index,core,client}.d.ts web/pkg/
 tarball=$(cd "$out" && npm pack --silent ./package)
 wasm_gz=$(gzip -9 -c "$stage/edo_web_bg.wasm" | wc -c)
 wrapper=$(cat "$stage"/{index,node,core,client,worker,version}.js | wc -c)
