@@ -20,6 +20,9 @@ pub(crate) struct Context {
     pub bag_pipeline_layout: wgpu::PipelineLayout,
     pub hash_layout: wgpu::BindGroupLayout,
     pub hash_pipeline_layout: wgpu::PipelineLayout,
+    #[cfg_attr(web, allow(dead_code))]
+    pub probe_layout: wgpu::BindGroupLayout,
+    pub probe_pipeline_layout: wgpu::PipelineLayout,
     /// Compiled pipelines, keyed by everything that makes one: the kernel (its sources and
     /// override constants follow from its [`ShaderId`]) and the workgroup shape.
     pub(crate) pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
@@ -198,6 +201,7 @@ impl Context {
                 Binds::Gather => &self.gather_pipeline_layout,
                 Binds::Bag => &self.bag_pipeline_layout,
                 Binds::Hash => &self.hash_pipeline_layout,
+                Binds::Probe => &self.probe_pipeline_layout,
             }),
             module: &module,
             entry_point: Some("main"),
@@ -359,9 +363,10 @@ pub(crate) fn poisoned() -> Error {
     Error::gpu("pipeline cache", "lock poisoned by a panic on another thread")
 }
 
-/// The layout every edo kernel uses: binding 0 a uniform parameter block, then `inputs`
-/// read-only storage buffers, then one read-write storage buffer (the output).
-pub(crate) fn kernel_layout(device: &wgpu::Device, label: &str, inputs: u32) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
+/// The layout every edo kernel uses: binding 0 a uniform parameter block, then the read-only
+/// storage buffers of `binds`, then its read-write ones (one, the output, but for the probe).
+pub(crate) fn kernel_layout(device: &wgpu::Device, label: &str, binds: Binds) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
+    let inputs = binds.inputs();
     let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
@@ -370,7 +375,7 @@ pub(crate) fn kernel_layout(device: &wgpu::Device, label: &str, inputs: u32) -> 
     };
     let entries: Vec<_> = std::iter::once(entry(0, wgpu::BufferBindingType::Uniform))
         .chain((1..=inputs).map(|b| entry(b, wgpu::BufferBindingType::Storage { read_only: true })))
-        .chain([entry(inputs + 1, wgpu::BufferBindingType::Storage { read_only: false })])
+        .chain((inputs + 1..=inputs + binds.outputs()).map(|b| entry(b, wgpu::BufferBindingType::Storage { read_only: false })))
         .collect();
     let group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
     let pipeline =

@@ -201,9 +201,10 @@ impl Engine {
         let max_binding_bytes = options.max_binding_bytes.map_or(binding_max, |b| b.min(binding_max)).max(4);
         // A kernel's shape is (x, workgroup_size / x) with x from 1 to 32, so y may be the whole size.
         let workgroup_size = options.workgroup_size.clamp(1, limits.max_compute_invocations_per_workgroup.min(limits.max_compute_workgroup_size_y).max(1));
-        let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", Binds::Gather.inputs());
-        let (bag_layout, bag_pipeline_layout) = kernel_layout(&device, "edo bag", Binds::Bag.inputs());
-        let (hash_layout, hash_pipeline_layout) = kernel_layout(&device, "edo hash", Binds::Hash.inputs());
+        let (gather_layout, gather_pipeline_layout) = kernel_layout(&device, "edo gather", Binds::Gather);
+        let (bag_layout, bag_pipeline_layout) = kernel_layout(&device, "edo bag", Binds::Bag);
+        let (hash_layout, hash_pipeline_layout) = kernel_layout(&device, "edo hash", Binds::Hash);
+        let (probe_layout, probe_pipeline_layout) = kernel_layout(&device, "edo live probe", Binds::Probe);
         let adapter = AdapterSummary {
             name: info.name,
             backend: format!("{:?}", info.backend),
@@ -250,6 +251,8 @@ impl Engine {
             bag_pipeline_layout,
             hash_layout,
             hash_pipeline_layout,
+            probe_layout,
+            probe_pipeline_layout,
             pipelines: Mutex::new(HashMap::new()),
             registry,
             memory_budget: options.memory_budget,

@@ -14,6 +14,9 @@ pub mod decoders;
 mod engine;
 mod hash;
 mod job;
+// Live tables keep GPU copies natively only (the browser's are CPU-only).
+#[cfg(native)]
+mod live;
 mod lookup;
 mod memory;
 mod mixed;
@@ -35,6 +38,8 @@ pub(crate) use engine::*;
 pub use engine::{Engine, MAX_PREPARED_DIM, REQUIRED_LIMITS};
 pub use hash::GpuHashedTables;
 pub use job::{GpuRows, LookupJob};
+#[cfg(native)]
+pub(crate) use live::{GpuKeyIndex, ProbeMissing};
 pub use lookup::GpuLookup;
 pub(crate) use memory::Buffer;
 pub use memory::{MemoryBuffer, MemoryEntry, MemoryReport};

@@ -71,6 +71,8 @@ pub enum Src {
     HashIds,
     /// `remap.wgsl`.
     Remap,
+    /// `live_probe.wgsl`.
+    LiveProbe,
     /// `scatter_rows.wgsl`.
     ScatterRows,
     /// `hamming_hist.wgsl`.
@@ -129,6 +131,7 @@ impl Src {
             Src::Qr => wgsl!("qr.wgsl"),
             Src::HashIds => wgsl!("hash_ids.wgsl"),
             Src::Remap => wgsl!("remap.wgsl"),
+            Src::LiveProbe => wgsl!("live_probe.wgsl"),
             Src::ScatterRows => wgsl!("scatter_rows.wgsl"),
             Src::HammingHist => wgsl!("hamming_hist.wgsl"),
             Src::HammingSelect => wgsl!("hamming_select.wgsl"),
@@ -168,6 +171,8 @@ pub enum Binds {
     Bag,
     /// Three inputs: raw ids, hash specs, hot ids.
     Hash,
+    /// Two inputs (keys, a live table's index) and two outputs (rows, lookup counts).
+    Probe,
 }
 
 impl Binds {
@@ -177,6 +182,15 @@ impl Binds {
             Binds::Gather => 2,
             Binds::Bag => 5,
             Binds::Hash => 3,
+            Binds::Probe => 2,
+        }
+    }
+
+    /// Read-write storage buffers after the inputs.
+    pub fn outputs(self) -> u32 {
+        match self {
+            Binds::Probe => 2,
+            _ => 1,
         }
     }
 }
@@ -297,6 +311,8 @@ pub mod kernels {
     pub const HASH_IDS: Kernel = flat_kernel("hash_ids", &[Src::HashCommon], Src::HashIds, Binds::Hash);
     /// Ids of a pruned table → rows of its compact table.
     pub const REMAP: Kernel = flat_kernel("remap", &[], Src::Remap, Binds::Gather);
+    /// A live table's keys → its rows, probing its index.
+    pub const LIVE_PROBE: Kernel = flat_kernel("live_probe", &[Src::HashCommon], Src::LiveProbe, Binds::Probe);
     /// Uploaded rows → their cache slots.
     pub const SCATTER: Kernel = flat_kernel("scatter_rows", &[], Src::ScatterRows, Binds::Gather);
     /// Rows divided by their L2 norm, in place (static models' sentence vectors).
@@ -430,6 +446,8 @@ pub enum ShaderId {
     },
     /// Ids of a pruned table → rows of its compact table.
     Remap,
+    /// A live table's keys → its rows, through its index.
+    LiveProbe,
     /// Uploaded rows → their slots in a row cache.
     Scatter,
     /// One pass of a Hamming top-k search.
@@ -452,7 +470,7 @@ impl ShaderId {
             .flatten()
             .chain(Format::ALL.iter().flat_map(|&format| [false, true].map(|vec4| ShaderId::GatherF16 { format, vec4 })))
             .chain(Format::ALL.iter().filter(|&&f| has_wide_reads(f)).flat_map(|&format| [ShaderId::GatherWide { format }, ShaderId::BagWide { format }]))
-            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
+            .chain([ShaderId::HashIds, ShaderId::Remap, ShaderId::LiveProbe, ShaderId::Scatter, ShaderId::NormalizeRows, ShaderId::PackF16])
             .chain(Format::ALL.map(|format| ShaderId::Qr { format }))
             .chain(SearchKernel::ALL.map(ShaderId::Search))
             .chain(Format::ALL.map(|format| ShaderId::Rescore { format }))
@@ -492,6 +510,7 @@ impl ShaderId {
             ShaderId::Rescore { format } => (&RESCORE, Some(format)),
             ShaderId::HashIds => (&HASH_IDS, None),
             ShaderId::Remap => (&REMAP, None),
+            ShaderId::LiveProbe => (&LIVE_PROBE, None),
             ShaderId::Scatter => (&SCATTER, None),
             ShaderId::NormalizeRows => (&NORMALIZE_ROWS, None),
             ShaderId::Search(k) => (

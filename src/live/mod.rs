@@ -28,14 +28,16 @@
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use crate::bounds::ZERO_ID;
 use crate::cache::{Policy, PolicyKind};
 use crate::file::TableFile;
 use crate::format::{Format, PackedTable};
 use crate::{Bags, Bounds, Error, Pooling};
+use index::KeyIndex;
 
+mod index;
 mod log;
 mod tiered;
 pub use log::{UpdateLog, UPDATE_LOG_MAGIC};
@@ -83,6 +85,41 @@ impl Missing {
     /// Parses [`Missing::name`].
     pub fn from_name(name: &str) -> Option<Missing> {
         Missing::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// Where a lookup on a live table's GPU copy ([`LiveTable::gather_gpu`], [`LiveTable::bag_gpu`])
+/// finds the rows of its keys: translated on the host under the read lock and the rows
+/// uploaded, or by a kernel probing the GPU's copy of the index (the keys uploaded, the rows
+/// never leaving the GPU). A lookup whose unknown keys are an error ([`Missing::Error`]) is
+/// always translated on the host, which must refuse it before anything is submitted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyLookup {
+    /// The kernel for calls of [`PROBE_MIN_KEYS`] keys or more, the host below (where a
+    /// dispatch costs more than the host's translation).
+    #[default]
+    Auto,
+    /// Always on the host.
+    Host,
+    /// Always the kernel (but under [`Missing::Error`]).
+    Gpu,
+}
+
+/// Keys from which [`KeyLookup::Auto`] probes on the GPU: see docs/live.md for the
+/// measurement behind it.
+pub const PROBE_MIN_KEYS: usize = 1024;
+
+#[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
+impl KeyLookup {
+    fn code(self) -> u8 {
+        self as u8
+    }
+    fn from_code(code: u8) -> KeyLookup {
+        match code {
+            1 => KeyLookup::Host,
+            2 => KeyLookup::Gpu,
+            _ => KeyLookup::Auto,
+        }
     }
 }
 
@@ -206,15 +243,38 @@ struct State {
     /// The key in each slot (meaningful where `used`).
     keys: Vec<u64>,
     used: Vec<bool>,
-    index: FxHashMap<u64, u32>,
+    index: KeyIndex,
     /// Empty slots, lowest last.
     free: Vec<u32>,
     /// Lookups record their hits here under the read lock.
     usage: Mutex<Usage>,
     version: u64,
-    /// The copy on a GPU, if attached: the same rows, written under the same write lock.
+    /// The copy on a GPU, if attached: the same rows and index, written under the same write
+    /// lock.
     #[cfg(all(native, feature = "gpu"))]
-    gpu: Option<crate::GpuTable>,
+    gpu: Option<GpuCopy>,
+    /// Whether lookups probed the GPU's index since its lookup counts were last taken.
+    #[cfg(all(native, feature = "gpu"))]
+    probed: std::sync::atomic::AtomicBool,
+}
+
+/// A live table's copy on a GPU: its rows, and its index with a lookup count per slot.
+#[cfg(all(native, feature = "gpu"))]
+struct GpuCopy {
+    table: crate::GpuTable,
+    index: crate::gpu::GpuKeyIndex,
+}
+
+#[cfg(all(native, feature = "gpu"))]
+impl GpuCopy {
+    /// Uploads `st`'s rows and index to `engine` (the index's changes so far taken: the copy
+    /// has them all).
+    fn upload(engine: &crate::Engine, st: &mut State) -> Result<GpuCopy, Error> {
+        let table = pollster::block_on(crate::GpuTable::upload(engine, &st.table))?;
+        st.index.take_changes();
+        let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&table, st.index.words(), st.index.mask(), st.capacity()))?;
+        Ok(GpuCopy { table, index })
+    }
 }
 
 struct Usage {
@@ -280,6 +340,9 @@ pub struct LiveTable {
     update_batches: AtomicU64,
     rows_updated: AtomicU64,
     swaps: AtomicU64,
+    /// [`KeyLookup::code`] of where GPU lookups find their keys' rows.
+    #[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
+    key_lookup: std::sync::atomic::AtomicU8,
 }
 
 impl std::fmt::Debug for LiveTable {
@@ -334,6 +397,7 @@ impl LiveTable {
             update_batches: AtomicU64::new(0),
             rows_updated: AtomicU64::new(0),
             swaps: AtomicU64::new(0),
+            key_lookup: std::sync::atomic::AtomicU8::new(KeyLookup::Auto.code()),
         };
         table.check_budget(table.bytes_for(table.capacity()), "a live table's first slots")?;
         Ok(table)
@@ -370,12 +434,14 @@ impl LiveTable {
             fallback: fallback_rows,
             keys: vec![0; capacity],
             used: vec![false; capacity],
-            index: FxHashMap::default(),
+            index: KeyIndex::with_capacity(capacity),
             free: (0..capacity as u32).rev().collect(),
             usage: Mutex::new(Usage::new(options.policy, capacity)),
             version: 0,
             #[cfg(all(native, feature = "gpu"))]
             gpu: None,
+            #[cfg(all(native, feature = "gpu"))]
+            probed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -416,7 +482,7 @@ impl LiveTable {
     }
     /// Whether the table holds `key`.
     pub fn contains(&self, key: u64) -> bool {
-        self.read().index.contains_key(&key)
+        self.read().index.contains_key(key)
     }
     /// Snapshots swapped in since the table was made (0 before the first swap).
     pub fn version(&self) -> u64 {
@@ -443,16 +509,19 @@ impl LiveTable {
     /// Lookups of each of `keys` since it came into the table (0 for a key it does not hold).
     pub fn usage(&self, keys: &[u64]) -> Vec<u64> {
         let st = self.read();
+        // A GPU that fails here leaves the counts without its latest lookups.
+        let _ = Self::fold_gpu_lookups(&st);
         let usage = st.usage.lock();
-        keys.iter().map(|k| st.index.get(k).map_or(0, |&s| usage.counts[s as usize])).collect()
+        keys.iter().map(|&k| st.index.get(k).map_or(0, |s| usage.counts[s as usize])).collect()
     }
 
     /// The keys the table holds with their lookup counts, most looked up first (ties: lower key
     /// first): what a planner reads to choose hot rows.
     pub fn hottest(&self, n: usize) -> Vec<(u64, u64)> {
         let st = self.read();
+        let _ = Self::fold_gpu_lookups(&st);
         let usage = st.usage.lock();
-        let mut all: Vec<(u64, u64)> = st.index.iter().map(|(&k, &s)| (k, usage.counts[s as usize])).collect();
+        let mut all: Vec<(u64, u64)> = st.index.iter().map(|(k, s)| (k, usage.counts[s as usize])).collect();
         all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         all.truncate(n);
         all
@@ -482,19 +551,25 @@ impl LiveTable {
     /// first unknown key under [`Missing::Error`].
     fn rows_of(&self, st: &State, keys: &[u64], missing: Missing, record: bool) -> Result<Vec<u32>, Error> {
         let mut rows = Vec::with_capacity(keys.len());
-        let mut unknown = 0u64;
-        for (index, &key) in keys.iter().enumerate() {
-            match st.index.get(&key) {
-                Some(&slot) => rows.push(st.fallback as u32 + slot),
-                None => {
-                    unknown += 1;
-                    rows.push(match missing {
-                        Missing::Error => return Err(Error::UnknownKey { index, key }),
-                        Missing::Zero => ZERO_ID,
-                        Missing::Init => st.missing_row(key, &self.options.init),
-                    });
-                }
+        let (mut unknown, mut first_unknown) = (0u64, None);
+        st.index.get_each(keys, |index, slot| match slot {
+            Some(slot) => {
+                rows.push(st.fallback as u32 + slot);
+                true
             }
+            None => {
+                unknown += 1;
+                first_unknown = Some(index);
+                rows.push(match missing {
+                    Missing::Error | Missing::Zero => ZERO_ID,
+                    Missing::Init => st.missing_row(keys[index], &self.options.init),
+                });
+                // An unknown key under Missing::Error fails the call: no need to look further.
+                missing != Missing::Error
+            }
+        });
+        if let (Missing::Error, Some(index)) = (missing, first_unknown) {
+            return Err(Error::UnknownKey { index, key: keys[index] });
         }
         if record {
             let mut usage = st.usage.lock();
@@ -544,7 +619,7 @@ impl LiveTable {
         }
         let mut st = self.write();
         let placed = self.place(&mut st, keys, true)?;
-        let rows = self.rows_of(&st, keys, Missing::Error, false)?;
+        let rows: Vec<u32> = placed.slots.iter().map(|&s| st.fallback as u32 + s).collect();
         let out = crate::cpu::gather(&st.table, &rows, Bounds::Zero)?;
         self.mirror(&mut st, &placed)?;
         Ok(out)
@@ -554,10 +629,24 @@ impl LiveTable {
     /// needed, and pins them all; with `lookup`, counts the call's keys as looked up. Returns
     /// what changed. Checks everything that can fail before changing anything.
     fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<Placed, Error> {
-        // One look at the index a key: unknown keys counted with their repeats, new ones once.
+        // The GPU's lookups reach the policy before it picks victims. If the GPU fails here, its
+        // copy is dropped and the call refused before anything changes.
+        let folded = Self::fold_gpu_lookups(st);
+        #[cfg(all(native, feature = "gpu"))]
+        if folded.is_err() {
+            st.gpu = None;
+        }
+        folded?;
+        // One look at the index a key (the slots of the keys held, kept for the passes below):
+        // unknown keys counted with their repeats, new ones once.
+        let mut found = Vec::with_capacity(keys.len());
+        st.index.get_each(keys, |_, slot| {
+            found.push(slot);
+            true
+        });
         let (mut unknown, mut distinct, mut new_keys) = (0, FxHashSet::default(), Vec::new());
-        for &k in keys {
-            let held = st.index.contains_key(&k);
+        for (&k, slot) in keys.iter().zip(&found) {
+            let held = slot.is_some();
             unknown += usize::from(!held);
             if distinct.insert(k) && !held {
                 new_keys.push(k);
@@ -583,21 +672,25 @@ impl LiveTable {
         usage.begin();
         // Keys the table holds are pinned first, so that a new key of the call never evicts one
         // the call reads.
-        for k in keys {
-            if let Some(&slot) = index.get(k) {
-                usage.pin[slot as usize] = usage.generation;
-            }
+        for &slot in found.iter().flatten() {
+            usage.pin[slot as usize] = usage.generation;
         }
         let mut evicted = 0;
         let rw = table.row_words();
         let zero = (matches!(self.options.init, Init::Zeros) && !new_keys.is_empty()).then(|| zero_row(self.options.format, self.options.dim));
         // In call order, as a cache sees a batch: a key held (or placed earlier in the call) is a
-        // hit, a new one is admitted.
-        for &k in keys {
-            if let Some(&slot) = index.get(&k) {
+        // hit, a new one is admitted. Pinned, the keys held keep the slots found above.
+        let mut slots = Vec::with_capacity(keys.len());
+        // New keys placed by this call, when a key is listed twice (it is placed once), looked up
+        // here rather than probing the index again.
+        let repeats = distinct.len() < keys.len();
+        let mut placed_now = rustc_hash::FxHashMap::default();
+        for (&k, &held) in keys.iter().zip(&found) {
+            if let Some(slot) = held.or_else(|| if repeats { placed_now.get(&k).copied() } else { None }) {
                 if lookup {
                     usage.hit(slot);
                 }
+                slots.push(slot);
                 continue;
             }
             let free_slot = free.pop();
@@ -605,14 +698,18 @@ impl LiveTable {
             let slot = usage.policy.admit(fold(k), free_slot, &|s| pin[s as usize] == generation);
             debug_assert!(free_slot.is_none_or(|f| f == slot), "a policy must use the free slot it is given");
             if used[slot as usize] {
-                index.remove(&slot_keys[slot as usize]);
+                index.remove(slot_keys[slot as usize]);
                 evicted += 1;
             }
             slot_keys[slot as usize] = k;
             used[slot as usize] = true;
             index.insert(k, slot);
+            if repeats {
+                placed_now.insert(k, slot);
+            }
             usage.counts[slot as usize] = u64::from(lookup);
             usage.pin[slot as usize] = usage.generation;
+            slots.push(slot);
             // The new key's first row.
             rows.push((*fallback + slot as usize) as u32);
             let dst = (*fallback + slot as usize) * rw;
@@ -632,7 +729,7 @@ impl LiveTable {
         }
         self.inserts.fetch_add(new_keys.len() as u64, Ordering::Relaxed);
         self.evictions.fetch_add(evicted as u64, Ordering::Relaxed);
-        Ok(Placed { inserted: new_keys.len(), evicted, rows, grown })
+        Ok(Placed { inserted: new_keys.len(), evicted, rows, slots, grown })
     }
 
     /// Brings the GPU copy, if any, up to the host's after `placed` (and the rows in it, written
@@ -643,18 +740,52 @@ impl LiveTable {
     #[cfg_attr(not(all(native, feature = "gpu")), allow(clippy::unused_self, clippy::unnecessary_wraps))]
     fn mirror(&self, st: &mut State, placed: &Placed) -> Result<(), Error> {
         #[cfg(all(native, feature = "gpu"))]
-        if let Some(gpu) = &st.gpu {
+        if let Some(gpu) = st.gpu.take() {
             let written = if placed.grown {
-                pollster::block_on(crate::GpuTable::upload(&gpu.engine(), &st.table)).map(|g| st.gpu = Some(g))
+                GpuCopy::upload(&gpu.table.engine(), st)
             } else {
-                gpu.write_rows(&st.table, &placed.rows)
+                gpu.table.write_rows(&st.table, &placed.rows).and_then(|()| Self::mirror_index(st, gpu))
             };
-            if let Err(e) = written {
-                st.gpu = None;
-                return Err(e);
-            }
+            st.gpu = Some(written?);
         }
         let _ = (st, placed);
+        Ok(())
+    }
+
+    /// Brings the GPU copy's index up to the host's: the buckets changed since written, or
+    /// after a rebuild the whole index uploaded again (its lookup counts, taken before any
+    /// change, start from zero).
+    #[cfg(all(native, feature = "gpu"))]
+    fn mirror_index(st: &mut State, gpu: GpuCopy) -> Result<GpuCopy, Error> {
+        match st.index.take_changes() {
+            index::Changes::None => Ok(gpu),
+            index::Changes::Buckets(changed) => gpu.index.write_buckets(st.index.words(), &changed).map(|()| gpu),
+            index::Changes::All => {
+                let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&gpu.table, st.index.words(), st.index.mask(), st.capacity()))?;
+                Ok(GpuCopy { index, ..gpu })
+            }
+        }
+    }
+
+    /// Adds the lookups the GPU's probe counted since the last call to the keys' usage counts
+    /// and the policy (one hit a key that was looked up, in slot order), so that eviction and
+    /// [`LiveTable::usage`] see them. Called before anything changes slots.
+    #[cfg_attr(not(all(native, feature = "gpu")), allow(clippy::unused_self, clippy::unnecessary_wraps))]
+    fn fold_gpu_lookups(st: &State) -> Result<(), Error> {
+        #[cfg(all(native, feature = "gpu"))]
+        if let Some(gpu) = &st.gpu {
+            if st.probed.swap(false, Ordering::AcqRel) {
+                let hits = pollster::block_on(gpu.index.take_hits())?;
+                let mut usage = st.usage.lock();
+                for (slot, &h) in hits.iter().enumerate() {
+                    if h > 0 && st.used[slot] {
+                        usage.policy.hit(slot as u32);
+                        usage.counts[slot] += u64::from(h);
+                    }
+                }
+            }
+        }
+        let _ = st;
         Ok(())
     }
 
@@ -701,8 +832,8 @@ impl LiveTable {
         let mut placed = self.place(&mut st, keys, false)?;
         let (rw, fallback) = (encoded.row_words(), st.fallback);
         placed.rows.clear();
-        for (i, &k) in keys.iter().enumerate() {
-            let row = fallback + st.index[&k] as usize;
+        for (i, &slot) in placed.slots.iter().enumerate() {
+            let row = fallback + slot as usize;
             st.table.words_mut()[row * rw..(row + 1) * rw].copy_from_slice(encoded.row(i));
             placed.rows.push(row as u32);
         }
@@ -738,10 +869,13 @@ impl LiveTable {
     /// the table held.
     pub fn remove(&self, keys: &[u64]) -> usize {
         let mut st = self.write();
+        // The removed keys' GPU lookups are counted before their slots go (a GPU failure here
+        // or below drops the GPU copy, as one during an update does).
+        let folded = Self::fold_gpu_lookups(&st);
         let State { used, index, free, usage, .. } = &mut *st;
         let usage = usage.get_mut();
         let mut removed = 0;
-        for k in keys {
+        for &k in keys {
             if let Some(slot) = index.remove(k) {
                 used[slot as usize] = false;
                 usage.policy.remove(slot);
@@ -750,6 +884,12 @@ impl LiveTable {
                 removed += 1;
             }
         }
+        #[cfg(all(native, feature = "gpu"))]
+        if let Some(gpu) = st.gpu.take() {
+            st.gpu = folded.and_then(|()| Self::mirror_index(&mut st, gpu)).ok();
+        }
+        #[cfg(not(all(native, feature = "gpu")))]
+        let _ = folded;
         removed
     }
 
@@ -832,16 +972,16 @@ impl LiveTable {
         let keys = state.index.len();
         // The new table goes to the GPU too, before the lock, when a copy is attached.
         #[cfg(all(native, feature = "gpu"))]
-        if let Some(engine) = self.read().gpu.as_ref().map(crate::GpuTable::engine) {
-            state.gpu = Some(pollster::block_on(crate::GpuTable::upload(&engine, &state.table))?);
+        if let Some(engine) = self.read().gpu.as_ref().map(|g| g.table.engine()) {
+            state.gpu = Some(GpuCopy::upload(&engine, &mut state)?);
         }
         let asked = web_time::Instant::now();
         let (version, pause) = {
             let mut st = self.write();
             #[cfg(all(native, feature = "gpu"))]
-            if let (Some(gpu), None) = (&st.gpu, &state.gpu) {
+            if let (Some(engine), None) = (st.gpu.as_ref().map(|g| g.table.engine()), &state.gpu) {
                 // Attached while the new table was built.
-                state.gpu = Some(pollster::block_on(crate::GpuTable::upload(&gpu.engine(), &state.table))?);
+                state.gpu = Some(GpuCopy::upload(&engine, &mut state)?);
             }
             state.version = st.version + 1;
             std::mem::swap(&mut *st, &mut state);
@@ -882,7 +1022,7 @@ impl LiveTable {
     /// before. Growth uploads the table again (lookups wait for it); updates write their rows.
     pub fn attach_gpu(&self, engine: &crate::Engine) -> Result<(), Error> {
         let mut st = self.write();
-        let gpu = pollster::block_on(crate::GpuTable::upload(engine, &st.table))?;
+        let gpu = GpuCopy::upload(engine, &mut st)?;
         st.gpu = Some(gpu);
         Ok(())
     }
@@ -895,6 +1035,11 @@ impl LiveTable {
     /// Whether a GPU copy is attached (a GPU failure during a change drops it).
     pub fn has_gpu(&self) -> bool {
         self.read().gpu.is_some()
+    }
+
+    /// Where GPU lookups find their keys' rows from now on ([`KeyLookup::Auto`] at first).
+    pub fn set_key_lookup(&self, how: KeyLookup) {
+        self.key_lookup.store(how.code(), Ordering::Relaxed);
     }
 
     /// Gathers the rows of `keys` on the GPU: submitted, the rows left on the GPU. Unknown keys
@@ -921,8 +1066,17 @@ impl LiveTable {
     pub fn gather_gpu_with<R>(&self, keys: &[u64], missing: Missing, submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>) -> Result<R, Error> {
         let st = self.read();
         let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let rows = self.rows_of(&st, keys, missing, true)?;
-        let job = pollster::block_on(crate::GpuLookup::prepare(gpu, &crate::Request::gather(&rows, Bounds::Zero)))?;
+        let job = match self.probe_missing(missing, keys.len()) {
+            Some(probe) => {
+                let job = pollster::block_on(gpu.index.gather(&gpu.table, keys, probe, st.fallback))?;
+                self.probed(&st, keys.len());
+                job
+            }
+            None => {
+                let rows = self.rows_of(&st, keys, missing, true)?;
+                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::gather(&rows, Bounds::Zero)))?
+            }
+        };
         submit(job)
     }
 
@@ -936,9 +1090,43 @@ impl LiveTable {
     ) -> Result<R, Error> {
         let st = self.read();
         let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let rows = self.rows_of(&st, bags.indices, missing, true)?;
-        let job = pollster::block_on(crate::GpuLookup::prepare(gpu, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?;
+        let job = match self.probe_missing(missing, bags.indices.len()) {
+            Some(probe) => {
+                let job = pollster::block_on(gpu.index.bag(&gpu.table, bags, pooling, probe, st.fallback))?;
+                self.probed(&st, bags.indices.len());
+                job
+            }
+            None => {
+                let rows = self.rows_of(&st, bags.indices, missing, true)?;
+                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?
+            }
+        };
         submit(job)
+    }
+
+    /// Where a GPU lookup of `keys` keys finds their rows (see [`KeyLookup`]): `Some` (what the
+    /// probe reads for an unknown key) to probe the GPU's index, `None` to translate them here.
+    fn probe_missing(&self, missing: Missing, keys: usize) -> Option<crate::gpu::ProbeMissing> {
+        use crate::gpu::ProbeMissing;
+        let probe = match KeyLookup::from_code(self.key_lookup.load(Ordering::Relaxed)) {
+            KeyLookup::Host => false,
+            KeyLookup::Gpu => true,
+            KeyLookup::Auto => keys >= PROBE_MIN_KEYS,
+        };
+        match (probe, missing, &self.options.init) {
+            // An unknown key must fail the call before it is submitted: the host answers.
+            (false, ..) | (true, Missing::Error, _) => None,
+            (true, Missing::Zero, _) | (true, Missing::Init, Init::Zeros) => Some(ProbeMissing::Zero),
+            (true, Missing::Init, Init::Row(_)) => Some(ProbeMissing::FirstRow),
+            (true, Missing::Init, Init::Hashed(_)) => Some(ProbeMissing::Hashed),
+        }
+    }
+
+    /// Counts a probed lookup of `keys` keys (its unknown keys are not counted: the GPU knows
+    /// them) and marks the GPU's lookup counts as pending.
+    fn probed(&self, st: &State, keys: usize) {
+        self.lookups.fetch_add(keys as u64, Ordering::Relaxed);
+        st.probed.store(true, Ordering::Release);
     }
 }
 
@@ -948,6 +1136,8 @@ struct Placed {
     evicted: usize,
     /// Table rows written (new keys' first rows; an update's rows).
     rows: Vec<u32>,
+    /// The slot of each key of the call, in order.
+    slots: Vec<u32>,
     /// Whether the slots were reallocated (the GPU copy is uploaded again).
     #[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
     grown: bool,

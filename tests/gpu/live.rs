@@ -1,15 +1,34 @@
 //! Live tables on the GPU: the GPU copy follows inserts, updates, growth, eviction and swaps,
-//! and reads what the CPU path reads, bit for bit for gathers.
+//! and reads what the CPU path reads, bit for bit for gathers, whether the keys' rows are found
+//! on the host or by the kernel probing the GPU's copy of the index.
 
 use super::*;
 use edo::cache::PolicyKind;
-use edo::live::{Init, LiveOptions, LiveTable, Missing};
+use edo::live::{Init, KeyLookup, LiveOptions, LiveTable, Missing};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The rows `keys` read on the GPU, the output pre-filled with the sentinel.
+/// The rows `keys` read on the GPU, the output pre-filled with the sentinel: found on the host
+/// and by the probe kernel, which must agree.
 fn gpu_rows(t: &LiveTable, keys: &[u64], missing: Missing) -> Vec<f32> {
-    t.gather_gpu_with(keys, missing, |job| Ok(run_job(job))).unwrap()
+    let mut each = [KeyLookup::Host, KeyLookup::Gpu].map(|how| {
+        t.set_key_lookup(how);
+        t.gather_gpu_with(keys, missing, |job| Ok(run_job(job))).unwrap()
+    });
+    t.set_key_lookup(KeyLookup::Auto);
+    assert_bits_eq(&each[1], &each[0], &format!("{missing:?}: the probe kernel's rows against the host's, {} keys", keys.len()));
+    std::mem::take(&mut each[0])
+}
+
+/// [`gpu_rows`] for bags (each way's pooled rows equal).
+fn gpu_bags(t: &LiveTable, bags: &Bags<'_, u64>, pooling: Pooling, missing: Missing) -> Vec<f32> {
+    let mut each = [KeyLookup::Host, KeyLookup::Gpu].map(|how| {
+        t.set_key_lookup(how);
+        t.bag_gpu_with(bags, pooling, missing, |job| Ok(run_job(job))).unwrap()
+    });
+    t.set_key_lookup(KeyLookup::Auto);
+    assert_bits_eq(&each[1], &each[0], &format!("{pooling:?} bags: the probe kernel's against the host's"));
+    std::mem::take(&mut each[0])
 }
 
 fn keys_and_rows(n: usize, dim: usize, seed: u64) -> (Vec<u64>, Vec<f32>) {
@@ -33,6 +52,10 @@ fn the_gpu_copy_follows_inserts_updates_growth_eviction_and_swaps() {
         for missing in [Missing::Zero, Missing::Init] {
             assert_bits_eq(&gpu_rows(&t, &lookups, missing), &t.gather(&lookups, missing).unwrap(), &format!("{format} {missing:?}"));
         }
+        // Removed keys leave tombstones the probe passes over; they read as unknown.
+        assert_eq!(t.remove(&lookups[..100]), 100);
+        assert_bits_eq(&gpu_rows(&t, &lookups, Missing::Init), &t.gather(&lookups, Missing::Init).unwrap(), &format!("{format} after removals"));
+        t.update(&lookups[..100], &values[..100 * dim]).unwrap();
         // Updates, new keys past the slots (growth: the table uploaded again), then past the
         // limit (eviction: slots reused by other keys).
         let (more, more_values) = keys_and_rows(400, dim, 2);
@@ -48,7 +71,7 @@ fn the_gpu_copy_follows_inserts_updates_growth_eviction_and_swaps() {
         let bag_keys: Vec<u64> = indices.iter().map(|&i| all[i as usize]).collect();
         for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
             let bags = Bags::new(&bag_keys, &offsets).include_last_offset(true);
-            let got = t.bag_gpu_with(&bags, pooling, Missing::Zero, |job| Ok(run_job(job))).unwrap();
+            let got = gpu_bags(&t, &bags, pooling, Missing::Zero);
             let want = t.bag(&bags, pooling, Missing::Zero).unwrap();
             assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("{format} {pooling:?}"));
         }
@@ -94,4 +117,30 @@ fn gpu_lookups_beside_updates_read_whole_rows() {
         writer.join().unwrap();
     });
     assert_eq!(t.gather_gpu(&keys, Missing::Error).unwrap().read_blocking().unwrap(), vec![60.0; n as usize * dim]);
+}
+
+#[test]
+fn lookups_the_kernel_probes_count_towards_usage_and_keep_keys_from_eviction() {
+    let Some(engine) = engine() else { return };
+    let dim = 8;
+    let t = LiveTable::new(LiveOptions::new(Format::Int8, dim).capacity(64).max_rows(64).policy(PolicyKind::Lru)).unwrap();
+    let keys: Vec<u64> = (0..64).map(|i| (1000 + i) << 33).collect();
+    t.update(&keys, &vec![1.0; 64 * dim]).unwrap();
+    t.attach_gpu(&engine).unwrap();
+    t.set_key_lookup(KeyLookup::Gpu);
+    // The first half (inserted first: the least recent) looked up on the GPU only, three times.
+    for _ in 0..3 {
+        t.gather_gpu(&keys[..32], Missing::Zero).unwrap().read_blocking().unwrap();
+    }
+    assert_eq!(t.usage(&keys[..2]), vec![3, 3]);
+    assert_eq!(t.usage(&keys[32..34]), vec![0, 0]);
+    assert_eq!(t.stats().lookups, 96);
+    // 32 new keys evict the 32 least recently used: the half the GPU did not look up.
+    let fresh: Vec<u64> = (0..32).map(|i| 5000 + i).collect();
+    t.find_or_insert(&fresh).unwrap();
+    assert!(keys[..32].iter().all(|&k| t.contains(k)), "a key the GPU looked up was evicted");
+    assert!(keys[32..].iter().all(|&k| !t.contains(k)), "a key nobody looked up stayed");
+    // The probe finds the new keys and the kept ones, and reads the evicted ones as unknown.
+    let all: Vec<u64> = keys.iter().chain(&fresh).copied().collect();
+    assert_bits_eq(&gpu_rows(&t, &all, Missing::Zero), &t.gather(&all, Missing::Zero).unwrap(), "after eviction");
 }
