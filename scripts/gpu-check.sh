@@ -141,6 +141,8 @@ PY
         fi || echo "the search comparison failed"
         echo "== recsys (issue 3: GPU INT8 ≥ 2 × FP32 lookups/s)"
         timeout 45 "$gpu/bin/recsys" 2>&1 | grep -v XDG_RUNTIME_DIR || echo "recsys failed or timed out"
+        echo "== edo bench live (issue 65: a live table's keys found on the host or by the probe kernel, 1 / 1 000 / 100 000 keys)"
+        timeout 60 "$gpu/bin/edo" bench live --seconds 0.5 2>&1 | grep -v XDG_RUNTIME_DIR | sed -n '/^GPU:/,$p' || echo "live bench failed or timed out"
         # The GPU tests in what is left of 470 s (about a minute on an H200), their summary and
         # any failure's message in this summary.
         left=$((470 - SECONDS))
