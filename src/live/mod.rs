@@ -37,9 +37,15 @@ use crate::format::{Format, PackedTable};
 use crate::{Bags, Bounds, Error, Pooling};
 use index::KeyIndex;
 
+#[cfg(all(native, feature = "gpu"))]
+mod gpu;
 mod index;
 mod log;
 mod tiered;
+#[cfg(all(native, feature = "gpu"))]
+use gpu::GpuCopy;
+#[cfg(all(native, feature = "gpu"))]
+pub use gpu::{KeyLookup, PROBE_MIN_KEYS};
 pub use log::{UpdateLog, UPDATE_LOG_MAGIC};
 pub use tiered::{RetierReport, TierOptions, TieredTable};
 
@@ -85,41 +91,6 @@ impl Missing {
     /// Parses [`Missing::name`].
     pub fn from_name(name: &str) -> Option<Missing> {
         Missing::ALL.into_iter().find(|m| m.name() == name)
-    }
-}
-
-/// Where a lookup on a live table's GPU copy ([`LiveTable::gather_gpu`], [`LiveTable::bag_gpu`])
-/// finds the rows of its keys: translated on the host under the read lock and the rows
-/// uploaded, or by a kernel probing the GPU's copy of the index (the keys uploaded, the rows
-/// never leaving the GPU). A lookup whose unknown keys are an error ([`Missing::Error`]) is
-/// always translated on the host, which must refuse it before anything is submitted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KeyLookup {
-    /// The kernel for calls of [`PROBE_MIN_KEYS`] keys or more, the host below (where a
-    /// dispatch costs more than the host's translation).
-    #[default]
-    Auto,
-    /// Always on the host.
-    Host,
-    /// Always the kernel (but under [`Missing::Error`]).
-    Gpu,
-}
-
-/// Keys from which [`KeyLookup::Auto`] probes on the GPU: see docs/live.md for the
-/// measurement behind it.
-pub const PROBE_MIN_KEYS: usize = 1024;
-
-#[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
-impl KeyLookup {
-    fn code(self) -> u8 {
-        self as u8
-    }
-    fn from_code(code: u8) -> KeyLookup {
-        match code {
-            1 => KeyLookup::Host,
-            2 => KeyLookup::Gpu,
-            _ => KeyLookup::Auto,
-        }
     }
 }
 
@@ -258,25 +229,6 @@ struct State {
     probed: std::sync::atomic::AtomicBool,
 }
 
-/// A live table's copy on a GPU: its rows, and its index with a lookup count per slot.
-#[cfg(all(native, feature = "gpu"))]
-struct GpuCopy {
-    table: crate::GpuTable,
-    index: crate::gpu::GpuKeyIndex,
-}
-
-#[cfg(all(native, feature = "gpu"))]
-impl GpuCopy {
-    /// Uploads `st`'s rows and index to `engine` (the index's changes so far taken: the copy
-    /// has them all).
-    fn upload(engine: &crate::Engine, st: &mut State) -> Result<GpuCopy, Error> {
-        let table = pollster::block_on(crate::GpuTable::upload(engine, &st.table))?;
-        st.index.take_changes();
-        let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&table, st.index.words(), st.index.mask(), st.capacity()))?;
-        Ok(GpuCopy { table, index })
-    }
-}
-
 struct Usage {
     policy: Box<dyn Policy>,
     /// Lookups of the key in each slot since it came in.
@@ -341,7 +293,7 @@ pub struct LiveTable {
     rows_updated: AtomicU64,
     swaps: AtomicU64,
     /// [`KeyLookup::code`] of where GPU lookups find their keys' rows.
-    #[cfg_attr(not(all(native, feature = "gpu")), allow(dead_code))]
+    #[cfg(all(native, feature = "gpu"))]
     key_lookup: std::sync::atomic::AtomicU8,
 }
 
@@ -397,6 +349,7 @@ impl LiveTable {
             update_batches: AtomicU64::new(0),
             rows_updated: AtomicU64::new(0),
             swaps: AtomicU64::new(0),
+            #[cfg(all(native, feature = "gpu"))]
             key_lookup: std::sync::atomic::AtomicU8::new(KeyLookup::Auto.code()),
         };
         table.check_budget(table.bytes_for(table.capacity()), "a live table's first slots")?;
@@ -744,27 +697,12 @@ impl LiveTable {
             let written = if placed.grown {
                 GpuCopy::upload(&gpu.table.engine(), st)
             } else {
-                gpu.table.write_rows(&st.table, &placed.rows).and_then(|()| Self::mirror_index(st, gpu))
+                gpu.table.write_rows(&st.table, &placed.rows).and_then(|()| gpu::mirror_index(st, gpu))
             };
             st.gpu = Some(written?);
         }
         let _ = (st, placed);
         Ok(())
-    }
-
-    /// Brings the GPU copy's index up to the host's: the buckets changed since written, or
-    /// after a rebuild the whole index uploaded again (its lookup counts, taken before any
-    /// change, start from zero).
-    #[cfg(all(native, feature = "gpu"))]
-    fn mirror_index(st: &mut State, gpu: GpuCopy) -> Result<GpuCopy, Error> {
-        match st.index.take_changes() {
-            index::Changes::None => Ok(gpu),
-            index::Changes::Buckets(changed) => gpu.index.write_buckets(st.index.words(), &changed).map(|()| gpu),
-            index::Changes::All => {
-                let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&gpu.table, st.index.words(), st.index.mask(), st.capacity()))?;
-                Ok(GpuCopy { index, ..gpu })
-            }
-        }
     }
 
     /// Adds the lookups the GPU's probe counted since the last call to the keys' usage counts
@@ -886,7 +824,7 @@ impl LiveTable {
         }
         #[cfg(all(native, feature = "gpu"))]
         if let Some(gpu) = st.gpu.take() {
-            st.gpu = folded.and_then(|()| Self::mirror_index(&mut st, gpu)).ok();
+            st.gpu = folded.and_then(|()| gpu::mirror_index(&mut st, gpu)).ok();
         }
         #[cfg(not(all(native, feature = "gpu")))]
         let _ = folded;
@@ -1008,125 +946,6 @@ impl LiveTable {
             Error::Checksum { .. } | Error::BadFile { .. } => crate::file::in_file(path, e),
             other => other,
         })
-    }
-}
-
-/// Lookups on a GPU copy of the table: keys are translated to rows on the host, under the read
-/// lock, and the GPU job is submitted before the lock is let go, so every row it reads is the one
-/// the keys had at that moment (an update, insertion or swap writes the GPU copy under the write
-/// lock, and the queue runs the job before any write queued after it).
-#[cfg(all(native, feature = "gpu"))]
-impl LiveTable {
-    /// Keeps a copy of the table on `engine`'s GPU from now on (uploaded now, under the write
-    /// lock), for [`LiveTable::gather_gpu`] and [`LiveTable::bag_gpu`]; CPU lookups go on as
-    /// before. Growth uploads the table again (lookups wait for it); updates write their rows.
-    pub fn attach_gpu(&self, engine: &crate::Engine) -> Result<(), Error> {
-        let mut st = self.write();
-        let gpu = GpuCopy::upload(engine, &mut st)?;
-        st.gpu = Some(gpu);
-        Ok(())
-    }
-
-    /// Drops the GPU copy.
-    pub fn detach_gpu(&self) {
-        self.write().gpu = None;
-    }
-
-    /// Whether a GPU copy is attached (a GPU failure during a change drops it).
-    pub fn has_gpu(&self) -> bool {
-        self.read().gpu.is_some()
-    }
-
-    /// Where GPU lookups find their keys' rows from now on ([`KeyLookup::Auto`] at first).
-    pub fn set_key_lookup(&self, how: KeyLookup) {
-        self.key_lookup.store(how.code(), Ordering::Relaxed);
-    }
-
-    /// Gathers the rows of `keys` on the GPU: submitted, the rows left on the GPU. Unknown keys
-    /// follow `missing`.
-    pub fn gather_gpu(&self, keys: &[u64], missing: Missing) -> Result<crate::GpuRows, Error> {
-        self.gather_gpu_with(keys, missing, |job| {
-            job.submit()?;
-            Ok(job.into_output())
-        })
-    }
-
-    /// [`LiveTable::bag`] on the GPU: submitted, the pooled rows left on the GPU.
-    pub fn bag_gpu(&self, bags: &Bags<'_, u64>, pooling: Pooling, missing: Missing) -> Result<crate::GpuRows, Error> {
-        self.bag_gpu_with(bags, pooling, missing, |job| {
-            job.submit()?;
-            Ok(job.into_output())
-        })
-    }
-
-    /// Builds the job of [`LiveTable::gather_gpu`] and hands it to `submit` under the read lock:
-    /// whatever `submit` does — submit it, encode it into the caller's own command encoder and
-    /// submit that — sees the rows the keys have now. A job kept past `submit` and submitted
-    /// later may read rows changed meanwhile.
-    pub fn gather_gpu_with<R>(&self, keys: &[u64], missing: Missing, submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>) -> Result<R, Error> {
-        let st = self.read();
-        let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let job = match self.probe_missing(missing, keys.len()) {
-            Some(probe) => {
-                let job = pollster::block_on(gpu.index.gather(&gpu.table, keys, probe, st.fallback))?;
-                self.probed(&st, keys.len());
-                job
-            }
-            None => {
-                let rows = self.rows_of(&st, keys, missing, true)?;
-                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::gather(&rows, Bounds::Zero)))?
-            }
-        };
-        submit(job)
-    }
-
-    /// [`LiveTable::gather_gpu_with`] for [`LiveTable::bag_gpu`].
-    pub fn bag_gpu_with<R>(
-        &self,
-        bags: &Bags<'_, u64>,
-        pooling: Pooling,
-        missing: Missing,
-        submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>,
-    ) -> Result<R, Error> {
-        let st = self.read();
-        let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let job = match self.probe_missing(missing, bags.indices.len()) {
-            Some(probe) => {
-                let job = pollster::block_on(gpu.index.bag(&gpu.table, bags, pooling, probe, st.fallback))?;
-                self.probed(&st, bags.indices.len());
-                job
-            }
-            None => {
-                let rows = self.rows_of(&st, bags.indices, missing, true)?;
-                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?
-            }
-        };
-        submit(job)
-    }
-
-    /// Where a GPU lookup of `keys` keys finds their rows (see [`KeyLookup`]): `Some` (what the
-    /// probe reads for an unknown key) to probe the GPU's index, `None` to translate them here.
-    fn probe_missing(&self, missing: Missing, keys: usize) -> Option<crate::gpu::ProbeMissing> {
-        use crate::gpu::ProbeMissing;
-        let probe = match KeyLookup::from_code(self.key_lookup.load(Ordering::Relaxed)) {
-            KeyLookup::Host => false,
-            KeyLookup::Gpu => true,
-            KeyLookup::Auto => keys >= PROBE_MIN_KEYS,
-        };
-        match (probe, missing, &self.options.init) {
-            // An unknown key must fail the call before it is submitted: the host answers.
-            (false, ..) | (true, Missing::Error, _) => None,
-            (true, Missing::Zero, _) | (true, Missing::Init, Init::Zeros) => Some(ProbeMissing::Zero),
-            (true, Missing::Init, Init::Row(_)) => Some(ProbeMissing::FirstRow),
-            (true, Missing::Init, Init::Hashed(_)) => Some(ProbeMissing::Hashed),
-        }
-    }
-
-    /// Counts a probed lookup of `keys` keys (its unknown keys are not counted: the GPU knows
-    /// them) and marks the GPU's lookup counts as pending.
-    fn probed(&self, st: &State, keys: usize) {
-        self.lookups.fetch_add(keys as u64, Ordering::Relaxed);
-        st.probed.store(true, Ordering::Release);
     }
 }
 
