@@ -1,0 +1,164 @@
+//! Encoding on the CPU path: texts tokenized by edo's own tokenizers and their rows pooled straight
+//! into their vectors, a block of texts per core, as a SIMD kernel; and the token bags of the
+//! other paths.
+
+use super::*;
+
+thread_local! {
+    /// Each thread's buffers, which live on from call to call (a call of one text allocated more
+    /// than it computed, and a BPE model's words are cached there), and its ids, their rows and
+    /// weights, and row buffers.
+    pub(super) static BUFFERS: std::cell::RefCell<EncodeBuffers> = Default::default();
+}
+
+/// A thread's tokenizer buffers, a text's token ids, their rows and weights, and a decoded row.
+pub(super) type EncodeBuffers = (ThreadBuffers, Vec<u32>, Vec<(usize, f32)>, Vec<f32>);
+
+/// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
+#[derive(Default)]
+pub(super) struct ThreadBuffers {
+    pub(super) scratch: wordpiece::Scratch,
+    pub(super) pipeline: pipeline::Buffers,
+}
+
+impl StaticModel {
+    /// [`StaticModel::encode`] in one pass over blocks of texts, a block per core: each text
+    /// tokenized by edo's own tokenizers and its rows pooled straight into its vector, then
+    /// normalised. False when a text must go to `tokenizers` (then the bags path runs).
+    pub(super) fn encode_fused(&self, texts: &[&str], out: &mut [f32]) -> Result<bool, Error> {
+        if self.fast.is_none() && !self.has_own_tokenizer() {
+            return Ok(false);
+        }
+        let dim = self.dim();
+        // About 8 blocks a thread, of at least 4 texts, handed to whichever thread is free: texts
+        // differ in length and a thread of a busy machine may be held up. Fewer than 16 texts
+        // (a text takes a microsecond or two) are one block: not worth waking a pool thread for.
+        let block_rows = if texts.len() < 16 { texts.len() } else { (texts.len() / (crate::par::threads() * 8)).max(4) };
+        let stop = crate::par::for_each_block_balanced(out, dim.max(1), block_rows, |first, block| {
+            // The thread's buffers are taken out for the block and put back after: the kernel
+            // runs as a direct call (see `crate::simd::Kernel`), not inside a closure.
+            let mut buffers = BUFFERS.with_borrow_mut(std::mem::take);
+            let stop = crate::simd::run(EncodeBlock { model: self, texts: &texts[first..first + block.len() / dim.max(1)], out: block, buffers: &mut buffers });
+            BUFFERS.with_borrow_mut(|b| *b = buffers);
+            stop
+        });
+        match stop {
+            None => Ok(true),
+            Some(Stop::Fallback) => Ok(false),
+            Some(Stop::Failed(e)) => Err(e),
+        }
+    }
+}
+
+/// Why [`EncodeBlock`] stopped short.
+pub(super) enum Stop {
+    /// A text must go to `tokenizers`.
+    Fallback,
+    Failed(Error),
+}
+
+/// A block of texts encoded into their vectors, as a [`Kernel`](crate::simd::Kernel): the
+/// pooling and normalisation loops run on the CPU's widest vectors.
+pub(super) struct EncodeBlock<'a> {
+    model: &'a StaticModel,
+    texts: &'a [&'a str],
+    out: &'a mut [f32],
+    buffers: &'a mut EncodeBuffers,
+}
+
+impl crate::simd::Kernel for EncodeBlock<'_> {
+    type Output = Option<Stop>;
+    #[inline(always)]
+    fn run<L: crate::simd::Lanes>(self, _: L) -> Option<Stop> {
+        self.encode()
+    }
+}
+
+impl EncodeBlock<'_> {
+    #[inline(always)]
+    fn encode(self) -> Option<Stop> {
+        let model = self.model;
+        let dim = model.dim();
+        let (limit, last) = model.token_limits();
+        let f32_rows = model.table.format() == Format::F32;
+        let (buffers, ids, rows, row) = self.buffers;
+        row.resize(dim, 0.0);
+        for (text, dst) in self.texts.iter().zip(self.out.chunks_exact_mut(dim.max(1))) {
+            dst.fill(0.0);
+            ids.clear();
+            let text = match model.cut(text) {
+                Ok(text) => text,
+                Err(e) => return Some(Stop::Failed(e)),
+            };
+            match model.encode_own(text, limit, buffers, ids) {
+                Ok(true) => {
+                    ids.truncate(limit);
+                    keep_last(ids, 0, last);
+                }
+                Ok(false) => return Some(Stop::Fallback),
+                Err(e) => return Some(Stop::Failed(e)),
+            }
+            if let Some(unk) = model.unk {
+                ids.retain(|&id| id != unk);
+            }
+            // Every row of the text found and asked for before any is pooled, so their cache misses
+            // overlap rather than come one row after another.
+            rows.clear();
+            for (index, &id) in ids.iter().enumerate() {
+                match model.token_row(id, index) {
+                    Ok((r, w)) => {
+                        crate::cpu::prefetch(model.table.row(r));
+                        rows.push((r, w));
+                    }
+                    Err(e) => return Some(Stop::Failed(e)),
+                }
+            }
+            let n = ids.len() as f32;
+            for &(r, w) in rows.iter() {
+                let w = w / n;
+                // An FP32 row is its words: summed where it lies, not copied first.
+                let values: &[f32] = if f32_rows {
+                    bytemuck::cast_slice(model.table.row(r))
+                } else {
+                    // The format's one shared decoder (see `search::dot_block`).
+                    model.table.decode_row_into(r, row);
+                    &row[..]
+                };
+                dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);
+            }
+            if model.normalize {
+                normalize_rows(dst, dim);
+            }
+        }
+        None
+    }
+}
+
+/// Texts as bags of table rows, ready to pool: `rows` and `weights` per token, `offsets` with the
+/// end of the last bag included.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenBags {
+    /// The table row of each token.
+    pub rows: Vec<u32>,
+    /// Where each text's tokens start, and the end of the last.
+    pub offsets: Vec<u32>,
+    /// Each token's weight over its text's token count.
+    pub weights: Vec<f32>,
+}
+
+impl TokenBags {
+    /// The bags, for [`crate::cpu::embedding_bag`] or [`crate::GpuLookup::bag`] with
+    /// [`Pooling::Sum`] (the weights make it the mean).
+    pub fn as_bags(&self) -> Bags<'_> {
+        Bags::new(&self.rows, &self.offsets).include_last_offset(true).weights(&self.weights)
+    }
+}
+
+/// Keeps only the last `last` of the ids from `start` on (a tokenizer's truncation from the left).
+pub(super) fn keep_last(ids: &mut Vec<u32>, start: usize, last: Option<usize>) {
+    if let Some(n) = last {
+        if ids.len() - start > n {
+            ids.drain(start..ids.len() - n);
+        }
+    }
+}
