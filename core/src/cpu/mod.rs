@@ -170,7 +170,7 @@ mod tests {
                             // The octets the bags decode one at a time (formats that have them).
                             let mut octets = vec![f32::from_bits(0x7fa5_a5a5); dim / 8 * 8];
                             let has_octets = run_at(level, Octets(format, words, &mut octets, dim));
-                            let octet_formats = [Format::F32, Format::F16, Format::Int8, Format::Int4];
+                            let octet_formats = [Format::F32, Format::F16, Format::Int8, Format::Int4, Format::Binary, Format::BinaryScaled];
                             let name = format.name();
                             let grouped = (name.contains("_g") || name.contains("_zp")) && !name.ends_with("32");
                             assert_eq!(has_octets, octet_formats.contains(&format) || grouped, "{format}");

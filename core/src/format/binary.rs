@@ -62,6 +62,17 @@ fn decode_bits(words: &[u32], scale: f32, out: &mut [f32]) {
     }
 }
 
+/// Values `8k .. 8k + 8` of a row's sign bits (`codes`): byte `k`, its bits MSB first, each
+/// `scale` where set and `scale` with its sign bit flipped where clear — [`decode_bits`]' bits.
+#[inline(always)]
+fn octet_bits<L: Lanes>(l: L, codes: &[u32], k: usize, scale: f32) -> L::F {
+    let byte = (codes[k / 4] >> (8 * (k % 4))) & 0xff;
+    let set = l.and(l.splat_i(byte), l.bytes(&[128, 64, 32, 16, 8, 4, 2, 1]));
+    let clear = l.eq(set, l.splat_i(0));
+    let s = scale.to_bits();
+    l.bitcast_f(l.select(clear, l.splat_i(s ^ 0x8000_0000), l.splat_i(s)))
+}
+
 /// Reads packbits bytes (then the parameters) as [`Codec::read_external`] does, clearing the bits
 /// past `dim` in the last byte so that equal rows have equal words.
 fn read_bits_external<C: Codec>(src: &[u8], dim: usize, out: &mut [u32]) {
@@ -102,6 +113,13 @@ impl Codec for Binary {
         decode_bits(words, 1.0, out)
     }
 
+    const OCTETS: bool = true;
+
+    #[inline(always)]
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, _dim: usize) -> L::F {
+        octet_bits(l, words, k, 1.0)
+    }
+
     fn error_bounds(row: &[f32]) -> Vec<f32> {
         sign_error_bounds(row, 1.0)
     }
@@ -136,6 +154,14 @@ impl Codec for BinaryScaled {
     fn decode<L: Lanes>(_: L, words: &[u32], out: &mut [f32]) {
         let code_words = words.len() - 1;
         decode_bits(&words[..code_words], f32::from_bits(words[code_words]), out)
+    }
+
+    const OCTETS: bool = true;
+
+    /// The scale is read again for each octet: one load, against decoding the row first.
+    #[inline(always)]
+    fn octet<L: Lanes>(l: L, words: &[u32], k: usize, dim: usize) -> L::F {
+        octet_bits(l, words, k, f32::from_bits(words[Self::code_words(dim)]))
     }
 
     fn error_bounds(row: &[f32]) -> Vec<f32> {

@@ -208,8 +208,8 @@ pub trait Codec {
 
     /// Whether [`Codec::octet`] decodes any eight consecutive values of a row on their own, so
     /// the CPU path's bags keep their sums in registers across a bag's rows instead of decoding
-    /// every row into memory first (FP32, FP16, INT8, INT4 and their group-wise and zero-point
-    /// forms of 64 and 128 values so far).
+    /// every row into memory first (FP32, FP16, INT8, INT4, binary with and without its scale,
+    /// and the group-wise and zero-point forms of 64 and 128 values so far).
     #[doc(hidden)]
     const OCTETS: bool = false;
 
