@@ -6,7 +6,9 @@ and bags of six formats on the runtime's engine against its CPU path, typed erro
 - Node, plain (the CPU path), and with Dawn's WebGPU (npm's `webgpu`) handed to createEngine —
   here on Dawn's OpenGL ES backend over Mesa's llvmpipe (EGL, surfaceless), a compatibility-mode
   adapter: Dawn's Vulkan backend refuses Mesa 22.3's lavapipe;
-- Deno, with its own WebGPU (wgpu, on lavapipe) and with no Vulkan driver (the CPU fallback);
+- Deno, with its own WebGPU (wgpu, on lavapipe) and with no Vulkan driver (the CPU fallback),
+  and importing the package as Deno users write it, `npm:edo-embeddings@VERSION`, from a registry
+  on loopback that serves the tarball (and passes every other package on to npm's);
 - Bun (no WebGPU: the CPU path);
 - Cloudflare's workerd: a Worker (module syntax, the .wasm imported as a module) answering the
   checks and WordLlama's INT8 model's embeddings over HTTP on loopback, its WASM memory within
@@ -28,6 +30,9 @@ Exits 0 when every check passed, 1 when one failed, 3 when the runtimes could no
 """
 
 import argparse
+import base64
+import hashlib
+import http.server
 import json
 import os
 import shutil
@@ -35,8 +40,11 @@ import socket
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,6 +77,52 @@ def native_vectors(edo, model, texts, work, name):
     data = open(out, "rb").read()
     header = struct.unpack("<H", data[8:10])[0]
     return data[10 + header:]
+
+
+def npm_registry(tarball):
+    """An npm registry on loopback serving the package's tarball as the only version of its name,
+    and passing every other request on to registry.npmjs.org (its dependencies): what an
+    `npm:` specifier resolves through. Returns (server, url, name, version); `server.shutdown()`."""
+    data = open(tarball, "rb").read()
+    with tarfile.open(tarball) as t:
+        manifest = json.load(t.extractfile("package/package.json"))
+    name, version = manifest["name"], manifest["version"]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    file = f"/{name}/-/{name}-{version}.tgz"
+    dist = {
+        "tarball": url + file,
+        "shasum": hashlib.sha1(data).hexdigest(),
+        "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
+    }
+    packument = {"name": name, "dist-tags": {"latest": version}, "versions": {version: {**manifest, "dist": dist}}}
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            path = urllib.parse.unquote(self.path.split("?")[0])
+            if path == f"/{name}":
+                body, kind = json.dumps(packument).encode(), "application/json"
+            elif path == file:
+                body, kind = data, "application/octet-stream"
+            else:
+                try:
+                    with urllib.request.urlopen("https://registry.npmjs.org" + self.path, timeout=60) as r:
+                        body, kind = r.read(), r.headers.get("content-type", "application/json")
+                except Exception as e:  # noqa: BLE001 — the client sees the failure as a 502
+                    self.send_error(502, str(e))
+                    return
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, url, name, version
 
 
 def free_port():
@@ -236,6 +290,7 @@ def main():
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="edo-runtimes-")
+    registry = None
     try:
         shutil.copy(os.path.join(CHECKS, "package.json"), work)
         for f in ["checks.mjs", "run.mjs"]:
@@ -257,21 +312,32 @@ def main():
         # A backend Linux has not: Deno's WebGPU finds no adapter (with Vulkan hidden it takes
         # Mesa's OpenGL instead).
         no_gpu = {"DENO_WEBGPU_BACKEND": "dx12"}
+        # Deno importing `npm:edo-embeddings@VERSION` from a folder with no package.json or
+        # node_modules: the tarball through the loopback registry into a cache of its own.
+        registry, registry_url, pkg_name, pkg_version = npm_registry(os.path.abspath(args.tarball))
+        npm_dir = os.path.join(work, "deno-npm")
+        os.makedirs(npm_dir)
+        shutil.copy(os.path.join(CHECKS, "checks.mjs"), npm_dir)
+        source = open(os.path.join(CHECKS, "run.mjs")).read()
+        assert "from 'edo-embeddings';" in source, "run.mjs imports the package by its name"
+        open(os.path.join(npm_dir, "run.mjs"), "w").write(source.replace("from 'edo-embeddings';", f"from 'npm:{pkg_name}@{pkg_version}';"))
+        npm_env = {**no_gpu, "DENO_NO_UPDATE_CHECK": "1", "NPM_CONFIG_REGISTRY": registry_url + "/", "DENO_DIR": os.path.join(work, "deno-cache")}
         dawn_env = {"EGL_PLATFORM": "surfaceless", "XDG_RUNTIME_DIR": work}
         runs = [
             ("node", ["node", "run.mjs", MODEL, texts_file], {}, "cpu"),
             ("node + Dawn", ["node", "run.mjs", MODEL, texts_file, "--dawn", "backend=opengles"], dawn_env, gpu),
             ("deno", [bin_("deno"), "run", "--allow-read", "--allow-env", "run.mjs", MODEL, texts_file], {"XDG_RUNTIME_DIR": work, "DENO_NO_UPDATE_CHECK": "1"}, gpu),
             ("deno, no adapter", [bin_("deno"), "run", "--allow-read", "--allow-env", "run.mjs", MODEL, texts_file], {**no_gpu, "DENO_NO_UPDATE_CHECK": "1"}, "cpu"),
+            ("deno, npm: import", [bin_("deno"), "run", "--allow-read", "--allow-env", "run.mjs", MODEL, texts_file], npm_env, "cpu", npm_dir),
             ("bun", [bin_("bun"), "run.mjs", MODEL, texts_file], {}, "cpu"),
         ]
         reports = []
-        for name, cmd, env, want in runs:
+        for name, cmd, env, want, *where in runs:
             if want:
                 cmd = cmd + ["--expect", want]
             if args.benchmark and (want == "cpu" or args.benchmark_gpu):
                 cmd = cmd + ["--benchmark"]
-            status, out, err, seconds = run(cmd, work, env)
+            status, out, err, seconds = run(cmd, where[0] if where else work, env)
             line = next((l for l in reversed(out.splitlines()) if l.startswith("{")), None)
             if line is None:
                 reports.append({"name": name, "failures": [f"no report (exit {status}): {err.strip()[-1500:]}"]})
@@ -342,6 +408,8 @@ def main():
         json.dump(reports, open(os.path.join(ROOT, "target", "runtimes-report.json"), "w"), indent=1)
         return 1 if any(r["failures"] for r in reports) else 0
     finally:
+        if registry:
+            registry.shutdown()
         shutil.rmtree(work, ignore_errors=True)
 
 
