@@ -24,6 +24,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WEB = os.path.join(ROOT, "web")
 OUT = os.path.join(ROOT, "target", "web-e2e")
+RUNTIMES_BENCH = os.path.join(ROOT, "target", "runtimes-bench")  # scripts/runtimes_check.py --benchmark
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -276,6 +277,11 @@ def main():
                         with open(path, "w") as f:
                             f.write(bench["json"])
                         bench_files.append(path)
+                        # The tiny matrix's results also go where scripts/runtimes_check.py sets
+                        # every runtime side by side (scripts/test-npm.sh runs it after this).
+                        if scale == "tiny":
+                            os.makedirs(RUNTIMES_BENCH, exist_ok=True)
+                            shutil.copy(path, os.path.join(RUNTIMES_BENCH, f"chromium-{want}.json"))
                 search = page["search"]
                 if search["state"] == "no-model" and not os.path.exists(os.path.join(WEB, "model.edo")):
                     print(f"SKIPPED: semantic search ({search['status']})")
