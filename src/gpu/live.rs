@@ -45,22 +45,19 @@ pub(crate) struct GpuKeyIndex {
 
 impl GpuKeyIndex {
     /// Uploads `words` (the index's buckets, four words each; `mask` + 1 of them) and zeroed
-    /// counts for `slots` slots, on the engine of `table`.
-    pub(crate) async fn upload(table: &GpuTable, words: &[u32], mask: u32, slots: usize) -> Result<GpuKeyIndex, Error> {
+    /// counts for `slots` slots, on the engine of `table`; `None` when either is larger than one
+    /// storage binding of the device (the probe binds each whole).
+    pub(crate) async fn upload(table: &GpuTable, words: &[u32], mask: u32, slots: usize) -> Result<Option<GpuKeyIndex>, Error> {
         let ctx = table.res.ctx.clone();
         ctx.check_lost()?;
-        let max = ctx.limits.max_storage_buffer_binding_size;
-        for (what, bytes) in
-            [("bytes of a live table's index (one storage binding)", 4 * words.len() as u64), ("bytes of a live table's lookup counts", 4 * slots as u64)]
-        {
-            if bytes > max {
-                return Err(Error::LimitExceeded { what, requested: bytes, max });
-            }
+        let max = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
+        if 4 * words.len() as u64 > max || 4 * slots as u64 > max {
+            return Ok(None);
         }
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let buckets = ctx.create_buffer("live index", 4 * words.len() as u64, storage, Some(bytemuck::cast_slice(words))).await?;
         let hits = ctx.create_buffer("live lookup counts", 4 * slots.max(1) as u64, storage | wgpu::BufferUsages::COPY_SRC, None).await?;
-        Ok(GpuKeyIndex { ctx, buckets, mask, hits, slots })
+        Ok(Some(GpuKeyIndex { ctx, buckets, mask, hits, slots }))
     }
 
     /// Writes the buckets `changed` (ascending) of `words`, one queued write a run of them,

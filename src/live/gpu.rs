@@ -42,10 +42,12 @@ impl KeyLookup {
     }
 }
 
-/// A live table's copy on a GPU: its rows, and its index with a lookup count per slot.
+/// A live table's copy on a GPU: its rows, and its index with a lookup count per slot — `None`
+/// where the index does not fit one storage binding of the device (then every GPU lookup's keys
+/// are found on the host).
 pub(super) struct GpuCopy {
     pub(super) table: crate::GpuTable,
-    pub(super) index: crate::gpu::GpuKeyIndex,
+    pub(super) index: Option<crate::gpu::GpuKeyIndex>,
 }
 
 impl GpuCopy {
@@ -54,20 +56,26 @@ impl GpuCopy {
     pub(super) fn upload(engine: &crate::Engine, st: &mut State) -> Result<GpuCopy, Error> {
         let table = pollster::block_on(crate::GpuTable::upload(engine, &st.table))?;
         st.index.take_changes();
-        let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&table, st.index.words(), st.index.mask(), st.capacity()))?;
+        let index = upload_index(&table, st)?;
         Ok(GpuCopy { table, index })
     }
+}
+
+/// `st`'s index and a zeroed lookup count per slot on `table`'s engine, or `None` where they do
+/// not fit a storage binding.
+fn upload_index(table: &crate::GpuTable, st: &State) -> Result<Option<crate::gpu::GpuKeyIndex>, Error> {
+    pollster::block_on(crate::gpu::GpuKeyIndex::upload(table, st.index.words(), st.index.mask(), st.capacity()))
 }
 
 /// Brings the GPU copy's index up to the host's: the buckets changed since written, or
 /// after a rebuild the whole index uploaded again (its lookup counts, taken before any
 /// change, start from zero).
 pub(super) fn mirror_index(st: &mut State, gpu: GpuCopy) -> Result<GpuCopy, Error> {
-    match st.index.take_changes() {
-        Changes::None => Ok(gpu),
-        Changes::Buckets(changed) => gpu.index.write_buckets(st.index.words(), &changed).map(|()| gpu),
-        Changes::All => {
-            let index = pollster::block_on(crate::gpu::GpuKeyIndex::upload(&gpu.table, st.index.words(), st.index.mask(), st.capacity()))?;
+    match (st.index.take_changes(), &gpu.index) {
+        (Changes::None, _) | (Changes::Buckets(_), None) => Ok(gpu),
+        (Changes::Buckets(changed), Some(index)) => index.write_buckets(st.index.words(), &changed).map(|()| gpu),
+        (Changes::All, _) => {
+            let index = upload_index(&gpu.table, st)?;
             Ok(GpuCopy { index, ..gpu })
         }
     }
@@ -127,18 +135,16 @@ impl LiveTable {
     pub fn gather_gpu_with<R>(&self, keys: &[u64], missing: Missing, submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>) -> Result<R, Error> {
         let st = self.read();
         let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let job = match self.probe_missing(missing, keys.len()) {
-            Some(probe) => {
-                let job = pollster::block_on(gpu.index.gather(&gpu.table, keys, probe, st.fallback))?;
-                self.probed(&st, keys.len());
-                job
+        match (gpu.index.as_ref(), self.probe_missing(missing, keys.len())) {
+            (Some(index), Some(probe)) => {
+                let job = pollster::block_on(index.gather(&gpu.table, keys, probe, st.fallback))?;
+                self.submit_probed(&st, keys.len(), job, submit)
             }
-            None => {
+            _ => {
                 let rows = self.rows_of(&st, keys, missing, true)?;
-                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::gather(&rows, Bounds::Zero)))?
+                submit(pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::gather(&rows, Bounds::Zero)))?)
             }
-        };
-        submit(job)
+        }
     }
 
     /// [`LiveTable::gather_gpu_with`] for [`LiveTable::bag_gpu`].
@@ -151,18 +157,16 @@ impl LiveTable {
     ) -> Result<R, Error> {
         let st = self.read();
         let gpu = st.gpu.as_ref().ok_or(Error::Unsupported(crate::Unsupported::LiveTableWithoutGpu))?;
-        let job = match self.probe_missing(missing, bags.indices.len()) {
-            Some(probe) => {
-                let job = pollster::block_on(gpu.index.bag(&gpu.table, bags, pooling, probe, st.fallback))?;
-                self.probed(&st, bags.indices.len());
-                job
+        match (gpu.index.as_ref(), self.probe_missing(missing, bags.indices.len())) {
+            (Some(index), Some(probe)) => {
+                let job = pollster::block_on(index.bag(&gpu.table, bags, pooling, probe, st.fallback))?;
+                self.submit_probed(&st, bags.indices.len(), job, submit)
             }
-            None => {
+            _ => {
                 let rows = self.rows_of(&st, bags.indices, missing, true)?;
-                pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?
+                submit(pollster::block_on(crate::GpuLookup::prepare(&gpu.table, &crate::Request::bag(&bags.with_indices(&rows), pooling, Bounds::Zero)))?)
             }
-        };
-        submit(job)
+        }
     }
 
     /// Where a GPU lookup of `keys` keys finds their rows (see [`KeyLookup`]): `Some` (what the
@@ -183,10 +187,14 @@ impl LiveTable {
         }
     }
 
-    /// Counts a probed lookup of `keys` keys (its unknown keys are not counted: the GPU knows
-    /// them) and marks the GPU's lookup counts as pending.
-    fn probed(&self, st: &State, keys: usize) {
+    /// Hands a probing job of `keys` keys to `submit`, then counts the lookup (its unknown keys
+    /// are not counted: the GPU knows them) and marks the GPU's lookup counts as pending — after
+    /// `submit`, so that counts taken meanwhile (`usage()` on another thread) cannot clear the
+    /// mark before the job's own counts are in the queue.
+    fn submit_probed<R>(&self, st: &State, keys: usize, job: crate::LookupJob, submit: impl FnOnce(crate::LookupJob) -> Result<R, Error>) -> Result<R, Error> {
+        let submitted = submit(job);
         self.lookups.fetch_add(keys as u64, Ordering::Relaxed);
         st.probed.store(true, Ordering::Release);
+        submitted
     }
 }

@@ -6,7 +6,7 @@
 //! marks a bucket [`EMPTY`] (a probe stops there) or a [`TOMBSTONE`] (a removed key: a probe
 //! goes on past it, an insertion may reuse it). The table is a power of two of buckets, at most
 //! 5/8 of them used or tombstones, so probes stay short (under two buckets for a key held, on
-//! average) and always meet an empty bucket; 16 bytes a bucket is 26–51 bytes a key.
+//! average) and always meet an empty bucket; 16 bytes a bucket is 26–51 bytes a key held.
 
 /// The slot word of a bucket never used.
 pub(crate) const EMPTY: u32 = u32::MAX;

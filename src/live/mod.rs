@@ -387,7 +387,8 @@ impl LiveTable {
             fallback: fallback_rows,
             keys: vec![0; capacity],
             used: vec![false; capacity],
-            index: KeyIndex::with_capacity(capacity),
+            // Sized for the keys as they arrive, as a hash map would be (it doubles by rebuilds).
+            index: KeyIndex::default(),
             free: (0..capacity as u32).rev().collect(),
             usage: Mutex::new(Usage::new(options.policy, capacity)),
             version: 0,
@@ -572,24 +573,16 @@ impl LiveTable {
         }
         let mut st = self.write();
         let placed = self.place(&mut st, keys, true)?;
-        let rows: Vec<u32> = placed.slots.iter().map(|&s| st.fallback as u32 + s).collect();
-        let out = crate::cpu::gather(&st.table, &rows, Bounds::Zero)?;
+        // The GPU copy follows the change before anything else can fail.
         self.mirror(&mut st, &placed)?;
-        Ok(out)
+        let rows: Vec<u32> = placed.slots.iter().map(|&s| st.fallback as u32 + s).collect();
+        Ok(crate::cpu::gather(&st.table, &rows, Bounds::Zero)?)
     }
 
     /// Gives every key of `keys` a slot (new ones their [`Init`] row), growing or evicting as
     /// needed, and pins them all; with `lookup`, counts the call's keys as looked up. Returns
     /// what changed. Checks everything that can fail before changing anything.
     fn place(&self, st: &mut State, keys: &[u64], lookup: bool) -> Result<Placed, Error> {
-        // The GPU's lookups reach the policy before it picks victims. If the GPU fails here, its
-        // copy is dropped and the call refused before anything changes.
-        let folded = Self::fold_gpu_lookups(st);
-        #[cfg(all(native, feature = "gpu"))]
-        if folded.is_err() {
-            st.gpu = None;
-        }
-        folded?;
         // One look at the index a key (the slots of the keys held, kept for the passes below):
         // unknown keys counted with their repeats, new ones once.
         let mut found = Vec::with_capacity(keys.len());
@@ -612,6 +605,17 @@ impl LiveTable {
                 requested: distinct.len() as u64,
                 max: limit as u64,
             });
+        }
+        // New keys may evict, grow the slots or rebuild the index: the GPU's lookups reach the
+        // policy first (a call of keys held changes no slot, and leaves them pending). If the GPU
+        // fails here, its copy is dropped and the call refused before anything changes.
+        if !new_keys.is_empty() {
+            let folded = Self::fold_gpu_lookups(st);
+            #[cfg(all(native, feature = "gpu"))]
+            if folded.is_err() {
+                st.gpu = None;
+            }
+            folded?;
         }
         let needed = st.index.len() + new_keys.len();
         let grown = needed > st.capacity() && st.capacity() < limit;
@@ -711,9 +715,9 @@ impl LiveTable {
     #[cfg_attr(not(all(native, feature = "gpu")), allow(clippy::unused_self, clippy::unnecessary_wraps))]
     fn fold_gpu_lookups(st: &State) -> Result<(), Error> {
         #[cfg(all(native, feature = "gpu"))]
-        if let Some(gpu) = &st.gpu {
+        if let Some(index) = st.gpu.as_ref().and_then(|g| g.index.as_ref()) {
             if st.probed.swap(false, Ordering::AcqRel) {
-                let hits = pollster::block_on(gpu.index.take_hits())?;
+                let hits = pollster::block_on(index.take_hits())?;
                 let mut usage = st.usage.lock();
                 for (slot, &h) in hits.iter().enumerate() {
                     if h > 0 && st.used[slot] {
@@ -804,7 +808,9 @@ impl LiveTable {
     }
 
     /// Removes `keys` (unknown ones are skipped); their slots take new keys. Returns how many
-    /// the table held.
+    /// the table held. A GPU that fails meanwhile (counting its lookups, or writing the index)
+    /// loses its copy, as in any change, but there is no error to return: [`LiveTable::has_gpu`]
+    /// says so, and GPU lookups are refused until the table is attached again.
     pub fn remove(&self, keys: &[u64]) -> usize {
         let mut st = self.write();
         // The removed keys' GPU lookups are counted before their slots go (a GPU failure here
@@ -873,6 +879,7 @@ impl LiveTable {
         file.verify()?;
         let capacity = t.rows().max(self.options.capacity.min(limit));
         let mut st = Self::empty_state(&self.options, self.fallback.as_ref(), capacity)?;
+        st.index = KeyIndex::with_capacity(t.rows());
         let start = st.fallback * t.row_words();
         st.table.words_mut()[start..start + t.words().len()].copy_from_slice(t.words());
         let identity: Vec<u64>;

@@ -144,3 +144,37 @@ fn lookups_the_kernel_probes_count_towards_usage_and_keep_keys_from_eviction() {
     let all: Vec<u64> = keys.iter().chain(&fresh).copied().collect();
     assert_bits_eq(&gpu_rows(&t, &all, Missing::Zero), &t.gather(&all, Missing::Zero).unwrap(), "after eviction");
 }
+
+#[test]
+fn lookups_the_kernel_counts_are_all_counted_while_other_threads_read_the_counts() {
+    let Some(engine) = engine() else { return };
+    let dim = 4;
+    let t = LiveTable::new(LiveOptions::new(Format::F16, dim).capacity(256)).unwrap();
+    let keys: Vec<u64> = (0..200).map(|i| (i << 40) | 77).collect();
+    t.update(&keys, &vec![0.5; 200 * dim]).unwrap();
+    t.attach_gpu(&engine).unwrap();
+    t.set_key_lookup(KeyLookup::Gpu);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let lookups: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..40 {
+                        t.gather_gpu(&keys, Missing::Zero).unwrap();
+                    }
+                })
+            })
+            .collect();
+        // Counts taken while lookups are submitted must lose none of them.
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                t.usage(&keys[..1]);
+            }
+        });
+        for l in lookups {
+            l.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(t.usage(&keys), vec![80; keys.len()], "every key looked up 80 times on the GPU");
+}
