@@ -52,7 +52,7 @@ if listed != present:
 PY
 # The demo page (web/index.html) imports the package as an app without a bundler would: web/pkg
 # gets the package's own files beside the wasm-bindgen output.
-cp "$stage"/{index,node,core,client,worker,version}.js "$stage"/{index,core,client}.d.ts web/pkg/
+cp "$stage"/{index,node,core,client,worker,version}.js "$stage"/{index,core,client,version}.d.ts web/pkg/
 tarball=$(cd "$out" && npm pack --silent ./package)
 wasm_gz=$(gzip -9 -c "$stage/edo_web_bg.wasm" | wc -c)
 wrapper=$(cat "$stage"/{index,node,core,client,worker,version}.js | wc -c)

@@ -304,7 +304,7 @@ const DISPOSE: typeof Symbol.dispose = Symbol.dispose ?? (Symbol.for('Symbol.dis
 class Resource<R extends { free(): void }> implements Disposable {
   #raw: R | null;
   #what: string;
-  constructor(raw: R, what: string) {
+  protected constructor(raw: R, what: string) {
     this.#raw = raw;
     this.#what = what;
   }
@@ -429,7 +429,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   const maxShardBytes = o.maxShardBytes === undefined ? undefined : integer(o.maxShardBytes, 'options.maxShardBytes', { min: 4 });
   const gpu = backend === 'cpu' ? undefined : gpuOf(o.gpu);
   await init({ wasm: o.wasm as WasmSource | undefined });
-  const create = (onGpu: boolean) => guarded(async () => new Engine(await wasm.EdoEngine.create(onGpu, maxShardBytes, gpu)));
+  const create = (onGpu: boolean) => guarded(async () => Engine._wrap(await wasm.EdoEngine.create(onGpu, maxShardBytes, gpu)));
   const engine = await create(backend !== 'cpu');
   if (engine.backend === 'cpu') {
     return engine._chose({ backend: 'cpu', reason: backend === 'cpu' ? 'requested' : 'no-adapter', adapter: null, note: engine.note });
@@ -625,9 +625,12 @@ export class Engine extends Resource<wasm.EdoEngine> {
   static kind = 'Engine';
   #listeners: Set<(event: DeviceEvent) => void> | null = null;
   #choice: BackendChoice | null = null;
-  /** @internal */
-  constructor(raw: wasm.EdoEngine) {
+  private constructor(raw: wasm.EdoEngine) {
     super(raw, 'engine');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoEngine): Engine {
+    return new Engine(raw);
   }
   /** Which backend `createEngine` chose and why. */
   get choice(): BackendChoice {
@@ -690,12 +693,12 @@ export class Engine extends Resource<wasm.EdoEngine> {
   /** Makes a table resident for lookups: on the GPU in shards, or kept as is on the CPU path. */
   async uploadTable(table: Table): Promise<ResidentTable> {
     const t = need(table, Table, 'uploadTable(table)');
-    return guarded(async () => new ResidentTable(await this._raw().upload(t._raw()), t.rows, t.dim));
+    return guarded(async () => ResidentTable._wrap(await this._raw().upload(t._raw()), t.rows, t.dim));
   }
   /** Makes a model's table resident; its embeddings are pooled on the GPU (or the CPU path). */
   async uploadModel(model: Model): Promise<ResidentModel> {
     const m = need(model, Model, 'uploadModel(model)');
-    return guarded(async () => new ResidentModel(await this._raw().uploadModel(m._raw())));
+    return guarded(async () => ResidentModel._wrap(await this._raw().uploadModel(m._raw())));
   }
   /** `loadModel(source, options)`, then `uploadModel`: a model ready to embed on this engine. */
   async loadModel(source: ModelSource, options: LoadModelOptions = {}): Promise<ResidentModel> {
@@ -711,17 +714,17 @@ export class Engine extends Resource<wasm.EdoEngine> {
   async cache(table: Table, options: { capacity: number; policy?: CachePolicy }): Promise<RowCache> {
     const t = need(table, Table, 'cache(table)');
     const { capacity, policy } = plainObject(options, 'cache(table, options)');
-    return guarded(async () => new RowCache(await this._raw().cache(t._raw(), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
+    return guarded(async () => RowCache._wrap(await this._raw().cache(t._raw(), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
   }
   /** A hot-row cache over an `.edo` table file at `url`, read with Range requests. */
   async cacheRemote(url: string, options: { capacity: number; policy?: CachePolicy }): Promise<RowCache> {
     const { capacity, policy } = plainObject(options, 'cacheRemote(url, options)');
-    return guarded(async () => new RowCache(await this._raw().cacheRemote(text(url, 'url'), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
+    return guarded(async () => RowCache._wrap(await this._raw().cacheRemote(text(url, 'url'), integer(capacity, 'options.capacity', { min: 1 }), optionalText(policy, 'options.policy'))));
   }
   /** Makes binary codes (a table in format 'binary') resident for Hamming search. */
   async uploadCodes(codes: Table): Promise<BinaryCodes> {
     const t = need(codes, Table, 'uploadCodes(codes)');
-    return guarded(async () => new BinaryCodes(await this._raw().uploadCodes(t._raw()), t.dim));
+    return guarded(async () => BinaryCodes._wrap(await this._raw().uploadCodes(t._raw()), t.dim));
   }
   /**
    * edo's benchmark suite in this tab on this engine and the CPU path: `{ scale: 'quick' | 'tiny',
@@ -760,9 +763,10 @@ export class Engine extends Resource<wasm.EdoEngine> {
   }
 }
 
-function need<T>(v: unknown, Class: abstract new (...args: never[]) => T, name: string): T {
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
+function need<T>(v: unknown, Class: Function & { prototype: T }, name: string): T {
   if (!(v instanceof Class)) throw invalid(`${name} must be a ${Class.name} (got ${describe(v)})`);
-  return v;
+  return v as T;
 }
 
 // ---- Tables ----------------------------------------------------------------------------------
@@ -803,7 +807,7 @@ export async function createTable(data: Floats, options: CreateTableOptions): Pr
   const kept = keep === undefined ? undefined : flags(keep, 'options.keep', r);
   const alignment = rowAlignment === undefined ? undefined : rowAlignmentOf(rowAlignment, 'options.rowAlignment');
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.fromFloat32(values, r, d, text(format, 'options.format'), kept, alignment)));
+  return guardedSync(() => Table._wrap(wasm.EdoTable.fromFloat32(values, r, d, text(format, 'options.format'), kept, alignment)));
 }
 
 /**
@@ -817,7 +821,7 @@ export async function readTable(bytes: Bytes, options: ReadTableOptions): Promis
   const b = bytesOf(bytes, 'bytes');
   const width = dim === undefined ? undefined : integer(dim, 'options.dim', { min: 1, max: 0xffffffff });
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.fromBytes(b, text(name, 'options.name'), optionalText(format, 'options.format'), optionalText(layout, 'options.layout'), optionalText(tensor, 'options.tensor'), width)));
+  return guardedSync(() => Table._wrap(wasm.EdoTable.fromBytes(b, text(name, 'options.name'), optionalText(format, 'options.format'), optionalText(layout, 'options.layout'), optionalText(tensor, 'options.tensor'), width)));
 }
 
 /** edo's built-in synthetic `rows × dim` table (the demo's default), as f32. */
@@ -826,7 +830,7 @@ export async function syntheticTable(rows: number, dim: number, options: { seed?
   integer(rows, 'rows', { min: 1 });
   integer(dim, 'dim', { min: 1 });
   await init();
-  return guardedSync(() => new Table(wasm.EdoTable.synthetic(rows, dim, integer(seed, 'options.seed', { max: 0xffffffff }))));
+  return guardedSync(() => Table._wrap(wasm.EdoTable.synthetic(rows, dim, integer(seed, 'options.seed', { max: 0xffffffff }))));
 }
 
 /** The transform binary codes went through. */
@@ -863,13 +867,16 @@ export class Table extends Resource<wasm.EdoTable> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Table';
-  /** @internal */
-  constructor(raw: wasm.EdoTable) {
+  private constructor(raw: wasm.EdoTable) {
     super(raw, 'table');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoTable): Table {
+    return new Table(raw);
   }
   /** The same table in another format. */
   async quantize(format: string): Promise<Table> {
-    return guardedSync(() => new Table(this._raw().quantize(text(format, 'format'))));
+    return guardedSync(() => Table._wrap(this._raw().quantize(text(format, 'format'))));
   }
   /**
    * Binary codes that keep more neighbours than plain signs: `kind` 'centered' (the mean row
@@ -882,7 +889,7 @@ export class Table extends Resource<wasm.EdoTable> {
     if (k !== 'centered' && k !== 'itq') throw invalid(`kind is ${JSON.stringify(k)}, not 'centered' or 'itq'`);
     const { iterations } = plainObject(options, 'quantizeCodes(options)');
     const it = iterations === undefined ? undefined : integer(iterations, 'options.iterations', { min: 1, max: 10000 });
-    return guardedSync(() => new Table(this._raw().quantizeCodes(k, it)));
+    return guardedSync(() => Table._wrap(this._raw().quantizeCodes(k, it)));
   }
   /**
    * The table with its rows stored by how often they are looked up, the most first, so the rows
@@ -894,10 +901,10 @@ export class Table extends Resource<wasm.EdoTable> {
     if ((counts === undefined) === (trace === undefined)) throw invalid('reorder(options) takes one of options.counts and options.trace');
     if (counts !== undefined) {
       const c = ids(counts, 'options.counts', 'counts');
-      return guardedSync(() => new Table(this._raw().reorderByCounts(c)));
+      return guardedSync(() => Table._wrap(this._raw().reorderByCounts(c)));
     }
     const t = ids(trace, 'options.trace');
-    return guardedSync(() => new Table(this._raw().reorderByTrace(t)));
+    return guardedSync(() => Table._wrap(this._raw().reorderByTrace(t)));
   }
   /** Decoded rows of `ids` on the CPU path: `ids.length × dim` values (a pruned row reads as zeros). */
   async gather(rowIds: Ids): Promise<Float32Array> {
@@ -938,11 +945,14 @@ export class ResidentTable extends Resource<wasm.EdoResident> {
   static kind = 'ResidentTable';
   #rows: number;
   #dim: number;
-  /** @internal */
-  constructor(raw: wasm.EdoResident, rows: number, dim: number) {
+  private constructor(raw: wasm.EdoResident, rows: number, dim: number) {
     super(raw, 'resident table');
     this.#rows = rows;
     this.#dim = dim;
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoResident, rows: number, dim: number): ResidentTable {
+    return new ResidentTable(raw, rows, dim);
   }
   get rows(): number {
     this._raw();
@@ -970,12 +980,12 @@ export class ResidentTable extends Resource<wasm.EdoResident> {
   /** `gather` with the rows left on the GPU (WebGPU engines only). */
   async gatherToGpu(rowIds: Ids): Promise<GpuRows> {
     const i = ids(rowIds, 'ids');
-    return guarded(async () => new GpuRows(await this._raw().gatherGpu(i)));
+    return guarded(async () => GpuRows._wrap(await this._raw().gatherGpu(i)));
   }
   /** `bag` with the rows left on the GPU (WebGPU engines only). */
   async bagToGpu(indices: Ids, offsets: Ids, options: BagOptions = {}): Promise<GpuRows> {
     const [i, o, pooling, w] = bagArgs(indices, offsets, options);
-    return guarded(async () => new GpuRows(await this._raw().bagGpu(i, o, pooling, w)));
+    return guarded(async () => GpuRows._wrap(await this._raw().bagGpu(i, o, pooling, w)));
   }
 }
 
@@ -1010,9 +1020,12 @@ export class GpuRows extends Resource<wasm.EdoGpuRows> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'GpuRows';
-  /** @internal */
-  constructor(raw: wasm.EdoGpuRows) {
+  private constructor(raw: wasm.EdoGpuRows) {
     super(raw, 'GPU rows');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoGpuRows): GpuRows {
+    return new GpuRows(raw);
   }
   /** The rows as f32 values. */
   async read(): Promise<Float32Array> {
@@ -1051,9 +1064,12 @@ export class RowCache extends Resource<wasm.EdoCache> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'RowCache';
-  /** @internal */
-  constructor(raw: wasm.EdoCache) {
+  private constructor(raw: wasm.EdoCache) {
     super(raw, 'cache');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoCache): RowCache {
+    return new RowCache(raw);
   }
   /** Decoded rows of `ids`, missing rows loaded into the cache. */
   async gather(rowIds: Ids): Promise<Float32Array> {
@@ -1083,10 +1099,13 @@ export class BinaryCodes extends Resource<wasm.EdoCodes> {
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'BinaryCodes';
   #dim: number;
-  /** @internal */
-  constructor(raw: wasm.EdoCodes, dim: number) {
+  private constructor(raw: wasm.EdoCodes, dim: number) {
     super(raw, 'binary codes');
     this.#dim = dim;
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoCodes, dim: number): BinaryCodes {
+    return new BinaryCodes(raw, dim);
   }
   /** Exact Hamming top-`k` of float `queries` (`n × dim`, binarised `x > 0` after the codes' transform, if any), ties to the lower row. */
   async search(queries: Floats, k: number): Promise<Neighbors> {
@@ -1170,7 +1189,7 @@ export async function createLiveTable(options: LiveTableOptions): Promise<LiveTa
   const [capacity, maxRows, policy] = liveOptions(options, 'createLiveTable(options)');
   const row = initial === undefined ? undefined : floats(initial, 'options.init', d);
   await init();
-  return guardedSync(() => new LiveTable(new wasm.EdoLiveTable(text(format, 'options.format'), d, capacity, maxRows, policy, row)));
+  return guardedSync(() => LiveTable._wrap(new wasm.EdoLiveTable(text(format, 'options.format'), d, capacity, maxRows, policy, row)));
 }
 
 /** A live table holding an `.edo` file's rows: a live table's `toBytes()`, or a plain table whose row `i` is key `i`. */
@@ -1178,7 +1197,7 @@ export async function readLiveTable(bytes: Bytes, options: { maxRows?: number; p
   const b = bytesOf(bytes, 'bytes');
   const [, maxRows, policy] = liveOptions(options, 'readLiveTable(bytes, options)');
   await init();
-  return guardedSync(() => new LiveTable(wasm.EdoLiveTable.fromBytes(b, maxRows, policy)));
+  return guardedSync(() => LiveTable._wrap(wasm.EdoLiveTable.fromBytes(b, maxRows, policy)));
 }
 
 /**
@@ -1218,9 +1237,12 @@ export class LiveTable extends Resource<wasm.EdoLiveTable> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'LiveTable';
-  /** @internal */
-  constructor(raw: wasm.EdoLiveTable) {
+  private constructor(raw: wasm.EdoLiveTable) {
     super(raw, 'live table');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoLiveTable): LiveTable {
+    return new LiveTable(raw);
   }
   /** Whether the table holds `key`. */
   has(key: number | bigint): boolean {
@@ -1292,7 +1314,7 @@ export interface ModelFiles {
 export async function modelFromBytes(bytes: Bytes): Promise<Model> {
   const b = bytesOf(bytes, 'bytes');
   await init();
-  return guardedSync(() => new Model(wasm.EdoModel.fromBytes(b)));
+  return guardedSync(() => Model._wrap(wasm.EdoModel.fromBytes(b)));
 }
 
 /** A model from a model2vec folder's files (`config` may be omitted). */
@@ -1302,7 +1324,7 @@ export async function modelFromFiles(files: ModelFiles): Promise<Model> {
   const t = bytesOf(tokenizer, 'files.tokenizer');
   const m = bytesOf(model, 'files.model');
   await init();
-  return guardedSync(() => new Model(wasm.EdoModel.fromFiles(c, t, m)));
+  return guardedSync(() => Model._wrap(wasm.EdoModel.fromFiles(c, t, m)));
 }
 
 /** A static embedding model in WebAssembly memory; `embed` runs it on the CPU path. */
@@ -1331,9 +1353,12 @@ export class Model extends Resource<wasm.EdoModel> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'Model';
-  /** @internal */
-  constructor(raw: wasm.EdoModel) {
+  private constructor(raw: wasm.EdoModel) {
     super(raw, 'model');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoModel): Model {
+    return new Model(raw);
   }
   /** Sentence vectors of `texts` on the CPU path: `texts.length × dim` values. */
   async embed(list: string[]): Promise<Float32Array> {
@@ -1347,7 +1372,7 @@ export class Model extends Resource<wasm.EdoModel> {
   }
   /** The same model with its table in another format. */
   async quantize(format: string): Promise<Model> {
-    return guardedSync(() => new Model(this._raw().quantize(text(format, 'format'))));
+    return guardedSync(() => Model._wrap(this._raw().quantize(text(format, 'format'))));
   }
   /** The model as `.edo` model file bytes. */
   async toBytes(): Promise<Uint8Array> {
@@ -1365,9 +1390,12 @@ export class ResidentModel extends Resource<wasm.EdoResidentModel> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'ResidentModel';
-  /** @internal */
-  constructor(raw: wasm.EdoResidentModel) {
+  private constructor(raw: wasm.EdoResidentModel) {
     super(raw, 'resident model');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoResidentModel): ResidentModel {
+    return new ResidentModel(raw);
   }
   /** Sentence vectors of `texts`: `texts.length × dim` values (tokenized here, pooled on the engine). */
   async embed(list: string[]): Promise<Float32Array> {
@@ -1377,12 +1405,12 @@ export class ResidentModel extends Resource<wasm.EdoResidentModel> {
   /** `embed` with the vectors left on the GPU (WebGPU engines only). */
   async embedToGpu(list: string[]): Promise<GpuRows> {
     const t = texts(list, 'texts');
-    return guarded(async () => new GpuRows(await this._raw().embedGpu(t)));
+    return guarded(async () => GpuRows._wrap(await this._raw().embedGpu(t)));
   }
   /** A semantic-search index of `lines` (binary codes and INT8 vectors, on the engine). */
   async index(lines: string[]): Promise<SearchIndex> {
     const t = texts(lines, 'lines');
-    return guarded(async () => new SearchIndex(await this._raw().index(t)));
+    return guarded(async () => SearchIndex._wrap(await this._raw().index(t)));
   }
 }
 
@@ -1402,9 +1430,12 @@ export class SearchIndex extends Resource<wasm.EdoSearchIndex> {
   }
   /** The kind's name, kept by minifiers (which rename classes). */
   static kind = 'SearchIndex';
-  /** @internal */
-  constructor(raw: wasm.EdoSearchIndex) {
+  private constructor(raw: wasm.EdoSearchIndex) {
     super(raw, 'search index');
+  }
+  /** @internal */
+  static _wrap(raw: wasm.EdoSearchIndex): SearchIndex {
+    return new SearchIndex(raw);
   }
   /** The `k` lines nearest `query`: `{ ids, scores }`, best first (`multiplier`: candidates per result, default 4). */
   async search(query: string, k = 10, options: { multiplier?: number } = {}): Promise<Scored> {
@@ -1709,7 +1740,7 @@ export async function loadModel(source: ModelSource, options: LoadModelOptions =
   const read = ({ got }: { got: Record<string, Uint8Array> }) =>
     guardedSync(
       () =>
-        new Model(
+        Model._wrap(
           plan.kind === 'edo'
             ? wasm.EdoModel.fromBytes(got.edo!)
             : plan.kind === 'sentence-transformers'

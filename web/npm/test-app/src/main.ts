@@ -16,6 +16,7 @@ import {
   type ErrorCode,
   type ResidentTable,
   type Table,
+  Table as TableClass,
 } from 'edo-embeddings';
 
 const params = new URLSearchParams(location.search);
@@ -445,6 +446,10 @@ async function main(): Promise<void> {
     await rejects(resident.gather([1, -2]), 'INVALID_ARGUMENT', /ids\[1\]/);
     await rejects(resident.gather([1.5]), 'INVALID_ARGUMENT', /ids\[0\]/);
     await rejects(resident.gather([rows]), 'ID_OUT_OF_RANGE', /out of range/);
+    // Objects come from the package's factories: their constructors are private in the typings.
+    // @ts-expect-error: a private constructor
+    const construct = () => new TableClass();
+    void construct;
     // @ts-expect-error: a string where ids belong
     await rejects(resident.gather('1,2,3'), 'INVALID_ARGUMENT', /ids must be a Uint32Array/);
     // @ts-expect-error: a string where a number belongs
