@@ -44,6 +44,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -82,20 +83,14 @@ def native_vectors(edo, model, texts, work, name):
 def npm_registry(tarball):
     """An npm registry on loopback serving the package's tarball as the only version of its name,
     and passing every other request on to registry.npmjs.org (its dependencies): what an
-    `npm:` specifier resolves through. Returns (server, url, name, version); `server.shutdown()`."""
+    `npm:` specifier resolves through. Returns (server, url, name, version); `server.served`
+    counts the tarball's downloads; `server.shutdown()` and `server_close()` end it."""
     data = open(tarball, "rb").read()
     with tarfile.open(tarball) as t:
         manifest = json.load(t.extractfile("package/package.json"))
     name, version = manifest["name"], manifest["version"]
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     file = f"/{name}/-/{name}-{version}.tgz"
-    dist = {
-        "tarball": url + file,
-        "shasum": hashlib.sha1(data).hexdigest(),
-        "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
-    }
-    packument = {"name": name, "dist-tags": {"latest": version}, "versions": {version: {**manifest, "dist": dist}}}
+    packument = {}
 
     class Registry(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -104,11 +99,15 @@ def npm_registry(tarball):
                 body, kind = json.dumps(packument).encode(), "application/json"
             elif path == file:
                 body, kind = data, "application/octet-stream"
+                self.server.served += 1
             else:
                 try:
                     with urllib.request.urlopen("https://registry.npmjs.org" + self.path, timeout=60) as r:
                         body, kind = r.read(), r.headers.get("content-type", "application/json")
-                except Exception as e:  # noqa: BLE001 — the client sees the failure as a 502
+                except urllib.error.HTTPError as e:  # npm's answer, passed on (a 404 stays a 404)
+                    self.send_error(e.code, str(e.reason))
+                    return
+                except Exception as e:  # noqa: BLE001 — npm unreachable: the client sees a 502
                     self.send_error(502, str(e))
                     return
             self.send_response(200)
@@ -120,7 +119,15 @@ def npm_registry(tarball):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Registry)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    server.served = 0
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    dist = {
+        "tarball": url + file,
+        "shasum": hashlib.sha1(data).hexdigest(),
+        "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
+    }
+    packument.update({"name": name, "dist-tags": {"latest": version}, "versions": {version: {**manifest, "dist": dist}}})
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, url, name, version
 
@@ -290,7 +297,7 @@ def main():
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="edo-runtimes-")
-    registry = None
+    registry, npm_dir = None, None
     try:
         shutil.copy(os.path.join(CHECKS, "package.json"), work)
         for f in ["checks.mjs", "run.mjs"]:
@@ -313,15 +320,15 @@ def main():
         # Mesa's OpenGL instead).
         no_gpu = {"DENO_WEBGPU_BACKEND": "dx12"}
         # Deno importing `npm:edo-embeddings@VERSION` from a folder with no package.json or
-        # node_modules: the tarball through the loopback registry into a cache of its own.
+        # node_modules above it (Deno would resolve `npm:` from those): the tarball through the
+        # loopback registry into a cache of its own.
         registry, registry_url, pkg_name, pkg_version = npm_registry(os.path.abspath(args.tarball))
-        npm_dir = os.path.join(work, "deno-npm")
-        os.makedirs(npm_dir)
+        npm_dir = tempfile.mkdtemp(prefix="edo-deno-npm-")
         shutil.copy(os.path.join(CHECKS, "checks.mjs"), npm_dir)
         source = open(os.path.join(CHECKS, "run.mjs")).read()
         assert "from 'edo-embeddings';" in source, "run.mjs imports the package by its name"
         open(os.path.join(npm_dir, "run.mjs"), "w").write(source.replace("from 'edo-embeddings';", f"from 'npm:{pkg_name}@{pkg_version}';"))
-        npm_env = {**no_gpu, "DENO_NO_UPDATE_CHECK": "1", "NPM_CONFIG_REGISTRY": registry_url + "/", "DENO_DIR": os.path.join(work, "deno-cache")}
+        npm_env = {**no_gpu, "DENO_NO_UPDATE_CHECK": "1", "NPM_CONFIG_REGISTRY": registry_url + "/", "DENO_DIR": os.path.join(npm_dir, "deno-cache")}
         dawn_env = {"EGL_PLATFORM": "surfaceless", "XDG_RUNTIME_DIR": work}
         runs = [
             ("node", ["node", "run.mjs", MODEL, texts_file], {}, "cpu"),
@@ -344,6 +351,8 @@ def main():
                 continue
             report = json.loads(line)
             report.update(name=name, seconds=seconds)
+            if name == "deno, npm: import" and registry.served == 0:
+                report["failures"].append("Deno did not download the tarball from the registry (it resolved `npm:` elsewhere)")
             reports.append(report)
         try:
             report = run_workerd(work, pkg, texts, args.wordllama, bool(args.benchmark))
@@ -410,6 +419,9 @@ def main():
     finally:
         if registry:
             registry.shutdown()
+            registry.server_close()
+        if npm_dir:
+            shutil.rmtree(npm_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
 
 

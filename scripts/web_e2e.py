@@ -227,6 +227,10 @@ def main():
     # The page's benchmark runs toy tables unless EDO_BENCH_SCALE=quick asks for the real matrix
     # (scripts/bench_docs.sh does, for docs/bench/).
     scale = os.environ.get("EDO_BENCH_SCALE", "tiny")
+    # This run's results replace any an earlier run left beside the runtimes'.
+    for stale in ("chromium-cpu.json", "chromium-webgpu.json"):
+        if os.path.exists(os.path.join(RUNTIMES_BENCH, stale)):
+            os.remove(os.path.join(RUNTIMES_BENCH, stale))
     urls = [f"http://127.0.0.1:{server.server_address[1]}/index.html?bench={scale}" for server in servers]
     bench_files = []
     # Chromedriver and Chromium leave a profile and a socket directory in the temporary directory
