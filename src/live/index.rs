@@ -207,12 +207,7 @@ impl KeyIndex {
             }
             None if self.too_full(self.len + self.tombstones + 1) => {
                 self.rebuild(self.len + 1);
-                let mask = self.buckets.len() - 1;
-                let mut i = self.start(key);
-                while self.buckets[i][2] != EMPTY {
-                    i = (i + 1) & mask;
-                }
-                i
+                self.first_empty(key)
             }
             None => i,
         };
@@ -232,15 +227,22 @@ impl KeyIndex {
         Some(slot)
     }
 
+    /// The first empty bucket of `key`'s probe, in a table without tombstones on the way (just
+    /// rebuilt).
+    fn first_empty(&self, key: u64) -> usize {
+        let mask = self.buckets.len() - 1;
+        let mut i = self.start(key);
+        while self.buckets[i][2] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
     /// Rehashes every key into a table sized for `keys`, without tombstones.
     fn rebuild(&mut self, keys: usize) {
         let old = std::mem::replace(&mut self.buckets, vec![[0, 0, EMPTY, 0]; Self::buckets_for(keys.max(self.len))]);
-        let mask = self.buckets.len() - 1;
         for b in old.into_iter().filter(|b| b[2] < TOMBSTONE) {
-            let mut i = self.start(u64::from(b[0]) | u64::from(b[1]) << 32);
-            while self.buckets[i][2] != EMPTY {
-                i = (i + 1) & mask;
-            }
+            let i = self.first_empty(u64::from(b[0]) | u64::from(b[1]) << 32);
             self.buckets[i] = b;
         }
         self.tombstones = 0;
