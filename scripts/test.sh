@@ -20,21 +20,24 @@ cd "$(dirname "$0")/.."
 # Mesa's device-select layer prints "XDG_RUNTIME_DIR is invalid" on headless machines and picks
 # nothing wgpu needs; keep it quiet unless the user steers it.
 if [ -z "${MESA_VK_DEVICE_SELECT:-}" ]; then export NODEVICE_SELECT=1; fi
+# Each step's title with the seconds since the start, so a slow step shows in CI's log.
+step() { echo "== $* [${SECONDS} s]"; }
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo test (unit, integration, GPU, doctests)"
+step "cargo test (unit, integration, GPU, doctests)"
 cargo test --all-features
 
-echo "== soak: 30 s of threads mixing every kind of lookup, checked against the CPU path, the device lost every 5 s"
+step "soak: 30 s of threads mixing every kind of lookup, checked against the CPU path, the device lost every 5 s"
 MALLOC_ARENA_MAX=2 cargo run --quiet --all-features --example soak -- --seconds 30 --threads 4 --lose-every 5
 
-echo "== cargo doc (warnings denied)"
+step "cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --quiet
 
-echo "== cargo clippy (warnings denied), with all features and with the default ones"
+step "cargo clippy (warnings denied), with all features"
 cargo clippy --all-features --all-targets --quiet -- -D warnings
+step "cargo clippy (warnings denied), with the default features"
 cargo clippy --all-targets --quiet -- -D warnings
 
 # Targets the checks below build for (.ci/run installs them; a developer's rustup adds them here).
@@ -55,20 +58,20 @@ no_wgpu() {
     fi
 }
 
-echo "== edo-core: no wgpu among its dependencies on any platform, and clippy for WASI and aarch64"
+step "edo-core: no wgpu among its dependencies on any platform, and clippy for WASI and aarch64"
 no_wgpu -p edo-core --target all
 for target in wasm32-wasip1 aarch64-unknown-linux-gnu wasm32-unknown-unknown; do
     cargo clippy -p edo-core --target "$target" --all-targets --quiet -- -D warnings
 done
 
-echo "== edo-core's tests on aarch64 under qemu: NEON on an ARMv8.0 core and a recent one, and the portable level"
+step "edo-core's tests on aarch64 under qemu: NEON on an ARMv8.0 core and a recent one, and the portable level"
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
     # The runner (.cargo/config.toml) is qemu-aarch64; QEMU_CPU picks the CPU model, and
     # EDO_EXPECT_SIMD makes the run fail if the level it is meant for is not the one found.
     QEMU_CPU=max EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=cortex-a53 EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=max EDO_CPU_SIMD=scalar cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
-    echo "== the edo command on aarch64 under qemu: files and vectors equal to x86-64's"
+    step "the edo command on aarch64 under qemu: files and vectors equal to x86-64's"
     ./scripts/aarch64_check.sh
 elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
     echo "EDO_REQUIRE_AARCH64=1 but qemu-aarch64 or aarch64-linux-gnu-gcc is missing (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)" >&2
@@ -77,7 +80,7 @@ else
     echo "SKIPPED: aarch64 tests (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"
 fi
 
-echo "== WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program"
+step "WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program"
 cargo clippy -p edo --no-default-features --target wasm32-wasip1 --lib --quiet -- -D warnings
 cargo clippy -p edo-wasi --quiet -- -D warnings
 cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
@@ -90,7 +93,7 @@ elif [ "$status" != 0 ]; then
     exit "$status"
 fi
 
-echo "== Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
+step "Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
 cargo clippy -p edo-python --all-targets --quiet -- -D warnings
 status=0
 ./scripts/test-python.sh || status=$?
@@ -100,11 +103,11 @@ elif [ "$status" != 0 ]; then
     exit "$status"
 fi
 
-echo "== wasm32: cargo clippy of the library and the browser crate (warnings denied)"
+step "wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 cargo clippy --lib --target wasm32-unknown-unknown --quiet -- -D warnings
 cargo clippy -p edo-web --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
 
-echo "== browser (WASM + WebGPU in headless Chromium)"
+step "browser (WASM + WebGPU in headless Chromium)"
 want=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' web/Cargo.toml)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && [ -x "${CHROMEDRIVER:-/usr/bin/chromedriver}" ] && [ "$have" = "$want" ]; then
@@ -116,4 +119,4 @@ else
     echo "SKIPPED: browser tests (apt-get install chromium chromium-driver; cargo install wasm-bindgen-cli --version $want)"
 fi
 
-echo "== all tests passed"
+step "all tests passed"
