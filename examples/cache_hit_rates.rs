@@ -1,7 +1,7 @@
 //! Hit rates of edo's cache policies, with and without W-TinyLFU admission, beside `moka` (Caffeine's
 //! design in Rust) and Belady's offline bound, on the same streams and capacities, in one run:
 //! a stationary Zipf stream, Zipf with a scan mixed in, Zipf whose hot set moves, and any trace files
-//! given (one id a line, or a 1-D `.npy` of ids; `scripts/make_trace.py` makes one from real text).
+//! given (one id a line, or a 1-D `.npy` of ids; `scripts/fixtures/make_trace.py` makes one from real text).
 //!
 //!     cargo run --release --example cache_hit_rates -- [TRACE …] [--quick]
 //!

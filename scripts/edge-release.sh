@@ -10,7 +10,7 @@
 #   ./scripts/edge-release.sh --no-npm   # without the npm package (no wasm-bindgen-cli)
 # Needs: rustup target add aarch64-unknown-linux-gnu wasm32-wasip1 wasm32-unknown-unknown; Debian's
 # gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (the linker .cargo/config.toml names); for the
-# npm package what scripts/build-npm.sh needs. Release builds of everything: many minutes on 2 cores.
+# npm package what scripts/web/build-npm.sh needs. Release builds of everything: many minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -38,7 +38,7 @@ cp "$target_dir/wasm32-wasip1/release/edo-wasi.wasm" "$out/edo-wasi.wasm"
 
 echo "== the Python wheels (manylinux2014: glibc 2.17 and later), x86-64 and aarch64"
 # maturin links through zig (from PyPI) to glibc 2.17's symbols, so one wheel serves every
-# distribution pip installs manylinux2014 wheels on; scripts/test-python.sh tests the package.
+# distribution pip installs manylinux2014 wheels on; scripts/checks/test-python.sh tests the package.
 tools=$target_dir/wheel-tools
 if ! "$tools/bin/pip" freeze 2>/dev/null | grep -q '^ziglang==0.14.1$'; then
     rm -rf "$tools"
@@ -53,11 +53,11 @@ venv=$(mktemp -d)
 python3 -m venv "$venv" && "$venv/bin/pip" install -q numpy==2.4.6 pytest==9.2.0 "$out"/edo_embeddings-*x86_64*.whl
 (cd "$venv" && "$venv/bin/python" -m pytest -q -p no:cacheprovider --import-mode=importlib "$root/python/tests")
 rm -rf "$venv"
-./scripts/python_aarch64.sh "$out"/edo_embeddings-*aarch64*.whl
+./scripts/checks/python_aarch64.sh "$out"/edo_embeddings-*aarch64*.whl
 
 if [ "${1:-}" != "--no-npm" ]; then
     echo "== the npm package"
-    ./scripts/build-npm.sh
+    ./scripts/web/build-npm.sh
     cp "$target_dir"/npm/edo-embeddings-*.tgz "$out/"
 fi
 

@@ -61,7 +61,7 @@ json.dump({"faiss": faiss.__version__, "threads": 2, "rows": rows, "bits": bits,
 print(f"faiss IndexBinaryFlat, 2 threads: {1e3 * s:.2f} ms for {queries} queries over {rows} codes")
 PY
     # The suite's peers (numpy, faiss) on the server matrix's shapes, for `edo bench compare` there.
-    python3 "$root/scripts/bench_peers.py" --scale server --reps 3 -o "$gpu/peers.json" || echo "no peers (bench_peers.py needs numpy and faiss-cpu)"
+    python3 "$root/scripts/peers/bench_peers.py" --scale server --reps 3 -o "$gpu/peers.json" || echo "no peers (bench_peers.py needs numpy and faiss-cpu)"
     # The loaders, for a machine that has NVIDIA's driver but not them: Vulkan's, and the GL ones
     # (glvnd, EGL) its Vulkan driver links. amd64 whatever this machine is, from a list of its own.
     rm -f "$gpu"/deb/*.deb

@@ -5,11 +5,11 @@
 # failure), the doc examples, the docs with warnings denied, clippy with warnings denied (native,
 # and wasm32 for the library and the browser crate; edo-core, the CPU-path crate, for WASI and
 # aarch64 too, with no wgpu in its dependencies; its tests on aarch64 under qemu-user, and the
-# edo command's files and vectors there against x86-64's (scripts/aarch64_check.sh), where
+# edo command's files and vectors there against x86-64's (scripts/checks/aarch64_check.sh), where
 # qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
 # failure), edo without its GPU path for WASI and edo-wasi under wasmtime against the native
-# program (scripts/wasi_check.sh), the Python wheel in a fresh virtual environment
-# (scripts/test-python.sh: pytest and mypy; PyPI's packages, EDO_REQUIRE_PYTHON=1 makes their
+# program (scripts/checks/wasi_check.sh), the Python wheel in a fresh virtual environment
+# (scripts/checks/test-python.sh: pytest and mypy; PyPI's packages, EDO_REQUIRE_PYTHON=1 makes their
 # absence a failure), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
@@ -72,7 +72,7 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
     QEMU_CPU=cortex-a53 EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=max EDO_CPU_SIMD=scalar cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     step "the edo command on aarch64 under qemu: files and vectors equal to x86-64's"
-    ./scripts/aarch64_check.sh
+    ./scripts/checks/aarch64_check.sh
 elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
     echo "EDO_REQUIRE_AARCH64=1 but qemu-aarch64 or aarch64-linux-gnu-gcc is missing (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)" >&2
     exit 1
@@ -86,7 +86,7 @@ cargo clippy -p edo-wasi --quiet -- -D warnings
 cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
 no_wgpu -p edo --no-default-features --target wasm32-wasip1
 status=0
-./scripts/wasi_check.sh || status=$?
+./scripts/checks/wasi_check.sh || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WASI:-}" != "1" ]; then
     echo "SKIPPED: WASI run (PyPI's wasmtime could not be installed; EDO_REQUIRE_WASI=1 makes this a failure)"
 elif [ "$status" != 0 ]; then
@@ -96,7 +96,7 @@ fi
 step "Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
 cargo clippy -p edo-python --all-targets --quiet -- -D warnings
 status=0
-./scripts/test-python.sh || status=$?
+./scripts/checks/test-python.sh || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_PYTHON:-}" != "1" ]; then
     echo "SKIPPED: the Python package (PyPI's maturin, numpy, pytest or mypy could not be installed; EDO_REQUIRE_PYTHON=1 makes this a failure)"
 elif [ "$status" != 0 ]; then
@@ -111,7 +111,7 @@ step "browser (WASM + WebGPU in headless Chromium)"
 want=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' web/Cargo.toml)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [ -x "${CHROMIUM:-/usr/bin/chromium}" ] && [ -x "${CHROMEDRIVER:-/usr/bin/chromedriver}" ] && [ "$have" = "$want" ]; then
-    ./scripts/test-web.sh
+    ./scripts/web/test-web.sh
 elif [ "${EDO_REQUIRE_WEB:-}" = "1" ]; then
     echo "EDO_REQUIRE_WEB=1 but the browser tests cannot run: need chromium, chromium-driver and wasm-bindgen-cli $want (found: ${have:-none})" >&2
     exit 1

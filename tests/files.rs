@@ -1,5 +1,5 @@
 //! Table files, import and export, against reference files written by numpy and safetensors
-//! (`scripts/make_file_fixtures.py`), and malformed files of every kind.
+//! (`scripts/fixtures/make_file_fixtures.py`), and malformed files of every kind.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! ONNX Runtime's GatherBlockQuantized: the fixtures (tests/data/gbq/*.safetensors,
-//! scripts/make_gbq_fixtures.py, onnxruntime 1.23.2) hold the operator's inputs and its output for
+//! scripts/fixtures/make_gbq_fixtures.py, onnxruntime 1.23.2) hold the operator's inputs and its output for
 //! a list of rows, which edo's lookups must equal bit for bit.
 
 use std::path::PathBuf;

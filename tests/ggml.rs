@@ -1,5 +1,5 @@
 //! ggml's block formats and GGUF files, against the `gguf` Python package: the fixture
-//! (tests/data/ggml/blocks.gguf, scripts/make_ggml_fixtures.py) holds hard values, their
+//! (tests/data/ggml/blocks.gguf, scripts/fixtures/make_ggml_fixtures.py) holds hard values, their
 //! `quants.quantize` bytes and `quants.dequantize` values, which edo must equal bit for bit.
 
 use std::path::PathBuf;
@@ -261,12 +261,12 @@ fn malformed_gguf_headers_are_typed_errors() {
     assert!(matches!(Gguf::parse(&nan).unwrap().table(&nan, "t"), Err(Error::BadFile { .. })));
 }
 
-/// The real file `scripts/gguf_reference.sh` fetches (a chunk of Gemma-3-270M's Q4_K_M GGUF) and
+/// The real file `scripts/fixtures/gguf_reference.sh` fetches (a chunk of Gemma-3-270M's Q4_K_M GGUF) and
 /// the `gguf` package's decoding of its rows, or `None` after saying SKIPPED.
 pub fn gemma_reference() -> Option<(PathBuf, serde_json::Value)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/gguf");
     let Ok(json) = std::fs::read_to_string(dir.join("expected.json")) else {
-        eprintln!("SKIPPED: no real GGUF reference (run scripts/gguf_reference.sh; it needs PyPI)");
+        eprintln!("SKIPPED: no real GGUF reference (run scripts/fixtures/gguf_reference.sh; it needs PyPI)");
         return None;
     };
     Some((dir, serde_json::from_str(&json).unwrap()))

@@ -1,5 +1,5 @@
 //! Hashing: MurmurHash3 bit-exact with the `mmh3` package (reference vectors made by
-//! scripts/mmh3_vectors.py), the hashing trick with hot ids, and quotient-remainder lookups on the
+//! scripts/fixtures/mmh3_vectors.py), the hashing trick with hot ids, and quotient-remainder lookups on the
 //! CPU path. No GPU needed.
 
 use edo::hash::{hash_id, hash_str, hashed_bags, hashed_bags_into, hashed_lookup, HashSpec, HashedBags};

@@ -1,9 +1,9 @@
 //! Static embedding models against the reference: model2vec 0.10 and tokenizers 0.22.1 made the
-//! fixtures in `tests/data/models` (`scripts/make_model_fixtures.py`): four small models saved by
+//! fixtures in `tests/data/models` (`scripts/fixtures/make_model_fixtures.py`): four small models saved by
 //! model2vec itself — WordPiece, BPE with byte fallback (f16 table), Unigram with a vocabulary
 //! quantized to 40 rows plus per-token weights, and an int8 table — and the token ids and vectors
 //! model2vec gives for a list of hard texts. sentence-transformers 6.2 made `st_*` and
-//! `st_expected.json` (`scripts/make_st_fixtures.py`): two `StaticEmbedding` models in its two
+//! `st_expected.json` (`scripts/fixtures/make_st_fixtures.py`): two `StaticEmbedding` models in its two
 //! folder layouts, with their tokenizers' own truncation, and the vectors its forward pass gives.
 
 use edo::model::{StaticModel, Truncation};
@@ -390,7 +390,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let table = read("wordpiece", "model.safetensors");
     let load = |name: &str| -> serde_json::Value { serde_json::from_slice(&read(name, "tokenizer.json")).unwrap() };
     let (bpe, unigram, wordpiece) = (load("bpe_f16"), load("unigram_vq"), load("wordpiece"));
-    // GPT-2's kind, trained by `tokenizers` (scripts/make_bytelevel_fixture.py).
+    // GPT-2's kind, trained by `tokenizers` (scripts/fixtures/make_bytelevel_fixture.py).
     let bytelevel = load("bytelevel_bpe");
     let mut variants: Vec<(String, serde_json::Value)> = vec![
         ("bpe".into(), bpe.clone()),
@@ -539,7 +539,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
             p[1] = score;
         }
     });
-    // SentencePiece's own normaliser: the real nmt_nfkc charsmap (scripts/make_charsmap_fixture.py).
+    // SentencePiece's own normaliser: the real nmt_nfkc charsmap (scripts/fixtures/make_charsmap_fixture.py).
     with("unigram, SentencePiece nmt_nfkc (Precompiled)", &unigram, &|j| {
         j["normalizer"] = json!({"type": "Precompiled", "precompiled_charsmap": charsmap_base64()})
     });
@@ -550,7 +550,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
     let wordllama = format!("{}/target/wordllama/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
     match std::fs::read(&wordllama) {
         Ok(bytes) => variants.push(("WordLlama".into(), serde_json::from_slice(&bytes).unwrap())),
-        Err(_) => eprintln!("SKIPPED (this part): no WordLlama tokenizer at {wordllama} (scripts/wordllama_reference.sh)"),
+        Err(_) => eprintln!("SKIPPED (this part): no WordLlama tokenizer at {wordllama} (scripts/fixtures/wordllama_reference.sh)"),
     }
 
     for (name, json) in &variants {
@@ -619,7 +619,7 @@ fn edos_own_tokenizer_gives_the_ids_tokenizers_gives() {
 }
 
 /// GPT-2's and Llama 3's kinds of byte-level BPE give the ids the `tokenizers` Python package
-/// gave (scripts/make_bytelevel_fixture.py), through edo's own tokenizer.
+/// gave (scripts/fixtures/make_bytelevel_fixture.py), through edo's own tokenizer.
 #[test]
 fn byte_level_tokenizers_give_the_python_packages_ids() {
     let fixture = dir("bytelevel_bpe");
@@ -885,7 +885,7 @@ fn bad_model_files_are_typed_errors() {
     assert!(matches!(StaticModel::open("/nonexistent/model.edo"), Err(Error::Io { .. })));
 }
 
-/// The `model_file` fuzz target's corpus (fuzz/corpus/model_file, grown by `scripts/fuzz.sh`)
+/// The `model_file` fuzz target's corpus (fuzz/corpus/model_file, grown by `scripts/checks/fuzz.sh`)
 /// read as the target reads it: the seeds (`seed-*`: model files and folders made from the
 /// fixtures) load and encode; whatever libFuzzer added may fail, but never panic — as it is, and
 /// with its header's checksum made right (so a mutated header reaches the checks past it).
@@ -925,13 +925,13 @@ fn model_fuzz_corpus_reads_without_panicking() {
 }
 
 /// WordLlama's real model (its PyPI wheel's 32000 × 256 f16 table and Llama-2 tokenizer) against
-/// WordLlama's own vectors: `scripts/wordllama_reference.sh` writes them to target/wordllama
+/// WordLlama's own vectors: `scripts/fixtures/wordllama_reference.sh` writes them to target/wordllama
 /// (never committed). Without them the test says SKIPPED.
 #[test]
 fn wordllama_vectors_equal_the_reference_package() {
     let dir = format!("{}/target/wordllama", env!("CARGO_MANIFEST_DIR"));
     let Ok(expected) = std::fs::read_to_string(format!("{dir}/expected.json")) else {
-        eprintln!("SKIPPED: no WordLlama reference (run scripts/wordllama_reference.sh; it needs PyPI)");
+        eprintln!("SKIPPED: no WordLlama reference (run scripts/fixtures/wordllama_reference.sh; it needs PyPI)");
         return;
     };
     let e: serde_json::Value = serde_json::from_str(&expected).unwrap();

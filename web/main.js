@@ -1,7 +1,7 @@
 // The demo page: a synthetic (or dropped) table, its size in every format, lookups on the
 // engine (WebGPU or the CPU path), and rows before and after quantisation; then semantic search
 // with a static text-embedding model over a built-in corpus. It uses the npm package's API, as an
-// app would: web/pkg holds the package (scripts/build-npm.sh stages it there).
+// app would: web/pkg holds the package (scripts/web/build-npm.sh stages it there).
 import { createEngine, fileShape, init, modelFromBytes, readTable, report, syntheticTable } from './pkg/index.js';
 
 const FORMATS = ['fp32', 'fp16', 'int8', 'q8_0', 'fp8_e4m3', 'int4', 'int4_g64', 'q4_0', 'q4_1', 'int4_zp32', 'binary', 'binary+scale'];
@@ -214,7 +214,7 @@ async function semantic() {
   };
   const response = await fetch('model.edo');
   if (!response.ok) {
-    searchStatus('No model.edo beside the page (scripts/make_web_model.sh makes one from WordLlama): drop an .edo model file below.', 'no-model');
+    searchStatus('No model.edo beside the page (scripts/web/make_web_model.sh makes one from WordLlama): drop an .edo model file below.', 'no-model');
     return;
   }
   await loadModel(async () => new Uint8Array(await response.arrayBuffer()), 'model.edo');

@@ -1,5 +1,5 @@
 //! `edo bench bags`: EmbeddingBag on the CPU path over a table file and index arrays a peer made,
-//! so that a peer library (FBGEMM through PyTorch: scripts/fbgemm_peer.py) and edo pool the same
+//! so that a peer library (FBGEMM through PyTorch: scripts/peers/fbgemm_peer.py) and edo pool the same
 //! rows of the same bytes, and edo's output is checked against the peer's.
 
 use std::path::PathBuf;

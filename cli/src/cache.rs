@@ -43,7 +43,7 @@ pub struct CacheBenchArgs {
     #[arg(long, default_value = "zipf", value_parser = ["zipf", "scan", "drift"])]
     stream: String,
     /// Replay a trace of real lookups instead: one id a line, or a 1-D .npy of ids
-    /// (scripts/make_trace.py makes one). Its first half warms the caches; --warmup and --batches
+    /// (scripts/fixtures/make_trace.py makes one). Its first half warms the caches; --warmup and --batches
     /// do not apply. Every id must be below --rows.
     #[arg(long, conflicts_with = "stream")]
     trace: Option<std::path::PathBuf>,

@@ -26,7 +26,7 @@ pub struct EmbedBenchArgs {
     #[arg(long)]
     cpu: bool,
     /// Write the 1024 texts, one per line, for a peer to time on the same texts
-    /// (scripts/model2vec_peer.py).
+    /// (scripts/peers/model2vec_peer.py).
     #[arg(long)]
     texts_out: Option<PathBuf>,
     /// Print the figures as JSON.

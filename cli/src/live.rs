@@ -323,7 +323,7 @@ pub struct TieringBenchArgs {
     /// Ids in the synthetic stream.
     #[arg(long, default_value_t = 2_000_000)]
     ids: usize,
-    /// Replay a trace of real lookups instead (one id a line, or a 1-D .npy: scripts/make_trace.py).
+    /// Replay a trace of real lookups instead (one id a line, or a 1-D .npy: scripts/fixtures/make_trace.py).
     #[arg(long, conflicts_with = "stream")]
     trace: Option<PathBuf>,
     /// Ids per lookup.

@@ -125,7 +125,7 @@ enum BenchCommand {
     /// short texts, on the CPU path and the GPU, per table format.
     Embed(embed_bench::EmbedBenchArgs),
     /// EmbeddingBag on the CPU path over a table file and index arrays a peer made (FBGEMM's
-    /// fused rows through PyTorch: scripts/fbgemm_peer.py): the median time as JSON, and the
+    /// fused rows through PyTorch: scripts/peers/fbgemm_peer.py): the median time as JSON, and the
     /// largest difference from the peer's output.
     Bags(bag_bench::BagBenchArgs),
     /// A live table: inserts and updates per second by batch size, lookup P50/P99 alone and

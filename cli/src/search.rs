@@ -208,6 +208,6 @@ pub fn search_bench(a: SearchBenchArgs) -> Result<(), Failure> {
         _ => println!("GPU   none"),
     }
     println!("scan GB/s: code bytes × queries per second. Timings include query upload and readback, not the corpus upload.");
-    println!("Peer: scripts/faiss_peer.py runs faiss IndexBinaryFlat on the same codes and prints the ratio.");
+    println!("Peer: scripts/peers/faiss_peer.py runs faiss IndexBinaryFlat on the same codes and prints the ratio.");
     Ok(())
 }

@@ -71,7 +71,7 @@ fn parse_op(s: &str) -> Result<Op, String> {
 #[derive(Args)]
 pub struct CompareArgs {
     /// Results files of `edo bench suite`, the demo page's Benchmark button or
-    /// scripts/bench_peers.py.
+    /// scripts/peers/bench_peers.py.
     #[arg(required = true, num_args = 1..)]
     files: Vec<PathBuf>,
     /// Write an HTML report with one series per file and backend.

@@ -304,7 +304,7 @@ fn distances_equal_faiss_where_it_is_installed() {
         eprintln!("SKIPPED: faiss not installed (pip install numpy faiss-cpu)");
         return;
     }
-    let script = format!("{}/../scripts/faiss_peer.py", env!("CARGO_MANIFEST_DIR"));
+    let script = format!("{}/../scripts/peers/faiss_peer.py", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("python3")
         .args([&script, "--rows", "20000", "--bits", "200", "--queries", "12", "--k", "25", "--iters", "1", "--edo", env!("CARGO_BIN_EXE_edo")])
         .output()

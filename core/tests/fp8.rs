@@ -1,5 +1,5 @@
 //! FP8 against ml_dtypes: the fixture (tests/data/fp8/fp8.safetensors,
-//! scripts/make_fp8_fixtures.py, ml_dtypes 0.6.0) holds hard values with their casts, and hard rows
+//! scripts/fixtures/make_fp8_fixtures.py, ml_dtypes 0.6.0) holds hard values with their casts, and hard rows
 //! with the scales, codes and decoded values edo must equal bit for bit.
 
 use edo_core::format::{Fp8E4M3, Fp8E5M2};

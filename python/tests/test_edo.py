@@ -1,4 +1,4 @@
-"""The edo wheel as a Python user gets it (scripts/test-python.sh installs it into a fresh
+"""The edo wheel as a Python user gets it (scripts/checks/test-python.sh installs it into a fresh
 virtual environment and runs these there): tables against numpy, EmbeddingBag against PyTorch's
 conventions written out in numpy, files, binary search, static models against model2vec's and
 sentence-transformers' own vectors (the fixtures' expected.json), the GPU against the CPU path."""

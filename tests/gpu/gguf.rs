@@ -1,5 +1,5 @@
 //! A real GGUF table on the GPU: Gemma-3-270M's Q8_0 token embeddings (the chunk
-//! `scripts/gguf_reference.sh` fetches), gathered and bagged as the `gguf` package decodes them.
+//! `scripts/fixtures/gguf_reference.sh` fetches), gathered and bagged as the `gguf` package decodes them.
 
 use super::*;
 use edo::file::gguf::{Gguf, EMBEDDING_TENSOR};
@@ -9,7 +9,7 @@ use edo::file::import::Table;
 fn real_q8_0_rows_gather_on_the_gpu_as_the_gguf_package_decodes_them() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/gguf");
     if !dir.join("expected.json").is_file() {
-        eprintln!("SKIPPED: no real GGUF reference (run scripts/gguf_reference.sh; it needs PyPI)");
+        eprintln!("SKIPPED: no real GGUF reference (run scripts/fixtures/gguf_reference.sh; it needs PyPI)");
         return;
     }
     let Some(engine) = engine() else { return };

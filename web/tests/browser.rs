@@ -1,4 +1,4 @@
-//! The browser build in headless Chromium (`scripts/test-web.sh`): WebGPU against the CPU path
+//! The browser build in headless Chromium (`scripts/web/test-web.sh`): WebGPU against the CPU path
 //! inside the browser, every format, one shard and many. Run once with WebGPU and once without;
 //! `EDO_EXPECT_BACKEND` (set at build time by the script) says which backend the engine must pick.
 #![cfg(target_arch = "wasm32")]

@@ -521,11 +521,11 @@ fn case_format(op: Op, table: &PackedTable) -> String {
 mod tests {
     use super::*;
 
-    /// scripts/bench_peers.py runs the peers on the suite's shapes and texts, written out again
+    /// scripts/peers/bench_peers.py runs the peers on the suite's shapes and texts, written out again
     /// in Python: they must not drift apart.
     #[test]
     fn the_peers_script_has_the_suites_sizes_and_texts() {
-        let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench_peers.py")).expect("the peers script");
+        let script = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/peers/bench_peers.py")).expect("the peers script");
         for scale in [Scale::Full, Scale::Server, Scale::Quick, Scale::Tiny] {
             let sizes: Vec<String> = sizes(scale).iter().map(|s| format!("(\"{}\", {}, {}, {})", s.name, s.rows, s.dim, s.ids)).collect();
             let line = format!("\"{}\": [{}]", scale.name(), sizes.join(", "));

@@ -770,7 +770,7 @@ mod tests {
         assert_eq!(when(951_782_400), "2000-02-29 00:00 UTC");
     }
 
-    /// The `bench_json` fuzz target's corpus (fuzz/corpus/bench_json, grown by scripts/fuzz.sh):
+    /// The `bench_json` fuzz target's corpus (fuzz/corpus/bench_json, grown by scripts/checks/fuzz.sh):
     /// every file is read, and every one that reads is reported, alone and beside itself.
     #[test]
     fn fuzz_corpus_replays_without_panics() {

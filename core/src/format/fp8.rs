@@ -9,7 +9,7 @@
 //! Per row: `scale = max|x| / largest`, rounded to 20 significant bits (1 when the row is all
 //! zeros), and `code = fp8(clamp(x / scale, −largest, largest))`: round to nearest, ties to even,
 //! saturating — the codes equal ml_dtypes' casts of the clamped scaled values bit for bit
-//! (`core/tests/fp8.rs`, with a fixture made by `scripts/make_fp8_fixtures.py`). A negative value that
+//! (`core/tests/fp8.rs`, with a fixture made by `scripts/fixtures/make_fp8_fixtures.py`). A negative value that
 //! rounds to zero keeps its sign (code `0x80`), as ml_dtypes does. The codes are stored one per
 //! byte (element `4k + j` in byte `j` of word `k`), then the f32 scale. Decoding is
 //! `fp8_value(code) · scale`: a code has at most 4 significant bits and the scale 20, so the product

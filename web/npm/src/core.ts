@@ -2,7 +2,7 @@
 // would write by hand — options objects, typed results, promises, dispose(), typed errors, models
 // downloaded with progress and kept in Cache Storage. Entry points: index.ts (browsers and
 // bundlers), node.ts (Node), worker.ts (the worker's side of createWorkerEngine). The package's
-// `.d.ts` files are generated from these sources (scripts/build-npm.sh); what a user may call is
+// `.d.ts` files are generated from these sources (scripts/web/build-npm.sh); what a user may call is
 // typed here, and every argument is checked again at run time for callers without types.
 /// <reference types="@webgpu/types" preserve="true" />
 /// <reference lib="esnext.disposable" preserve="true" />

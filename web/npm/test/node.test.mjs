@@ -1,7 +1,7 @@
-// The package in Node, installed from its tarball (scripts/test-npm.sh copies this file next to
+// The package in Node, installed from its tarball (scripts/web/test-npm.sh copies this file next to
 // the installed node_modules and runs `node --test`). Models are served by a local HTTP server
 // that counts requests; their vectors are checked against model2vec's own
-// (tests/data/models/expected.json, made by scripts/make_model_fixtures.py).
+// (tests/data/models/expected.json, made by scripts/fixtures/make_model_fixtures.py).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -12,7 +12,7 @@ import * as edo from 'edo-embeddings';
 const MODELS = process.env.EDO_MODELS; // tests/data/models
 const expected = JSON.parse(readFileSync(path.join(MODELS, 'expected.json'), 'utf8'));
 const TEXTS = expected.texts;
-// sentence-transformers' own vectors of its static models (scripts/make_st_fixtures.py).
+// sentence-transformers' own vectors of its static models (scripts/fixtures/make_st_fixtures.py).
 const stExpected = JSON.parse(readFileSync(path.join(MODELS, 'st_expected.json'), 'utf8'));
 
 // ---- A server that counts requests ----

@@ -1,5 +1,5 @@
 // A web app as a user writes one: edo-embeddings installed from its tarball, built by Vite, run in
-// headless Chromium by scripts/npm_e2e.py — with WebGPU (`?expect=webgpu`) and without it
+// headless Chromium by scripts/web/npm_e2e.py — with WebGPU (`?expect=webgpu`) and without it
 // (`?expect=cpu`), twice each (`&visit=1`, `&visit=2`: the second finds the model in Cache
 // Storage). Every check's outcome and the figures go to `window.edoResults` and the page.
 // `tsc --noEmit --strict` checks this file against the package's typings.
@@ -220,7 +220,7 @@ async function main(): Promise<void> {
     });
 
     await check("onnxruntime-web runs a model on edo's device over rows edo gathered there", async () => {
-      // public/dense.onnx (scripts/make_onnx_fixture.py): y = Relu(rows · W + b), W and b by formula.
+      // public/dense.onnx (scripts/fixtures/make_onnx_fixture.py): y = Relu(rows · W + b), W and b by formula.
       // onnxruntime-web's WebGPU execution provider takes a device with the session's options
       // (`env.webgpu.device` is the device it made itself: onnxruntime issue 26107).
       const ort = await import('onnxruntime-web/webgpu');

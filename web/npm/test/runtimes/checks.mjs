@@ -1,4 +1,4 @@
-// The checks every JavaScript runtime runs on the package (scripts/runtimes_check.py): Node
+// The checks every JavaScript runtime runs on the package (scripts/web/runtimes_check.py): Node
 // (plain, and with Dawn's WebGPU), Deno (its own WebGPU, and without), Bun, and Cloudflare's
 // workerd. Plain JavaScript, no runtime's own modules: each runtime's entry (run.mjs, worker.js)
 // reads the files and hands them in. The runtime's outputs are returned (as hex of their bytes,

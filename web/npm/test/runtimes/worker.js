@@ -1,4 +1,4 @@
-// The runtime checks (checks.mjs) as a Cloudflare Worker, run by workerd (scripts/runtimes_check.py
+// The runtime checks (checks.mjs) as a Cloudflare Worker, run by workerd (scripts/web/runtimes_check.py
 // writes its configuration): module syntax, the package's browser entry, and its `.wasm` imported
 // as a module — Workers may instantiate a compiled module but not compile bytes — with no threads.
 //   POST /check   body: a JSON array of texts; answers checks.mjs's report for the fixture model
