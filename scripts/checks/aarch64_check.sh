@@ -12,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
-cargo build -q -p edo-cli
+# The x86-64 command the tests built (a no-op after scripts/test.sh's `cargo test`): a build of its
+# own, with other features, would compile the workspace and wgpu a second time.
+cargo test -q --all-features --no-run
 cargo build -q -p edo-cli --target "$target"
 x86="${CARGO_TARGET_DIR:-target}/debug/edo"
 arm="${CARGO_TARGET_DIR:-target}/$target/debug/edo"

@@ -40,7 +40,8 @@ n = struct.unpack("<Q", b[:8])[0]
 start, end = json.loads(b[8:8 + n])["rows"]["data_offsets"]
 sys.stdout.buffer.write(b[8 + n + start:8 + n + end])' "$1"
 }
-cargo build -q -p edo-cli
+# The x86-64 edo command the tests built (see aarch64_check.sh).
+cargo test -q --all-features --no-run
 checks=0
 for format in int8 int4 fp16 q8_0 q4_k binary; do
     "$native" quantize tests/data/files/table_f32.npy "$format" "$out/native/$format.edo"

@@ -9,7 +9,8 @@ src=target/wordllama
 if [ ! -f "$src/weights.safetensors" ]; then
     bash scripts/fixtures/wordllama_reference.sh
 fi
-# The same features as the test command's build, so after the tests nothing is rebuilt.
-cargo build -q --all-features --bin edo
+# The command the tests built (a no-op after scripts/test.sh's `cargo test`; `cargo build` would
+# build the workspace again, with its dev-dependencies' features left out).
+cargo test -q --all-features --no-run
 "${CARGO_TARGET_DIR:-target}/debug/edo" quantize-model "$src/weights.safetensors" --wordllama --tokenizer "$src/tokenizer.json" \
     --format "${1:-int8}" --normalize true -o web/model.edo

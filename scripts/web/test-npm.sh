@@ -26,7 +26,7 @@ cp web/npm/test/node.test.mjs "$work/node/"
 
 echo "== npm: the package in Deno, Bun, Cloudflare's workerd, and Node with Dawn's WebGPU"
 # The native CLI's vectors are the oracle (the build the tests made: nothing is rebuilt).
-cargo build -q --all-features --bin edo
+cargo test -q --all-features --no-run
 flags=()
 if [ -f web/model.edo ]; then flags+=(--wordllama web/model.edo); fi
 if [ "${EDO_REQUIRE_GPU:-}" = "1" ]; then flags+=(--require-gpu); fi

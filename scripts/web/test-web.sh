@@ -39,7 +39,7 @@ echo "== the demo page, end to end (it imports the package)"
 # asks for a dropped model and the end-to-end script says SKIPPED for that section.
 # A file an older edo wrote (before a change of the file format) is written again: this edo
 # (the build the tests made, so nothing is rebuilt) says whether it reads it.
-cargo build -q --all-features --bin edo
+cargo test -q --all-features --no-run
 if [ ! -f web/model.edo ] || ! "${CARGO_TARGET_DIR:-target}/debug/edo" inspect web/model.edo --no-png >/dev/null 2>&1; then
     ./scripts/web/make_web_model.sh || echo "no web/model.edo (WordLlama unavailable): semantic search will say SKIPPED"
 fi
