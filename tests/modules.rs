@@ -14,8 +14,8 @@
 //! returns it, and its variants carry the values they report (a `Format`, an `EncodeError`), so
 //! its own edges are not followed — it holds no logic that could call back into a layer.
 //!
-//! Each crate of the workspace is checked on its own (`src/` is edo's, `core/src/` edo-core's);
-//! the order between crates is the compiler's to keep. Runs under cargo, or alone from the
+//! Each crate of the workspace is checked on its own (`src/` is edo's, `core/src/` edo-core's,
+//! `tokenizer/src/` edo-tokenizer's); the order between crates is the compiler's to keep. Runs under cargo, or alone from the
 //! workspace's root: `rustc --edition 2021 --test tests/modules.rs -o /tmp/m && /tmp/m`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -34,9 +34,9 @@ fn src_root() -> PathBuf {
     workspace().join("src")
 }
 
-/// The sources of every library crate of the workspace: edo's and edo-core's.
-fn crate_roots() -> [PathBuf; 2] {
-    [src_root(), workspace().join("core/src")]
+/// The sources of every library crate of the workspace: edo's, edo-core's and edo-tokenizer's.
+fn crate_roots() -> [PathBuf; 3] {
+    [src_root(), workspace().join("core/src"), workspace().join("tokenizer/src")]
 }
 
 fn is_ident(c: char) -> bool {

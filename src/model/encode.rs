@@ -17,8 +17,8 @@ pub(super) type EncodeBuffers = (ThreadBuffers, Vec<u32>, Vec<(usize, f32)>, Vec
 /// Buffers one thread reuses from text to text, for either of edo's own tokenizers.
 #[derive(Default)]
 pub(super) struct ThreadBuffers {
-    pub(super) scratch: wordpiece::Scratch,
-    pub(super) pipeline: pipeline::Buffers,
+    pub(super) scratch: edo_tokenizer::Scratch,
+    pub(super) pipeline: edo_tokenizer::Buffers,
 }
 
 impl StaticModel {

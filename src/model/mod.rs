@@ -38,17 +38,12 @@ use crate::{Bounds, Error};
 
 mod encode;
 mod file;
-mod pipeline;
-mod split_regex;
 mod tokenizer;
-mod unicode_classes;
-mod wordpiece;
 
+use edo_tokenizer::{FastWordPiece, Pipeline};
 pub use encode::TokenBags;
 use encode::*;
-use pipeline::Pipeline;
 use tokenizer::*;
-use wordpiece::FastWordPiece;
 
 /// The most bytes of one text edo tokenizes, after the cut to `max_length × median token length`
 /// characters (so only a model without a `max_length`, such as WordLlama's, meets it): longer

@@ -61,7 +61,7 @@ pub(super) fn json_depth(json: &[u8]) -> usize {
 pub(super) fn check_precompiled(normalizer: &serde_json::Value) -> Result<(), Error> {
     match normalizer {
         serde_json::Value::Object(o) if o.get("type").and_then(|t| t.as_str()) == Some("Precompiled") => {
-            pipeline::read_precompiled(normalizer).map(drop).map_err(|e| bad(format!("tokenizer.json: {e}")))
+            edo_tokenizer::read_precompiled(normalizer).map(drop).map_err(|e| bad(format!("tokenizer.json: {e}")))
         }
         serde_json::Value::Object(o) => o.get("normalizers").map_or(Ok(()), check_precompiled),
         serde_json::Value::Array(a) => a.iter().try_for_each(check_precompiled),
@@ -147,7 +147,7 @@ pub(super) type Fallback = (Tokenizer, (usize, usize), Option<u32>);
 /// `tokenizers` crate's natively, with its vocabulary's figures and unknown token; in the browser,
 /// the refusal as an error.
 #[cfg(native)]
-pub(super) fn fallback_tokenizer(bytes: &[u8], kind: &str, _: pipeline::Refusal) -> Result<Fallback, Error> {
+pub(super) fn fallback_tokenizer(bytes: &[u8], kind: &str, _: edo_tokenizer::Refusal) -> Result<Fallback, Error> {
     // A part only `tokenizers` runs (or a file it may read where edo's parse is stricter): it
     // reads the file, or says why not.
     let tokenizer = load_tokenizer(bytes)?;
@@ -170,10 +170,10 @@ pub(super) fn fallback_tokenizer(bytes: &[u8], kind: &str, _: pipeline::Refusal)
 }
 
 #[cfg(web)]
-pub(super) fn fallback_tokenizer(_: &[u8], _: &str, refusal: pipeline::Refusal) -> Result<Fallback, Error> {
+pub(super) fn fallback_tokenizer(_: &[u8], _: &str, refusal: edo_tokenizer::Refusal) -> Result<Fallback, Error> {
     Err(match refusal {
-        pipeline::Refusal::Unsupported(part) => Error::TokenizerPart { part },
-        pipeline::Refusal::Bad(why) => bad(format!("tokenizer.json: {why}")),
+        edo_tokenizer::Refusal::Unsupported(part) => Error::TokenizerPart { part },
+        edo_tokenizer::Refusal::Bad(why) => bad(format!("tokenizer.json: {why}")),
     })
 }
 

@@ -5,7 +5,7 @@
 //! Llama 3's, Qwen's and their like) and refuses anything else by name:
 //! - literals and escapes (`\r`, `\n`, `\t`, `\'`, …), `.`, classes `[…]` and `[^…]` with ranges;
 //! - `\s` `\S` (White_Space), `\d` `\D` (`\p{Nd}`), `\p{L}` `\p{M}` `\p{N}` `\p{Nd}` and their `\P`
-//!   forms (Unicode 16.0, regex-syntax's tables: [`super::unicode_classes`]);
+//!   forms (Unicode 16.0, regex-syntax's tables: [`crate::unicode_classes`]);
 //! - groups `(…)`, `(?:…)`, `(?i:…)` (over ASCII: a letter matches either case, k the Kelvin sign,
 //!   s the long s, as Unicode's simple case folding has it), lookahead
 //!   `(?=…)` and `(?!…)`;
@@ -15,7 +15,7 @@
 //! A pattern that can match the empty string is refused (the regex crate's empty matches split
 //! between every character; no tokenizer uses one).
 
-use super::unicode_classes::{DECIMAL_NUMBER, LETTER, MARK, NUMBER, WORD};
+use crate::unicode_classes::{DECIMAL_NUMBER, LETTER, MARK, NUMBER, WORD};
 
 /// A compiled pattern.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@
 //!   `NFKC`, `NFKD`, `Lowercase`, `Strip`, `StripAccents`, `Precompiled` (SentencePiece's
 //!   charsmap), and `Sequence`s of them;
 //! - pre-tokenizers: `BertPreTokenizer`, `Metaspace`, `WhitespaceSplit`, `ByteLevel` (GPT-2's
-//!   split and byte alphabet), `Split` (a string, or a regex of the syntax [`super::split_regex`]
+//!   split and byte alphabet), `Split` (a string, or a regex of the syntax [`crate::split_regex`]
 //!   runs: GPT-2's, Llama 3's, Qwen's patterns; every behaviour, inverted or not), and `Sequence`s;
 //! - models: `WordPiece`, `BPE` (byte fallback, unknown-token fusing, subword prefix and word
 //!   suffix, `ignore_merges`; no dropout), `Unigram` (SentencePiece's Viterbi, byte fallback),
@@ -21,7 +21,7 @@
 //!
 //! Anything else (a regex beyond that syntax, BPE dropout, a `ByteLevel` normalizer, …) is refused
 //! by name: natively the model then tokenizes with `tokenizers`; in a browser build loading it
-//! fails with [`Error::TokenizerPart`](crate::Error::TokenizerPart).
+//! fails with edo's `Error::TokenizerPart`.
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -29,20 +29,20 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use unicode_normalization_alignments::UnicodeNormalization;
 
-use super::split_regex::{is_word_char, Regex};
+use crate::split_regex::{is_word_char, Regex};
 
 mod bpe;
 mod json;
 mod unigram;
 
-use super::wordpiece::{bert_words, new_cache_id, BertNormalizer, Pieces, Scratch, Trie};
+use crate::wordpiece::{bert_words, new_cache_id, BertNormalizer, Pieces, Scratch, Trie};
 use bpe::*;
 use json::*;
 use unigram::*;
 
 /// A tokenizer.json, read into the parts edo runs (see the module docs).
 #[derive(Clone, Debug)]
-pub(crate) struct Pipeline {
+pub struct Pipeline {
     normalizers: Vec<Normalizer>,
     pre_tokenizers: Vec<PreTokenizer>,
     model: Model,
@@ -54,19 +54,20 @@ pub(crate) struct Pipeline {
 
 /// What a tokenizer.json holds besides its pipeline: every token with its id (`vocab` and
 /// `added` together are `tokenizers`' `get_vocab(true)`).
-pub(crate) struct Parsed {
-    pub(crate) pipeline: Pipeline,
+pub struct Parsed {
+    /// The pipeline that runs the file.
+    pub pipeline: Pipeline,
     /// The model's vocabulary (shared with the model, not a copy).
-    pub(crate) vocab: Arc<FxHashMap<String, u32>>,
+    pub vocab: Arc<FxHashMap<String, u32>>,
     /// Added tokens outside it, with the ids they were given past it.
-    pub(crate) added: Vec<(String, u32)>,
+    pub added: Vec<(String, u32)>,
     /// The unknown token's id.
-    pub(crate) unk: Option<u32>,
+    pub unk: Option<u32>,
 }
 
 /// Why a tokenizer.json is not one edo's own tokenizer runs.
 #[derive(Debug)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// A part it does not run, named.
     Unsupported(String),
     /// A file that is not a tokenizer.json (or one `tokenizers` would refuse).
@@ -170,7 +171,7 @@ enum Model {
 
 impl Refusal {
     /// What it says.
-    pub(crate) fn message(&self) -> String {
+    pub fn message(&self) -> String {
         match self {
             Refusal::Unsupported(part) => part.clone(),
             Refusal::Bad(why) => format!("a file it cannot read ({why})"),
@@ -180,7 +181,7 @@ impl Refusal {
 
 impl Pipeline {
     /// The pipeline of a tokenizer.json, or why edo's own tokenizer does not run it.
-    pub(crate) fn from_json(bytes: &[u8]) -> Result<Parsed, Refusal> {
+    pub fn from_json(bytes: &[u8]) -> Result<Parsed, Refusal> {
         let json: Json = serde_json::from_slice(bytes).map_err(|e| Refusal::Bad(e.to_string()))?;
         let mut normalizers = Vec::new();
         if let Some(n) = &json.normalizer {
@@ -228,12 +229,12 @@ impl Pipeline {
     }
 
     /// Whether its model is a WordPiece one.
-    pub(crate) fn is_wordpiece(&self) -> bool {
+    pub fn is_wordpiece(&self) -> bool {
         matches!(self.model, Model::WordPiece(_))
     }
 
     /// Appends the ids of `text` to `ids`.
-    pub(crate) fn encode(&self, text: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
+    pub fn encode(&self, text: &str, buffers: &mut Buffers, ids: &mut Vec<u32>) -> Result<(), String> {
         // Added tokens in the text as written, then in each normalised piece between them.
         let mut start = 0;
         let mut result = Ok(());
@@ -413,7 +414,7 @@ fn starts(text: &str, part: &str) -> bool {
 
 /// Buffers one thread reuses from text to text.
 #[derive(Default)]
-pub(crate) struct Buffers {
+pub struct Buffers {
     scratch: Scratch,
     normalized: String,
     /// The normalizers' second buffer.
@@ -491,7 +492,7 @@ fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Re
 
 /// A `Precompiled` normaliser, read by `spm_precompiled` and checked so that running it cannot
 /// index out of its charsmap (see [`charsmap_fault`]).
-pub(crate) fn read_precompiled(n: &serde_json::Value) -> Result<spm_precompiled::Precompiled, String> {
+pub fn read_precompiled(n: &serde_json::Value) -> Result<spm_precompiled::Precompiled, String> {
     let p = <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(n).map_err(|e| format!("a precompiled normaliser that is not one: {e}"))?;
     // spm_precompiled decoded this string; the same decoder gives the same bytes.
     let charsmap = n["precompiled_charsmap"].as_str().and_then(|b| base64::decode(b).ok()).unwrap_or_default();
@@ -846,7 +847,7 @@ mod tests {
     /// against `tokenizers`).
     #[test]
     fn bpe_splits_before_metaspace_only_where_no_merge_joins_across() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/bpe_f16/tokenizer.json");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/models/bpe_f16/tokenizer.json");
         let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         // The fixture's merges join across: "e" + "▁" is its second.
         assert_eq!(split_before(&json), None);

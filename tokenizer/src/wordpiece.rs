@@ -17,7 +17,7 @@ use unicode_normalization_alignments::UnicodeNormalization;
 
 /// A WordPiece tokenizer that gives ids only (see the module docs).
 #[derive(Clone, Debug)]
-pub(crate) struct FastWordPiece {
+pub struct FastWordPiece {
     normalizer: BertNormalizer,
     pieces: Pieces,
     /// Added tokens, as written and normalised: a text holding one goes to `tokenizers`.
@@ -76,7 +76,7 @@ impl WordCache {
 
 /// Buffers one thread reuses from text to text.
 #[derive(Default)]
-pub(crate) struct Scratch {
+pub struct Scratch {
     pub(crate) normalized: String,
     /// The words of the model this thread ran last (the fast WordPiece's, or the pipeline's
     /// BPE or Unigram model's).
@@ -102,7 +102,7 @@ struct AddedToken {
 impl FastWordPiece {
     /// The fast tokenizer of `tokenizer.json`, when it is BERT's WordPiece exactly; `None` for
     /// anything else.
-    pub(crate) fn from_json(bytes: &[u8]) -> Option<FastWordPiece> {
+    pub fn from_json(bytes: &[u8]) -> Option<FastWordPiece> {
         let json: Json = serde_json::from_slice(bytes).ok()?;
         if json.pre_tokenizer?["type"] != "BertPreTokenizer" {
             return None;
@@ -133,7 +133,7 @@ impl FastWordPiece {
     /// Appends the ids of `text` to `ids` (unknown words as the unknown token, as `tokenizers`
     /// gives them), at most `limit` of them; `false` (and nothing appended) where the text must go
     /// to `tokenizers` instead.
-    pub(crate) fn encode(&self, text: &str, limit: usize, scratch: &mut Scratch, ids: &mut Vec<u32>) -> bool {
+    pub fn encode(&self, text: &str, limit: usize, scratch: &mut Scratch, ids: &mut Vec<u32>) -> bool {
         self.normalizer.normalize(text, scratch);
         let normalized = scratch.normalized.as_str();
         let may_hold = |s: &str| s.bytes().any(|b| self.added_first[b as usize]);
