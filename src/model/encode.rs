@@ -80,9 +80,7 @@ impl EncodeBlock<'_> {
         let model = self.model;
         let dim = model.dim();
         let (limit, last) = model.token_limits();
-        let f32_rows = model.table.format() == Format::F32;
         let (buffers, ids, rows, row) = self.buffers;
-        row.resize(dim, 0.0);
         for (text, dst) in self.texts.iter().zip(self.out.chunks_exact_mut(dim.max(1))) {
             dst.fill(0.0);
             ids.clear();
@@ -101,34 +99,14 @@ impl EncodeBlock<'_> {
             if let Some(unk) = model.unk {
                 ids.retain(|&id| id != unk);
             }
-            // Every row of the text found and asked for before any is pooled, so their cache misses
-            // overlap rather than come one row after another.
             rows.clear();
             for (index, &id) in ids.iter().enumerate() {
                 match model.token_row(id, index) {
-                    Ok((r, w)) => {
-                        crate::cpu::prefetch(model.table.row(r));
-                        rows.push((r, w));
-                    }
+                    Ok(r) => rows.push(r),
                     Err(e) => return Some(Stop::Failed(e)),
                 }
             }
-            let n = ids.len() as f32;
-            for &(r, w) in rows.iter() {
-                let w = w / n;
-                // An FP32 row is its words: summed where it lies, not copied first.
-                let values: &[f32] = if f32_rows {
-                    bytemuck::cast_slice(model.table.row(r))
-                } else {
-                    // The format's one shared decoder (see `search::dot_block`).
-                    model.table.decode_row_into(r, row);
-                    &row[..]
-                };
-                dst.iter_mut().zip(values).for_each(|(d, x)| *d += w * x);
-            }
-            if model.normalize {
-                normalize_rows(dst, dim);
-            }
+            crate::cpu::pool_text(&model.table, rows, model.normalize, dst, row);
         }
         None
     }

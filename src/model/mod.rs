@@ -40,6 +40,7 @@ mod encode;
 mod file;
 mod tokenizer;
 
+pub use crate::cpu::normalize_rows;
 use edo_tokenizer::{FastWordPiece, Pipeline};
 pub use encode::TokenBags;
 use encode::*;
@@ -734,32 +735,6 @@ enum Weights<'a> {
 #[cfg(native)]
 fn map_weights(path: &Path) -> Result<SharedBytes, Error> {
     Ok(Arc::new(crate::file::map_file_populated(path)?))
-}
-
-/// Divides each row of `dim` values by its L2 norm + 1e-32, as model2vec does.
-///
-/// The squares are summed in eight running sums (value `i` into sum `i mod 8`, the last
-/// `dim mod 8` values after them), added pairwise at the end: the same bits on every
-/// instruction set, and a sum of independent additions, where one running sum is a chain of
-/// dependent ones (a 384-value row spent longer waiting on that chain than on the rest of its
-/// pooling). It is no less accurate: each sum carries an eighth of the terms.
-#[inline]
-pub fn normalize_rows(values: &mut [f32], dim: usize) {
-    for row in values.chunks_exact_mut(dim.max(1)) {
-        let (octets, rest) = row.as_chunks::<8>();
-        let mut sums = [0f32; 8];
-        for o in octets {
-            for (s, x) in sums.iter_mut().zip(o) {
-                *s += x * x;
-            }
-        }
-        for (s, x) in sums.iter_mut().zip(rest) {
-            *s += x * x;
-        }
-        let [a, b, c, d, e, f, g, h] = sums;
-        let norm = (((a + b) + (c + d)) + ((e + f) + (g + h))).sqrt() + 1e-32;
-        row.iter_mut().for_each(|x| *x /= norm);
-    }
 }
 
 /// A tensor's values as f32: floats as the table readers convert them, or I8 codes as they are.

@@ -9,11 +9,14 @@
 #[doc(hidden)]
 pub mod bag;
 mod gather;
+mod pool;
+pub mod search;
 
 pub use crate::simd::Simd;
 pub use bag::pool_rows;
 pub use bag::{embedding_bag, embedding_bags, embedding_bags_into};
 pub use gather::{gather, gather_into};
+pub use pool::{normalize_rows, pool_text};
 
 /// f32 values rounded to f16, to nearest even (`half`'s conversion; beyond f16's range ±inf):
 /// how edo's f16 outputs round, on the CPU path and in `f16_common.wgsl` alike.
