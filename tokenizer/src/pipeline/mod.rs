@@ -11,7 +11,7 @@
 //!   `NFKC`, `NFKD`, `Lowercase`, `Strip`, `StripAccents`, `Precompiled` (SentencePiece's
 //!   charsmap), and `Sequence`s of them;
 //! - pre-tokenizers: `BertPreTokenizer`, `Metaspace`, `WhitespaceSplit`, `ByteLevel` (GPT-2's
-//!   split and byte alphabet), `Split` (a string, or a regex of the syntax [`crate::split_regex`]
+//!   split and byte alphabet), `Split` (a string, or a regex of the syntax `split_regex`
 //!   runs: GPT-2's, Llama 3's, Qwen's patterns; every behaviour, inverted or not), and `Sequence`s;
 //! - models: `WordPiece`, `BPE` (byte fallback, unknown-token fusing, subword prefix and word
 //!   suffix, `ignore_merges`; no dropout), `Unigram` (SentencePiece's Viterbi, byte fallback),
@@ -491,7 +491,7 @@ fn normalizer(n: &serde_json::Value, out: &mut Vec<Normalizer>) -> Result<(), Re
 }
 
 /// A `Precompiled` normaliser, read by `spm_precompiled` and checked so that running it cannot
-/// index out of its charsmap (see [`charsmap_fault`]).
+/// index out of its charsmap (see `charsmap_fault`).
 pub fn read_precompiled(n: &serde_json::Value) -> Result<spm_precompiled::Precompiled, String> {
     let p = <spm_precompiled::Precompiled as serde::Deserialize>::deserialize(n).map_err(|e| format!("a precompiled normaliser that is not one: {e}"))?;
     // spm_precompiled decoded this string; the same decoder gives the same bytes.
