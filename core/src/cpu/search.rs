@@ -66,6 +66,9 @@ impl Scored {
 /// in row order, a block of rows (that fits the L1 cache) for all of a worker's queries at a
 /// time; a row enters only if it is strictly nearer than the heap's worst, which is exactly the
 /// "ties go to the lower row" rule. The distance loop is compiled for the common code widths.
+///
+/// # Panics
+/// If the queries' codes are narrower than the corpus's (`edo::search` checks the shapes).
 pub fn hamming_unchecked(corpus: &PackedTable, queries: &PackedTable, k: usize) -> Neighbors {
     let k_eff = k.min(corpus.rows());
     let mut out: Vec<(u32, u32)> = vec![(0, 0); queries.rows() * k_eff];
@@ -332,6 +335,9 @@ pub fn dot(q: &[f32], x: &[f32]) -> f32 {
 /// Rescores Hamming candidates: the dot product of each query (`dim` values, the table's) with
 /// its candidates' rows of `table`, keeping the `k` best, ties by the lower row. The queries must
 /// be one per candidate list and every candidate a row of `table`.
+///
+/// # Panics
+/// If a candidate is not a row of `table` or a query list is missing (`edo::search` checks both).
 pub fn rescore_unchecked(queries: &[f32], candidates: &Neighbors, table: &PackedTable, k: usize) -> Scored {
     let nq = queries.len().checked_div(table.dim()).unwrap_or(0);
     let dim = table.dim();
