@@ -57,8 +57,9 @@ pub(super) enum Stop {
     Failed(Error),
 }
 
-/// A block of texts encoded into their vectors, as a [`Kernel`](crate::simd::Kernel): the
-/// pooling and normalisation loops run on the CPU's widest vectors.
+/// A block of texts encoded into their vectors, as a [`Kernel`](crate::simd::Kernel); each text's
+/// pooling and normalisation is edo-core's [`pool_text`](crate::cpu::pool_text), which picks the
+/// CPU's widest vectors itself.
 pub(super) struct EncodeBlock<'a> {
     model: &'a StaticModel,
     texts: &'a [&'a str],
