@@ -62,7 +62,7 @@ mod source;
 
 // The layer below: formats, SIMD levels, the CPU path (edo-core, no GPU). Its modules keep the
 // paths they had in this crate (`edo::format`, `edo::cpu`, `edo::par`).
-use edo_core::{alloc, bags, bounds, simd};
+use edo_core::{alloc, bags, bounds};
 pub use edo_core::{cpu, format, par};
 
 /// (Feature `synth`, on by default; the planner uses it inside either way.)

@@ -35,12 +35,7 @@ impl StaticModel {
         // (a text takes a microsecond or two) are one block: not worth waking a pool thread for.
         let block_rows = if texts.len() < 16 { texts.len() } else { (texts.len() / (crate::par::threads() * 8)).max(4) };
         let stop = crate::par::for_each_block_balanced(out, dim.max(1), block_rows, |first, block| {
-            // The thread's buffers are taken out for the block and put back after: the kernel
-            // runs as a direct call (see `crate::simd::Kernel`), not inside a closure.
-            let mut buffers = BUFFERS.with_borrow_mut(std::mem::take);
-            let stop = crate::simd::run(EncodeBlock { model: self, texts: &texts[first..first + block.len() / dim.max(1)], out: block, buffers: &mut buffers });
-            BUFFERS.with_borrow_mut(|b| *b = buffers);
-            stop
+            BUFFERS.with_borrow_mut(|buffers| EncodeBlock { model: self, texts: &texts[first..first + block.len() / dim.max(1)], out: block, buffers }.encode())
         });
         match stop {
             None => Ok(true),
@@ -57,9 +52,8 @@ pub(super) enum Stop {
     Failed(Error),
 }
 
-/// A block of texts encoded into their vectors, as a [`Kernel`](crate::simd::Kernel); each text's
-/// pooling and normalisation is edo-core's [`pool_text`](crate::cpu::pool_text), which picks the
-/// CPU's widest vectors itself.
+/// A block of texts encoded into their vectors; each text's pooling and normalisation is
+/// edo-core's [`pool_text`](crate::cpu::pool_text), which picks the CPU's widest vectors itself.
 pub(super) struct EncodeBlock<'a> {
     model: &'a StaticModel,
     texts: &'a [&'a str],
@@ -67,16 +61,7 @@ pub(super) struct EncodeBlock<'a> {
     buffers: &'a mut EncodeBuffers,
 }
 
-impl crate::simd::Kernel for EncodeBlock<'_> {
-    type Output = Option<Stop>;
-    #[inline(always)]
-    fn run<L: crate::simd::Lanes>(self, _: L) -> Option<Stop> {
-        self.encode()
-    }
-}
-
 impl EncodeBlock<'_> {
-    #[inline(always)]
     fn encode(self) -> Option<Stop> {
         let model = self.model;
         let dim = model.dim();
