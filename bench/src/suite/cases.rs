@@ -4,6 +4,7 @@
 use super::*;
 
 pub(super) enum Runner {
+    #[cfg(feature = "gpu")]
     Gpu(Engine),
     Cpu(usize),
 }
@@ -142,6 +143,7 @@ pub(super) fn time_cpu<E: Into<Error>>(reps: usize, threads: usize, mut f: impl 
     Ok(Timing { first, times })
 }
 
+#[cfg(feature = "gpu")]
 pub(super) async fn time_round_trip<F, Fut>(reps: usize, mut f: F) -> Result<Timing, Error>
 where
     F: FnMut() -> Fut,
@@ -169,6 +171,7 @@ where
 
 /// The first call of `f`, then `calls` more, each timed on its own (calls long enough for the
 /// clock to resolve: round trips, not gathers on the device).
+#[cfg(feature = "gpu")]
 pub(super) async fn time_each_call<F, Fut, T>(calls: usize, mut f: F) -> Result<Timing, Error>
 where
     F: FnMut() -> Fut,
@@ -187,6 +190,7 @@ where
 }
 
 /// The engine a size's tables live on: the backend's own, or one with the size's shard limit.
+#[cfg(feature = "gpu")]
 pub(super) fn engine_for(engine: &Engine, size: &Size) -> Engine {
     match size.shard_bytes {
         Some(b) => engine.sibling(EngineOptions { max_binding_bytes: Some(b), ..Default::default() }),
@@ -268,6 +272,7 @@ pub(super) async fn table_case(
                 }
             }
         }
+        #[cfg(feature = "gpu")]
         Runner::Gpu(engine) => {
             let engine = engine_for(engine, size);
             // Uploads are not the call's work: the first call starts at preparing the job
@@ -338,6 +343,7 @@ pub(super) async fn search_case(st: &mut State, runner: &Runner, backend: &Backe
             work.timing = "host";
             time_cpu(st.reps, *threads, || edo::search::search_rescored(&corpus, &queries, int8, k, multiplier).map(|_| ()))?
         }
+        #[cfg(feature = "gpu")]
         Runner::Gpu(engine) => {
             let engine = engine_for(engine, size);
             let codes = GpuCodes::upload(&engine, &corpus).await?;
@@ -363,6 +369,7 @@ pub(super) async fn search_case(st: &mut State, runner: &Runner, backend: &Backe
     Ok(())
 }
 
+#[cfg(feature = "gpu")]
 pub(super) async fn cache_case(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, int8: &PackedTable) -> Result<(), Error> {
     let Runner::Gpu(engine) = runner else {
         // The CPU path holds every row: there is nothing to cache.
@@ -425,6 +432,7 @@ pub(super) async fn cache_case(st: &mut State, runner: &Runner, backend: &Backen
 pub(super) async fn latency_cases(st: &mut State, runner: &Runner, backend: &BackendInfo, size: &Size, int8: &PackedTable) -> Result<(), Error> {
     let (rows, dim) = (size.rows, size.dim);
     let row_bytes = int8.row_words() as u64 * 4;
+    #[cfg(feature = "gpu")]
     let gpu = match runner {
         Runner::Gpu(engine) => Some(GpuTable::upload(engine, int8).await?),
         Runner::Cpu(_) => None,
@@ -434,7 +442,7 @@ pub(super) async fn latency_cases(st: &mut State, runner: &Runner, backend: &Bac
     for n in batches {
         // Eight sets of ids, taken in turn: no call repeats the one before it.
         let sets: Vec<Vec<u32>> = (0..8).map(|k| synth::uniform_ids(n, rows, 9 + k)).collect();
-        let work = Work {
+        let mut work = Work {
             op: Op::Latency,
             format: int8.format().name().into(),
             size: size.name,
@@ -443,23 +451,26 @@ pub(super) async fn latency_cases(st: &mut State, runner: &Runner, backend: &Bac
             items: n,
             unit: "ids",
             batch: n,
-            timing: if gpu.is_some() { "round trip" } else { "host" },
+            timing: "round trip",
             moved_bytes: n as u64 * (row_bytes + 4 + dim as u64 * 4),
             table_bytes: int8.bytes(),
-            shards: gpu.as_ref().map(|g| g.shard_count()),
+            shards: None,
             note: None,
             quality: None,
         };
-        // Each call timed on its own, for the tail: at least 100 of them.
-        let calls = (10 * st.reps).max(100);
         let mut turn = 0;
         let mut next = || {
             turn += 1;
             &sets[turn % sets.len()]
         };
-        let timing = match (&gpu, runner) {
+        let timing = match runner {
             // A caller's round trip: the gather and its readback in one submission.
-            (Some(g), _) => {
+            #[cfg(feature = "gpu")]
+            Runner::Gpu(_) => {
+                let g = gpu.as_ref().expect("uploaded above");
+                work.shards = Some(g.shard_count());
+                // Each call timed on its own, for the tail: at least 100 of them.
+                let calls = (10 * st.reps).max(100);
                 time_each_call(calls, || {
                     let ids = next();
                     async move { g.lookup_host(&edo::Request::gather(ids, Bounds::Error)).await }
@@ -468,11 +479,11 @@ pub(super) async fn latency_cases(st: &mut State, runner: &Runner, backend: &Bac
             }
             // Calls too short for a clock (and a browser's 100 µs one) to time one by one:
             // samples of many.
-            (None, Runner::Cpu(threads)) => {
+            Runner::Cpu(threads) => {
+                work.timing = "host";
                 let mut out = vec![0f32; n * dim];
                 time_cpu(st.reps, *threads, || edo::cpu::gather_into(int8, next(), Bounds::Error, &mut out))?
             }
-            (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
         };
         push_case(st, backend, work, timing);
     }
@@ -513,13 +524,14 @@ pub(super) async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output =
         return Ok(());
     }
     let texts: Vec<&str> = TEXTS.iter().cycle().take(1024).copied().collect();
+    #[cfg(feature = "gpu")]
     let gpu = match runner {
         Runner::Gpu(engine) => Some(GpuStaticModel::upload(engine, model).await?),
         Runner::Cpu(_) => None,
     };
     for n in [1, 32, 1024] {
         let batch = &texts[..n];
-        let work = Work {
+        let mut work = Work {
             op: Op::Embed,
             format: model.table().format().name().into(),
             size: "model",
@@ -528,17 +540,23 @@ pub(super) async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output =
             items: n,
             unit: "texts",
             batch: n,
-            timing: if gpu.is_some() { "round trip" } else { "host" },
+            timing: "round trip",
             moved_bytes: (n * model.dim() * 4) as u64,
             table_bytes: model.table().bytes(),
             shards: None,
             note: None,
             quality: None,
         };
-        let timing = match (&gpu, runner) {
-            (Some(g), _) => time_round_trip(st.reps, || async move { g.encode(batch).await?.read().await.map(|_| ()) }).await?,
-            (None, Runner::Cpu(threads)) => time_cpu(st.reps, *threads, || model.encode(batch).map(|_| ()))?,
-            (None, Runner::Gpu(_)) => unreachable!("uploaded above"),
+        let timing = match runner {
+            #[cfg(feature = "gpu")]
+            Runner::Gpu(_) => {
+                let g = gpu.as_ref().expect("uploaded above");
+                time_round_trip(st.reps, || async move { g.encode(batch).await?.read().await.map(|_| ()) }).await?
+            }
+            Runner::Cpu(threads) => {
+                work.timing = "host";
+                time_cpu(st.reps, *threads, || model.encode(batch).map(|_| ()))?
+            }
         };
         push_case(st, backend, work, timing);
     }

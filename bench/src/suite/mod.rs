@@ -24,7 +24,19 @@ pub use results::*;
 use edo::format::{Format, PackedTable};
 use edo::hash::{HashSpec, HashedBags};
 use edo::model::StaticModel;
-use edo::{synth, Bags, Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable, Layout, Pooling};
+use edo::{synth, Bags, Bounds, Error, Layout, Pooling};
+#[cfg(feature = "gpu")]
+use edo::{Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuStaticModel, GpuTable};
+
+/// What a run takes its GPUs as: edo's [`Engine`]s, or — built without the GPU path (the `gpu`
+/// feature off, as for WASI) — a type with no values, so such a run is on the CPU path only.
+#[cfg(feature = "gpu")]
+pub type Gpu = Engine;
+/// What a run takes its GPUs as: built without the GPU path (the `gpu` feature off, as for
+/// WASI), a type with no values, so a run is on the CPU path only.
+#[cfg(not(feature = "gpu"))]
+#[derive(Clone, Debug)]
+pub enum Gpu {}
 
 /// The `schema` field of every results file.
 pub const SCHEMA: &str = "edo-bench";
@@ -223,12 +235,17 @@ pub fn machine(user_agent: Option<String>) -> Machine {
     {
         Machine { os: "wasm32 in a browser".into(), cpu: None, cores: 1, memory_bytes: None, user_agent }
     }
+    // WASI: the runtime keeps the host to itself; one thread.
+    #[cfg(not(any(native, web)))]
+    {
+        Machine { os: "wasm32 under WASI".into(), cpu: None, cores: 1, memory_bytes: None, user_agent }
+    }
 }
 
 /// Engines on every adapter wgpu finds natively (the browser has one: [`Engine::new`]), with
 /// the names of all adapters found, usable or not. An adapter edo cannot use (limits below its
 /// kernels') gets no engine.
-#[cfg(native)]
+#[cfg(all(native, feature = "gpu"))]
 pub async fn engines() -> (Vec<Engine>, Vec<String>) {
     let options = EngineOptions::default();
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
@@ -258,7 +275,7 @@ pub enum SuiteError {
 
 /// Runs the suite on `gpus` and the CPU path, calling `progress` before each case and awaiting
 /// what it returns (a browser page returns a timer's promise, so that it repaints between cases).
-pub async fn run<F, Fut>(options: &SuiteOptions, gpus: &[Engine], mut progress: F) -> Result<Results, SuiteError>
+pub async fn run<F, Fut>(options: &SuiteOptions, gpus: &[Gpu], mut progress: F) -> Result<Results, SuiteError>
 where
     F: FnMut(&Progress) -> Fut,
     Fut: Future<Output = ()>,
@@ -276,6 +293,9 @@ where
     let copy_bytes: u64 = if tiny { 1 << 20 } else { 64 << 20 };
     let mut backends = Vec::new();
     let mut runners = Vec::new();
+    #[cfg(not(feature = "gpu"))]
+    let _ = gpus;
+    #[cfg(feature = "gpu")]
     for (i, engine) in gpus.iter().enumerate() {
         progress(&Progress { done: 0, total: 0, label: format!("{}: measuring its copy", engine.adapter().name) }).await;
         let copy_bytes = match options.scale {
@@ -420,7 +440,11 @@ where
             let r = match op {
                 Op::Gather | Op::BagSum | Op::BagMean | Op::HashedBag => table_case(&mut st, runner, backend, size, op, table, data).await,
                 Op::Search => search_case(&mut st, runner, backend, size, data, table).await,
+                #[cfg(feature = "gpu")]
                 Op::Cache => cache_case(&mut st, runner, backend, size, table).await,
+                // The CPU path holds every row: there is nothing to cache.
+                #[cfg(not(feature = "gpu"))]
+                Op::Cache => Ok(()),
                 Op::Latency => latency_cases(&mut st, runner, backend, size, table).await,
                 Op::Embed => unreachable!("planned without a size"),
             };
