@@ -4,6 +4,7 @@
 # formats, look rows up, embed texts with a model2vec model, index a corpus and search it — and
 # requires the outputs to be equal byte for byte, and the packed rows and the lines found equal to
 # the `edo` command's. wasmtime is PyPI's (pinned below), in a virtual environment under target/.
+# Then writes the benchmark suite's tiny matrix under wasmtime to target/runtimes-bench/wasmtime.json.
 # With --bench, also prints the WASI module's time over the native program's on one thread for an
 # INT8 gather and a model's embedding (a figure, not a test).
 set -euo pipefail
@@ -90,9 +91,16 @@ fi
 cmp "$out/native/bad.txt" "$out/wasi/bad.txt"
 checks=$((checks + 1))
 echo "wasi: $checks checks equal to the native program's output ($(wc -c < "$wasm") bytes of .wasm, $(gzip -9c "$wasm" | wc -c) gzipped)"
+# The benchmark suite's tiny matrix under wasmtime (the CPU path, one thread), for the report that
+# sets the runtimes side by side (scripts/web/runtimes_check.py --benchmark target/runtimes-bench).
+mkdir -p target/runtimes-bench
+run_wasi bench-suite tiny "$model" target/runtimes-bench/wasmtime.json wasmtime > "$out/wasi/bench-suite.txt"
 
 if [ "${1:-}" = "--bench" ]; then
-    "$native" bench "$model" > "$out/native/bench.txt"
-    run_wasi bench "$model" > "$out/wasi/bench.txt"
-    join "$out/native/bench.txt" "$out/wasi/bench.txt" | awk '{ printf "%s: native %.2f ms, wasmtime %.2f ms, %.2f× native (one thread)\n", $1, 1000 * $2, 1000 * $3, $3 / $2 }'
+    # Three rounds, the two programs in turn within each: this machine's noise shows as their spread.
+    for round in 1 2 3; do
+        "$native" bench "$model" > "$out/native/bench.txt"
+        run_wasi bench "$model" > "$out/wasi/bench.txt"
+        join "$out/native/bench.txt" "$out/wasi/bench.txt" | awk -v r="$round" '{ printf "round %s, %s: native %.2f ms, wasmtime %.2f ms, %.2f× native (one thread)\n", r, $1, 1000 * $2, 1000 * $3, $3 / $2 }'
+    done
 fi

@@ -262,7 +262,8 @@ def compare_benchmarks(args, reports, work):
         path = os.path.join(args.benchmark, slug(r["name"]) + ".json")
         json.dump(results, open(path, "w"), indent=1)
         files.append(path)
-    # Results other checks left there: scripts/checks/aarch64_check.sh's run under qemu (marked emulated).
+    # Results other checks left there: scripts/checks/aarch64_check.sh's run under qemu (marked emulated)
+    # and scripts/checks/wasi_check.sh's under wasmtime.
     written = {os.path.abspath(f) for f in files}
     for name in sorted(os.listdir(args.benchmark)):
         path = os.path.abspath(os.path.join(args.benchmark, name))

@@ -11,20 +11,32 @@
 //! edo-wasi query INDEX.edo MODEL_DIR K TEXT   the K lines nearest TEXT: binary candidates
 //!                                             rescored in INT8, as `edo query` finds them
 //! edo-wasi bench MODEL_DIR                    timings: an INT8 gather and a model's embedding
+//! edo-wasi bench-suite SCALE MODEL_DIR OUT.json LABEL
+//!                                             the benchmark suite (`edo bench suite`'s matrix:
+//!                                             tiny, quick or full) on the CPU path, one thread,
+//!                                             its results file for `edo bench compare`
 //! ```
+//!
+//! `bench-suite` records what the host measured of the module where the runner says it in the
+//! environment (scripts/checks/wasi_run.py does): `EDO_RUNTIME` (the runtime and its version),
+//! `EDO_MODULE_S` (seconds compiling the module), `EDO_MODULE_BYTES` and `EDO_MODULE_GZIP_BYTES`.
 //!
 //! Exit status 0 on success, 2 for a usage error, 1 for any other error (its message on stderr).
 
+use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use edo::file::{import, TableFile, Vocab};
 use edo::model::StaticModel;
 use edo::{Bounds, Error, Format, PackedTable};
+use edo_bench::suite::{self, Artifact, Scale, SuiteError, SuiteOptions};
 
 const USAGE: &str = "usage: edo-wasi quantize IN.npy FORMAT OUT.edo | lookup TABLE.edo ID[,ID…] | embed MODEL_DIR TEXT… \
-                     | index MODEL_DIR CORPUS OUT.edo | query INDEX.edo MODEL_DIR K TEXT | bench MODEL_DIR";
+                     | index MODEL_DIR CORPUS OUT.edo | query INDEX.edo MODEL_DIR K TEXT | bench MODEL_DIR \
+                     | bench-suite SCALE MODEL_DIR OUT.json LABEL";
 
 /// What went wrong: a usage error (exit 2) or edo's error (exit 1).
 enum Failure {
@@ -129,6 +141,7 @@ fn run(args: &[String], out: &mut impl Write) -> Result<(), Failure> {
             Ok(())
         }
         Some("bench") => bench(arg(1, "MODEL_DIR")?, out),
+        Some("bench-suite") => bench_suite(arg(1, "SCALE")?, arg(2, "MODEL_DIR")?, arg(3, "OUT.json")?, arg(4, "LABEL")?, out),
         Some(other) => Err(Failure::Usage(format!("no command {other:?}"))),
         None => Err(Failure::Usage("no command".into())),
     }
@@ -190,4 +203,52 @@ fn bench(model_dir: &str, out: &mut impl Write) -> Result<(), Failure> {
     writeln!(out, "gather_int8_65536_ids {gather:.6}").map_err(stdout_error)?;
     writeln!(out, "embed_1024_texts {embed:.6}").map_err(stdout_error)?;
     Ok(())
+}
+
+/// The benchmark suite on the CPU path, one thread (a WASI module has no others), written to
+/// `output` as `edo bench suite` writes its results; a line per case on `out`.
+fn bench_suite(scale: &str, model_dir: &str, output: &str, label: &str, out: &mut impl Write) -> Result<(), Failure> {
+    let scale = match scale {
+        "tiny" => Scale::Tiny,
+        "quick" => Scale::Quick,
+        "full" => Scale::Full,
+        other => return Err(Failure::Usage(format!("no scale {other:?} (tiny, quick or full)"))),
+    };
+    let mut options = SuiteOptions::new(scale);
+    options.cpu_threads = vec![1];
+    options.label = Some(label.to_string());
+    let env = |name: &str| std::env::var(name).ok();
+    options.runtime = env("EDO_RUNTIME");
+    options.cold_start.module_s = env("EDO_MODULE_S").and_then(|v| v.parse().ok());
+    if let Some(bytes) = env("EDO_MODULE_BYTES").and_then(|v| v.parse().ok()) {
+        options.artifacts.push(Artifact { name: "wasm".into(), bytes, gzip_bytes: env("EDO_MODULE_GZIP_BYTES").and_then(|v| v.parse().ok()) });
+    }
+    let started = Instant::now();
+    options.model = Some(model(model_dir)?);
+    options.cold_start.model_s = Some(started.elapsed().as_secs_f64());
+    let weights = format!("{model_dir}/model.safetensors");
+    if let Ok(meta) = std::fs::metadata(&weights) {
+        options.artifacts.push(Artifact { name: "model".into(), bytes: meta.len(), gzip_bytes: None });
+    }
+    let results = block_on(suite::run(&options, &[], |_| std::future::ready(()))).map_err(|e| match e {
+        SuiteError::Edo(e) => Failure::Edo(e),
+        other => Failure::Usage(other.to_string()),
+    })?;
+    std::fs::write(output, results.to_json()).map_err(|e| Error::io(output, e))?;
+    for case in &results.cases {
+        writeln!(out, "{} {} {} {}: {:.3} ms", case.op, case.format, case.size, case.batch, 1e3 * case.median_s).map_err(stdout_error)?;
+    }
+    Ok(())
+}
+
+/// Runs the suite's future to its end on this thread. On the CPU path it never waits on anything
+/// (no GPU, no timers), so polling until it is ready is all an executor has to do here.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+    }
 }
