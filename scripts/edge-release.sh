@@ -33,8 +33,8 @@ else
 fi
 
 echo "== the WASI module"
-cargo build -q --release -p edo-wasi --target wasm32-wasip1
-cp "$target_dir/wasm32-wasip1/release/edo-wasi.wasm" "$out/edo-wasi.wasm"
+cargo build -q --profile wasi -p edo-wasi --target wasm32-wasip1
+cp "$target_dir/wasm32-wasip1/wasi/edo-wasi.wasm" "$out/edo-wasi.wasm"
 
 echo "== the Python wheels (manylinux2014: glibc 2.17 and later), x86-64 and aarch64"
 # maturin links through zig (from PyPI) to glibc 2.17's symbols, so one wheel serves every

@@ -15,13 +15,14 @@ if [ "$("$venv/bin/pip" show wasmtime 2>/dev/null | sed -n 's/^Version: //p')" !
     # Exit status 3: no runtime to run the module on (scripts/test.sh says SKIPPED unless required).
     python3 -m venv "$venv" && "$venv/bin/pip" install -q "wasmtime==$WASMTIME_VERSION" || exit 3
 fi
-# The native program in the test profile reuses what the tests built (the bits are the same in
-# every profile: no fast-math); --bench times the release builds of both.
-cargo build -q -p edo-wasi --release --target wasm32-wasip1
-wasm=target/wasm32-wasip1/release/edo-wasi.wasm
+# The module in the profile it ships in (`wasi`: release with LTO, as scripts/edge-release.sh
+# builds it). The native program in the test profile reuses what the tests built (the bits are the
+# same in every profile: no fast-math); --bench times both in the `wasi` profile.
+cargo build -q -p edo-wasi --profile wasi --target wasm32-wasip1
+wasm=target/wasm32-wasip1/wasi/edo-wasi.wasm
 if [ "${1:-}" = "--bench" ]; then
-    cargo build -q -p edo-wasi --release
-    native=target/release/edo-wasi
+    cargo build -q -p edo-wasi --profile wasi
+    native=target/wasi/edo-wasi
 else
     cargo build -q -p edo-wasi
     native=target/debug/edo-wasi
