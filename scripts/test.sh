@@ -80,7 +80,7 @@ else
     echo "SKIPPED: aarch64 tests (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)"
 fi
 
-step "WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program"
+step "WASI: edo without its GPU path builds for wasm32-wasip1; edo-wasi under wasmtime equals the native program; edo-core's tests under wasmtime"
 cargo clippy -p edo --no-default-features --target wasm32-wasip1 --lib --quiet -- -D warnings
 cargo clippy -p edo-wasi --quiet -- -D warnings
 cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
@@ -91,6 +91,11 @@ if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WASI:-}" != "1" ]; then
     echo "SKIPPED: WASI run (PyPI's wasmtime could not be installed; EDO_REQUIRE_WASI=1 makes this a failure)"
 elif [ "$status" != 0 ]; then
     exit "$status"
+else
+    # edo-core's tests as WASI modules under the same wasmtime (SIMD128, one thread; `--dir /`:
+    # the tests read their fixtures by absolute path).
+    CARGO_TARGET_WASM32_WASIP1_RUNNER="$PWD/target/wasi-venv/bin/python $PWD/scripts/checks/wasi_run.py --dir /" \
+        EDO_EXPECT_SIMD=simd128 cargo test -p edo-core --target wasm32-wasip1 --quiet
 fi
 
 step "Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
