@@ -99,7 +99,7 @@ else
 fi
 
 step "Python: the wheel (maturin) in a fresh virtual environment: pytest, mypy --strict"
-cargo clippy -p edo-python --all-targets --quiet -- -D warnings
+cargo clippy -p edo-python --features workspace-hack --all-targets --quiet -- -D warnings
 status=0
 ./scripts/checks/test-python.sh || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_PYTHON:-}" != "1" ]; then

@@ -14,10 +14,11 @@ if ! "$tools/bin/pip" freeze 2>/dev/null | grep -q '^maturin==1.16.0$'; then
     rm -rf "$tools"
     python3 -m venv "$tools" && "$tools/bin/pip" install -q $pins || exit 3
 fi
-# The dev profile, as the tests' build: its dependencies are reused (a release wheel is
-# `maturin build --release`, as scripts/edge-release.sh would make one).
+# The dev profile and, through the `workspace-hack` feature (hack/), the dependency features of the
+# tests' build: after the tests, only PyO3, numpy and the module itself are compiled (a release
+# wheel is `maturin build --release`, as scripts/edge-release.sh makes one).
 rm -rf target/wheels
-"$tools/bin/maturin" build -q -m python/Cargo.toml --out target/wheels
+"$tools/bin/maturin" build -q -m python/Cargo.toml --features workspace-hack --out target/wheels
 wheel=$(ls target/wheels/edo_embeddings-*.whl)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
