@@ -71,7 +71,7 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
     QEMU_CPU=max EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=cortex-a53 EDO_EXPECT_SIMD=neon cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
     QEMU_CPU=max EDO_CPU_SIMD=scalar cargo test -p edo-core --target aarch64-unknown-linux-gnu --quiet
-    step "the edo command on aarch64 under qemu: files and vectors equal to x86-64's"
+    step "the edo command on aarch64 (release) under qemu: files and vectors equal to x86-64's"
     ./scripts/checks/aarch64_check.sh
 elif [ "${EDO_REQUIRE_AARCH64:-}" = "1" ]; then
     echo "EDO_REQUIRE_AARCH64=1 but qemu-aarch64 or aarch64-linux-gnu-gcc is missing (apt-get install qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)" >&2

@@ -7,17 +7,18 @@
 # Prints the number of runs compared; fails at the first difference. Then writes the benchmark
 # suite's tiny matrix under qemu to target/runtimes-bench/aarch64-qemu.json (marked emulated).
 # Needs the aarch64 target, Debian's cross linker (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) and
-# qemu-user. The test profile (the build scripts/test.sh already made for this machine): the bits
-# are the same in every profile, as edo uses no fast-math; qemu's timings mean nothing anyway.
+# qemu-user. The aarch64 command is built in release, as scripts/edge-release.sh builds the one users
+# take to a board (the x86-64 one is the tests' build: the bits are the same in every profile, as
+# edo uses no fast-math); qemu's timings mean nothing anyway.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-gnu
 # The x86-64 command the tests built (a no-op after scripts/test.sh's `cargo test`): a build of its
 # own, with other features, would compile the workspace and wgpu a second time.
 cargo test -q --all-features --no-run
-cargo build -q -p edo-cli --target "$target"
+cargo build -q --release -p edo-cli --target "$target"
 x86="${CARGO_TARGET_DIR:-target}/debug/edo"
-arm="${CARGO_TARGET_DIR:-target}/$target/debug/edo"
+arm="${CARGO_TARGET_DIR:-target}/$target/release/edo"
 export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
