@@ -275,6 +275,33 @@ fn cpu_gather_on_many_threads_equals_row_by_row_decoding() {
     }
 }
 
+/// Tables past the caches (8 MiB and more), where a WASM gather touches the rows of 16 ids while
+/// it decodes the 16 before them: ids in and out of range, a short last block, every row as
+/// decoding it alone gives.
+#[test]
+fn cpu_gather_of_tables_past_the_caches_equals_row_by_row_decoding() {
+    let (rows, dim) = (140_001, 125);
+    let data = random_table(rows, dim, 13);
+    let mut ids = edo_core::synth::uniform_ids(1_003, rows, 14);
+    for i in (5..ids.len()).step_by(37) {
+        ids[i] = (rows + i) as u32;
+    }
+    for format in [Format::Int8, Format::Int4, Format::F16] {
+        let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
+        assert!(t.bytes() >= 8 << 20, "{format}: {} bytes", t.bytes());
+        let got = edo_core::cpu::gather(&t, &ids, Bounds::Zero).unwrap();
+        let mut want = vec![0f32; dim];
+        for (i, &id) in ids.iter().enumerate() {
+            if (id as usize) < rows {
+                t.decode_row_into(id as usize, &mut want);
+            } else {
+                want.fill(0.0);
+            }
+            assert_eq!(&got[i * dim..(i + 1) * dim], &want[..], "{format} id {id}");
+        }
+    }
+}
+
 #[test]
 fn format_names_round_trip() {
     for f in Format::ALL {

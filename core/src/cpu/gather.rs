@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 
 use super::prefetch;
-#[cfg(not(all(target_arch = "wasm32", target_os = "wasi")))]
+#[cfg(not(target_arch = "wasm32"))]
 use super::prefetch_distance;
 use crate::format::{dispatch, Codec, PackedTable};
 use crate::simd::{Kernel, Lanes};
@@ -54,7 +54,7 @@ impl<C: Codec> Kernel for GatherBlock<'_, C> {
 
 /// Each row decoded into its place, the lines of the row [`prefetch_distance`] ids ahead
 /// prefetched.
-#[cfg(not(all(target_arch = "wasm32", target_os = "wasi")))]
+#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
     let rows = table.rows();
@@ -73,22 +73,41 @@ fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&Packe
     }
 }
 
-/// Ids a WASI gather touches together.
-#[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+/// Ids a WASM gather touches together.
+#[cfg(target_arch = "wasm32")]
 const TOUCH_BLOCK: usize = 16;
 
-/// Under WASI: the rows of [`TOUCH_BLOCK`] ids at a time, each block's lines touched (a byte of
-/// each read, [`prefetch`]) while the block before it is decoded. WASM has no prefetch, and a read
-/// ahead of each row, one at a time, kept few misses in flight: the reads of a block in one tight
-/// loop put them all in flight together. An INT8 gather of 65 536 ids out of the caches under
-/// wasmtime took 4.2–5.0 ms instead of 7.1–12.9 (docs/edge.md).
-#[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+/// Tables below this many bytes are gathered in WASM without touching rows ahead: in the caches
+/// it only costs (Node's in-cache INT8 gathers took 1.3× longer with it).
+#[cfg(target_arch = "wasm32")]
+const TOUCH_MIN_BYTES: usize = 8 << 20;
+
+/// In WASM (browsers, WASI): the rows of [`TOUCH_BLOCK`] ids at a time, each block's lines
+/// touched (a byte of each read, [`prefetch`]) while the block before it is decoded. WASM has no
+/// prefetch, and a read ahead of each row, one at a time, kept few misses in flight: the reads of
+/// a block in one tight loop put them all in flight together. Out of the caches an INT8 gather of
+/// 65 536 ids took 4.3–4.9 ms instead of 6.9–7.2 under wasmtime and was 1.7× faster in Node
+/// (docs/edge.md, docs/browser.md). Not for FP32 rows, which are copies that the CPU's own
+/// prefetcher follows (touching them made Node's FP32 gathers 1.5× slower), nor for tables in
+/// the caches ([`TOUCH_MIN_BYTES`]).
+#[cfg(target_arch = "wasm32")]
 #[inline(always)]
 fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
     let rows = table.rows();
     let dim = table.dim();
     let row_words = table.row_words();
     let words = table.words();
+    let decode = |ids: &[u32], out: &mut [f32]| {
+        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
+            match bounds.resolve(id, rows) {
+                Some(r) => crate::format::decode_in_kernel::<C, L>(lanes, &words[r * row_words..(r + 1) * row_words], dst),
+                None => dst.fill(0.0),
+            }
+        }
+    };
+    if table.format() == crate::format::Format::F32 || 4 * words.len() < TOUCH_MIN_BYTES {
+        return decode(ids, out);
+    }
     let touch = |ids: &[u32]| {
         for &id in ids {
             if let Some(r) = bounds.resolve(id, rows) {
@@ -104,11 +123,6 @@ fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&Packe
         if let Some((next, _)) = blocks.peek() {
             touch(next);
         }
-        for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
-            match bounds.resolve(id, rows) {
-                Some(r) => crate::format::decode_in_kernel::<C, L>(lanes, &words[r * row_words..(r + 1) * row_words], dst),
-                None => dst.fill(0.0),
-            }
-        }
+        decode(ids, out);
     }
 }

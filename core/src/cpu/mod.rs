@@ -55,12 +55,13 @@ pub(crate) fn prefetch_distance(row_words: usize) -> usize {
 /// Hints the CPU to fetch the cache lines of `row`, every one it touches: rows are rarely aligned
 /// to a line (an INT8 row of 128 values is 136 bytes), so the lines are counted from the row's
 /// first line, not its first byte. x86-64 and aarch64 have prefetch instructions; WASM has none,
-/// so under WASI each line's first byte in `row` is read instead, which puts the misses in flight
-/// together (measured there only, docs/edge.md; the browser build does nothing). A no-op elsewhere.
+/// so in WASM (browsers, WASI) each line's first byte in `row` is read instead, which puts the
+/// misses in flight together (measured under wasmtime and in Node: docs/edge.md, docs/browser.md).
+/// A no-op elsewhere.
 #[inline(always)]
 #[doc(hidden)]
 pub fn prefetch(row: &[u32]) {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_os = "wasi")))]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "wasm32"))]
     {
         if row.is_empty() {
             return;
@@ -84,13 +85,13 @@ pub fn prefetch(row: &[u32]) {
             // SAFETY: the byte read is in `row` (not empty): the row's first byte for the first
             // line, and for line k ≥ 1 the line's start, below the row's end since k < lines.
             // `read_volatile` keeps the unused read from being removed.
-            #[cfg(all(target_arch = "wasm32", target_os = "wasi"))]
+            #[cfg(target_arch = "wasm32")]
             unsafe {
                 std::ptr::read_volatile(if line == 0 { start } else { at })
             };
         }
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(target_arch = "wasm32", target_os = "wasi"))))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "wasm32")))]
     let _ = row;
 }
 
