@@ -8,9 +8,9 @@
 # edo command's files and vectors there against x86-64's (scripts/checks/aarch64_check.sh), where
 # qemu-aarch64 and the cross linker are installed — EDO_REQUIRE_AARCH64=1 makes their absence a
 # failure), edo without its GPU path for WASI and edo-wasi under wasmtime against the native
-# program (scripts/checks/wasi_check.sh), the Python wheel in a fresh virtual environment
-# (scripts/checks/test-python.sh: pytest and mypy; PyPI's packages, EDO_REQUIRE_PYTHON=1 makes their
-# absence a failure), and the browser tests (headless Chromium;
+# program (scripts/checks/wasi_check.sh), edo-core's tests under wasmtime, the Python wheel in a
+# fresh virtual environment (scripts/checks/test-python.sh: pytest and mypy; PyPI's packages,
+# EDO_REQUIRE_PYTHON=1 makes their absence a failure), and the browser tests (headless Chromium;
 # they need chromium, chromium-driver and the pinned wasm-bindgen-cli — without them they print
 # "SKIPPED", and EDO_REQUIRE_WEB=1 turns that into a failure), and a 30-second soak (examples/soak.rs:
 # threads mixing every kind of lookup on one engine, checked against the CPU path, memory sampled,
@@ -85,6 +85,7 @@ cargo clippy -p edo --no-default-features --target wasm32-wasip1 --lib --quiet -
 cargo clippy -p edo-wasi --quiet -- -D warnings
 cargo clippy -p edo-wasi --target wasm32-wasip1 --quiet -- -D warnings
 no_wgpu -p edo --no-default-features --target wasm32-wasip1
+no_wgpu -p edo-wasi --target wasm32-wasip1
 status=0
 ./scripts/checks/wasi_check.sh || status=$?
 if [ "$status" = 3 ] && [ "${EDO_REQUIRE_WASI:-}" != "1" ]; then

@@ -20,7 +20,7 @@ import wasmtime
 
 def main() -> int:
     argv, dirs = sys.argv[1:], []
-    while argv[:1] == ["--dir"]:
+    while argv[:1] == ["--dir"] and len(argv) > 2:
         dirs.append(argv[1])
         argv = argv[2:]
     module_path, args = argv[0], argv[1:]
@@ -28,7 +28,8 @@ def main() -> int:
     started = time.perf_counter()
     module = wasmtime.Module.from_file(engine, module_path)
     compiled = time.perf_counter() - started
-    raw = open(module_path, "rb").read()
+    with open(module_path, "rb") as f:
+        raw = f.read()
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
     store = wasmtime.Store(engine)
