@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything an edge user takes to a board, a phone or a runtime, built in release in one go, into
 # target/edge/: the edo command for x86-64 and aarch64 Linux (glibc; a Raspberry Pi OS, Jetson
-# Linux, Graviton), the WASI module (edo-wasi: quantize, lookup, embed, index, query, bench), the
+# Linux, Graviton), the WASI module (edo-wasi: quantize, lookup, embed, index, query, bench, bench-suite), the
 # Python wheels (manylinux2014, x86-64 and aarch64) and the npm package (browsers, Node, Deno, Bun,
 # Workers). Prints each file's size raw and gzipped and
 # writes SHA256SUMS. docs/edge.md says how to run the benchmark suite with them and bring the

@@ -245,8 +245,8 @@ fn cpu_gather_follows_the_bounds_policy() {
         let t = PackedTable::quantize(format, &data, rows, dim).unwrap();
         let decoded = t.dequantize();
         let row = |r: usize| decoded[r * dim..(r + 1) * dim].to_vec();
-        // 35 ids: bad ids in every block of rows a WASI gather touches together (16), and a short
-        // last block.
+        // 35 ids, bad ones throughout: more than one block of the 16 rows a WASM gather touches
+        // together (here, a table in the caches, it does not; the test below does).
         let ids = [5u32, 100, 99, u32::MAX, 0].repeat(7);
         assert_eq!(edo_core::cpu::gather(&t, &ids, Bounds::Error), Err(Error::IdOutOfRange { index: 1, id: 100, rows }));
         let zero = edo_core::cpu::gather(&t, &ids, Bounds::Zero).unwrap();

@@ -86,7 +86,7 @@ const TOUCH_MIN_BYTES: usize = 8 << 20;
 /// touched (a byte of each read, [`prefetch`]) while the block before it is decoded. WASM has no
 /// prefetch, and a read ahead of each row, one at a time, kept few misses in flight: the reads of
 /// a block in one tight loop put them all in flight together. Out of the caches an INT8 gather of
-/// 65 536 ids took 4.3–4.9 ms instead of 6.9–7.2 under wasmtime and was 1.7× faster in Node
+/// 65 536 ids took 4.3–4.9 ms instead of 6.9–7.2 under wasmtime and was 1.6× faster in Node
 /// (docs/edge.md, docs/browser.md). Not for FP32 rows, which are copies that the CPU's own
 /// prefetcher follows (touching them made Node's FP32 gathers 1.5× slower), nor for tables in
 /// the caches ([`TOUCH_MIN_BYTES`]).
