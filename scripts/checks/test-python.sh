@@ -18,6 +18,22 @@ fi
 # tests' build: after the tests, only PyO3, numpy and the module itself are compiled (a release
 # wheel is `maturin build --release`, as scripts/edge-release.sh makes one).
 rm -rf target/wheels
+if [ "${EDO_EXPECT_REUSE:-}" = "1" ]; then
+    # scripts/test.sh sets it, after the tests' build: if edo, edo-core, half or wgpu compile again
+    # for the wheel, its dependency features have drifted from the tests' (hack/Cargo.toml says how
+    # to find the difference) and the wheel costs a second build of the whole graph.
+    rebuilt=$(cargo build -q -p edo-python --features workspace-hack --message-format=json | python3 -c '
+import json, sys
+names = {"edo", "edo_core", "half", "wgpu", "wgpu_core", "naga"}
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and not m["fresh"] and m["target"]["name"] in names:
+        print(m["target"]["name"])')
+    if [ -n "$rebuilt" ]; then
+        echo "the wheel's build compiled again what the tests had built: $(echo $rebuilt) (see hack/Cargo.toml)" >&2
+        exit 1
+    fi
+fi
 "$tools/bin/maturin" build -q -m python/Cargo.toml --features workspace-hack --out target/wheels
 wheel=$(ls target/wheels/edo_embeddings-*.whl)
 work=$(mktemp -d)
