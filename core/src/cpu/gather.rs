@@ -52,24 +52,49 @@ impl<C: Codec> Kernel for GatherBlock<'_, C> {
     }
 }
 
+/// The rows a gather reads: a table's packed words, ids resolved through the bounds policy.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    words: &'a [u32],
+    row_words: usize,
+    rows: usize,
+    bounds: Bounds,
+}
+
+impl<'a> Rows<'a> {
+    fn new(table: &'a PackedTable, bounds: Bounds) -> Rows<'a> {
+        Rows { words: table.words(), row_words: table.row_words(), rows: table.rows(), bounds }
+    }
+
+    /// The packed words of `id`'s row; `None` where the policy reads zeros.
+    #[inline(always)]
+    fn of(self, id: u32) -> Option<&'a [u32]> {
+        let r = self.bounds.resolve(id, self.rows)?;
+        Some(&self.words[r * self.row_words..(r + 1) * self.row_words])
+    }
+
+    /// `id`'s row decoded into `dst`, or zeros.
+    #[inline(always)]
+    fn decode<C: Codec, L: Lanes>(self, lanes: L, id: u32, dst: &mut [f32]) {
+        match self.of(id) {
+            Some(row) => crate::format::decode_in_kernel::<C, L>(lanes, row, dst),
+            None => dst.fill(0.0),
+        }
+    }
+}
+
 /// Each row decoded into its place, the lines of the row [`prefetch_distance`] ids ahead
 /// prefetched.
 #[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
-    let rows = table.rows();
-    let dim = table.dim();
-    let row_words = table.row_words();
-    let words = table.words();
-    let ahead = prefetch_distance(row_words);
-    for (j, (&id, dst)) in ids.iter().zip(out.chunks_exact_mut(dim)).enumerate() {
-        if let Some(r) = ids.get(j + ahead).and_then(|&next| bounds.resolve(next, rows)) {
-            prefetch(&words[r * row_words..(r + 1) * row_words]);
+    let rows = Rows::new(table, bounds);
+    let ahead = prefetch_distance(rows.row_words);
+    for (j, (&id, dst)) in ids.iter().zip(out.chunks_exact_mut(table.dim())).enumerate() {
+        if let Some(row) = ids.get(j + ahead).and_then(|&next| rows.of(next)) {
+            prefetch(row);
         }
-        match bounds.resolve(id, rows) {
-            Some(r) => crate::format::decode_in_kernel::<C, L>(lanes, &words[r * row_words..(r + 1) * row_words], dst),
-            None => dst.fill(0.0),
-        }
+        rows.decode::<C, L>(lanes, id, dst);
     }
 }
 
@@ -93,28 +118,17 @@ const TOUCH_MIN_BYTES: usize = 8 << 20;
 #[cfg(target_arch = "wasm32")]
 #[inline(always)]
 fn gather_block<C: Codec, L: Lanes>(lanes: L, (table, ids, bounds, out): (&PackedTable, &[u32], Bounds, &mut [f32])) {
-    let rows = table.rows();
     let dim = table.dim();
-    let row_words = table.row_words();
-    let words = table.words();
+    let rows = Rows::new(table, bounds);
     let decode = |ids: &[u32], out: &mut [f32]| {
         for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(dim)) {
-            match bounds.resolve(id, rows) {
-                Some(r) => crate::format::decode_in_kernel::<C, L>(lanes, &words[r * row_words..(r + 1) * row_words], dst),
-                None => dst.fill(0.0),
-            }
+            rows.decode::<C, L>(lanes, id, dst);
         }
     };
-    if table.format() == crate::format::Format::F32 || 4 * words.len() < TOUCH_MIN_BYTES {
+    if table.format() == crate::format::Format::F32 || 4 * rows.words.len() < TOUCH_MIN_BYTES {
         return decode(ids, out);
     }
-    let touch = |ids: &[u32]| {
-        for &id in ids {
-            if let Some(r) = bounds.resolve(id, rows) {
-                prefetch(&words[r * row_words..(r + 1) * row_words]);
-            }
-        }
-    };
+    let touch = |ids: &[u32]| ids.iter().filter_map(|&id| rows.of(id)).for_each(prefetch);
     let mut blocks = ids.chunks(TOUCH_BLOCK).zip(out.chunks_mut(TOUCH_BLOCK * dim)).peekable();
     if let Some((first, _)) = blocks.peek() {
         touch(first);
