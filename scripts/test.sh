@@ -112,6 +112,7 @@ fi
 step "wasm32: cargo clippy of the library and the browser crate (warnings denied)"
 cargo clippy --lib --target wasm32-unknown-unknown --quiet -- -D warnings
 cargo clippy -p edo-web --target wasm32-unknown-unknown --all-targets --quiet -- -D warnings
+cargo clippy -p edo-web --target wasm32-unknown-unknown --lib --features suite --quiet -- -D warnings
 
 step "browser (WASM + WebGPU in headless Chromium)"
 want=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' web/Cargo.toml)

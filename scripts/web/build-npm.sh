@@ -19,7 +19,7 @@ out=target/npm
 stage=$out/package
 rm -rf "$stage"
 mkdir -p "$stage"
-cp web/pkg/edo_web.js web/pkg/edo_web.d.ts web/pkg/edo_web_bg.wasm web/npm/README.md "$stage/"
+cp web/pkg/edo_web{,_suite}.js web/pkg/edo_web{,_suite}.d.ts web/pkg/edo_web{,_suite}_bg.wasm web/npm/README.md "$stage/"
 # The wrapper: web/npm/src's TypeScript compiled beside wasm-bindgen's glue (whose .d.ts types the
 # calls into the module) and the version, into the package's .js and .d.ts files.
 tools="typescript@5.9.3 @webgpu/types@0.1.74 @types/node@20.19.25"
@@ -30,7 +30,7 @@ fi
 build=$out/build
 rm -rf "$build"
 mkdir -p "$build"
-cp web/npm/src/*.ts web/npm/tsconfig.json web/pkg/edo_web.js web/pkg/edo_web.d.ts "$build/"
+cp web/npm/src/*.ts web/npm/tsconfig.json web/pkg/edo_web{,_suite}.js web/pkg/edo_web{,_suite}.d.ts "$build/"
 printf '// Written by scripts/web/build-npm.sh from Cargo.toml.\nexport const VERSION: string = %s;\n' "\"$version\"" > "$build/version.ts"
 "$out/node_modules/.bin/tsc" -p "$build" --outDir "$stage"
 python3 - "$version" web/npm/package.json "$stage/package.json" <<'PY'
@@ -55,5 +55,6 @@ PY
 cp "$stage"/{index,node,core,client,worker,version}.js "$stage"/{index,core,client,version}.d.ts web/pkg/
 tarball=$(cd "$out" && npm pack --silent ./package)
 wasm_gz=$(gzip -9 -c "$stage/edo_web_bg.wasm" | wc -c)
+suite_gz=$(gzip -9 -c "$stage/edo_web_suite_bg.wasm" | wc -c)
 wrapper=$(cat "$stage"/{index,node,core,client,worker,version}.js | wc -c)
-printf '%s: %d bytes; .wasm %d bytes gzipped; wrapper %d bytes unminified\n' "$out/$tarball" "$(stat -c %s "$out/$tarball")" "$wasm_gz" "$wrapper"
+printf '%s: %d bytes; .wasm %d bytes gzipped (the benchmark module, loaded by benchmark() and report() only: %d); wrapper %d bytes unminified\n' "$out/$tarball" "$(stat -c %s "$out/$tarball")" "$wasm_gz" "$suite_gz" "$wrapper"

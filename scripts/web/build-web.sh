@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds edo for the browser into web/pkg: the wasm (release, size-optimised profile "wasm"),
 # wasm-bindgen's JS glue and TypeScript definitions, then `wasm-opt -Oz` when it is installed
-# (npm install -g binaryen; Debian's is too old). Prints the .wasm size raw and gzipped.
+# (npm install -g binaryen; Debian's is too old), for the main module and the benchmark module.
+# Prints the .wasm sizes raw and gzipped.
 # Needs: rustup target add wasm32-unknown-unknown; cargo install wasm-bindgen-cli --version <pinned>.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,18 +12,25 @@ if [ "$have" != "$want" ]; then
   echo "wasm-bindgen-cli $want is needed (found: ${have:-none}): cargo install wasm-bindgen-cli --version $want" >&2
   exit 1
 fi
-cargo build -q -p edo-web --lib --target wasm32-unknown-unknown --profile wasm
+# Two modules: edo_web (what every page loads) and edo_web_suite (the same API and the benchmark
+# suite with its reports, feature `suite`: the package fetches it only when a page benchmarks).
+# The second build reuses the first's dependencies; only edo-web and the link run again.
+out="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm/edo_web.wasm"
 rm -rf web/pkg
-wasm-bindgen --target web --out-dir web/pkg "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm/edo_web.wasm"
-wasm=web/pkg/edo_web_bg.wasm
-raw_before=$(stat -c %s "$wasm")
-if command -v wasm-opt >/dev/null; then
-  wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals "$wasm" -o "$wasm.opt"
-  mv "$wasm.opt" "$wasm"
-  opt="after wasm-opt -Oz (before: $raw_before bytes)"
-else
-  opt="(wasm-opt not installed: npm install -g binaryen)"
-fi
-raw=$(stat -c %s "$wasm")
-gz=$(gzip -9 -c "$wasm" | wc -c)
-printf 'web/pkg/edo_web_bg.wasm: %d bytes, %d bytes gzipped %s\n' "$raw" "$gz" "$opt"
+cargo build -q -p edo-web --lib --target wasm32-unknown-unknown --profile wasm
+wasm-bindgen --target web --out-dir web/pkg "$out"
+cargo build -q -p edo-web --lib --target wasm32-unknown-unknown --profile wasm --features suite
+wasm-bindgen --target web --out-dir web/pkg --out-name edo_web_suite "$out"
+for wasm in web/pkg/edo_web_bg.wasm web/pkg/edo_web_suite_bg.wasm; do
+  raw_before=$(stat -c %s "$wasm")
+  if command -v wasm-opt >/dev/null; then
+    wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals "$wasm" -o "$wasm.opt"
+    mv "$wasm.opt" "$wasm"
+    opt="after wasm-opt -Oz (before: $raw_before bytes)"
+  else
+    opt="(wasm-opt not installed: npm install -g binaryen)"
+  fi
+  raw=$(stat -c %s "$wasm")
+  gz=$(gzip -9 -c "$wasm" | wc -c)
+  printf '%s: %d bytes, %d bytes gzipped %s\n' "$wasm" "$raw" "$gz" "$opt"
+done

@@ -146,9 +146,10 @@ def workerd_config(stage, pkg, port, wordllama):
         ("worker.js", "esModule", os.path.join(CHECKS, "worker.js")),
         ("checks.mjs", "esModule", os.path.join(CHECKS, "checks.mjs")),
     ]
-    for f in ["index.js", "core.js", "client.js", "edo_web.js", "version.js"]:
+    for f in ["index.js", "core.js", "client.js", "edo_web.js", "edo_web_suite.js", "version.js"]:
         modules.append((f"edo/{f}", "esModule", os.path.join(pkg, f)))
-    modules.append(("edo/edo_web_bg.wasm", "wasm", os.path.join(pkg, "edo_web_bg.wasm")))
+    for f in ["edo_web_bg.wasm", "edo_web_suite_bg.wasm"]:
+        modules.append((f"edo/{f}", "wasm", os.path.join(pkg, f)))
     for f in ["config.json", "tokenizer.json", "model.safetensors"]:
         modules.append((f"model/{f}", "data", os.path.join(MODEL, f)))
     modules.append(("wordllama.edo", "data", wordllama))

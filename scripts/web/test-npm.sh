@@ -51,8 +51,8 @@ open(sys.argv[2], "w").write("// The README's \"In a web app\" example (scripts/
 PY
 (cd "$work/app" && npx tsc --noEmit && npx vite build --logLevel warn)
 # The wrapper's size: all of it (every export kept), and what the README's app takes of it once
-# its bundler drops what it does not import — minified, the wasm-bindgen glue left out.
-bundle() { (cd "$work/app" && npx esbuild --bundle --minify --format=esm --log-level=error --external:'*edo_web.js' --external:'*.wasm' "$1" | wc -c); }
+# its bundler drops what it does not import — minified, the wasm-bindgen glue (both modules') left out.
+bundle() { (cd "$work/app" && npx esbuild --bundle --minify --format=esm --log-level=error --external:'*edo_web.js' --external:'*edo_web_suite.js' --external:'*.wasm' "$1" | wc -c); }
 wrapper=$(bundle node_modules/edo-embeddings/index.js)
 readme=$(bundle src/readme-example.ts)
 wasm=$(gzip -9 -c "$work/app/node_modules/edo-embeddings/edo_web_bg.wasm" | wc -c)

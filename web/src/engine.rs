@@ -308,6 +308,9 @@ impl EdoEngine {
     }
 }
 
+// The suite is in the benchmark module only (feature `suite`, `edo_web_suite.js`): the module a
+// page loads first stays without it (scripts/web/build-web.sh builds both).
+#[cfg(feature = "suite")]
 #[wasm_bindgen]
 impl EdoEngine {
     /// Runs edo's benchmark suite in this tab — `scale` `"quick"` (the default) or `"tiny"` (toy
@@ -333,6 +336,7 @@ impl EdoEngine {
     }
 }
 
+#[cfg(feature = "suite")]
 impl EdoEngine {
     async fn suite(
         &self,

@@ -118,6 +118,7 @@ pub fn format_names() -> Vec<String> {
 
 /// The charts and the table of one or more benchmark results files (their JSON text), as an
 /// HTML fragment: the same charts `edo bench suite` and `edo bench compare` write.
+#[cfg(feature = "suite")]
 #[wasm_bindgen(js_name = benchReport)]
 pub fn bench_report(results: Vec<String>) -> Result<String, Failure> {
     let files = results.iter().map(|r| edo_bench::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;
@@ -125,6 +126,7 @@ pub fn bench_report(results: Vec<String>) -> Result<String, Failure> {
 }
 
 /// The plain-text summary of one or more benchmark results files, as `edo bench compare` prints.
+#[cfg(feature = "suite")]
 #[wasm_bindgen(js_name = benchSummary)]
 pub fn bench_summary(results: Vec<String>) -> Result<String, Failure> {
     let files = results.iter().map(|r| edo_bench::suite::Results::from_json(r)).collect::<Result<Vec<_>, _>>().map_err(err)?;

@@ -7,6 +7,7 @@
 /// <reference types="@webgpu/types" preserve="true" />
 /// <reference lib="esnext.disposable" preserve="true" />
 import * as wasm from './edo_web.js';
+import type * as suiteWasm from './edo_web_suite.js';
 import { VERSION } from './version.js';
 
 /** This package's version (the crate's). */
@@ -25,6 +26,16 @@ let loading: Promise<void> | null = null;
 let memory: WebAssembly.Memory | null = null; // the module's memory, once loaded
 let moduleSeconds: number | null = null; // compiling and instantiating it took, for benchmark()'s cold start
 
+/** The benchmark module's exports: edo_web.js's API and the benchmark suite with its reports. */
+type SuiteModule = typeof suiteWasm;
+
+/** How an entry point loads the benchmark module: resolves to its glue, started. */
+type SuiteLoader = (source: WasmSource | undefined) => Promise<SuiteModule>;
+
+let suiteLoader: SuiteLoader | null = null;
+let suiteSource: WasmSource | undefined; // init's `benchmarkWasm`
+let suiteLoading: Promise<SuiteModule> | null = null;
+
 /**
  * Set by the entry point: how this environment loads the .wasm.
  * @internal
@@ -34,13 +45,34 @@ export function _useLoader(load: Loader): void {
 }
 
 /**
+ * Set by the entry point: how this environment loads the benchmark module.
+ * @internal
+ */
+export function _useSuiteLoader(load: SuiteLoader): void {
+  suiteLoader = load;
+}
+
+/** Where init's modules come from, when not from beside the package's own files. */
+export interface InitOptions {
+  /** edo's module (`edo_web_bg.wasm`): a URL, a Response, its bytes or a compiled module. */
+  wasm?: WasmSource;
+  /**
+   * The benchmark module (`edo_web_suite_bg.wasm`), which only `engine.benchmark()` and
+   * `report()` load: where Workers must import every module (a compiled module), or to serve it
+   * from elsewhere.
+   */
+  benchmarkWasm?: WasmSource;
+}
+
+/**
  * Loads and starts edo's WebAssembly module; every factory calls it first, so calling it yourself
  * is needed only to load the `.wasm` from somewhere else (`{ wasm: url | Response | bytes |
- * WebAssembly.Module }`) or to load it early.
+ * WebAssembly.Module }`), to load it early, or to say where the benchmark module is.
  */
-export function init(options: { wasm?: WasmSource } = {}): Promise<void> {
+export function init(options: InitOptions = {}): Promise<void> {
+  const { wasm: source, benchmarkWasm } = plainObject(options, 'init(options)');
+  if (benchmarkWasm !== undefined) suiteSource = benchmarkWasm as WasmSource;
   if (!loading) {
-    const { wasm: source } = plainObject(options, 'init(options)');
     loading = Promise.resolve()
       .then(() => {
         const started = performance.now();
@@ -58,6 +90,29 @@ export function init(options: { wasm?: WasmSource } = {}): Promise<void> {
       });
   }
   return loading;
+}
+
+// The benchmark module (edo_web_suite_bg.wasm): the same API with the benchmark suite and its
+// reports, which the module every page loads goes without (95 KB gzipped); fetched, compiled and
+// started on the first benchmark() or report(), then kept.
+function loadSuite(): Promise<SuiteModule> {
+  if (!suiteLoading) {
+    suiteLoading = init()
+      .then(() => {
+        if (!suiteLoader) throw new Error('no entry point set a loader (import the package, not core.js)');
+        return suiteLoader(suiteSource);
+      })
+      .then((suite) => {
+        suite.installPanicHook();
+        return suite;
+      })
+      .catch((e: unknown) => {
+        suiteLoading = null;
+        if (e instanceof EdoError) throw e;
+        throw new EdoError('WASM_LOAD', `edo's benchmark module could not be loaded: ${messageOf(e)}`, { cause: e });
+      });
+  }
+  return suiteLoading;
 }
 
 /**
@@ -429,7 +484,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   const maxShardBytes = o.maxShardBytes === undefined ? undefined : integer(o.maxShardBytes, 'options.maxShardBytes', { min: 4 });
   const gpu = backend === 'cpu' ? undefined : gpuOf(o.gpu);
   await init({ wasm: o.wasm as WasmSource | undefined });
-  const create = (onGpu: boolean) => guarded(async () => Engine._wrap(await wasm.EdoEngine.create(onGpu, maxShardBytes, gpu)));
+  const create = (onGpu: boolean) => guarded(async () => Engine._wrap(await wasm.EdoEngine.create(onGpu, maxShardBytes, gpu))._madeWith({ maxShardBytes, gpu }));
   const engine = await create(backend !== 'cpu');
   if (engine.backend === 'cpu') {
     return engine._chose({ backend: 'cpu', reason: backend === 'cpu' ? 'requested' : 'no-adapter', adapter: null, note: engine.note });
@@ -625,6 +680,7 @@ export class Engine extends Resource<wasm.EdoEngine> {
   static kind = 'Engine';
   #listeners: Set<(event: DeviceEvent) => void> | null = null;
   #choice: BackendChoice | null = null;
+  #made: { maxShardBytes?: number; gpu?: unknown } = {};
   private constructor(raw: wasm.EdoEngine) {
     super(raw, 'engine');
   }
@@ -640,6 +696,14 @@ export class Engine extends Resource<wasm.EdoEngine> {
   /** The adapter, or why there is none; with `backend: 'auto'`, why this backend. */
   get note(): string {
     return this.#choice?.note ?? this._raw().note;
+  }
+  /**
+   * What createEngine made this engine with, for the benchmark module's engine.
+   * @internal
+   */
+  _madeWith(made: { maxShardBytes?: number; gpu?: unknown }): this {
+    this.#made = made;
+    return this;
   }
   /**
    * Sets `choice` once, from createEngine.
@@ -736,11 +800,23 @@ export class Engine extends Resource<wasm.EdoEngine> {
     const heard = onProgress === undefined ? undefined : listener<NonNullable<BenchmarkOptions['onProgress']>>(onProgress, 'options.onProgress');
     const progress = heard && ((done: number, total: number, label: string) => heard({ done, total, label }));
     const ua = typeof navigator !== 'undefined' ? navigator.userAgent : `node ${(globalThis as { process?: { version?: string } }).process?.version ?? ''}`;
-    const json = await guarded(() =>
-      model === undefined
-        ? this._raw().benchSuite(optionalText(scale, 'options.scale'), ua, progress)
-        : this._raw().benchSuiteWithModel(need(model, Model, 'options.model')._raw(), optionalText(scale, 'options.scale'), ua, progress),
-    );
+    const scaleName = optionalText(scale, 'options.scale');
+    const source = model === undefined ? undefined : need(model, Model, 'options.model')._raw();
+    const onGpu = this._raw().backend === 'webgpu';
+    const { maxShardBytes, gpu } = this.#made;
+    const suite = await loadSuite();
+    // The suite runs in the benchmark module, on an engine of its own made as this one was (the
+    // same adapter, or the CPU path), with a copy of the model.
+    const json = await guarded(async () => {
+      const engine = await suite.EdoEngine.create(onGpu, maxShardBytes, gpu);
+      const copy = source && suite.EdoModel.fromBytes(source.toBytes());
+      try {
+        return await (copy ? engine.benchSuiteWithModel(copy, scaleName, ua, progress) : engine.benchSuite(scaleName, ua, progress));
+      } finally {
+        copy?.free();
+        engine.free();
+      }
+    });
     // What only JavaScript knows: the runtime, and the module's compile and instantiate time.
     const results = JSON.parse(json) as BenchmarkResults & {
       environment?: { runtime?: string };
@@ -1838,9 +1914,9 @@ export const modelCache = {
 
 /** The charts and table of benchmark results (`engine.benchmark()`), as an HTML fragment. */
 export async function report(results: BenchmarkResults | BenchmarkResults[]): Promise<string> {
-  await init();
   const list: unknown[] = Array.isArray(results) ? results : [results];
-  return guardedSync(() => wasm.benchReport(list.map((r) => (typeof r === 'string' ? r : JSON.stringify(r)))));
+  const suite = await loadSuite();
+  return guardedSync(() => suite.benchReport(list.map((r) => (typeof r === 'string' ? r : JSON.stringify(r)))));
 }
 
 /** The format, rows, dim and row alignment an `.edo` file declares in its header. */

@@ -3,10 +3,16 @@
 // API in a dedicated worker. The loader is set here, at import: package.json lists this file (and
 // node.js, worker.js) as having side effects, so no bundler drops it while keeping core.js.
 import wasmInit from './edo_web.js';
-import { _useLoader, type EngineOptions } from './core.js';
+import { _useLoader, _useSuiteLoader, type EngineOptions } from './core.js';
 import { connectWorker, type WorkerEngine } from './client.js';
 
 _useLoader((source) => wasmInit(source === undefined ? undefined : { module_or_path: source }));
+// The benchmark module, imported on first use: bundlers make it a chunk of its own.
+_useSuiteLoader(async (source) => {
+  const suite = await import('./edo_web_suite.js');
+  await suite.default(source === undefined ? undefined : { module_or_path: source });
+  return suite;
+});
 
 export * from './core.js';
 export type * from './client.js';

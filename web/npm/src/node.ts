@@ -4,10 +4,16 @@
 /// <reference types="node" />
 import { readFileSync } from 'node:fs';
 import { initSync } from './edo_web.js';
-import { _useLoader, EdoError, type EngineOptions } from './core.js';
+import { _useLoader, _useSuiteLoader, EdoError, type EngineOptions } from './core.js';
 import type { WorkerEngine } from './client.js';
 
 _useLoader((source) => initSync({ module: (source as BufferSource | WebAssembly.Module | undefined) ?? readFileSync(new URL('./edo_web_bg.wasm', import.meta.url)) }));
+// The benchmark module, read and compiled on first use.
+_useSuiteLoader(async (source) => {
+  const suite = await import('./edo_web_suite.js');
+  suite.initSync({ module: (source as BufferSource | WebAssembly.Module | undefined) ?? readFileSync(new URL('./edo_web_suite_bg.wasm', import.meta.url)) });
+  return suite;
+});
 
 export * from './core.js';
 export type * from './client.js';

@@ -10,6 +10,7 @@ import {
   EdoError,
   loadModel,
   modelCache,
+  report,
   type DeviceEvent,
   type DownloadProgress,
   type Engine,
@@ -440,6 +441,26 @@ async function main(): Promise<void> {
     await rejects(model.embed(texts), 'DISPOSED');
     return `${stats.calls} calls, ${stats.transferredBytes} bytes transferred, none copied`;
   });
+
+  if (visit === 1) {
+    await check('the benchmark module loads on first use, as a chunk of its own: a tiny benchmark and its report', async () => {
+      const loaded = () =>
+        performance
+          .getEntriesByType('resource')
+          .map((e) => e.name.split('/').pop() ?? '')
+          .filter((name) => name.includes('edo_web_suite'));
+      assert(loaded().length === 0, `loaded before any benchmark: ${loaded().join(', ')}`);
+      const cpu = await createEngine({ backend: 'cpu' });
+      const results = await cpu.benchmark({ scale: 'tiny' });
+      cpu.dispose();
+      const html = await report(results);
+      const charts = html.split('<svg').length - 1;
+      assert(results.cases.length > 0 && charts > 0, `${results.cases.length} cases, ${charts} charts`);
+      const files = loaded();
+      assert(files.some((f) => f.endsWith('.wasm')) && files.some((f) => f.endsWith('.js')), `the benchmark module's files: ${files.join(', ')}`);
+      return `${results.cases.length} cases, ${charts} charts; fetched then: ${files.join(', ')}`;
+    });
+  }
 
   await check('bad input: typed errors that name the argument', async () => {
     const { resident } = tables.fp32;
