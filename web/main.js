@@ -274,7 +274,9 @@ function deviceEvent(e) {
 }
 
 async function main() {
-  await init(); // the package's .wasm (every factory would load it first)
+  // The package's .wasm (every factory would load it first), compiled since the page's head
+  // started it; where that failed, init fetches it again itself.
+  await init({ wasm: await window.edoModule.catch(() => undefined) });
   const marks = { init: performance.now() };
   // The browser finds the adapter and the device while this thread builds the table.
   // ?backend=webgpu or cpu forces one; by default edo measures which is faster here.
