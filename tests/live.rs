@@ -231,12 +231,51 @@ fn snapshots_swap_in_whole_and_a_bad_one_never_replaces_the_table() {
     let small = LiveTable::new(LiveOptions::new(format, dim).capacity(16).memory_budget(20_000)).unwrap();
     let Err(Error::LimitExceeded { .. }) = small.swap_bytes(bytes.clone()) else { panic!("a swap over budget was not refused") };
     assert_eq!(small.version(), 0);
-    // Growth stops at the budget; later keys evict.
+    // Growth stops at the budget, which counts each slot's bookkeeping and the key index beside
+    // the rows (12 bytes a row here, several times that of bookkeeping); later keys evict.
+    let (row_bytes, budget) = (format.row_bytes(dim) as u64, 20_000);
+    let small = LiveTable::new(LiveOptions::new(format, dim).capacity(4).memory_budget(budget)).unwrap();
+    for start in (0..3000).step_by(50) {
+        small.find_or_insert(&(start..start + 50).collect::<Vec<u64>>()).unwrap();
+        assert!(small.bytes() <= budget, "{} bytes over the budget {budget} with {} keys", small.bytes(), small.len());
+    }
+    let held = small.len() as u64;
+    assert!(held >= 50 && held * row_bytes < budget / 4, "{held} keys of {row_bytes} bytes in {budget}");
+    assert!(small.stats().evictions > 0);
+}
+
+/// A budget holds whatever the traffic: keys arriving, looked up, updated and removed, under
+/// every policy that remembers nothing of evicted keys beyond its slots (LFU's counts of evicted
+/// keys are not budgeted, and `bytes()` counts them). `bytes()` counts the bookkeeping and the
+/// index: an unbudgeted table of many small rows holds several times its rows' bytes.
+#[test]
+fn memory_budgets_hold_under_churn_and_count_the_bookkeeping() {
+    let (dim, format) = (8, Format::Int8);
     let row_bytes = format.row_bytes(dim) as u64;
-    let small = LiveTable::new(LiveOptions::new(format, dim).capacity(4).memory_budget(100 * row_bytes)).unwrap();
-    small.find_or_insert(&(0..300).collect::<Vec<u64>>()[..100]).unwrap();
-    small.find_or_insert(&(100..150).collect::<Vec<u64>>()).unwrap();
-    assert!(small.bytes() <= 100 * row_bytes && small.len() == 100, "{} bytes, {} keys", small.bytes(), small.len());
+    for policy in PolicyKind::ALL {
+        let budget = 200_000;
+        let t = LiveTable::new(LiveOptions::new(format, dim).capacity(16).policy(policy).memory_budget(budget)).unwrap();
+        let mut rng = edo::synth::Rng::new(65);
+        for round in 0..200u64 {
+            let fresh: Vec<u64> = (0..64).map(|i| round * 64 + i).collect();
+            t.find_or_insert(&fresh).unwrap();
+            let old: Vec<u64> = (0..64).map(|_| rng.below((round as u32 + 1) * 64) as u64).collect();
+            t.gather(&old, Missing::Zero).unwrap();
+            t.update(&old[..16], &vec![0.5; 16 * dim]).unwrap();
+            if round % 7 == 0 {
+                t.remove(&old[16..24]);
+            }
+            if !policy.name().starts_with("lfu") {
+                assert!(t.bytes() <= budget, "{policy}: {} bytes over the budget {budget} at round {round}", t.bytes());
+            }
+        }
+        assert!(t.stats().evictions > 0, "{policy}: the budget never bound");
+        assert!(t.len() as u64 * row_bytes < budget / 3, "{policy}: {} keys of {row_bytes}-byte rows", t.len());
+    }
+    let t = LiveTable::new(LiveOptions::new(format, dim)).unwrap();
+    let keys: Vec<u64> = (0..20_000).collect();
+    t.update(&keys, &vec![0.25; keys.len() * dim]).unwrap();
+    assert!(t.bytes() > 3 * keys.len() as u64 * row_bytes, "{} bytes for {} rows of {row_bytes}", t.bytes(), keys.len());
 }
 
 /// The value every element of key `k`'s row holds at generation `g` (exact in FP16).

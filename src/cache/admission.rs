@@ -45,6 +45,11 @@ impl FrequencySketch {
         FrequencySketch { counters: vec![0; DEPTH * width], mask: width - 1, additions: 0, sample: 10 * capacity.max(1) }
     }
 
+    /// Bytes of its counters.
+    pub fn bytes(&self) -> usize {
+        super::policy::vec_bytes(&self.counters)
+    }
+
     #[inline]
     fn index(&self, row: u32, d: usize) -> usize {
         // A multiply-xorshift mix per array (splitmix64's finaliser with its own seed).
@@ -261,6 +266,18 @@ impl TinyLfu {
 impl Policy for TinyLfu {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn bytes(&self) -> usize {
+        use super::policy::vec_bytes;
+        self.inner.bytes()
+            + self.sketch.bytes()
+            + self.links.bytes()
+            + vec_bytes(&self.in_window)
+            + vec_bytes(&self.row)
+            + vec_bytes(&self.phys)
+            + vec_bytes(&self.logical)
+            + vec_bytes(&self.free_logical)
     }
 
     fn reset(&mut self, capacity: usize) {

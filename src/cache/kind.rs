@@ -42,6 +42,31 @@ impl PolicyKind {
         PolicyKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name))
     }
 
+    /// The most bytes a policy of this kind holds per slot of its capacity, beyond a few
+    /// kilobytes: its arrays over slots (and ARC's over as many ghosts), W-TinyLFU's frequency
+    /// sketch, and LFU's eviction order at one entry a slot. Not what LFU remembers of evicted
+    /// rows (their counts, at most `8 × capacity + 4096` of them before they are aged), nor
+    /// stale order entries left by removals, which [`Policy::bytes`] counts as they come.
+    pub fn slot_bytes(self) -> usize {
+        // Lists are two u32 a node; an index or row is a u32; an LFU key (count, last use) 16
+        // bytes; a B-tree entry of 16 bytes at most 58 with its node's share; a hash map entry
+        // of 8 bytes at most 21 (two buckets over 7/8, a control byte each).
+        const LRU: usize = 8;
+        const LFU: usize = 4 + 16 + 4 + 58;
+        const ARC: usize = 8 + 1 + 4 + 8 + 4 + 1 + 4 + 21;
+        // Window links, in-window flags, row, the two slot maps and the free list; the sketch's
+        // four counters a slot, its width rounded up to a power of two.
+        const TINY_LFU: usize = 8 + 1 + 4 + 4 + 4 + 4 + 8;
+        match self {
+            PolicyKind::Lru => LRU,
+            PolicyKind::Lfu => LFU,
+            PolicyKind::Arc => ARC,
+            PolicyKind::LruTinyLfu => TINY_LFU + LRU,
+            PolicyKind::LfuTinyLfu => TINY_LFU + LFU,
+            PolicyKind::ArcTinyLfu => TINY_LFU + ARC,
+        }
+    }
+
     /// A fresh policy of this kind.
     pub fn build(self) -> Box<dyn Policy> {
         match self {

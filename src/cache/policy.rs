@@ -42,9 +42,43 @@ pub trait Policy: Send {
         let _ = (row, pinned);
         None
     }
+    /// Bytes of memory the policy's state holds now (its arrays over slots, and what it
+    /// remembers of evicted rows), for memory reports; 0 where a policy does not say.
+    fn bytes(&self) -> usize {
+        0
+    }
 }
 
 pub(super) const NIL: u32 = u32::MAX;
+
+/// Bytes of `v`'s allocation.
+pub(super) fn vec_bytes<T>(v: &Vec<T>) -> usize {
+    v.capacity() * std::mem::size_of::<T>()
+}
+
+/// Bytes of a hash map's table: a power of two of buckets over its capacity (at 7/8 load), each
+/// an entry and a control byte, as hashbrown lays it out.
+pub(super) fn map_bytes<K, V>(m: &FxHashMap<K, V>) -> usize {
+    match m.capacity() {
+        0 => 0,
+        c => (c * 8 / 7).next_power_of_two() * (std::mem::size_of::<(K, V)>() + 1),
+    }
+}
+
+/// Bytes of a B-tree set, at most: nodes of up to 11 entries at least half full, each with its
+/// header and, for internal nodes, 12 child pointers.
+fn btree_bytes<T>(s: &BTreeSet<T>) -> usize {
+    s.len().div_ceil(5) * (11 * std::mem::size_of::<T>() + 16 + 12 * 8)
+}
+
+/// `v` resized to `n` (filled with `x`), its allocation exactly `n` when it grows: slot arrays
+/// that double with a table would otherwise keep twice the room they use.
+pub(super) fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    if n > v.len() {
+        v.reserve_exact(n - v.len());
+    }
+    v.resize(n, x);
+}
 
 /// Doubly linked lists threaded through node indices; several lists may share one `Links` as
 /// long as each node is in at most one of them.
@@ -71,6 +105,15 @@ impl Default for Ends {
 impl Links {
     pub(super) fn new(nodes: usize) -> Links {
         Links { prev: vec![NIL; nodes], next: vec![NIL; nodes] }
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        vec_bytes(&self.prev) + vec_bytes(&self.next)
+    }
+
+    pub(super) fn resize(&mut self, nodes: usize) {
+        resize_exact(&mut self.prev, nodes, NIL);
+        resize_exact(&mut self.next, nodes, NIL);
     }
 
     pub(super) fn push_front(&mut self, list: &mut Ends, i: u32) {
@@ -164,11 +207,13 @@ impl Policy for Lru {
         self.links.unlink(&mut self.list, slot);
     }
     fn resize(&mut self, capacity: usize) {
-        self.links.prev.resize(capacity, NIL);
-        self.links.next.resize(capacity, NIL);
+        self.links.resize(capacity);
     }
     fn victim(&mut self, _row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
         self.links.oldest(&self.list, pinned)
+    }
+    fn bytes(&self) -> usize {
+        self.links.bytes()
     }
 }
 
@@ -278,10 +323,13 @@ impl Policy for Lfu {
     }
     fn resize(&mut self, capacity: usize) {
         self.capacity = capacity;
-        self.row.resize(capacity, NIL);
-        self.key.resize(capacity, (0, 0));
+        resize_exact(&mut self.row, capacity, NIL);
+        resize_exact(&mut self.key, capacity, (0, 0));
         self.held.retain(|&s| (s as usize) < capacity);
         // Entries of slots past the end are skipped when they reach the front.
+    }
+    fn bytes(&self) -> usize {
+        map_bytes(&self.history) + btree_bytes(&self.order) + vec_bytes(&self.held) + vec_bytes(&self.row) + vec_bytes(&self.key)
     }
     fn victim(&mut self, _row: u32, pinned: &dyn Fn(u32) -> bool) -> Option<u32> {
         // The stale and pinned entries in front are re-filed or held as `admit` would; the
@@ -453,10 +501,9 @@ impl Policy for Adaptive {
         // T1 and T2 keep their rows; the ghost lists, sized for the old capacity, start afresh.
         self.capacity = capacity;
         self.p = self.p.min(capacity);
-        self.slots.prev.resize(capacity, NIL);
-        self.slots.next.resize(capacity, NIL);
-        self.in_t2.resize(capacity, false);
-        self.row.resize(capacity, NIL);
+        self.slots.resize(capacity);
+        resize_exact(&mut self.in_t2, capacity, false);
+        resize_exact(&mut self.row, capacity, NIL);
         self.ghosts = Links::new(capacity + 1);
         self.b1 = Ends::default();
         self.b2 = Ends::default();
@@ -480,5 +527,15 @@ impl Policy for Adaptive {
             }
         }
         self.replace_choice(self.p, false, pinned)
+    }
+    fn bytes(&self) -> usize {
+        self.slots.bytes()
+            + vec_bytes(&self.in_t2)
+            + vec_bytes(&self.row)
+            + self.ghosts.bytes()
+            + vec_bytes(&self.ghost_row)
+            + vec_bytes(&self.ghost_in_b2)
+            + map_bytes(&self.ghost_of)
+            + vec_bytes(&self.free_ghosts)
     }
 }

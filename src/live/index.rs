@@ -76,6 +76,18 @@ impl KeyIndex {
         taken.saturating_mul(8) > self.buckets.len() * 5
     }
 
+    /// Bytes it holds: its buckets, and the list of those changed.
+    pub(crate) fn bytes(&self) -> usize {
+        self.buckets.capacity() * 16 + self.changed.as_ref().map_or(0, |c| c.capacity() * 4)
+    }
+
+    /// The most bytes an index holds while it has held at most `keys` keys: it is rebuilt only
+    /// to [`KeyIndex::buckets_for`] its keys, and the list of changed buckets is dropped past a
+    /// quarter of them (its allocation at most twice that).
+    pub(crate) fn max_bytes(keys: usize) -> usize {
+        Self::buckets_for(keys) * (16 + 2)
+    }
+
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
         self.len

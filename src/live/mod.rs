@@ -109,8 +109,11 @@ pub struct LiveOptions {
     pub policy: PolicyKind,
     /// The first row of a new key, and what [`Missing::Init`] reads.
     pub init: Init,
-    /// Bytes the table may hold, if limited: growth stops at it (later keys evict), and a swap,
-    /// which holds the old and the new table at once, is refused when the two exceed it.
+    /// Bytes the table may hold, if limited, as [`LiveTable::bytes`] counts them: growth stops
+    /// where the rows, each slot's bookkeeping and the key index at their largest would pass it
+    /// (later keys evict), and a swap, which holds the old and the new table at once, is refused
+    /// when the two would. What the policy remembers of evicted keys (LFU's counts) is not
+    /// budgeted ([`PolicyKind::slot_bytes`]); `bytes()` shows it.
     pub memory_budget: Option<u64>,
 }
 
@@ -187,9 +190,9 @@ pub struct SwapReport {
     pub version: u64,
     /// Keys of the new table.
     pub keys: usize,
-    /// Bytes of the table before and after the swap.
+    /// Bytes the table held before the swap ([`LiveTable::bytes`]).
     pub old_bytes: u64,
-    /// Bytes of the new table.
+    /// Bytes the new table may hold, as the budget counts them ([`LiveOptions::memory_budget`]).
     pub new_bytes: u64,
     /// Bytes held at once while the new table was built (both tables).
     pub peak_bytes: u64,
@@ -262,9 +265,43 @@ impl Usage {
     }
 }
 
+/// Bytes of a slot's own bookkeeping: its key, whether it is used, its place in the free list,
+/// its usage count and its pin.
+const SLOT_BYTES: u64 = 8 + 1 + 4 + 8 + 4;
+
+/// Bytes of the parts of a table that do not grow with it (a policy's smallest tables and maps),
+/// at most.
+const FIXED_BYTES: u64 = 4096;
+
+/// Bytes of `v`'s allocation.
+fn vec_bytes<T>(v: &Vec<T>) -> u64 {
+    (v.capacity() * std::mem::size_of::<T>()) as u64
+}
+
+/// `v` resized to `n` (filled with `x`), its allocation exactly `n` when it grows.
+fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    if n > v.len() {
+        v.reserve_exact(n - v.len());
+    }
+    v.resize(n, x);
+}
+
 impl State {
     fn capacity(&self) -> usize {
         self.keys.len()
+    }
+
+    /// What [`LiveTable::bytes`] counts.
+    fn bytes(&self) -> u64 {
+        let usage = self.usage.lock();
+        self.table.bytes()
+            + vec_bytes(&self.keys)
+            + vec_bytes(&self.used)
+            + vec_bytes(&self.free)
+            + self.index.bytes() as u64
+            + vec_bytes(&usage.counts)
+            + vec_bytes(&usage.pin)
+            + usage.policy.bytes() as u64
     }
 
     /// The table row a lookup of `key` reads when the table does not hold it.
@@ -442,9 +479,11 @@ impl LiveTable {
     pub fn version(&self) -> u64 {
         self.read().version
     }
-    /// Bytes of packed rows held now (fallback rows and every slot, used or not).
+    /// Bytes the table holds on the host now: its packed rows (fallback rows and every slot,
+    /// used or not), each slot's bookkeeping (key, usage count, the policy's state) and the key
+    /// index.
     pub fn bytes(&self) -> u64 {
-        self.read().table.bytes()
+        self.read().bytes()
     }
     /// The counters since the table was made.
     pub fn stats(&self) -> LiveStats {
@@ -481,8 +520,14 @@ impl LiveTable {
         all
     }
 
+    /// The most bytes a table of `capacity` slots holds, as [`LiveTable::bytes`] counts them
+    /// (but for what the policy remembers of evicted keys): its rows, each slot's bookkeeping
+    /// and the policy's, and the key index at its largest for that many keys.
     fn bytes_for(&self, capacity: usize) -> u64 {
-        (self.fallback.as_ref().map_or(0, PackedTable::rows) + capacity) as u64 * self.options.format.row_bytes(self.options.dim) as u64
+        let row = self.options.format.row_bytes(self.options.dim) as u64;
+        let fallback = self.fallback.as_ref().map_or(0, PackedTable::rows) as u64;
+        let slot = row + SLOT_BYTES + self.options.policy.slot_bytes() as u64;
+        fallback * row + capacity as u64 * slot + KeyIndex::max_bytes(capacity) as u64 + FIXED_BYTES
     }
 
     fn check_budget(&self, bytes: u64, what: &'static str) -> Result<(), Error> {
@@ -492,13 +537,24 @@ impl LiveTable {
         }
     }
 
-    /// The most slots the table may have: `max_rows`, and what the memory budget holds.
+    /// The most slots the table may have: `max_rows`, and what the memory budget holds
+    /// ([`LiveTable::bytes_for`] grows with the slots: the most that fit, by bisection).
     fn slot_limit(&self) -> usize {
-        let by_budget = self.options.memory_budget.map_or(usize::MAX, |b| {
-            let row = self.options.format.row_bytes(self.options.dim) as u64;
-            (b / row).saturating_sub(self.fallback.as_ref().map_or(0, PackedTable::rows) as u64) as usize
-        });
-        self.options.max_rows.min(by_budget).max(1)
+        let max = self.options.max_rows.max(1);
+        let Some(budget) = self.options.memory_budget else { return max };
+        if self.bytes_for(max) <= budget {
+            return max;
+        }
+        let (mut lo, mut hi) = (1, max);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.bytes_for(mid) <= budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 
     /// Table rows of `keys` (unknown ones by `missing`), recording the lookups. `Err` names the
@@ -738,15 +794,16 @@ impl LiveTable {
         let mut table = PackedTable::zeroed(self.options.format, st.fallback + capacity, self.options.dim, "live table")?;
         table.words_mut()[..st.table.words().len()].copy_from_slice(st.table.words());
         st.table = table;
-        st.keys.resize(capacity, 0);
-        st.used.resize(capacity, false);
-        let mut free: Vec<u32> = (old as u32..capacity as u32).rev().collect();
+        resize_exact(&mut st.keys, capacity, 0);
+        resize_exact(&mut st.used, capacity, false);
+        let mut free = Vec::with_capacity(capacity);
+        free.extend((old as u32..capacity as u32).rev());
         free.extend_from_slice(&st.free);
         st.free = free;
         let usage = st.usage.get_mut();
         usage.policy.resize(capacity);
-        usage.counts.resize(capacity, 0);
-        usage.pin.resize(capacity, 0);
+        resize_exact(&mut usage.counts, capacity, 0);
+        resize_exact(&mut usage.pin, capacity, 0);
         Ok(())
     }
 
@@ -910,8 +967,7 @@ impl LiveTable {
     /// meanwhile, and those running when the lock is taken finish on the old one.
     pub fn swap(&self, file: &TableFile) -> Result<SwapReport, Error> {
         let old_bytes = self.bytes();
-        let new_bytes = (self.fallback.as_ref().map_or(0, PackedTable::rows) + file.table().rows().max(self.options.capacity.min(self.slot_limit()))) as u64
-            * self.options.format.row_bytes(self.options.dim) as u64;
+        let new_bytes = self.bytes_for(file.table().rows().max(self.options.capacity.min(self.slot_limit())));
         self.check_budget(old_bytes + new_bytes, "bytes of a live table during a swap (the old and the new table at once)")?;
         let mut state = self.state_from_file(file)?;
         let keys = state.index.len();

@@ -1308,6 +1308,7 @@ export class LiveTable extends Resource<wasm.EdoLiveTable> {
   get version(): number {
     return this._raw().version;
   }
+  /** Bytes the table holds: its rows, each slot's bookkeeping and the key index. */
   get bytes(): number {
     return this._raw().bytes;
   }
