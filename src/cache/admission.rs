@@ -295,6 +295,14 @@ impl Policy for TinyLfu {
         self.part_misses = 0;
     }
 
+    fn prefetch(&self, slot: u32) {
+        if let (Some(row), Some(logical)) = (self.row.get(slot as usize), self.logical.get(slot as usize)) {
+            crate::cpu::prefetch(std::slice::from_ref(row));
+            crate::cpu::prefetch(std::slice::from_ref(logical));
+            self.links.prefetch(slot);
+        }
+    }
+
     fn hit(&mut self, slot: u32) {
         self.sketch.increment(self.row[slot as usize]);
         self.sample(true);

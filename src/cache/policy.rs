@@ -25,6 +25,16 @@ pub trait Policy: Send {
     fn begin_part(&mut self) {}
     /// The row in `slot` was looked up.
     fn hit(&mut self, slot: u32);
+    /// A hint that [`Policy::hit`] of `slot` comes soon: the policy may ask the CPU to fetch
+    /// what that hit will touch, so that the cache misses of many hits overlap. Changes nothing.
+    fn prefetch(&self, slot: u32) {
+        let _ = slot;
+    }
+    /// A later hint for the same hit, once what [`Policy::prefetch`] asked for has arrived: the
+    /// policy may follow it (a list's neighbours) and fetch what that leads to.
+    fn prefetch_again(&self, slot: u32) {
+        let _ = slot;
+    }
     /// `row` was looked up and is not cached. Returns the slot to load it into: `free` when it is
     /// `Some` (the cache is not full yet), else an occupied slot for which `pinned` is false,
     /// whose row is evicted. The cache calls this only when such a slot exists.
@@ -111,6 +121,26 @@ impl Links {
         vec_bytes(&self.prev) + vec_bytes(&self.next)
     }
 
+    /// Prefetches the links of node `i`'s neighbours (which unlinking it writes).
+    pub(super) fn prefetch_neighbours(&self, i: u32) {
+        if let (Some(&p), Some(&n)) = (self.prev.get(i as usize), self.next.get(i as usize)) {
+            if let Some(p) = self.next.get(p as usize) {
+                crate::cpu::prefetch(std::slice::from_ref(p));
+            }
+            if let Some(n) = self.prev.get(n as usize) {
+                crate::cpu::prefetch(std::slice::from_ref(n));
+            }
+        }
+    }
+
+    /// Prefetches node `i`'s links.
+    pub(super) fn prefetch(&self, i: u32) {
+        if let (Some(p), Some(n)) = (self.prev.get(i as usize), self.next.get(i as usize)) {
+            crate::cpu::prefetch(std::slice::from_ref(p));
+            crate::cpu::prefetch(std::slice::from_ref(n));
+        }
+    }
+
     pub(super) fn resize(&mut self, nodes: usize) {
         resize_exact(&mut self.prev, nodes, NIL);
         resize_exact(&mut self.next, nodes, NIL);
@@ -188,6 +218,12 @@ impl Policy for Lru {
     fn hit(&mut self, slot: u32) {
         self.links.unlink(&mut self.list, slot);
         self.links.push_front(&mut self.list, slot);
+    }
+    fn prefetch(&self, slot: u32) {
+        self.links.prefetch(slot);
+    }
+    fn prefetch_again(&self, slot: u32) {
+        self.links.prefetch_neighbours(slot);
     }
     fn admit(&mut self, _row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
         let slot = match free {
@@ -294,6 +330,11 @@ impl Policy for Lfu {
         self.tick += 1;
         let key = &mut self.key[slot as usize];
         *key = (key.0.saturating_add(1), self.tick);
+    }
+    fn prefetch(&self, slot: u32) {
+        if let Some(key) = self.key.get(slot as usize) {
+            crate::cpu::prefetch(std::slice::from_ref(&key.0));
+        }
     }
     fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
         let slot = match free {
@@ -442,6 +483,12 @@ impl Policy for Adaptive {
         self.unlink_slot(slot);
         self.in_t2[slot as usize] = true;
         self.slots.push_front(&mut self.t2, slot);
+    }
+    fn prefetch(&self, slot: u32) {
+        self.slots.prefetch(slot);
+    }
+    fn prefetch_again(&self, slot: u32) {
+        self.slots.prefetch_neighbours(slot);
     }
     fn admit(&mut self, row: u32, free: Option<u32>, pinned: &dyn Fn(u32) -> bool) -> u32 {
         let c = self.capacity;

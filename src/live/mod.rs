@@ -263,7 +263,28 @@ impl Usage {
         self.counts[slot as usize] += 1;
         self.pin[slot as usize] = self.generation;
     }
+
+    /// [`Usage::hit`] of each of `slots` in order, what each touches prefetched [`HIT_AHEAD`]
+    /// slots ahead and what that leads to (a list's neighbours) half as far: slots of a large
+    /// table are scattered over more memory than the caches hold, and one hit after another
+    /// would wait for each one's misses in turn (docs/live.md has the figures).
+    fn hit_all(&mut self, slots: &[u32]) {
+        for (i, &slot) in slots.iter().enumerate() {
+            if let Some(&next) = slots.get(i + HIT_AHEAD) {
+                self.policy.prefetch(next);
+                crate::cpu::prefetch(bytemuck::cast_slice(std::slice::from_ref(&self.counts[next as usize])));
+                crate::cpu::prefetch(std::slice::from_ref(&self.pin[next as usize]));
+            }
+            if let Some(&near) = slots.get(i + HIT_AHEAD / 2) {
+                self.policy.prefetch_again(near);
+            }
+            self.hit(slot);
+        }
+    }
 }
+
+/// Slots ahead whose state [`Usage::hit_all`] prefetches.
+const HIT_AHEAD: usize = 16;
 
 /// Bytes of a slot's own bookkeeping: its key, whether it is used, its place in the free list,
 /// its usage count and its pin.
@@ -582,13 +603,11 @@ impl LiveTable {
             return Err(Error::UnknownKey { index, key: keys[index] });
         }
         if record {
+            let fallback = st.fallback as u32;
+            let slots: Vec<u32> = rows.iter().filter(|&&r| r != ZERO_ID && r >= fallback).map(|&r| r - fallback).collect();
             let mut usage = st.usage.lock();
             usage.begin();
-            for &r in &rows {
-                if r != ZERO_ID && r as usize >= st.fallback {
-                    usage.hit(r - st.fallback as u32);
-                }
-            }
+            usage.hit_all(&slots);
             self.lookups.fetch_add(keys.len() as u64, Ordering::Relaxed);
             self.unknown.fetch_add(unknown, Ordering::Relaxed);
         }
