@@ -393,7 +393,7 @@ impl Policy for TinyLfu {
         let mut w = self.window.tail;
         while w != NIL {
             keep.push((w, self.row[w as usize]));
-            w = self.links.prev[w as usize];
+            w = self.links.prev(w);
         }
         if capacity.max(16).next_power_of_two() != self.sketch.mask + 1 {
             self.sketch = FrequencySketch::new(capacity);

@@ -94,9 +94,13 @@ pub(super) fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 /// long as each node is in at most one of them.
 #[derive(Clone, Default)]
 pub(super) struct Links {
-    pub(super) prev: Vec<u32>,
-    next: Vec<u32>,
+    /// Each node's previous and next node (NIL at a list's end), side by side: a hit reads and
+    /// writes both, and an unlink its two neighbours', one cache line each.
+    nodes: Vec<[u32; 2]>,
 }
+
+const PREV: usize = 0;
+const NEXT: usize = 1;
 
 /// One list over a [`Links`]: `head` is the most recent node, `tail` the least recent.
 #[derive(Clone, Copy)]
@@ -114,43 +118,44 @@ impl Default for Ends {
 
 impl Links {
     pub(super) fn new(nodes: usize) -> Links {
-        Links { prev: vec![NIL; nodes], next: vec![NIL; nodes] }
+        Links { nodes: vec![[NIL; 2]; nodes] }
     }
 
     pub(super) fn bytes(&self) -> usize {
-        vec_bytes(&self.prev) + vec_bytes(&self.next)
+        vec_bytes(&self.nodes)
     }
 
-    /// Prefetches the links of node `i`'s neighbours (which unlinking it writes).
-    pub(super) fn prefetch_neighbours(&self, i: u32) {
-        if let (Some(&p), Some(&n)) = (self.prev.get(i as usize), self.next.get(i as usize)) {
-            if let Some(p) = self.next.get(p as usize) {
-                crate::cpu::prefetch(std::slice::from_ref(p));
-            }
-            if let Some(n) = self.prev.get(n as usize) {
-                crate::cpu::prefetch(std::slice::from_ref(n));
-            }
-        }
+    /// Node `i`'s previous node.
+    pub(super) fn prev(&self, i: u32) -> u32 {
+        self.nodes[i as usize][PREV]
     }
 
     /// Prefetches node `i`'s links.
     pub(super) fn prefetch(&self, i: u32) {
-        if let (Some(p), Some(n)) = (self.prev.get(i as usize), self.next.get(i as usize)) {
-            crate::cpu::prefetch(std::slice::from_ref(p));
-            crate::cpu::prefetch(std::slice::from_ref(n));
+        if let Some(links) = self.nodes.get(i as usize) {
+            crate::cpu::prefetch(links);
+        }
+    }
+
+    /// Prefetches the links of node `i`'s neighbours (which unlinking it writes).
+    pub(super) fn prefetch_neighbours(&self, i: u32) {
+        if let Some(&[p, n]) = self.nodes.get(i as usize) {
+            for j in [p, n] {
+                if let Some(links) = self.nodes.get(j as usize) {
+                    crate::cpu::prefetch(links);
+                }
+            }
         }
     }
 
     pub(super) fn resize(&mut self, nodes: usize) {
-        resize_exact(&mut self.prev, nodes, NIL);
-        resize_exact(&mut self.next, nodes, NIL);
+        resize_exact(&mut self.nodes, nodes, [NIL; 2]);
     }
 
     pub(super) fn push_front(&mut self, list: &mut Ends, i: u32) {
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = list.head;
+        self.nodes[i as usize] = [NIL, list.head];
         if list.head != NIL {
-            self.prev[list.head as usize] = i;
+            self.nodes[list.head as usize][PREV] = i;
         } else {
             list.tail = i;
         }
@@ -159,10 +164,9 @@ impl Links {
     }
 
     pub(super) fn push_back(&mut self, list: &mut Ends, i: u32) {
-        self.next[i as usize] = NIL;
-        self.prev[i as usize] = list.tail;
+        self.nodes[i as usize] = [list.tail, NIL];
         if list.tail != NIL {
-            self.next[list.tail as usize] = i;
+            self.nodes[list.tail as usize][NEXT] = i;
         } else {
             list.head = i;
         }
@@ -171,19 +175,18 @@ impl Links {
     }
 
     pub(super) fn unlink(&mut self, list: &mut Ends, i: u32) {
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
+        let [p, n] = self.nodes[i as usize];
         if p != NIL {
-            self.next[p as usize] = n;
+            self.nodes[p as usize][NEXT] = n;
         } else {
             list.head = n;
         }
         if n != NIL {
-            self.prev[n as usize] = p;
+            self.nodes[n as usize][PREV] = p;
         } else {
             list.tail = p;
         }
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = NIL;
+        self.nodes[i as usize] = [NIL; 2];
         list.len -= 1;
     }
 
@@ -194,7 +197,7 @@ impl Links {
             if !skip(i) {
                 return Some(i);
             }
-            i = self.prev[i as usize];
+            i = self.prev(i);
         }
         None
     }

@@ -264,26 +264,27 @@ impl Usage {
         self.pin[slot as usize] = self.generation;
     }
 
-    /// [`Usage::hit`] of each of `slots` in order, what each touches prefetched [`HIT_AHEAD`]
-    /// slots ahead and what that leads to (a list's neighbours) half as far: slots of a large
-    /// table are scattered over more memory than the caches hold, and one hit after another
-    /// would wait for each one's misses in turn (docs/live.md has the figures).
-    fn hit_all(&mut self, slots: &[u32]) {
+    /// A lookup's hits, in order: each slot's policy hit and count (not its pin: pins matter
+    /// only within one placement, which begins a generation of its own), what each touches
+    /// prefetched [`HIT_AHEAD`] slots ahead and what that leads to (a list's neighbours) half as
+    /// far. Slots of a large table are scattered over more memory than the caches hold, and one
+    /// hit after another would wait for each one's misses in turn (docs/live.md has the figures).
+    fn lookup_hits(&mut self, slots: &[u32]) {
         for (i, &slot) in slots.iter().enumerate() {
             if let Some(&next) = slots.get(i + HIT_AHEAD) {
                 self.policy.prefetch(next);
                 crate::cpu::prefetch(bytemuck::cast_slice(std::slice::from_ref(&self.counts[next as usize])));
-                crate::cpu::prefetch(std::slice::from_ref(&self.pin[next as usize]));
             }
             if let Some(&near) = slots.get(i + HIT_AHEAD / 2) {
                 self.policy.prefetch_again(near);
             }
-            self.hit(slot);
+            self.policy.hit(slot);
+            self.counts[slot as usize] += 1;
         }
     }
 }
 
-/// Slots ahead whose state [`Usage::hit_all`] prefetches.
+/// Slots ahead whose state [`Usage::lookup_hits`] prefetches.
 const HIT_AHEAD: usize = 16;
 
 /// Bytes of a slot's own bookkeeping: its key, whether it is used, its place in the free list,
@@ -607,7 +608,7 @@ impl LiveTable {
             let slots: Vec<u32> = rows.iter().filter(|&&r| r != ZERO_ID && r >= fallback).map(|&r| r - fallback).collect();
             let mut usage = st.usage.lock();
             usage.begin();
-            usage.hit_all(&slots);
+            usage.lookup_hits(&slots);
             self.lookups.fetch_add(keys.len() as u64, Ordering::Relaxed);
             self.unknown.fetch_add(unknown, Ordering::Relaxed);
         }
