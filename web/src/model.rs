@@ -18,10 +18,6 @@ impl EdoModel {
         Ok(EdoModel { inner: StaticModel::from_edo_bytes(bytes).map_err(err)? })
     }
 
-    /// A model from a folder's files: `config.json` (`undefined` for none), `tokenizer.json` and
-    /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`),
-    /// encoded as model2vec encodes them. For sentence-transformers' own encoding of its folders,
-    /// make an `.edo` model file of the folder (`edo quantize-model DIR`) and use `fromBytes`.
     /// A sentence-transformers static model from its files: `modules.json` and
     /// `config_sentence_transformers.json` (either may be absent; checked as natively), and its
     /// StaticEmbedding module's `tokenizer.json` and `model.safetensors`.
@@ -38,6 +34,10 @@ impl EdoModel {
         Ok(SentenceTransformersLayout::check(Some(modules), None).map_err(err)?.module)
     }
 
+    /// A model from a folder's files: `config.json` (`undefined` for none), `tokenizer.json` and
+    /// `model.safetensors` (model2vec's layout, or sentence-transformers' `embedding.weight`),
+    /// encoded as model2vec encodes them. For sentence-transformers' own encoding of its folders,
+    /// see `fromSentenceTransformers`.
     #[wasm_bindgen(js_name = fromFiles)]
     pub fn from_files(config: Option<Vec<u8>>, tokenizer: &[u8], safetensors: &[u8]) -> Result<EdoModel, Failure> {
         let config = config.unwrap_or_else(|| b"{}".to_vec());
