@@ -21,6 +21,8 @@ pub use admission::{FrequencySketch, TinyLfu};
 pub use host::HostCache;
 pub use kind::PolicyKind;
 pub use policy::{Adaptive, Lfu, Lru, Policy};
+// Memory accounting that live tables share with the policies.
+pub(crate) use policy::{resize_exact, vec_bytes};
 pub use trace::parse_trace;
 
 use rustc_hash::FxHashMap;

@@ -62,7 +62,7 @@ pub trait Policy: Send {
 pub(super) const NIL: u32 = u32::MAX;
 
 /// Bytes of `v`'s allocation.
-pub(super) fn vec_bytes<T>(v: &Vec<T>) -> usize {
+pub(crate) fn vec_bytes<T>(v: &Vec<T>) -> usize {
     v.capacity() * std::mem::size_of::<T>()
 }
 
@@ -83,7 +83,7 @@ fn btree_bytes<T>(s: &BTreeSet<T>) -> usize {
 
 /// `v` resized to `n` (filled with `x`), its allocation exactly `n` when it grows: slot arrays
 /// that double with a table would otherwise keep twice the room they use.
-pub(super) fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+pub(crate) fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
     if n > v.len() {
         v.reserve_exact(n - v.len());
     }

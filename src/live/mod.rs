@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::FxHashSet;
 
 use crate::bounds::ZERO_ID;
-use crate::cache::{Policy, PolicyKind};
+use crate::cache::{resize_exact, vec_bytes, Policy, PolicyKind};
 use crate::file::TableFile;
 use crate::format::{Format, PackedTable};
 use crate::{Bags, Bounds, Error, Pooling};
@@ -295,18 +295,6 @@ const SLOT_BYTES: u64 = 8 + 1 + 4 + 8 + 4;
 /// at most.
 const FIXED_BYTES: u64 = 4096;
 
-/// Bytes of `v`'s allocation.
-fn vec_bytes<T>(v: &Vec<T>) -> u64 {
-    (v.capacity() * std::mem::size_of::<T>()) as u64
-}
-
-/// `v` resized to `n` (filled with `x`), its allocation exactly `n` when it grows.
-fn resize_exact<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
-    if n > v.len() {
-        v.reserve_exact(n - v.len());
-    }
-    v.resize(n, x);
-}
 
 impl State {
     fn capacity(&self) -> usize {
@@ -316,14 +304,14 @@ impl State {
     /// What [`LiveTable::bytes`] counts.
     fn bytes(&self) -> u64 {
         let usage = self.usage.lock();
-        self.table.bytes()
-            + vec_bytes(&self.keys)
+        let held = vec_bytes(&self.keys)
             + vec_bytes(&self.used)
             + vec_bytes(&self.free)
-            + self.index.bytes() as u64
+            + self.index.bytes()
             + vec_bytes(&usage.counts)
             + vec_bytes(&usage.pin)
-            + usage.policy.bytes() as u64
+            + usage.policy.bytes();
+        self.table.bytes() + held as u64
     }
 
     /// The table row a lookup of `key` reads when the table does not hold it.
