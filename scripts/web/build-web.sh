@@ -18,6 +18,10 @@ fi
 # suite with its reports, feature `suite`: the package fetches it only when a page benchmarks).
 # The second build reuses the first's dependencies; only edo-web and the link run again.
 out="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm/edo_web.wasm"
+# Dependencies' source paths in the modules (panics' locations) start at `crates/`, not at this
+# machine's cargo home (the workspace's own are relative already): no builder's path ships in the
+# package. (This variable replaces .cargo/config.toml's flags for the target: SIMD128 again.)
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128 --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}/registry/src=crates"
 rm -rf web/pkg
 cargo build -q -p edo-web --lib --target wasm32-unknown-unknown --profile wasm
 wasm-bindgen --target web --out-dir web/pkg "$out"
