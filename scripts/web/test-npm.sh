@@ -62,6 +62,7 @@ python3 scripts/web/npm_e2e.py "$work/app/dist" "$work/node-vectors.json"
 # The .wasm every page loads keeps to its budget: what grows it is found and won back, or moved
 # to a module loaded on use as the benchmark suite was.
 if [ "$wasm" -gt 700000 ]; then
-    echo "the .wasm is $wasm bytes gzipped, over its 700 000-byte budget (docs/browser.md: what it holds)" >&2
+    hint=$(command -v wasm-opt >/dev/null && echo "docs/browser.md: what it holds" || echo "wasm-opt is not installed: npm install -g binaryen")
+    echo "the .wasm is $wasm bytes gzipped, over its 700 000-byte budget ($hint)" >&2
     exit 1
 fi

@@ -93,7 +93,7 @@ export function init(options: InitOptions = {}): Promise<void> {
 }
 
 // The benchmark module (edo_web_suite_bg.wasm): the same API with the benchmark suite and its
-// reports, which the module every page loads goes without (95 KB gzipped); fetched, compiled and
+// reports, which the module every page loads goes without (97 KB gzipped); fetched, compiled and
 // started on the first benchmark() or report(), then kept.
 function loadSuite(): Promise<SuiteModule> {
   if (!suiteLoading) {
