@@ -295,7 +295,6 @@ const SLOT_BYTES: u64 = 8 + 1 + 4 + 8 + 4;
 /// at most.
 const FIXED_BYTES: u64 = 4096;
 
-
 impl State {
     fn capacity(&self) -> usize {
         self.keys.len()
