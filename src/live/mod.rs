@@ -264,27 +264,31 @@ impl Usage {
         self.pin[slot as usize] = self.generation;
     }
 
-    /// A lookup's hits, in order: each slot's policy hit and count (not its pin: pins matter
-    /// only within one placement, which begins a generation of its own), what each touches
-    /// prefetched [`HIT_AHEAD`] slots ahead and what that leads to (a list's neighbours) half as
+    /// A lookup's hits, in order: the slot of each of `rows` (table rows; the zero row and the
+    /// fallback rows are no slot's) gets its policy hit and count (not its pin: pins matter only
+    /// within one placement, which begins a generation of its own), what each touches
+    /// prefetched [`HIT_AHEAD`] rows ahead and what that leads to (a list's neighbours) half as
     /// far. Slots of a large table are scattered over more memory than the caches hold, and one
     /// hit after another would wait for each one's misses in turn (docs/live.md has the figures).
-    fn lookup_hits(&mut self, slots: &[u32]) {
-        for (i, &slot) in slots.iter().enumerate() {
-            if let Some(&next) = slots.get(i + HIT_AHEAD) {
+    fn lookup_hits(&mut self, rows: &[u32], fallback: u32) {
+        let slot = |r: u32| (r != ZERO_ID && r >= fallback).then(|| r - fallback);
+        for (i, &r) in rows.iter().enumerate() {
+            if let Some(next) = rows.get(i + HIT_AHEAD).and_then(|&r| slot(r)) {
                 self.policy.prefetch(next);
                 crate::cpu::prefetch(bytemuck::cast_slice(std::slice::from_ref(&self.counts[next as usize])));
             }
-            if let Some(&near) = slots.get(i + HIT_AHEAD / 2) {
+            if let Some(near) = rows.get(i + HIT_AHEAD / 2).and_then(|&r| slot(r)) {
                 self.policy.prefetch_again(near);
             }
-            self.policy.hit(slot);
-            self.counts[slot as usize] += 1;
+            if let Some(s) = slot(r) {
+                self.policy.hit(s);
+                self.counts[s as usize] += 1;
+            }
         }
     }
 }
 
-/// Slots ahead whose state [`Usage::lookup_hits`] prefetches.
+/// Rows ahead whose slots' state [`Usage::lookup_hits`] prefetches.
 const HIT_AHEAD: usize = 16;
 
 /// Bytes of a slot's own bookkeeping: its key, whether it is used, its place in the free list,
@@ -591,11 +595,9 @@ impl LiveTable {
             return Err(Error::UnknownKey { index, key: keys[index] });
         }
         if record {
-            let fallback = st.fallback as u32;
-            let slots: Vec<u32> = rows.iter().filter(|&&r| r != ZERO_ID && r >= fallback).map(|&r| r - fallback).collect();
             let mut usage = st.usage.lock();
             usage.begin();
-            usage.lookup_hits(&slots);
+            usage.lookup_hits(&rows, st.fallback as u32);
             self.lookups.fetch_add(keys.len() as u64, Ordering::Relaxed);
             self.unknown.fetch_add(unknown, Ordering::Relaxed);
         }
