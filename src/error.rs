@@ -1,8 +1,7 @@
 //! The crate's one error type, and what it names: [`Unsupported`] and [`Cause`].
 
-use std::sync::Arc;
-
 use crate::format::Format;
+pub use edo_core::{Cause, CauseError};
 
 /// Everything that can go wrong in edo, with the fields a caller needs to act on it. New kinds of
 /// error may be added (`#[non_exhaustive]`): a `match` needs a `_` arm.
@@ -488,93 +487,6 @@ pub enum Unsupported {
     /// A Zipf exponent must be finite and > 0.
     #[error("a Zipf exponent must be finite and > 0")]
     ZipfExponent,
-}
-
-/// The error an [`Error`] came from — an I/O error, a wgpu error — kept whole as its
-/// [`std::error::Error::source`], and shared, so that [`Error`] stays `Clone`. Two causes are
-/// equal when their messages are.
-#[derive(Clone)]
-pub struct Cause(Arc<CauseError>);
-
-/// What a [`Cause`] holds: an error that can cross threads, as edo's errors do. (In a browser,
-/// where edo runs on one thread, wgpu's errors are not `Send`; a cause wraps them.)
-pub type CauseError = dyn std::error::Error + Send + Sync + 'static;
-
-impl Cause {
-    /// Keeps `error`, which natively must cross threads as edo's errors do.
-    #[cfg(native)]
-    pub fn new<E: std::error::Error + Send + Sync + 'static>(error: E) -> Cause {
-        Cause(Arc::new(error))
-    }
-
-    /// Keeps `error` (a build for wasm32 runs edo on one thread; see `OneThread`).
-    #[cfg(web)]
-    pub fn new<E: std::error::Error + 'static>(error: E) -> Cause {
-        Cause(Arc::new(OneThread(Box::new(error))))
-    }
-
-    /// The error itself.
-    pub fn get(&self) -> &(dyn std::error::Error + 'static) {
-        #[cfg(web)]
-        if let Some(OneThread(inner)) = (&*self.0 as &(dyn std::error::Error + 'static)).downcast_ref::<OneThread>() {
-            return &**inner;
-        }
-        &*self.0
-    }
-
-    /// The error as a `T`, if it is one (a [`std::io::Error`], a `wgpu::Error`, …).
-    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
-        self.get().downcast_ref()
-    }
-}
-
-/// An error of a browser build, where edo's code runs on one thread: wasm32 without the
-/// `atomics` feature has no other thread to send it to, so the markers hold.
-#[cfg(web)]
-#[derive(Debug)]
-struct OneThread(Box<dyn std::error::Error + 'static>);
-#[cfg(all(web, not(target_feature = "atomics")))]
-// SAFETY: without `atomics`, wasm32 runs one thread; nothing can observe the value elsewhere.
-unsafe impl Send for OneThread {}
-#[cfg(all(web, not(target_feature = "atomics")))]
-// SAFETY: as for Send.
-unsafe impl Sync for OneThread {}
-#[cfg(web)]
-impl std::fmt::Display for OneThread {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&*self.0, f)
-    }
-}
-#[cfg(web)]
-impl std::error::Error for OneThread {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
-}
-
-impl std::fmt::Debug for Cause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self.get(), f)
-    }
-}
-
-impl std::fmt::Display for Cause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&*self.0, f)
-    }
-}
-
-/// The cause stands for the error it holds: its source is that error's source.
-impl std::error::Error for Cause {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
-}
-
-impl PartialEq for Cause {
-    fn eq(&self, other: &Cause) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
-    }
 }
 
 impl Error {

@@ -26,10 +26,12 @@ pub mod cpu;
 mod error;
 pub mod format;
 pub mod par;
+pub mod request;
 pub mod simd;
 pub mod synth;
 
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
-pub use error::{Error, Unsupported};
+pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
+pub use request::{Element, HostRows, Request, Select};
