@@ -167,7 +167,7 @@ fn run(f: &Fixture, op: usize, rng: &mut Rng, thread: u64) -> Result<(), String>
             let got = block_on(f.hashed.run(async |gpu| {
                 let job = gpu.prepare_bags(batch, &bags, Pooling::Sum, Layout::Concat).await?;
                 job.submit()?;
-                job.into_output().read().await
+                Ok(job.into_output().read().await?)
             }))
             .map_err(e)?;
             close(&got, &want, 2.0 * ids.len() as f32, 2.0)
@@ -253,7 +253,7 @@ fn live_update(f: &Fixture, rng: &mut Rng, thread: u64) -> Result<(), String> {
     let floor: Vec<u64> = keys.iter().map(|&k| live.generations[k as usize].load(Ordering::Acquire)).collect();
     let on_gpu = rng.below(2) == 0;
     let rows = if on_gpu {
-        match live.updated.gather_gpu(&keys, Missing::Error).and_then(|r| r.read_blocking()) {
+        match live.updated.gather_gpu(&keys, Missing::Error).and_then(|r| Ok(r.read_blocking()?)) {
             Ok(rows) => rows,
             Err(edo::Error::DeviceLost(_) | edo::Error::Unsupported(edo::Unsupported::LiveTableWithoutGpu)) => {
                 // Copy the table to the engine as it is now (rebuilt or not: a failure here is

@@ -365,6 +365,40 @@ impl From<edo_core::Error> for Error {
     }
 }
 
+/// edo-gpu's errors under the names they have here (its edo-core cases as [`From<edo_core::Error>`]
+/// converts them).
+#[cfg(feature = "gpu")]
+impl From<edo_gpu::Error> for Error {
+    fn from(e: edo_gpu::Error) -> Self {
+        use edo_gpu::Error as E;
+        match e {
+            E::Core(e) => e.into(),
+            E::NoAdapter => Error::NoAdapter,
+            E::DeviceLimits { limit, required, actual } => Error::DeviceLimits { limit, required, actual },
+            E::RequestDevice(cause) => Error::RequestDevice(cause),
+            E::OutOfMemory { what } => Error::OutOfMemory { what },
+            E::Gpu { what, message, source } => Error::Gpu { what, message, source },
+            E::DeviceLost(reason) => Error::DeviceLost(reason),
+            E::Readback { message, source } => Error::Readback { message, source },
+            E::MixedFormats { index, expected, found } => Error::MixedFormats { index, expected, found },
+            E::Unsupported(u) => Error::Unsupported(u.into()),
+        }
+    }
+}
+
+#[cfg(feature = "gpu")]
+impl From<edo_gpu::Unsupported> for Unsupported {
+    fn from(u: edo_gpu::Unsupported) -> Self {
+        use edo_gpu::Unsupported as U;
+        match u {
+            U::GpuDecoder { format } => Unsupported::GpuDecoder { format },
+            U::ReadF16OfF32Rows => Unsupported::ReadF16OfF32Rows,
+            U::RebuildCallersDevice => Unsupported::RebuildCallersDevice,
+            U::ResubmittedCacheLookup => Unsupported::ResubmittedCacheLookup,
+        }
+    }
+}
+
 impl From<edo_core::Unsupported> for Unsupported {
     fn from(u: edo_core::Unsupported) -> Self {
         use edo_core::Unsupported as U;

@@ -24,21 +24,6 @@
 #[cfg(target_endian = "big")]
 compile_error!("edo assumes a little-endian host: table files and GPU buffers are little-endian words");
 
-/// A WGSL file of `shaders/`, as written natively; in the browser build without its comments and
-/// indentation (build.rs writes those copies), since the .wasm carries every kernel's text.
-#[cfg(all(native, feature = "gpu"))]
-macro_rules! wgsl {
-    ($file:literal) => {
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/", $file))
-    };
-}
-#[cfg(all(web, feature = "gpu"))]
-macro_rules! wgsl {
-    ($file:literal) => {
-        include_str!(concat!(env!("OUT_DIR"), "/shaders/", $file))
-    };
-}
-
 #[cfg(feature = "gpu")]
 mod backend;
 pub mod cache;
@@ -51,8 +36,6 @@ pub mod live;
 mod lookup;
 pub mod mixed;
 pub mod model;
-#[cfg(feature = "gpu")]
-mod oneshot;
 pub mod plan;
 pub mod prune;
 pub mod qr;

@@ -278,7 +278,7 @@ mod http {
         // failure mid-way.
         let engine = match edo::Engine::new_blocking(Default::default()) {
             Ok(e) => e,
-            Err(Error::NoAdapter) if std::env::var("EDO_REQUIRE_GPU").as_deref() != Ok("1") => {
+            Err(edo::gpu::Error::NoAdapter) if std::env::var("EDO_REQUIRE_GPU").as_deref() != Ok("1") => {
                 eprintln!("SKIPPED: no adapter (the GPU half of this test)");
                 return;
             }

@@ -241,6 +241,13 @@ impl From<edo_bench::suite::SuiteError> for Failure {
     }
 }
 
+/// The GPU path's errors as the library's (the variant of the same name).
+impl From<edo::gpu::Error> for Failure {
+    fn from(e: edo::gpu::Error) -> Failure {
+        edo::Error::from(e).into()
+    }
+}
+
 impl From<edo::Error> for Failure {
     fn from(e: edo::Error) -> Failure {
         use edo::Error as E;

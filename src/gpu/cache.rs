@@ -98,9 +98,9 @@ pub(crate) struct Claim {
 }
 
 impl SubmitHook for Claim {
-    fn check(&self) -> Result<(), Error> {
+    fn check(&self) -> Result<(), edo_gpu::Error> {
         if self.released.load(Ordering::Acquire) {
-            return Err(Error::Unsupported(crate::Unsupported::ResubmittedCacheLookup));
+            return Err(edo_gpu::Error::Unsupported(edo_gpu::Unsupported::ResubmittedCacheLookup));
         }
         Ok(())
     }
@@ -291,13 +291,13 @@ impl<S: RowSource> GpuCache<S> {
             Ok(job) => job,
             Err(e) => {
                 st.map.invalidate(loaded);
-                return Err(e);
+                return Err(e.into());
             }
         };
         let ctx = job.ctx.clone();
         if let Err(e) = super::checked_submit(&ctx, "cache lookup submission", || job.submit()).await {
             st.map.invalidate(loaded);
-            return Err(e);
+            return Err(e.into());
         }
         Ok(job.into_output())
     }
@@ -311,7 +311,7 @@ impl<S: RowSource> GpuCache<S> {
             Ok(job) => job,
             Err(e) => {
                 st.map.invalidate(loaded);
-                return Err(e);
+                return Err(e.into());
             }
         };
         job.hook = Some(Box::new(Claim { state: self.state.clone(), loaded, released: AtomicBool::new(false) }));
@@ -399,8 +399,8 @@ impl CacheState {
         let bytes = 4 * (n * self.row_words) as u64;
         let buffer = match ctx.create_buffer("cache slots", bytes, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST, None).await {
             Ok(b) => b,
-            Err(Error::LimitExceeded { .. } | Error::OutOfMemory { .. }) => return Ok(false),
-            Err(e) => return Err(e),
+            Err(edo_gpu::Error::Core(edo_core::Error::LimitExceeded { .. }) | edo_gpu::Error::OutOfMemory { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
         };
         ctx.registry.set_owner([&buffer], &self.name);
         let rw = self.row_words as u32;
@@ -652,7 +652,7 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
                     self.prepare_claimed(&bags.indices[part], bounds, Element::F32).await
                 })
                 .await?;
-                job.into_element(request.element).await
+                Ok(job.into_element(request.element).await?)
             }
         }
     }
@@ -684,7 +684,7 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
 
     /// [`GpuLookup::lookup`] (under the cache's lock), then its rows read back.
     async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
-        GpuLookup::lookup(self, request).await?.read_host().await
+        Ok(GpuLookup::lookup(self, request).await?.read_host().await?)
     }
 }
 
@@ -695,6 +695,6 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::Scatter, ScatterParams { n_moves, row_words, shard_first, shard_rows });
+        edo_gpu::assert_wgsl_layout!(ShaderId::Scatter, ScatterParams { n_moves, row_words, shard_first, shard_rows });
     }
 }

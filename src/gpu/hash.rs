@@ -159,7 +159,7 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::HashIds, HashParams { n_ids, n_tables, _pad });
-        super::super::shaders::assert_wgsl_layout!(ShaderId::HashIds, HashMeta { id_start, id_end, out_base, k, buckets, hot_start, hot_len, _pad, seeds });
+        edo_gpu::assert_wgsl_layout!(ShaderId::HashIds, HashParams { n_ids, n_tables, _pad });
+        edo_gpu::assert_wgsl_layout!(ShaderId::HashIds, HashMeta { id_start, id_end, out_base, k, buckets, hot_start, hot_len, _pad, seeds });
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! The closed enum over the kinds, [`super::AnyGpuTable`], is in `any.rs`.
 
-use super::{Engine, GpuRows, LookupJob};
+use super::{Engine, GpuRows, GpuTable, LookupJob};
 use crate::request::Request;
 use crate::{Bags, Bounds, Element, Error, Pooling};
 
@@ -78,7 +78,7 @@ pub trait GpuLookup {
     /// submitted together, then one wait. A kind whose [`GpuLookup::lookup`] is its own
     /// provides this too.
     async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
-        self.prepare(request).await?.submit_and_read().await
+        Ok(self.prepare(request).await?.submit_and_read().await?)
     }
 
     /// Builds a gather of `ids` into `ids.len() × dim` f32 without submitting it.
@@ -123,5 +123,13 @@ pub trait GpuLookup {
     /// Pools `bags` into f16 rows and submits the work.
     async fn bag_f16(&self, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds) -> Result<GpuRows, Error> {
         self.lookup(&Request::bag(bags, pooling, bounds).element(Element::F16)).await
+    }
+}
+
+impl GpuLookup for GpuTable {
+    inherent_accessors!(GpuTable);
+
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        Ok(GpuTable::prepare(self, request).await?)
     }
 }

@@ -83,6 +83,6 @@ impl GpuLookup for GpuMixedTable {
                 super::bag::gather_and_pool(ctx, self.dim(), &bags, pooling, async |part| self.prepare_rows(&bags.indices[part], request.bounds).await).await?
             }
         };
-        job.into_element(request.element).await
+        Ok(job.into_element(request.element).await?)
     }
 }

@@ -8,7 +8,7 @@ use super::lookup::GpuLookup;
 use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::Pooling;
 use crate::model::StaticModel;
-use crate::{Bounds, Error, Format};
+use crate::{Bounds, Error};
 
 /// The uniform block of `normalize_rows.wgsl`.
 #[repr(C)]
@@ -79,38 +79,12 @@ impl GpuStaticModel {
     }
 }
 
-impl Engine {
-    /// Compiles the kernels of a static model's first embedding of a few texts (its bag kernel
-    /// fused with the decoder, in a small batch's shape, and the normalisation), for a model
-    /// whose table is in `format` with `dim` values and rows aligned to `row_alignment` bytes
-    /// on the GPU ([`crate::format::NO_ROW_ALIGNMENT`] for packed rows;
-    /// [`StaticModel::with_row_alignment`]), now rather than at that embedding. In a browser the
-    /// compiler runs in the GPU process: a page can start this, read the model file meanwhile,
-    /// and find the kernels ready ([`crate::file::table_shape`] gives the format, dim and row
-    /// alignment from the file's first bytes). At dims up to 256 (64 where the dim is not a multiple
-    /// of 4) a large batch — 32 768 lanes' worth of bags or more at a lane per four quads (four
-    /// columns), so 2 048 texts at dim 256 — runs the bag kernel in another shape, compiled at
-    /// its first use, so a page that embeds a query at a time never pays for it (on a software
-    /// adapter such as SwiftShader each shape takes most of a second to compile); wider rows, and
-    /// FP16 rows of a dim that is a multiple of 16 (a lane per sixteen columns, read 16 bytes a
-    /// load), run one shape at every batch size.
-    pub async fn prepare_model(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
-        let ctx = &self.ctx;
-        ctx.check_lost()?;
-        let row_words = super::prepared_row_words(format, dim, row_alignment)?;
-        // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
-        // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
-        super::bag::prepare_first_bag(ctx, format, dim, row_words).await?;
-        ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
-    }
-}
-
 #[cfg(test)]
 mod layout_tests {
     use super::*;
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::NormalizeRows, NormParams { n_rows, dim, _pad0, _pad1 });
+        edo_gpu::assert_wgsl_layout!(ShaderId::NormalizeRows, NormParams { n_rows, dim, _pad0, _pad1 });
     }
 }

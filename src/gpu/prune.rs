@@ -122,7 +122,7 @@ impl GpuLookup for GpuPrunedTable {
         };
         inputs.extend(pass.inputs);
         let job = LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, pass.pass], inputs, pass.output);
-        job.into_element(request.element).await
+        Ok(job.into_element(request.element).await?)
     }
 }
 
@@ -133,6 +133,6 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::Remap, RemapParams { n_ids, original_rows, policy, _pad });
+        edo_gpu::assert_wgsl_layout!(ShaderId::Remap, RemapParams { n_ids, original_rows, policy, _pad });
     }
 }

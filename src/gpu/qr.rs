@@ -168,7 +168,7 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(
+        edo_gpu::assert_wgsl_layout!(
             ShaderId::Qr { format: crate::Format::F32 },
             QrParams { n_ids, m, stage, combine, policy, dim, out_stride, rows, row_words, code_words, shard_first, shard_rows }
         );

@@ -60,7 +60,7 @@ pub trait Reupload: Sized {
 impl Reupload for GpuTable {
     type Host = PackedTable;
     async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
-        GpuTable::upload(engine, host).await
+        Ok(GpuTable::upload(engine, host).await?)
     }
 }
 
@@ -335,7 +335,7 @@ impl RecoveringEngine {
                 Ok(engine) => engine,
                 Err(e) => {
                     let why = match lost.ctx.check_lost() {
-                        Err(Error::DeviceLost(why)) => why,
+                        Err(edo_gpu::Error::DeviceLost(why)) => why,
                         _ => "the device was lost".to_string(),
                     };
                     let reason = format!("{why}; no new device could be made: {e}");
@@ -497,7 +497,7 @@ where
 impl Recoverable<GpuStaticModel> {
     /// Sentence vectors of `texts` (see [`GpuStaticModel::encode`]), recovered from a loss.
     pub async fn encode(&self, texts: &[&str]) -> Result<Vec<f32>, Error> {
-        self.run(async |m| m.encode(texts).await?.read().await).await
+        self.run(async |m| Ok(m.encode(texts).await?.read().await?)).await
     }
 }
 

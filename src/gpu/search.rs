@@ -679,7 +679,7 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(
+        edo_gpu::assert_wgsl_layout!(
             ShaderId::Search(crate::gpu::SearchKernel::Hist),
             SearchParams {
                 n_queries,
@@ -703,7 +703,7 @@ mod layout_tests {
                 _pad
             }
         );
-        super::super::shaders::assert_wgsl_layout!(
+        edo_gpu::assert_wgsl_layout!(
             ShaderId::Search(crate::gpu::SearchKernel::TopkScan),
             TopkParams {
                 n_queries,

@@ -64,7 +64,7 @@ impl GpuCopy {
 /// `st`'s index and a zeroed lookup count per slot on `table`'s engine, or `None` where they do
 /// not fit a storage binding.
 fn upload_index(table: &crate::GpuTable, st: &State) -> Result<Option<crate::gpu::GpuKeyIndex>, Error> {
-    pollster::block_on(crate::gpu::GpuKeyIndex::upload(table, st.index.words(), st.index.mask(), st.capacity()))
+    Ok(pollster::block_on(crate::gpu::GpuKeyIndex::upload(table, st.index.words(), st.index.mask(), st.capacity()))?)
 }
 
 /// Brings the GPU copy's index up to the host's: the buckets changed since written, or
@@ -73,7 +73,7 @@ fn upload_index(table: &crate::GpuTable, st: &State) -> Result<Option<crate::gpu
 pub(super) fn mirror_index(st: &mut State, gpu: GpuCopy) -> Result<GpuCopy, Error> {
     match (st.index.take_changes(), &gpu.index) {
         (Changes::None, _) | (Changes::Buckets(_), None) => Ok(gpu),
-        (Changes::Buckets(changed), Some(index)) => index.write_buckets(st.index.words(), &changed).map(|()| gpu),
+        (Changes::Buckets(changed), Some(index)) => index.write_buckets(st.index.words(), &changed).map(|()| gpu).map_err(Into::into),
         (Changes::All, _) => {
             let index = upload_index(&gpu.table, st)?;
             Ok(GpuCopy { index, ..gpu })

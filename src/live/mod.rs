@@ -766,7 +766,7 @@ impl LiveTable {
             let written = if placed.grown {
                 GpuCopy::upload(&gpu.table.engine(), st)
             } else {
-                gpu.table.write_rows(&st.table, &placed.rows).and_then(|()| gpu::mirror_index(st, gpu))
+                gpu.table.write_rows(&st.table, &placed.rows).map_err(Into::into).and_then(|()| gpu::mirror_index(st, gpu))
             };
             st.gpu = Some(written?);
         }

@@ -210,15 +210,18 @@ fn prepared_rows_serve_the_first_lookups() {
         assert_eq!(engine.pipeline_count(), compiled, "{format} aligned to {alignment}: a first lookup compiled a kernel prepare_rows had not");
     }
     let Some(engine) = engine() else { return };
-    assert!(matches!(block_on(engine.prepare_rows(Format::Int8, dim, 12)), Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: 12 }))));
-    assert!(matches!(block_on(engine.prepare_rows(Format::Int8, 0, 16)), Err(Error::ZeroDim)));
+    assert!(matches!(
+        block_on(engine.prepare_rows(Format::Int8, dim, 12)).map_err(Error::from),
+        Err(Error::Unsupported(edo::Unsupported::RowAlignment { bytes: 12 }))
+    ));
+    assert!(matches!(block_on(engine.prepare_rows(Format::Int8, 0, 16)).map_err(Error::from), Err(Error::ZeroDim)));
     // Dims whose rows' words would overflow the kernels' offsets (or usize, for the group-wise
     // formats' arithmetic) are refused, typed, by every prepare.
     let huge = edo::gpu::MAX_PREPARED_DIM + 1;
     for format in [Format::Int4G32, Format::Q4K, Format::F32] {
-        assert!(matches!(block_on(engine.prepare_rows(format, usize::MAX, 4)), Err(Error::LimitExceeded { .. })), "{format}");
-        assert!(matches!(block_on(engine.prepare_gather(format, huge)), Err(Error::LimitExceeded { .. })), "{format}");
-        assert!(matches!(block_on(engine.prepare_model(format, huge, 4)), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_rows(format, usize::MAX, 4)).map_err(Error::from), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_gather(format, huge)).map_err(Error::from), Err(Error::LimitExceeded { .. })), "{format}");
+        assert!(matches!(block_on(engine.prepare_model(format, huge, 4)).map_err(Error::from), Err(Error::LimitExceeded { .. })), "{format}");
     }
 }
 

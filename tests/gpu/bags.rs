@@ -96,7 +96,7 @@ fn bag_errors_are_typed_and_mixed_formats_refused() {
     let Some(engine) = engine() else { return };
     let a = PackedTable::quantize(Format::Int8, &embedding_table(10, 4, 1), 10, 4).unwrap();
     let b = PackedTable::quantize(Format::Int4, &embedding_table(10, 4, 2), 10, 4).unwrap();
-    assert!(matches!(block_on(GpuTableBatch::upload(&engine, &[&a, &b])), Err(Error::MixedFormats { index: 1, .. })));
+    assert!(matches!(block_on(GpuTableBatch::upload(&engine, &[&a, &b])).map_err(Error::from), Err(Error::MixedFormats { index: 1, .. })));
     let gpu = block_on(GpuTable::upload(&engine, &a)).unwrap();
     let idx = [1u32, 2, 30];
     let err = block_on(gpu.bag(&Bags::new(&idx, &[0, 1]), Pooling::Sum, Bounds::Error)).err();

@@ -30,7 +30,7 @@ fn cache_lookup<S: edo::cache::RowSource>(cache: &edo::GpuCache<S>, ids: &[u32],
     job.output().fill(SENTINEL)?;
     job.submit()?;
     // The job's inputs go before the readback, as a caller's would: the budget tests count on it.
-    job.into_output().read_blocking()
+    Ok(job.into_output().read_blocking()?)
 }
 
 /// A cache over a host table returns the fully resident table's rows bit for bit, for every
@@ -264,7 +264,7 @@ fn memory_report_and_cache_pressure_stages() {
     assert!(cache.stats().parts > cache.stats().batches, "the wide batch ran in parts instead of growing");
     // An allocation past the budget is refused with a clear error.
     let big = PackedTable::quantize(Format::F32, &embedding_table(4000, 64, 9), 4000, 64).unwrap();
-    match block_on(GpuTable::upload(&engine, &big)) {
+    match block_on(GpuTable::upload(&engine, &big)).map_err(Error::from) {
         Err(Error::LimitExceeded { what, .. }) => assert!(what.contains("budget"), "{what}"),
         other => panic!("expected the budget error, got {:?}", other.map(|_| ())),
     }
@@ -293,7 +293,7 @@ fn a_shared_cache_serves_through_the_interface_and_holds_its_slots_for_a_prepare
     // Submitted once: a second submission could read slots that hold other rows by now.
     let job = block_on(cache.prepare_gather(&ids[..50], Bounds::Zero)).unwrap();
     job.submit().unwrap();
-    assert!(matches!(job.submit(), Err(Error::Unsupported { .. })));
+    assert!(matches!(job.submit().map_err(Error::from), Err(Error::Unsupported { .. })));
     // A dropped job gives the slots back.
     drop(block_on(cache.prepare_gather(&ids[100..200], Bounds::Zero)).unwrap());
     let (indices, offsets) = random_bags(211, rows, 9, true, 5);

@@ -11,11 +11,11 @@ fn device_loss_is_a_typed_error_everywhere() {
     block_on(engine.prepare_gather(Format::F16, 4)).unwrap();
     let rows = block_on(gpu.gather(&[1, 2], Bounds::Error)).unwrap();
     engine.destroy_device();
-    assert!(matches!(block_on(engine.prepare_gather(Format::Int4, 4)), Err(Error::DeviceLost(_))));
+    assert!(matches!(block_on(engine.prepare_gather(Format::Int4, 4)).map_err(Error::from), Err(Error::DeviceLost(_))));
     assert!(matches!(block_on(gpu.gather(&[1], Bounds::Error)), Err(Error::DeviceLost(_))));
-    assert!(matches!(rows.read_blocking(), Err(Error::DeviceLost(_))));
-    assert!(matches!(block_on(GpuTable::upload(&engine, &table)), Err(Error::DeviceLost(_))));
-    assert!(matches!(engine.wait_idle(), Err(Error::DeviceLost(_))));
+    assert!(matches!(rows.read_blocking().map_err(Error::from), Err(Error::DeviceLost(_))));
+    assert!(matches!(block_on(GpuTable::upload(&engine, &table)).map_err(Error::from), Err(Error::DeviceLost(_))));
+    assert!(matches!(engine.wait_idle().map_err(Error::from), Err(Error::DeviceLost(_))));
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn an_engine_over_the_callers_device_feeds_the_callers_pipeline() {
 fn a_device_below_edos_limits_is_refused_by_name() {
     let Some((device, queue)) = own_device(wgpu::Limits::downlevel_webgl2_defaults()) else { return };
     let err = Engine::from_device(device, queue, EngineOptions::default()).err();
-    assert_eq!(err, Some(Error::DeviceLimits { limit: "max_storage_buffers_per_shader_stage", required: 6, actual: 0 }));
+    assert_eq!(err, Some(edo::gpu::Error::DeviceLimits { limit: "max_storage_buffers_per_shader_stage", required: 6, actual: 0 }));
     assert!(err.unwrap().to_string().contains("max_storage_buffers_per_shader_stage is 0"));
 }
 
@@ -175,7 +175,7 @@ fn dropped_outputs_free_their_memory_and_a_refused_submission_is_a_typed_error()
     // that were not written. (A buffer handed out is never pooled: the caller may hold it.)
     let refused = edo::block_on(gpu.prepare_gather(&ids, edo::Bounds::Error)).unwrap();
     refused.output().buffer().destroy();
-    match edo::block_on(refused.submit_checked()) {
+    match edo::block_on(refused.submit_checked()).map_err(edo::Error::from) {
         Err(edo::Error::Gpu { what, message, source }) => {
             assert!(message.contains("destroyed"), "{what}: {message}");
             // wgpu's own error is kept as the source.

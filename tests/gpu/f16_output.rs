@@ -135,5 +135,5 @@ fn f16_rows_read_back_widened_and_f32_rows_refuse_read_f16() {
     assert_bits_eq(&rows.read_blocking().unwrap(), &edo::cpu::gather(&table, &[3, 1, 4], Bounds::Error).unwrap(), "widened");
     let f32_rows = block_on(gpu.gather(&[3], Bounds::Error)).unwrap();
     assert!(!f32_rows.is_f16());
-    assert!(matches!(f32_rows.read_f16_blocking(), Err(Error::Unsupported { .. })));
+    assert!(matches!(f32_rows.read_f16_blocking().map_err(Error::from), Err(Error::Unsupported { .. })));
 }

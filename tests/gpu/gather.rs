@@ -89,7 +89,7 @@ fn empty_lookups_and_empty_tables() {
 fn a_row_larger_than_a_binding_is_a_limit_error() {
     let Some(engine) = engine_with(EngineOptions { max_binding_bytes: Some(256), ..Default::default() }) else { return };
     let table = PackedTable::quantize(Format::F32, &vec![1.0; 100], 1, 100).unwrap();
-    match block_on(GpuTable::upload(&engine, &table)) {
+    match block_on(GpuTable::upload(&engine, &table)).map_err(Error::from) {
         Err(Error::LimitExceeded { what, requested: 400, max: 256 }) => assert!(what.contains("row")),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("a 400-byte row cannot fit a 256-byte binding"),

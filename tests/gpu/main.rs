@@ -45,7 +45,7 @@ fn require_gpu() -> bool {
 fn engine_with(options: EngineOptions) -> Option<Engine> {
     match Engine::new_blocking(options) {
         Ok(e) => Some(e),
-        Err(Error::NoAdapter) if !require_gpu() => {
+        Err(edo::gpu::Error::NoAdapter) if !require_gpu() => {
             eprintln!("SKIPPED: no adapter");
             None
         }
@@ -65,7 +65,7 @@ fn gpu_gather(table: &GpuTable, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>,
     job.output().fill(SENTINEL)?;
     job.submit()?;
     // The job's inputs go before the readback, as a caller's would: the budget tests count on it.
-    job.into_output().read_blocking()
+    Ok(job.into_output().read_blocking()?)
 }
 
 /// Bit-exact comparison, with the first difference in the message.

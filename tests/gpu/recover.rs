@@ -150,7 +150,7 @@ fn an_engine_over_the_callers_device_is_not_rebuilt_and_says_why() {
         None => return,
     };
     let own = Engine::from_device(engine.device().clone(), engine.queue().clone(), EngineOptions::default()).unwrap();
-    assert!(matches!(block_on(own.rebuild()), Err(Error::Unsupported { .. })));
+    assert!(matches!(block_on(own.rebuild()).map_err(Error::from), Err(Error::Unsupported { .. })));
     let rec = RecoveringEngine::new(own);
     let events = Arc::new(Mutex::new(Vec::new()));
     {

@@ -121,8 +121,8 @@ fn write_rows_updates_the_gpu_table_in_place() {
         assert_bits_eq(&gpu_gather(&gpu, &all, Bounds::Error).unwrap(), &want, &format!("{format} after write_rows"));
         // Mismatched host tables are refused.
         let other = PackedTable::quantize(Format::F32, &data, rows, dim).unwrap();
-        assert!(matches!(gpu.write_rows(&other, &[1]), Err(Error::MixedFormats { .. })));
-        assert!(matches!(gpu.write_rows(&table, &[2000]), Err(Error::IdOutOfRange { .. })));
+        assert!(matches!(gpu.write_rows(&other, &[1]).map_err(Error::from), Err(Error::MixedFormats { .. })));
+        assert!(matches!(gpu.write_rows(&table, &[2000]).map_err(Error::from), Err(Error::IdOutOfRange { .. })));
     }
 }
 
@@ -154,7 +154,7 @@ fn shared_handles_cost_no_table_memory_and_the_budget_holds() {
 
     // 1.5 MiB of FP32 against a 1 MiB budget: refused, and nothing stays allocated.
     let big = PackedTable::quantize(Format::F32, &embedding_table(10_000, 40, 2), 10_000, 40).unwrap();
-    match block_on(GpuTable::upload(&engine, &big)) {
+    match block_on(GpuTable::upload(&engine, &big)).map_err(Error::from) {
         Err(Error::LimitExceeded { what, max, .. }) => assert!(what.contains("budget") && max == 1 << 20, "{what}"),
         Ok(_) => panic!("a table over the budget was uploaded"),
         Err(e) => panic!("{e}"),

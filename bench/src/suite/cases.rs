@@ -551,7 +551,11 @@ pub(super) async fn embed_cases<F: FnMut(&Progress) -> Fut, Fut: Future<Output =
             #[cfg(feature = "gpu")]
             Runner::Gpu(_) => {
                 let g = gpu.as_ref().expect("uploaded above");
-                time_round_trip(st.reps, || async move { g.encode(batch).await?.read().await.map(|_| ()) }).await?
+                time_round_trip(st.reps, || async move {
+                    g.encode(batch).await?.read().await?;
+                    Ok(())
+                })
+                .await?
             }
             Runner::Cpu(threads) => {
                 work.timing = "host";

@@ -2,6 +2,7 @@
 //! and what an engine reports.
 
 use super::*;
+use edo_core::Error as CoreError;
 
 /// The device limits edo's kernels need, as `(name, least value)`: WebGPU's defaults for compute,
 /// but six storage buffers per stage (the bag kernel binds five tables' worth of inputs and its
@@ -16,7 +17,7 @@ pub const REQUIRED_LIMITS: [(&str, u64); 7] = [
     ("max_compute_workgroups_per_dimension", 1),
 ];
 
-pub(crate) fn limit_value(limits: &wgpu::Limits, name: &str) -> u64 {
+pub fn limit_value(limits: &wgpu::Limits, name: &str) -> u64 {
     match name {
         "max_bind_groups" => limits.max_bind_groups as u64,
         "max_storage_buffers_per_shader_stage" => limits.max_storage_buffers_per_shader_stage as u64,
@@ -30,7 +31,7 @@ pub(crate) fn limit_value(limits: &wgpu::Limits, name: &str) -> u64 {
 }
 
 /// The first of [`REQUIRED_LIMITS`] that `limits` fall short of, as an error.
-pub(crate) fn check_limits(limits: &wgpu::Limits) -> Result<(), Error> {
+pub fn check_limits(limits: &wgpu::Limits) -> Result<(), Error> {
     for (limit, required) in REQUIRED_LIMITS {
         let actual = limit_value(limits, limit);
         if actual < required {
@@ -45,12 +46,12 @@ pub(crate) fn check_limits(limits: &wgpu::Limits) -> Result<(), Error> {
 pub const MAX_PREPARED_DIM: usize = (u32::MAX / 32) as usize;
 
 /// A dim `Engine::prepare_*` takes: from 1 to [`MAX_PREPARED_DIM`].
-pub(crate) fn check_prepared_dim(dim: usize) -> Result<(), Error> {
+pub fn check_prepared_dim(dim: usize) -> Result<(), Error> {
     if dim == 0 {
-        return Err(Error::ZeroDim);
+        return Err(CoreError::ZeroDim.into());
     }
     if dim > MAX_PREPARED_DIM {
-        return Err(Error::LimitExceeded { what: "values per row", requested: dim as u64, max: MAX_PREPARED_DIM as u64 });
+        return Err(CoreError::LimitExceeded { what: "values per row", requested: dim as u64, max: MAX_PREPARED_DIM as u64 }.into());
     }
     Ok(())
 }
@@ -58,7 +59,7 @@ pub(crate) fn check_prepared_dim(dim: usize) -> Result<(), Error> {
 /// The words of a row of `dim` values of `format` on the GPU with rows aligned to
 /// `row_alignment` bytes, once both are checked as `Engine::prepare_rows` and
 /// `Engine::prepare_model` take them.
-pub(crate) fn prepared_row_words(format: Format, dim: usize, row_alignment: usize) -> Result<usize, Error> {
+pub fn prepared_row_words(format: Format, dim: usize, row_alignment: usize) -> Result<usize, Error> {
     crate::format::check_row_alignment(row_alignment)?;
     check_prepared_dim(dim)?;
     Ok(crate::format::aligned_row_words(format.row_words(dim), row_alignment))
@@ -67,7 +68,7 @@ pub(crate) fn prepared_row_words(format: Format, dim: usize, row_alignment: usiz
 /// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
 #[derive(Clone)]
 pub struct Engine {
-    pub(crate) ctx: Arc<Context>,
+    pub ctx: Arc<Context>,
 }
 
 impl Engine {
@@ -91,7 +92,7 @@ impl Engine {
         Engine::on_device(device, options.clone(), Origin::Instance(instance.clone(), options))
     }
 
-    pub(crate) async fn pick(instance: &wgpu::Instance, options: &EngineOptions) -> Result<(wgpu::Device, wgpu::Queue), Error> {
+    pub async fn pick(instance: &wgpu::Instance, options: &EngineOptions) -> Result<(wgpu::Device, wgpu::Queue), Error> {
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
             .await
@@ -106,7 +107,7 @@ impl Engine {
         Engine::on_device(device, options.clone(), Origin::Adapter(adapter.clone(), options))
     }
 
-    pub(crate) async fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), Error> {
+    pub async fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), Error> {
         adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("edo"),
@@ -123,7 +124,7 @@ impl Engine {
     /// an adapter with the same options (a browser's WebGPU adapter serves one device only),
     /// [`Engine::from_instance`]'s picks one from the same instance, [`Engine::from_adapter`]'s
     /// asks the same adapter again. What a device loss needs
-    /// ([`crate::RecoveringEngine`] calls it); nothing of this engine's tables or caches comes
+    /// (`edo::RecoveringEngine` calls it); nothing of this engine's tables or caches comes
     /// along. An engine over a caller's device ([`Engine::from_device`]) cannot be rebuilt by
     /// edo: [`Error::Unsupported`] (make a new device and call `from_device` again).
     pub async fn rebuild(&self) -> Result<Engine, Error> {
@@ -153,7 +154,7 @@ impl Engine {
         Engine::on_device((device, queue), options, Origin::Device)
     }
 
-    pub(crate) fn on_device((device, queue): (wgpu::Device, wgpu::Queue), options: EngineOptions, origin: Origin) -> Result<Engine, Error> {
+    pub fn on_device((device, queue): (wgpu::Device, wgpu::Queue), options: EngineOptions, origin: Origin) -> Result<Engine, Error> {
         check_limits(&device.limits())?;
         let lost = Arc::new(Lost::default());
         {
@@ -194,7 +195,7 @@ impl Engine {
         Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone(), origin)
     }
 
-    pub(crate) fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>, origin: Origin) -> Engine {
+    pub fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>, origin: Origin) -> Engine {
         let limits = device.limits();
         let info = device.adapter_info();
         let binding_max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
@@ -362,7 +363,7 @@ impl Engine {
     /// small batch of bags of a table of `format` and `dim` whose rows are aligned to
     /// `row_alignment` bytes on the GPU (4 for packed rows) will use. Fails with
     /// [`Error::Unsupported`] for an alignment [`crate::PackedTable::with_row_alignment`]
-    /// refuses, [`Error::ZeroDim`] for a dim of 0 and [`Error::LimitExceeded`] for one past
+    /// refuses, [`edo_core::Error::ZeroDim`] for a dim of 0 and [`edo_core::Error::LimitExceeded`] for one past
     /// [`MAX_PREPARED_DIM`].
     pub async fn prepare_rows(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
         let ctx = &self.ctx;

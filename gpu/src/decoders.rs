@@ -20,7 +20,7 @@
 //! - `fn decode16(base: u32, c: u32, p: RowParams) -> Quads`: values `c .. c + 16` (`c` a
 //!   multiple of 16) as four quads, read with whole 16-byte loads.
 //!
-//! Each value must equal [`Codec::decode_row`](crate::Codec::decode_row)'s bit for bit: one
+//! Each value must equal [`Codec::decode_row`](edo_core::Codec::decode_row)'s bit for bit: one
 //! rounding at most, after a product that is exact in f32, so that a driver's fused multiply-add
 //! cannot change it. Variants of one decoder are override constants ([`WgslDecoder::constants`]), not
 //! copies.
@@ -86,7 +86,7 @@ pub fn decoder(format: Format) -> Option<WgslDecoder> {
 }
 
 /// `format`'s decoder, or [`Unsupported::GpuDecoder`] where the GPU path has none.
-pub(crate) fn require(format: Format) -> Result<WgslDecoder, Error> {
+pub fn require(format: Format) -> Result<WgslDecoder, Error> {
     decoder(format).ok_or(Error::Unsupported(Unsupported::GpuDecoder { format }))
 }
 

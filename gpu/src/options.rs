@@ -15,7 +15,7 @@ pub struct EngineOptions {
     /// Workgroup size of the kernels (≤ the device's `max_compute_invocations_per_workgroup`).
     pub workgroup_size: u32,
     /// Most bytes of GPU buffers the engine may hold at once (tables, shards, outputs, scratch);
-    /// an allocation past it fails with [`Error::LimitExceeded`](crate::Error::LimitExceeded) before anything is allocated.
+    /// an allocation past it fails with [`edo_core::Error::LimitExceeded`] before anything is allocated.
     /// `None`: the device's own memory is the limit.
     pub memory_budget: Option<u64>,
     /// How row caches react as the engine's buffers fill the budget.
@@ -39,7 +39,7 @@ pub struct EngineOptions {
     pub shader_checks: bool,
 }
 
-/// How row caches ([`GpuCache`](super::GpuCache)) react as an engine's buffers fill its memory budget, as shares
+/// How row caches (`edo::GpuCache`) react as an engine's buffers fill its memory budget, as shares
 /// of the budget. Caches look at the engine's pressure at the start of each lookup or prefetch.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PressureStages {

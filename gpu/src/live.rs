@@ -5,7 +5,9 @@
 use super::job::{Indices, LookupJob, Pass};
 use super::{Buffer, Context, GpuTable, ShaderId};
 use crate::bags::BagPlan;
-use crate::{Bags, Bounds, Error, Pooling};
+use crate::{Bounds, Error};
+use edo_core::Error as CoreError;
+use edo_core::{Bags, Pooling};
 use std::sync::Arc;
 
 #[repr(C)]
@@ -23,7 +25,7 @@ struct ProbeParams {
 
 /// What the probe reads for a key the index does not hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ProbeMissing {
+pub enum ProbeMissing {
     /// A zero row.
     Zero = 0,
     /// Row 0 (the initial row).
@@ -33,7 +35,7 @@ pub(crate) enum ProbeMissing {
 }
 
 /// A copy of a live table's index buckets and a lookup count per slot, on one engine.
-pub(crate) struct GpuKeyIndex {
+pub struct GpuKeyIndex {
     ctx: Arc<Context>,
     buckets: Buffer,
     /// Buckets − 1.
@@ -47,7 +49,7 @@ impl GpuKeyIndex {
     /// Uploads `words` (the index's buckets, four words each; `mask` + 1 of them) and zeroed
     /// counts for `slots` slots, on the engine of `table`; `None` when either is larger than one
     /// storage binding of the device (the probe binds each whole).
-    pub(crate) async fn upload(table: &GpuTable, words: &[u32], mask: u32, slots: usize) -> Result<Option<GpuKeyIndex>, Error> {
+    pub async fn upload(table: &GpuTable, words: &[u32], mask: u32, slots: usize) -> Result<Option<GpuKeyIndex>, Error> {
         let ctx = table.res.ctx.clone();
         ctx.check_lost()?;
         let max = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
@@ -62,7 +64,7 @@ impl GpuKeyIndex {
 
     /// Writes the buckets `changed` (ascending) of `words`, one queued write a run of them,
     /// visible to every lookup submitted after this call.
-    pub(crate) fn write_buckets(&self, words: &[u32], changed: &[u32]) -> Result<(), Error> {
+    pub fn write_buckets(&self, words: &[u32], changed: &[u32]) -> Result<(), Error> {
         self.ctx.check_lost()?;
         let mut i = 0;
         while i < changed.len() {
@@ -80,7 +82,7 @@ impl GpuKeyIndex {
 
     /// The lookups counted per slot since the last call, after every job submitted before it,
     /// and the counts zeroed.
-    pub(crate) async fn take_hits(&self) -> Result<Vec<u32>, Error> {
+    pub async fn take_hits(&self) -> Result<Vec<u32>, Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
         let size = 4 * self.slots as u64;
@@ -103,7 +105,7 @@ impl GpuKeyIndex {
         ctx.check_lost()?;
         let max = ctx.limits.max_storage_buffer_binding_size;
         if 8 * keys.len() as u64 > max {
-            return Err(Error::LimitExceeded { what: "bytes of keys in one call", requested: 8 * keys.len() as u64, max });
+            return Err(CoreError::LimitExceeded { what: "bytes of keys in one call", requested: 8 * keys.len() as u64, max }.into());
         }
         let params = ProbeParams {
             n_keys: keys.len() as u32,
@@ -138,7 +140,7 @@ impl GpuKeyIndex {
 
     /// A gather of the rows of `keys` from `table` (the live table's GPU copy): the probe, then
     /// the gather, in one job.
-    pub(crate) async fn gather(&self, table: &GpuTable, keys: &[u64], missing: ProbeMissing, fallback_rows: usize) -> Result<LookupJob, Error> {
+    pub async fn gather(&self, table: &GpuTable, keys: &[u64], missing: ProbeMissing, fallback_rows: usize) -> Result<LookupJob, Error> {
         let (probe, rows, mut inputs) = self.probe_pass(keys, missing, fallback_rows).await?;
         let pass = table.encode_gather(Indices::Device(rows, keys.len()), Bounds::Zero).await?;
         inputs.extend(pass.inputs);
@@ -146,14 +148,7 @@ impl GpuKeyIndex {
     }
 
     /// The bags of keys `bags` from `table`: the probe, then the bag pass, in one job.
-    pub(crate) async fn bag(
-        &self,
-        table: &GpuTable,
-        bags: &Bags<'_, u64>,
-        pooling: Pooling,
-        missing: ProbeMissing,
-        fallback_rows: usize,
-    ) -> Result<LookupJob, Error> {
+    pub async fn bag(&self, table: &GpuTable, bags: &Bags<'_, u64>, pooling: Pooling, missing: ProbeMissing, fallback_rows: usize) -> Result<LookupJob, Error> {
         // The offsets and weights checked as a bag of the probed rows would be (every row in
         // range: unknown keys read zero rows under `Bounds::Zero`).
         let placeholder = vec![0u32; bags.indices.len()];
@@ -175,6 +170,6 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::LiveProbe, ProbeParams { n_keys, mask, missing, fallback_rows, slots, _pad0, _pad1, _pad2 });
+        crate::assert_wgsl_layout!(ShaderId::LiveProbe, ProbeParams { n_keys, mask, missing, fallback_rows, slots, _pad0, _pad1, _pad2 });
     }
 }

@@ -1,6 +1,7 @@
 //! EmbeddingBag on the GPU, over one table or a batch of tables of one format in one dispatch
 //! per shard.
 
+use edo_core::Error as CoreError;
 use std::sync::Arc;
 
 use super::job::{buffer_range, dense_parts, Encoded, Indices, LookupJob, Pass};
@@ -108,7 +109,7 @@ impl GpuTableBatch {
 }
 
 impl Resident {
-    pub(crate) async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
+    pub async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
         self.ctx.check_lost()?;
         let plan = BagPlan::new(&self.tables, batch, bags, pooling, bounds)?;
         Ok(self.encode_bags(batch, &plan, Indices::Host(bags.indices), bags.per_sample_weights, pooling, bounds, layout).await?.into_job())
@@ -117,7 +118,7 @@ impl Resident {
     /// The bag kernel's pass over validated offsets: its pipeline, dispatches, the buffers they
     /// bind, and the output.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn encode_bags(
+    pub async fn encode_bags(
         &self,
         batch: usize,
         plan: &BagPlan,
@@ -135,7 +136,7 @@ impl Resident {
         let out_bytes = 4 * plan.out_len as u64;
         for (what, bytes) in [("bag output bytes", out_bytes), ("bag indices bytes", 4 * n_indices as u64)] {
             if bytes > max_binding {
-                return Err(Error::LimitExceeded { what, requested: bytes, max: max_binding });
+                return Err(CoreError::LimitExceeded { what, requested: bytes, max: max_binding }.into());
             }
         }
         let dims: Vec<usize> = self.tables.iter().map(|p| p.dim as usize).collect();
@@ -249,7 +250,7 @@ impl Resident {
 /// ([`has_wide_reads`](super::decoders::has_wide_reads)) whose rows start on 16-byte boundaries and whose dims are
 /// multiples of 16 get the kernel that reads a lane's sixteen columns of a row at once: the 8-bit
 /// formats' rows aligned to 16 bytes, FP16's rows of such dims without an alignment.
-pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
+pub fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> ShaderId {
     let aligned = |p: &Placement| p.dim.is_multiple_of(16) && p.row_words.is_multiple_of(4) && p.word_base.is_multiple_of(4);
     if vec4 && super::decoders::has_wide_reads(format) && tables.iter().all(aligned) {
         return ShaderId::BagWide { format };
@@ -259,7 +260,7 @@ pub(crate) fn bag_shader(format: Format, tables: &[Placement], vec4: bool) -> Sh
 
 /// Compiles the bag kernel a first small batch of bags over one table of `format` and `dim`, rows
 /// `row_words` words apart, uses (`prepare_rows`, `prepare_model`).
-pub(crate) async fn prepare_first_bag(ctx: &Context, format: Format, dim: usize, row_words: usize) -> Result<(), Error> {
+pub async fn prepare_first_bag(ctx: &Context, format: Format, dim: usize, row_words: usize) -> Result<(), Error> {
     let placement = Placement { word_base: 0, rows: 1, dim: dim as u32, row_words: row_words as u32, code_words: format.code_words(dim) as u32 };
     let shader = bag_shader(format, &[placement], dim.is_multiple_of(4));
     ctx.pipeline(shader, bag_shape(ctx, shader, dim, 1)).await.map(drop)
@@ -273,7 +274,7 @@ const SMALL_BATCH_LANES: u64 = 1 << 15;
 /// flight), or, for a small batch, a lane per quad (per column), up to 32 — so that a batch of a
 /// few bags still spreads over enough lanes to hide the latency of its reads. Pooling stays in
 /// index order either way.
-pub(crate) fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
+pub fn bag_shape(ctx: &Context, shader: ShaderId, max_dim: usize, n_bags: u64) -> (u32, u32) {
     let quads = max_dim.max(1).div_ceil(shader.values_per_step());
     if matches!(shader, ShaderId::BagWide { .. }) {
         // A lane owns sixteen contiguous columns, whatever the batch.
@@ -349,13 +350,13 @@ impl BagLists {
 /// A bag built by gathering: `gather(range)` builds the gather of the indices in `range` (rows
 /// of `dim` values; the ranges of [`dense_parts`], each within one binding), and the FP32 bag
 /// kernel pools the gathered rows, all in one job.
-pub(crate) async fn gather_and_pool<I>(
+pub async fn gather_and_pool<I, E: From<Error>>(
     ctx: &Arc<Context>,
     dim: usize,
     bags: &Bags<'_, I>,
     pooling: Pooling,
-    mut gather: impl AsyncFnMut(std::ops::Range<usize>) -> Result<LookupJob, Error>,
-) -> Result<LookupJob, Error> {
+    mut gather: impl AsyncFnMut(std::ops::Range<usize>) -> Result<LookupJob, E>,
+) -> Result<LookupJob, E> {
     let mut job: Option<LookupJob> = None;
     let mut parts = Vec::new();
     for part in dense_parts(ctx, bags.indices.len(), dim)? {
@@ -373,11 +374,16 @@ pub(crate) async fn gather_and_pool<I>(
 /// The bag pass over rows already gathered, one per index of `bags` in order (`parts`, each
 /// within one binding, from [`dense_parts`]): the FP32 bag kernel over those rows as a table,
 /// with index `i` reading row `i`. The parts stay alive with the job.
-pub(crate) async fn pool_gathered<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags: &Bags<'_, I>, pooling: Pooling) -> Result<LookupJob, Error> {
+pub async fn pool_gathered<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, bags: &Bags<'_, I>, pooling: Pooling) -> Result<LookupJob, Error> {
     let dim = parts.first().map_or(1, |p| p.dim);
     let n = bags.indices.len();
     if n as u64 * dim as u64 > u32::MAX as u64 {
-        return Err(Error::LimitExceeded { what: "values of the rows gathered for a bag (u32 words)", requested: n as u64 * dim as u64, max: u32::MAX as u64 });
+        return Err(CoreError::LimitExceeded {
+            what: "values of the rows gathered for a bag (u32 words)",
+            requested: n as u64 * dim as u64,
+            max: u32::MAX as u64,
+        }
+        .into());
     }
     let iota: Vec<u32> = (0..n as u32).collect();
     let dense = bags.with_indices(&iota);
@@ -396,18 +402,44 @@ pub(crate) async fn pool_gathered<I>(ctx: &Arc<Context>, parts: Vec<GpuRows>, ba
     Ok(pass.into_job())
 }
 
+impl Engine {
+    /// Compiles the kernels of a static model's first embedding of a few texts (its bag kernel
+    /// fused with the decoder, in a small batch's shape, and the normalisation), for a model
+    /// whose table is in `format` with `dim` values and rows aligned to `row_alignment` bytes
+    /// on the GPU ([`crate::format::NO_ROW_ALIGNMENT`] for packed rows; `edo`'s
+    /// `StaticModel::with_row_alignment`), now rather than at that embedding. In a browser the
+    /// compiler runs in the GPU process: a page can start this, read the model file meanwhile,
+    /// and find the kernels ready (`edo::file::table_shape` gives the format, dim and row
+    /// alignment from the file's first bytes). At dims up to 256 (64 where the dim is not a multiple
+    /// of 4) a large batch — 32 768 lanes' worth of bags or more at a lane per four quads (four
+    /// columns), so 2 048 texts at dim 256 — runs the bag kernel in another shape, compiled at
+    /// its first use, so a page that embeds a query at a time never pays for it (on a software
+    /// adapter such as SwiftShader each shape takes most of a second to compile); wider rows, and
+    /// FP16 rows of a dim that is a multiple of 16 (a lane per sixteen columns, read 16 bytes a
+    /// load), run one shape at every batch size.
+    pub async fn prepare_model(&self, format: Format, dim: usize, row_alignment: usize) -> Result<(), Error> {
+        let ctx = &self.ctx;
+        ctx.check_lost()?;
+        let row_words = super::prepared_row_words(format, dim, row_alignment)?;
+        // The pipelines `GpuStaticModel::prepare_encode` asks for: a bag with sum pooling over
+        // one table (`GpuTableBatch::encode_bags`), then `normalize_rows`.
+        prepare_first_bag(ctx, format, dim, row_words).await?;
+        ctx.pipeline(ShaderId::NormalizeRows, (ctx.workgroup_size, 1)).await.map(drop)
+    }
+}
+
 #[cfg(test)]
 mod layout_tests {
     use super::*;
-    use crate::gpu::ShaderId;
+    use crate::ShaderId;
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(
+        crate::assert_wgsl_layout!(
             ShaderId::Bag { format: crate::Format::F32, vec4: false },
             BagParams { batch, n_bags, pooling, policy, has_weights, shard_start, shard_end, first_pass, last_pass, offsets_base, counts_base, max_dim }
         );
-        super::super::shaders::assert_wgsl_layout!(
+        crate::assert_wgsl_layout!(
             ShaderId::Bag { format: crate::Format::F32, vec4: false },
             TableMeta { word_base, rows, dim, row_words, code_words, out_base, out_stride, _pad }
         );

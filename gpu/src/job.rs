@@ -7,13 +7,14 @@
 //! and `model` build jobs from it, and it knows none of them (a cache's hold on its slots is a
 //! [`SubmitHook`]).
 
+use edo_core::Error as CoreError;
 use std::sync::Arc;
 
 use super::{Buffer, Context, ShaderId};
 use crate::{Element, Error};
 
 /// One kernel and its dispatches, in the order they run.
-pub(crate) struct Pass {
+pub struct Pass {
     pub pipeline: wgpu::ComputePipeline,
     pub dispatches: Vec<Dispatch>,
 }
@@ -21,7 +22,7 @@ pub(crate) struct Pass {
 /// What an encoder of one kernel returns: its pass, every buffer its bind groups bind (kept
 /// alive with the job: a buffer is destroyed when its last handle goes, and a bind group is not
 /// one), and the rows it writes.
-pub(crate) struct Encoded {
+pub struct Encoded {
     pub pass: Pass,
     pub inputs: Vec<Buffer>,
     pub output: GpuRows,
@@ -29,14 +30,14 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     /// A job of this one pass.
-    pub(crate) fn into_job(self) -> LookupJob {
+    pub fn into_job(self) -> LookupJob {
         let ctx = self.output.ctx.clone();
         LookupJob::new(ctx, vec![self.pass], self.inputs, self.output)
     }
 }
 
 /// Where a kernel reads its indices from.
-pub(crate) enum Indices<'a> {
+pub enum Indices<'a> {
     /// Uploaded from the host (checked there against the bounds policy).
     Host(&'a [u32]),
     /// Written by an earlier kernel of the same job (hashing): `len` indices.
@@ -44,24 +45,30 @@ pub(crate) enum Indices<'a> {
 }
 
 impl Indices<'_> {
-    pub(crate) fn len(&self) -> usize {
+    /// How many indices.
+    pub fn len(&self) -> usize {
         match self {
             Indices::Host(i) => i.len(),
             Indices::Device(_, n) => *n,
         }
     }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
-pub(crate) fn buffer_range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
+pub fn buffer_range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
     wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size.max(4)) })
 }
 
 /// One dispatch of a kernel: its bind group and workgroups in x and y.
-pub(crate) type Dispatch = (wgpu::BindGroup, u32, u32);
+pub type Dispatch = (wgpu::BindGroup, u32, u32);
 
 /// Records kernels, each with its dispatches, in order into one compute pass. Each dispatch sees
 /// the writes of the ones before it (WebGPU orders the dispatches of a pass).
-pub(crate) fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, passes: &[Pass]) {
+pub fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, passes: &[Pass]) {
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: None });
     for Pass { pipeline, dispatches } in passes {
         pass.set_pipeline(pipeline);
@@ -75,20 +82,20 @@ pub(crate) fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, pas
 /// A lookup (gather, bags) ready to run: its kernels and their dispatches, the buffers they
 /// bind, and its output buffer.
 pub struct LookupJob {
-    pub(crate) ctx: Arc<Context>,
+    pub ctx: Arc<Context>,
     /// Compute passes in order, each followed by its copies.
-    pub(crate) stages: Vec<Stage>,
+    pub stages: Vec<Stage>,
     /// Input buffers the bind groups use, kept alive with the job.
-    pub(crate) _inputs: Vec<Buffer>,
-    pub(crate) output: GpuRows,
+    pub _inputs: Vec<Buffer>,
+    pub output: GpuRows,
     /// What the job's maker wants told when the job is recorded or submitted (a cache's hold on
     /// the slots the job loads).
-    pub(crate) hook: Option<Box<dyn SubmitHook>>,
+    pub hook: Option<Box<dyn SubmitHook>>,
 }
 
-/// Told when a job is recorded or submitted: how a [`super::GpuCache`] holds the slots a
+/// Told when a job is recorded or submitted: how `edo`'s `GpuCache` holds the slots a
 /// prepared job loads until the job runs (dropping the hook unsubmitted gives them up).
-pub(crate) trait SubmitHook: wgpu::WasmNotSendSync {
+pub trait SubmitHook: wgpu::WasmNotSendSync {
     /// Whether the job may be submitted now (a cache's job may not run twice: its slots may hold
     /// other rows by then).
     fn check(&self) -> Result<(), Error>;
@@ -98,20 +105,20 @@ pub(crate) trait SubmitHook: wgpu::WasmNotSendSync {
 
 /// One compute pass (kernels in order, each with its dispatches), then buffer copies: `(from,
 /// to, byte offset in to, bytes)`, each copying from the start of `from`.
-pub(crate) struct Stage {
+pub struct Stage {
     pub passes: Vec<Pass>,
     pub copies: Vec<(Buffer, Buffer, u64, u64)>,
 }
 
 impl LookupJob {
     /// A job of one compute pass.
-    pub(crate) fn new(ctx: Arc<Context>, passes: Vec<Pass>, inputs: Vec<Buffer>, output: GpuRows) -> LookupJob {
+    pub fn new(ctx: Arc<Context>, passes: Vec<Pass>, inputs: Vec<Buffer>, output: GpuRows) -> LookupJob {
         LookupJob { ctx, stages: vec![Stage { passes, copies: Vec::new() }], _inputs: inputs, output, hook: None }
     }
 
     /// This job, then `next` (which reads what this one wrote): their stages in order, `next`'s
     /// output. This job's output stays alive with the job.
-    pub(crate) fn then(mut self, next: LookupJob) -> LookupJob {
+    pub fn then(mut self, next: LookupJob) -> LookupJob {
         self.stages.extend(next.stages);
         self._inputs.extend(next._inputs);
         self._inputs.push(self.output.buffer.clone());
@@ -133,7 +140,7 @@ impl LookupJob {
     }
 
     /// Records the lookup into `encoder` (compute passes with one dispatch per shard, and per
-    /// output chunk for gathers). A job of a [`super::GpuCache`] holds the cache's slots until it
+    /// output chunk for gathers). A job of `edo`'s `GpuCache` holds the cache's slots until it
     /// is recorded: submit the encoder before the cache's next lookup, whose loads may reuse them.
     pub fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
         self.encode_stages(encoder);
@@ -217,17 +224,17 @@ impl LookupJob {
 /// from the `*_f16` lookups, f16: `rows × ⌈dim / 2⌉` u32 words, each holding two values (the
 /// first in the low 16 bits; an odd dim's last word has 0 in its high half).
 pub struct GpuRows {
-    pub(crate) ctx: Arc<Context>,
-    pub(crate) buffer: Buffer,
-    pub(crate) rows: usize,
-    pub(crate) dim: usize,
+    pub ctx: Arc<Context>,
+    pub buffer: Buffer,
+    pub rows: usize,
+    pub dim: usize,
     /// The element type of the values (f16: two a word).
-    pub(crate) element: Element,
+    pub element: Element,
 }
 
 impl GpuRows {
     /// Rows of `dim` values of `element` in `buffer`.
-    pub(crate) fn new(ctx: Arc<Context>, buffer: Buffer, rows: usize, dim: usize, element: Element) -> GpuRows {
+    pub fn new(ctx: Arc<Context>, buffer: Buffer, rows: usize, dim: usize, element: Element) -> GpuRows {
         GpuRows { ctx, buffer, rows, dim, element }
     }
 
@@ -237,7 +244,7 @@ impl GpuRows {
     }
 
     /// Another handle to the same buffer (the job that writes it keeps its own).
-    pub(crate) fn clone_handle(&self) -> GpuRows {
+    pub fn clone_handle(&self) -> GpuRows {
         GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, element: self.element }
     }
 
@@ -360,7 +367,7 @@ struct PackParams {
 /// The pass that rounds f32 `rows` (as a lookup wrote them) to f16 rows, two values a word,
 /// into a new buffer: the job's output. One dispatch per range of rows whose f32 input fits a
 /// storage binding.
-pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<LookupJob, Error> {
+pub async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<LookupJob, Error> {
     ctx.check_lost()?;
     let (n, dim) = (rows.rows, rows.dim);
     let words = dim.div_ceil(2) as u64;
@@ -371,11 +378,12 @@ pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<Looku
     let granule = (ctx.limits.min_storage_buffer_offset_alignment.max(4) / 4) as u64;
     let chunk = (ctx.max_binding_bytes / (4 * dim.max(1) as u64)) / granule * granule;
     if chunk == 0 {
-        return Err(Error::LimitExceeded {
+        return Err(CoreError::LimitExceeded {
             what: "bytes of one f32 row group to round to f16",
             requested: 4 * dim as u64 * granule,
             max: ctx.max_binding_bytes,
-        });
+        }
+        .into());
     }
     // The gather layout's second input, unused by the kernel.
     let unused = ctx.pooled("pack f16 (unused)", 4, wgpu::BufferUsages::STORAGE, None, super::Fit::Class).await?;
@@ -407,10 +415,10 @@ pub(crate) async fn pack_f16(ctx: &Arc<Context>, rows: &GpuRows) -> Result<Looku
 
 /// The ranges of `n` gathered rows of `dim` values that fit one storage binding each: the
 /// shards of a dense table of gathered rows. At least one (empty) range.
-pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std::ops::Range<usize>>, Error> {
+pub fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std::ops::Range<usize>>, Error> {
     let per = (ctx.max_binding_bytes / (4 * dim.max(1) as u64)).min(u32::MAX as u64) as usize;
     if per == 0 {
-        return Err(Error::LimitExceeded { what: "bytes of one gathered row", requested: 4 * dim as u64, max: ctx.max_binding_bytes });
+        return Err(CoreError::LimitExceeded { what: "bytes of one gathered row", requested: 4 * dim as u64, max: ctx.max_binding_bytes }.into());
     }
     if n == 0 {
         // One empty part: an empty lookup still has an output to bind.
@@ -423,7 +431,7 @@ pub(crate) fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std
 impl LookupJob {
     /// This job's rows as `element`s: f32 rows rounded to f16 by one more pass where asked
     /// (the job unchanged when it writes them already).
-    pub(crate) async fn into_element(self, element: Element) -> Result<LookupJob, Error> {
+    pub async fn into_element(self, element: Element) -> Result<LookupJob, Error> {
         if element == Element::F16 && self.output.element != Element::F16 {
             let pack = pack_f16(&self.ctx, &self.output).await?;
             return Ok(self.then(pack));
@@ -438,6 +446,6 @@ mod layout_tests {
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(ShaderId::PackF16, PackParams { n_rows, dim, _pad0, _pad1 });
+        crate::assert_wgsl_layout!(ShaderId::PackF16, PackParams { n_rows, dim, _pad0, _pad1 });
     }
 }

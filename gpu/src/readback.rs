@@ -1,12 +1,13 @@
 //! Submitting work under a validation scope and reading buffers back to the host.
 
 use super::*;
+use edo_core::Error as CoreError;
 
 /// Runs `submit` (which queues work on `ctx`'s queue) inside a validation error scope, so that a
 /// submission wgpu refuses — a bug in edo, or a buffer destroyed under it — is [`Error::Gpu`]
 /// rather than an output that was never written. (Natively such an error would otherwise reach
 /// the device's handler; in a browser it would be lost among the page's own.)
-pub(crate) async fn checked_submit(ctx: &Context, what: &'static str, submit: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+pub async fn checked_submit(ctx: &Context, what: &'static str, submit: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
     let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let submitted = submit();
     // Popped at once (the scope covers the submission only); its answer is awaited below.
@@ -23,8 +24,8 @@ pub(crate) async fn checked_submit(ctx: &Context, what: &'static str, submit: im
 
 /// Copies `len` values at byte `offset` of `buffer` (a `COPY_SRC` buffer) back to the host once
 /// all work submitted before has finished. The host vector is allocated fallibly: a readback
-/// larger than host (or WASM) memory is [`Error::HostOutOfMemory`].
-pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<T>, Error> {
+/// larger than host (or WASM) memory is [`edo_core::Error::HostOutOfMemory`].
+pub async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<T>, Error> {
     ctx.check_lost()?;
     let size = len as u64 * std::mem::size_of::<T>() as u64;
     if size == 0 {
@@ -39,20 +40,20 @@ pub(crate) async fn read_buffer<T: bytemuck::Pod>(ctx: &Context, buffer: &wgpu::
 }
 
 /// An empty host vector with room for `len` values, allocated fallibly.
-pub(crate) fn host_vec<T>(len: usize) -> Result<Vec<T>, Error> {
+pub fn host_vec<T>(len: usize) -> Result<Vec<T>, Error> {
     let mut out: Vec<T> = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| Error::HostOutOfMemory { what: "readback", bytes: (len * std::mem::size_of::<T>()) as u64 })?;
+    out.try_reserve_exact(len).map_err(|_| CoreError::HostOutOfMemory { what: "readback", bytes: (len * std::mem::size_of::<T>()) as u64 })?;
     Ok(out)
 }
 
 /// A buffer to copy `size` bytes into and map for reading (pooled).
-pub(crate) async fn readback_buffer(ctx: &Context, size: u64) -> Result<Buffer, Error> {
+pub async fn readback_buffer(ctx: &Context, size: u64) -> Result<Buffer, Error> {
     ctx.pooled("readback", size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, None, Fit::Class).await
 }
 
 /// The first `len` values of `staging` into `out` (empty, with room for them), once the work
 /// already submitted that copies them there has finished.
-pub(crate) async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &Buffer, mut out: Vec<T>, len: usize) -> Result<Vec<T>, Error> {
+pub async fn map_read<T: bytemuck::Pod>(ctx: &Context, staging: &Buffer, mut out: Vec<T>, len: usize) -> Result<Vec<T>, Error> {
     let size = len as u64 * std::mem::size_of::<T>() as u64;
     // Out of the pool until it is unmapped: a read given up half-way (its future dropped in a
     // browser) must not hand a buffer still mapping to the next lookup.

@@ -2,8 +2,9 @@
 //! its buffer pool, pipeline cache and device-loss bookkeeping.
 
 use super::*;
+use edo_core::Error as CoreError;
 
-pub(crate) struct Context {
+pub struct Context {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub limits: wgpu::Limits,
@@ -11,9 +12,9 @@ pub(crate) struct Context {
     pub max_binding_bytes: u64,
     pub workgroup_size: u32,
     /// [`EngineOptions::shader_checks`].
-    pub(crate) shader_checks: bool,
+    pub shader_checks: bool,
     /// The largest buffer the pool keeps (1/16 of [`EngineOptions::pool_bytes`]).
-    pub(crate) pool_max_buffer: u64,
+    pub pool_max_buffer: u64,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
     pub bag_layout: wgpu::BindGroupLayout,
@@ -25,19 +26,19 @@ pub(crate) struct Context {
     pub probe_pipeline_layout: wgpu::PipelineLayout,
     /// Compiled pipelines, keyed by everything that makes one: the kernel (its sources and
     /// override constants follow from its [`ShaderId`]) and the workgroup shape.
-    pub(crate) pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
+    pub pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
-    pub(crate) registry: Arc<memory::Registry>,
-    pub(crate) memory_budget: Option<u64>,
+    pub registry: Arc<memory::Registry>,
+    pub memory_budget: Option<u64>,
     pub pressure: PressureStages,
-    pub(crate) lost: Arc<Lost>,
+    pub lost: Arc<Lost>,
     /// How the engine was made, so [`Engine::rebuild`] can make another the same way.
-    pub(crate) origin: Origin,
+    pub origin: Origin,
 }
 
 /// How an engine was made: what [`Engine::rebuild`] repeats.
 #[derive(Clone)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// [`Engine::new`]: an adapter picked by these options.
     Picked(EngineOptions),
     /// [`Engine::from_instance`]: an adapter picked from this instance by these options.
@@ -49,20 +50,20 @@ pub(crate) enum Origin {
 }
 
 /// A kernel and its workgroup shape `(x, y)`.
-pub(crate) type PipelineKey = (ShaderId, (u32, u32));
+pub type PipelineKey = (ShaderId, (u32, u32));
 
 /// A callback of [`Engine::on_device_lost`].
-pub(crate) type LostListener = Box<dyn Fn(&str) + Send + Sync>;
+pub type LostListener = Box<dyn Fn(&str) + Send + Sync>;
 
 /// A value wgpu wants `Send` (the device-lost callback's captures) in a browser, where edo's
 /// code runs on one thread: wasm32 without the `atomics` feature has no other thread to send it
 /// to, so the markers hold. (A threaded wasm build would not compile this.)
 #[cfg(web)]
-pub(crate) struct OneThread<T>(pub T);
+pub struct OneThread<T>(pub T);
 #[cfg(web)]
 impl<T> OneThread<T> {
     /// The value (a method, so a closure captures the wrapper, not the field).
-    pub(crate) fn get(&self) -> &T {
+    pub fn get(&self) -> &T {
         &self.0
     }
 }
@@ -75,19 +76,19 @@ unsafe impl<T> Sync for OneThread<T> {}
 
 /// Whether the device is lost, and who wants to hear of it.
 #[derive(Default)]
-pub(crate) struct Lost {
-    pub(crate) reason: Mutex<Option<String>>,
-    pub(crate) listeners: Mutex<Vec<LostListener>>,
+pub struct Lost {
+    pub reason: Mutex<Option<String>>,
+    pub listeners: Mutex<Vec<LostListener>>,
 }
 
 impl Lost {
-    pub(crate) fn is_marked(&self) -> bool {
+    pub fn is_marked(&self) -> bool {
         self.reason.lock().map_or(true, |r| r.is_some())
     }
 
     /// Records the loss and tells the listeners, the first time only (the device-lost callback
     /// and [`Engine::destroy_device`] may both report one loss).
-    pub(crate) fn mark(&self, reason: String) {
+    pub fn mark(&self, reason: String) {
         let Ok(mut r) = self.reason.lock() else { return };
         if r.is_some() {
             return;
@@ -101,18 +102,18 @@ impl Lost {
 }
 
 impl Context {
-    pub(crate) fn pressure(&self) -> Option<f64> {
+    pub fn pressure(&self) -> Option<f64> {
         self.memory_budget.map(|b| self.registry.allocated() as f64 / b.max(1) as f64)
     }
 
-    pub(crate) fn check_lost(&self) -> Result<(), Error> {
+    pub fn check_lost(&self) -> Result<(), Error> {
         match self.lost.reason.lock().ok().and_then(|l| l.clone()) {
             Some(reason) => Err(Error::DeviceLost(reason)),
             None => Ok(()),
         }
     }
 
-    pub(crate) fn poll_wait(&self) -> Result<(), Error> {
+    pub fn poll_wait(&self) -> Result<(), Error> {
         #[cfg(native)]
         {
             self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| match e {
@@ -131,7 +132,7 @@ impl Context {
     /// once per four stores. A bag takes one: each of its steps (a pass of 16 columns, or one)
     /// walks all of the bag's indices, and passes side by side finish sooner than passes one
     /// after another (docs/benchmarks.md, "Design measurements").
-    pub(crate) fn workgroup_shape(&self, units: usize, per_invocation: usize) -> (u32, u32) {
+    pub fn workgroup_shape(&self, units: usize, per_invocation: usize) -> (u32, u32) {
         let wg = self.workgroup_size.max(1);
         let x = (units.div_ceil(per_invocation.max(1)).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
         (x, (wg / x).max(1))
@@ -140,41 +141,41 @@ impl Context {
     /// Workgroups `(x, y)` of a 2-D grid covering `items` items, `per_group` per workgroup:
     /// WebGPU allows 65 535 workgroups per dimension, so larger dispatches fold into rows of the
     /// grid, which the kernels flatten back (`id_index`, `gid.y · nwg.x · WG + gid.x`).
-    pub(crate) fn grid(&self, what: &'static str, items: u64, per_group: u64) -> Result<(u32, u32), Error> {
+    pub fn grid(&self, what: &'static str, items: u64, per_group: u64) -> Result<(u32, u32), Error> {
         let groups = items.div_ceil(per_group.max(1));
         let max = self.limits.max_compute_workgroups_per_dimension as u64;
         let x = groups.clamp(1, max);
         let y = groups.div_ceil(x).max(1);
         if y > max {
-            return Err(Error::LimitExceeded { what, requested: groups, max: max * max });
+            return Err(CoreError::LimitExceeded { what, requested: groups, max: max * max }.into());
         }
         Ok((x as u32, y as u32))
     }
 
     /// A bind group of `resources`, bound in order to bindings 0, 1, 2, … as every kernel's
     /// layout numbers them.
-    pub(crate) fn bind_group(&self, label: &str, layout: &wgpu::BindGroupLayout, resources: &[wgpu::BindingResource<'_>]) -> wgpu::BindGroup {
+    pub fn bind_group(&self, label: &str, layout: &wgpu::BindGroupLayout, resources: &[wgpu::BindingResource<'_>]) -> wgpu::BindGroup {
         let entries: Vec<wgpu::BindGroupEntry<'_>> =
             resources.iter().enumerate().map(|(i, r)| wgpu::BindGroupEntry { binding: i as u32, resource: r.clone() }).collect();
         self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
     }
 
     /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
-    pub(crate) async fn gather_pipeline(&self, format: Format, dim: usize, row_words: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
+    pub async fn gather_pipeline(&self, format: Format, dim: usize, row_words: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::gather(format, dim, row_words);
         let shape = self.workgroup_shape(dim / shader.values_per_step(), 4);
         Ok((self.pipeline(shader, shape).await?, shape))
     }
 
     /// The f16-output gather kernel of `format` for rows of `dim` values, and its shape.
-    pub(crate) async fn gather_f16_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
+    pub async fn gather_f16_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::GatherF16 { format, vec4: dim.is_multiple_of(4) };
         let shape = self.workgroup_shape(dim.div_ceil(shader.values_per_step()), 4);
         Ok((self.pipeline(shader, shape).await?, shape))
     }
 
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
-    pub(crate) async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
+    pub async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
         let key = (shader, (wg_x, wg_y));
         if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
             return Ok(p.clone());
@@ -216,7 +217,7 @@ impl Context {
     }
 
     /// Creates a buffer, turning out-of-memory and validation failures into typed errors.
-    pub(crate) async fn create_buffer(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>) -> Result<Buffer, Error> {
+    pub async fn create_buffer(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>) -> Result<Buffer, Error> {
         self.allocate(what, size, usage, contents, None).await
     }
 
@@ -226,7 +227,7 @@ impl Context {
     /// queued as a write. Scratch is pooled by size class (the buffer may be larger than
     /// `size`: bind the range used), an output by its exact size (a caller may see it whole).
     /// A buffer larger than the pool keeps is allocated and destroyed as any other.
-    pub(crate) async fn pooled(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>, fit: Fit) -> Result<Buffer, Error> {
+    pub async fn pooled(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>, fit: Fit) -> Result<Buffer, Error> {
         self.check_lost()?;
         let bytes = size.max(4).next_multiple_of(4);
         if bytes > self.pool_max_buffer {
@@ -258,7 +259,7 @@ impl Context {
     /// Queues a write of `bytes` at the start of `buffer` (a `COPY_DST` buffer at least as
     /// large, rounded up to whole words): whole words, as a queued write needs, the padding of
     /// a last partial word 0.
-    pub(crate) fn write_words(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
+    pub fn write_words(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
         let whole = bytes.len() & !3;
         if whole > 0 {
             self.queue.write_buffer(buffer, 0, &bytes[..whole]);
@@ -271,7 +272,7 @@ impl Context {
     }
 
     /// Allocates a buffer (pooled under `pool` once it goes idle, if given).
-    pub(crate) async fn allocate(
+    pub async fn allocate(
         &self,
         what: &'static str,
         size: u64,
@@ -281,7 +282,7 @@ impl Context {
     ) -> Result<Buffer, Error> {
         self.check_lost()?;
         if size > self.limits.max_buffer_size {
-            return Err(Error::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size });
+            return Err(CoreError::LimitExceeded { what, requested: size, max: self.limits.max_buffer_size }.into());
         }
         // Buffers are at least 4 bytes so an empty lookup still has something to bind.
         let size = size.max(4).next_multiple_of(4);
@@ -295,7 +296,7 @@ impl Context {
                 (counted, held) = self.registry.reserve(what, size);
             }
             if held > budget {
-                return Err(Error::LimitExceeded { what: "GPU memory budget of the engine (bytes held)", requested: held, max: budget });
+                return Err(CoreError::LimitExceeded { what: "GPU memory budget of the engine (bytes held)", requested: held, max: budget }.into());
             }
         }
         counted.pool = pool;
@@ -342,7 +343,7 @@ impl Context {
 
 /// How a pooled buffer's size is chosen ([`Context::pooled`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fit {
+pub enum Fit {
     /// Scratch: rounded up to a size class, so lookups of similar sizes share buffers.
     Class,
     /// An output: its exact size, which a caller binding it whole may rely on.
@@ -351,7 +352,7 @@ pub(crate) enum Fit {
 
 /// The size class of a scratch buffer of `bytes`: at least 256, then 8 classes per power of two
 /// (less than 1/8 more than asked).
-pub(crate) fn size_class(bytes: u64) -> u64 {
+pub fn size_class(bytes: u64) -> u64 {
     if bytes <= 256 {
         return 256;
     }
@@ -359,13 +360,13 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
     bytes.next_multiple_of(step)
 }
 
-pub(crate) fn poisoned() -> Error {
+pub fn poisoned() -> Error {
     Error::gpu("pipeline cache", "lock poisoned by a panic on another thread")
 }
 
 /// The layout every edo kernel uses: binding 0 a uniform parameter block, then the read-only
 /// storage buffers of `binds`, then its read-write ones (one, the output, but for the probe).
-pub(crate) fn kernel_layout(device: &wgpu::Device, label: &str, binds: Binds) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
+pub fn kernel_layout(device: &wgpu::Device, label: &str, binds: Binds) -> (wgpu::BindGroupLayout, wgpu::PipelineLayout) {
     let inputs = binds.inputs();
     let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
         binding,

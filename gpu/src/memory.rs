@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 /// buffers of a lookup (ids, parameters, outputs, readback), goes idle into the pool, still
 /// counted, until a later lookup takes it or the pool lets it go.
 #[derive(Default)]
-pub(crate) struct Registry {
+pub struct Registry {
     allocated: AtomicU64,
     next_id: AtomicU64,
     next_owner: AtomicU64,
@@ -21,7 +21,7 @@ pub(crate) struct Registry {
 /// What the buffers of a lookup are pooled by: their usages and their size (a size class for
 /// scratch, the exact size for outputs, whose size a caller sees).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PoolKey {
+pub struct PoolKey {
     pub usage: u32,
     pub size: u64,
 }
@@ -49,7 +49,7 @@ struct Idle {
 }
 
 /// What the ledger calls an idle buffer.
-pub(crate) const IDLE: &str = "idle (pooled for reuse)";
+pub const IDLE: &str = "idle (pooled for reuse)";
 
 struct Entry {
     what: &'static str,
@@ -214,7 +214,7 @@ const UNOWNED: &str = "outputs and scratch";
 
 /// Bytes of one live buffer, given back to the [`Registry`] when dropped, and the buffer itself,
 /// destroyed then.
-pub(crate) struct Counted {
+pub struct Counted {
     bytes: u64,
     id: u64,
     registry: Arc<Registry>,
@@ -223,14 +223,14 @@ pub(crate) struct Counted {
     /// collector ran), and natively it frees the memory without waiting for wgpu's next poll.
     /// Work already submitted that reads the buffer still completes (WebGPU and wgpu-core keep
     /// the memory until it has); every edo job holds each buffer it binds, its tables' shards too.
-    pub(crate) buffer: Option<wgpu::Buffer>,
+    pub buffer: Option<wgpu::Buffer>,
     /// Set for the buffers of a lookup: goes idle into the engine's pool under this key rather
     /// than being destroyed (if the pool takes it).
-    pub(crate) pool: Option<PoolKey>,
+    pub pool: Option<PoolKey>,
     /// Set once the `wgpu::Buffer` was handed to a caller ([`super::GpuRows::buffer`]): the
     /// caller may hold a handle edo cannot see, so the buffer is destroyed as before, never
     /// reused under the caller's feet. Also set while a readback buffer is being mapped.
-    pub(crate) exported: AtomicBool,
+    pub exported: AtomicBool,
 }
 
 impl Drop for Counted {
@@ -261,23 +261,23 @@ impl Drop for Registry {
 /// A GPU buffer edo allocated: its bytes count in the engine's [`super::Engine::allocated_bytes`]
 /// (and against its budget) until it is dropped. Derefs to the `wgpu::Buffer`.
 #[derive(Clone)]
-pub(crate) struct Buffer {
-    pub(crate) inner: wgpu::Buffer,
+pub struct Buffer {
+    pub inner: wgpu::Buffer,
     /// Shared by clones: the bytes are given back once, when the last clone goes.
-    pub(crate) counted: Arc<Counted>,
+    pub counted: Arc<Counted>,
 }
 
 impl Buffer {
     /// The buffer, for a caller to hold: from now on it is destroyed when edo's last handle
     /// goes, never pooled for another lookup.
-    pub(crate) fn export(&self) -> &wgpu::Buffer {
+    pub fn export(&self) -> &wgpu::Buffer {
         self.counted.exported.store(true, Ordering::Relaxed);
         &self.inner
     }
 
     /// Whether the buffer is kept out of the pool when its last handle goes (a readback
     /// buffer while it is mapped; never edo's buffers handed to a caller, which stay out).
-    pub(crate) fn keep_out_of_pool(&self, out: bool) {
+    pub fn keep_out_of_pool(&self, out: bool) {
         self.counted.exported.store(out, Ordering::Relaxed);
     }
 }

@@ -589,10 +589,12 @@ impl ShaderId {
 /// Checks that a `#[repr(C)]` host struct lays out its fields as the WGSL struct of the same name
 /// in `shader`'s module does, field by field, by name and byte offset, as naga lays it out; and
 /// that both have the same size. Fields whose name starts with `_` are padding and may differ.
-#[cfg(test)]
+#[cfg(any(test, feature = "layout-tests"))]
+#[macro_export]
+#[doc(hidden)]
 macro_rules! assert_wgsl_layout {
     ($shader:expr, $ty:ident { $($field:ident),* $(,)? }) => {
-        $crate::gpu::shaders::check_wgsl_layout(
+        $crate::shaders::check_wgsl_layout(
             $shader,
             stringify!($ty),
             std::mem::size_of::<$ty>(),
@@ -600,11 +602,9 @@ macro_rules! assert_wgsl_layout {
         )
     };
 }
-#[cfg(test)]
-pub(crate) use assert_wgsl_layout;
-
-#[cfg(test)]
-pub(crate) fn check_wgsl_layout(shader: ShaderId, name: &str, size: usize, fields: &[(&str, usize)]) {
+/// [`assert_wgsl_layout!`]'s check (naga's layout of the WGSL struct against the host's).
+#[cfg(any(test, feature = "layout-tests"))]
+pub fn check_wgsl_layout(shader: ShaderId, name: &str, size: usize, fields: &[(&str, usize)]) {
     let source = shader.source();
     let module = naga::front::wgsl::parse_str(&source).unwrap_or_else(|e| panic!("{}: {}", shader.name(), e.emit_to_string(&source)));
     let (members, span) = module

@@ -1,10 +1,10 @@
 //! Tables on the GPU: packed rows (padded where a table asks for a row alignment) in
 //! storage-buffer shards, and gathers from them.
 
+use edo_core::Error as CoreError;
 use std::sync::Arc;
 
 use super::job::{buffer_range, Encoded, Indices, LookupJob, Pass};
-use super::lookup::GpuLookup;
 use super::{Context, Engine, GpuRows};
 use crate::format::{Format, PackedTable};
 use crate::request::{Request, Select};
@@ -29,7 +29,7 @@ struct GatherParams {
 const _: () = assert!(std::mem::size_of::<GatherParams>() == 48);
 
 #[derive(Clone)]
-pub(crate) struct Shard {
+pub struct Shard {
     pub buffer: super::Buffer,
     /// Words `[word_start, word_end)` of the concatenated tables; always whole rows.
     pub word_start: u32,
@@ -38,13 +38,13 @@ pub(crate) struct Shard {
 
 /// The index of the shard of `shards` (in word order, the first starting at 0) that holds word
 /// `word` of the concatenated tables.
-pub(crate) fn shard_holding(shards: &[Shard], word: u64) -> usize {
+pub fn shard_holding(shards: &[Shard], word: u64) -> usize {
     shards.partition_point(|s| s.word_start as u64 <= word) - 1
 }
 
 /// Where one table sits in the concatenation its shards hold.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Placement {
+pub struct Placement {
     pub word_base: u32,
     pub rows: u32,
     pub dim: u32,
@@ -56,7 +56,7 @@ pub(crate) struct Placement {
 /// [`PackedTable::gpu_row_words`]) concatenated table after table, split into shards of whole
 /// rows, each within the engine's binding limit.
 #[derive(Clone)]
-pub(crate) struct Resident {
+pub struct Resident {
     pub ctx: Arc<Context>,
     pub format: Format,
     pub tables: Vec<Placement>,
@@ -64,11 +64,11 @@ pub(crate) struct Resident {
 }
 
 impl Resident {
-    pub(crate) async fn upload(engine: &Engine, tables: &[&PackedTable]) -> Result<Resident, Error> {
+    pub async fn upload(engine: &Engine, tables: &[&PackedTable]) -> Result<Resident, Error> {
         let ctx = engine.ctx.clone();
         ctx.check_lost()?;
         let Some(first) = tables.first() else {
-            return Err(Error::ShapeMismatch { what: "tables", expected: 1, actual: 0 });
+            return Err(CoreError::ShapeMismatch { what: "tables", expected: 1, actual: 0 }.into());
         };
         let format = first.format();
         super::decoders::require(format)?;
@@ -81,10 +81,10 @@ impl Resident {
             }
             let row_bytes = 4 * t.gpu_row_words() as u64;
             if row_bytes > 4 * cap_words {
-                return Err(Error::LimitExceeded { what: "bytes of one row on the GPU", requested: row_bytes, max: ctx.max_binding_bytes });
+                return Err(CoreError::LimitExceeded { what: "bytes of one row on the GPU", requested: row_bytes, max: ctx.max_binding_bytes }.into());
             }
             if t.rows() as u64 > u32::MAX as u64 {
-                return Err(Error::LimitExceeded { what: "table rows (ids are u32)", requested: t.rows() as u64, max: u32::MAX as u64 });
+                return Err(CoreError::LimitExceeded { what: "table rows (ids are u32)", requested: t.rows() as u64, max: u32::MAX as u64 }.into());
             }
             placements.push(Placement {
                 word_base: total_words.min(u32::MAX as u64) as u32,
@@ -96,7 +96,7 @@ impl Resident {
             total_words += t.rows() as u64 * t.gpu_row_words() as u64;
         }
         if total_words > u32::MAX as u64 {
-            return Err(Error::LimitExceeded { what: "packed words of tables uploaded together", requested: total_words, max: u32::MAX as u64 });
+            return Err(CoreError::LimitExceeded { what: "packed words of tables uploaded together", requested: total_words, max: u32::MAX as u64 }.into());
         }
         // Greedy packing of whole rows into shards, in concatenation order. An empty batch still
         // gets one empty shard, so zero rows for bad ids have a dispatch to write them.
@@ -133,21 +133,21 @@ impl Resident {
 
     /// A table of `rows` zero rows of `format` (the slots of a row cache), in shards of whole
     /// rows like an uploaded table, allocated without a host copy.
-    pub(crate) async fn zeroed(engine: &Engine, format: Format, rows: usize, dim: usize) -> Result<Resident, Error> {
+    pub async fn zeroed(engine: &Engine, format: Format, rows: usize, dim: usize) -> Result<Resident, Error> {
         let ctx = engine.ctx.clone();
         ctx.check_lost()?;
         if dim == 0 {
-            return Err(Error::ZeroDim);
+            return Err(CoreError::ZeroDim.into());
         }
         super::decoders::require(format)?;
         let row_words = format.row_words(dim) as u64;
         let cap_words = ctx.max_binding_bytes / 4;
         if row_words > cap_words {
-            return Err(Error::LimitExceeded { what: "bytes of one packed row", requested: 4 * row_words, max: ctx.max_binding_bytes });
+            return Err(CoreError::LimitExceeded { what: "bytes of one packed row", requested: 4 * row_words, max: ctx.max_binding_bytes }.into());
         }
         let total_words = rows as u64 * row_words;
         if total_words > u32::MAX as u64 {
-            return Err(Error::LimitExceeded { what: "packed words of one GPU table", requested: total_words, max: u32::MAX as u64 });
+            return Err(CoreError::LimitExceeded { what: "packed words of one GPU table", requested: total_words, max: u32::MAX as u64 }.into());
         }
         let per_shard = cap_words / row_words;
         let mut shards = Vec::new();
@@ -165,11 +165,11 @@ impl Resident {
     }
 
     /// Names the shards' owner in the engine's memory report.
-    pub(crate) fn set_name(&self, name: &str) {
+    pub fn set_name(&self, name: &str) {
         self.ctx.registry.set_owner(self.shards.iter().map(|s| &s.buffer), name);
     }
 
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.shards.iter().map(|s| 4 * (s.word_end - s.word_start) as u64).sum()
     }
 }
@@ -209,13 +209,13 @@ async fn make_shard(ctx: &Context, pieces: &[Piece<'_>], start: u64) -> Result<S
 /// through one handle ([`GpuTable::write_rows`]) are seen through all.
 #[derive(Clone)]
 pub struct GpuTable {
-    pub(crate) res: Resident,
+    pub res: Resident,
 }
 
 impl GpuTable {
     /// Uploads a packed table, shard by shard, its rows padded to [`PackedTable::gpu_row_words`].
     ///
-    /// Fails with [`Error::LimitExceeded`] when one row is larger than a shard may be, or the
+    /// Fails with [`edo_core::Error::LimitExceeded`] when one row is larger than a shard may be, or the
     /// table has more rows than a `u32` id can address, and with [`Error::OutOfMemory`] when the
     /// device cannot hold it.
     pub async fn upload(engine: &Engine, table: &PackedTable) -> Result<GpuTable, Error> {
@@ -263,7 +263,7 @@ impl GpuTable {
             return Err(Error::MixedFormats { index: 0, expected: self.format(), found: table.format() });
         }
         if (table.rows(), table.dim()) != (self.rows(), self.dim()) {
-            return Err(Error::ShapeMismatch { what: "rows of the host table (the GPU table's)", expected: self.rows(), actual: table.rows() });
+            return Err(CoreError::ShapeMismatch { what: "rows of the host table (the GPU table's)", expected: self.rows(), actual: table.rows() }.into());
         }
         Bounds::Error.check(ids, table.rows())?;
         let mut rows: Vec<u32> = ids.to_vec();
@@ -299,13 +299,13 @@ impl GpuTable {
     }
 
     /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
-    pub(crate) async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<Encoded, Error> {
+    pub async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<Encoded, Error> {
         self.encode_gather_with(ids, bounds.shader_code(), None).await
     }
 
     /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
     /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
-    pub(crate) async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<Encoded, Error> {
+    pub async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<Encoded, Error> {
         self.encode_gather_as(ids, policy, output, crate::Element::F32).await
     }
 
@@ -319,7 +319,7 @@ impl GpuTable {
         let row_bytes = if half { 4 * dim.div_ceil(2) as u64 } else { 4 * dim as u64 };
         let out_bytes = (n_ids as u64).saturating_mul(row_bytes);
         if out_bytes > ctx.limits.max_buffer_size {
-            return Err(Error::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size });
+            return Err(CoreError::LimitExceeded { what: "gather output bytes", requested: out_bytes, max: ctx.limits.max_buffer_size }.into());
         }
         let (pipeline, (_, wg_y)) = if half {
             ctx.gather_f16_pipeline(self.format(), dim).await?
@@ -341,7 +341,7 @@ impl GpuTable {
         let max_binding = ctx.max_binding_bytes;
         let mut chunk = (max_binding / row_bytes.max(1)) / granule * granule;
         if chunk == 0 {
-            return Err(Error::LimitExceeded { what: "bytes of one output row group", requested: row_bytes * granule, max: max_binding });
+            return Err(CoreError::LimitExceeded { what: "bytes of one output row group", requested: row_bytes * granule, max: max_binding }.into());
         }
         // A chunk's (row, id) pairs must fit one binding too.
         chunk = chunk.min((max_binding / 8) / granule * granule).min(n_ids.max(1) as u64);
@@ -428,16 +428,13 @@ impl GpuTable {
         inputs.extend(shards.iter().map(|s| s.buffer.clone()));
         Ok(Encoded { pass: Pass { pipeline, dispatches }, inputs, output: GpuRows::new(ctx.clone(), out, n_ids, dim, element) })
     }
-}
 
-impl GpuLookup for GpuTable {
-    super::lookup::inherent_accessors!(GpuTable);
-
-    /// A gather writes f32 or f16 rows itself (f16: half the bytes); a bag pools as it decodes
-    /// (the fused bag kernel), and an f16 bag is rounded by one more pass. With
+    /// Builds the job of `request` without submitting it (`edo::GpuLookup::prepare` for this
+    /// kind). A gather writes f32 or f16 rows itself (f16: half the bytes); a bag pools as it
+    /// decodes (the fused bag kernel), and an f16 bag is rounded by one more pass. With
     /// [`Bounds::Error`] the ids are checked first; [`Bounds::Zero`] and [`Bounds::Clamp`] are
     /// applied by the kernels.
-    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+    pub async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
         self.res.ctx.check_lost()?;
         match request.select {
             Select::Ids(ids) => {
@@ -496,16 +493,16 @@ impl ShardLists {
 
 /// The kernel's bounds policies (`gather_common.wgsl`).
 const POLICY_CLAMP: u32 = 1;
-pub(crate) const POLICY_SKIP: u32 = 2;
+pub const POLICY_SKIP: u32 = 2;
 
 #[cfg(test)]
 mod layout_tests {
     use super::*;
-    use crate::gpu::ShaderId;
+    use crate::ShaderId;
 
     #[test]
     fn parameter_structs_match_their_wgsl_field_by_field() {
-        super::super::shaders::assert_wgsl_layout!(
+        crate::assert_wgsl_layout!(
             ShaderId::Gather { format: crate::Format::F32, vec4: false },
             GatherParams { n_ids, dim, row_words, code_words, total_rows, shard_first, shard_rows, policy, listed, _pad }
         );

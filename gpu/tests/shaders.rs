@@ -2,20 +2,20 @@
 //! them, and written out for every backend wgpu targets: SPIR-V (Vulkan), MSL (Metal), HLSL (DX12)
 //! and GLSL. Needs no GPU.
 
-use edo::gpu::{Decoder, ShaderId, Shape};
-use edo::Format;
+use edo_core::Format;
+use edo_gpu::{Decoder, ShaderId, Shape};
 use naga::back::PipelineConstants;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use std::collections::HashSet;
 
-use edo::gpu::decoders::{has_wide_reads, WgslDecoder};
+use edo_gpu::decoders::{has_wide_reads, WgslDecoder};
 
 /// `format`'s GPU decoder (every format has one).
 fn wgsl_of(format: Format) -> WgslDecoder {
-    edo::gpu::decoders::decoder(format).unwrap_or_else(|| panic!("{format}: no GPU decoder"))
+    edo_gpu::decoders::decoder(format).unwrap_or_else(|| panic!("{format}: no GPU decoder"))
 }
 
-include!("../src/gpu/wgsl_min.rs");
+include!("../src/wgsl_min.rs");
 
 /// The override values the engine uses: every workgroup shape it makes, as the kernel's shape
 /// takes them, with the kernel's own constants.
@@ -115,7 +115,7 @@ fn every_shader_validates_and_translates_to_every_backend() {
 /// that hold the bindings a family of drivers shares, or a driver's shard in another type).
 #[test]
 fn shader_files_document_their_layout() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shaders");
     let mut drivers = 0;
     let (mut decoders, mut wide_decoders) = (0, 0);
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -165,7 +165,7 @@ fn shader_files_document_their_layout() {
         all.iter().filter(|s| decoder(s) == Decoder::Words).map(|s| (s.kernel().0.driver.text(), wgsl_of(s.format().unwrap()).wgsl)).collect();
     let word_drivers: HashSet<&str> = kernels.iter().filter(|k| k.decoder == Decoder::Words).map(|k| k.driver.text()).collect();
     assert_eq!(word_pairs.len(), word_drivers.len() * listed_decoders.len() - 1);
-    assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo::gpu::Src::GatherRows4F32);
+    assert_eq!(ShaderId::Gather { format: Format::F32, vec4: true }.kernel().0.driver, edo_gpu::Src::GatherRows4F32);
     // Every format with 16-byte reads has a gather and a bag that use them (FP16's gather unpacks
     // its rows itself: gather_rows8_f16.wgsl, no decoder).
     for f in Format::ALL.iter().filter(|&&f| has_wide_reads(f)) {
@@ -178,7 +178,7 @@ fn shader_files_document_their_layout() {
     // The sources are all (driver, helpers, decoder) triples, each assembled differently (bag's
     // vec4 variant and binary+scale are override constants, not sources): a kernel that reads its
     // shard as 16-byte words binds it through other helpers (gather_shard4.wgsl, bag_shard4.wgsl).
-    let triples: HashSet<(&str, &[edo::gpu::Src], Vec<&str>)> = all
+    let triples: HashSet<(&str, &[edo_gpu::Src], Vec<&str>)> = all
         .iter()
         .map(|s| {
             let decoders = match (decoder(s), s.format()) {
@@ -191,13 +191,13 @@ fn shader_files_document_their_layout() {
         .collect();
     let sources: HashSet<String> = all.iter().map(|s| s.source()).collect();
     assert_eq!(sources.len(), triples.len());
-    use edo::gpu::Src;
+    use edo_gpu::Src;
     assert_eq!(
         ShaderId::Bag { format: Format::F32, vec4: true }.kernel().0.helpers,
         &[Src::GatherCommon, Src::BagShard4, Src::DecodeF32Bag4, Src::BagDecode16]
     );
     assert_eq!(ShaderId::BagWide { format: Format::Int8 }.kernel().0.helpers, &[Src::GatherCommon, Src::BagShard4]);
-    assert_eq!(ShaderId::Search(edo::gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[Src::TopkCommon, Src::TopkRows4]);
+    assert_eq!(ShaderId::Search(edo_gpu::SearchKernel::TopkScan4).kernel().0.helpers, &[Src::TopkCommon, Src::TopkRows4]);
 }
 
 /// WGSL forbids constant expressions that produce an infinity or a NaN; naga lets them through,
@@ -315,7 +315,7 @@ fn msl_of(shader: ShaderId) -> String {
 /// reads the shard as `uint`s.
 #[test]
 fn the_search_scan_over_vec4_rows_reads_16_bytes_per_load() {
-    use edo::gpu::SearchKernel;
+    use edo_gpu::SearchKernel;
     let (scan, scan4) = (ShaderId::Search(SearchKernel::TopkScan), ShaderId::Search(SearchKernel::TopkScan4));
     let msl = msl_of(scan4);
     let reads: Vec<&str> = msl.lines().filter(|l| l.contains("= shard4_[")).collect();
@@ -357,7 +357,7 @@ fn private_arrays_in(source: &str, constants: &PipelineConstants) -> usize {
 /// values, not a private array.
 #[test]
 fn the_one_pass_search_keeps_no_private_arrays() {
-    use edo::gpu::SearchKernel as K;
+    use edo_gpu::SearchKernel as K;
     for k in [K::TopkScan, K::TopkScan4, K::TopkMerge, K::TopkScanLong, K::TopkScan4Long, K::TopkMergeLong] {
         assert_eq!(private_arrays(ShaderId::Search(k)), 0, "{k:?}");
     }
