@@ -19,12 +19,12 @@ fi
 # wheel is `maturin build --release`, as scripts/edge-release.sh makes one).
 rm -rf target/wheels
 if [ "${EDO_EXPECT_REUSE:-}" = "1" ]; then
-    # scripts/test.sh sets it, after the tests' build: if edo, edo-core, half or wgpu compile again
+    # scripts/test.sh sets it, after the tests' build: if edo, edo-core, edo-gpu, half or wgpu compile again
     # for the wheel, its dependency features have drifted from the tests' (hack/Cargo.toml says how
     # to find the difference) and the wheel costs a second build of the whole graph.
     rebuilt=$(cargo build -q -p edo-python --features workspace-hack --message-format=json | python3 -c '
 import json, sys
-names = {"edo", "edo_core", "half", "wgpu", "wgpu_core", "naga"}
+names = {"edo", "edo_core", "edo_gpu", "half", "wgpu", "wgpu_core", "naga"}
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and not m["fresh"] and m["target"]["name"] in names:
