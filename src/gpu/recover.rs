@@ -334,6 +334,8 @@ impl RecoveringEngine {
             let engine = match lost.rebuild().await {
                 Ok(engine) => engine,
                 Err(e) => {
+                    // Formatted as edo's error: one Display for both crates' cases in the .wasm.
+                    let e = Error::from(e);
                     let why = match lost.ctx.check_lost() {
                         Err(edo_gpu::Error::DeviceLost(why)) => why,
                         _ => "the device was lost".to_string(),

@@ -182,7 +182,8 @@ impl EdoEngine {
         };
         match engine {
             Ok(e) => EdoEngine::on_gpu(e),
-            Err(e) => EdoEngine::on_cpu(format!("no WebGPU adapter ({e}); using the CPU path")),
+            // As edo's error: one Display for both crates' cases in the .wasm.
+            Err(e) => EdoEngine::on_cpu(format!("no WebGPU adapter ({}); using the CPU path", edo::Error::from(e))),
         }
     }
 
