@@ -2,7 +2,7 @@
 //! way"): the module graph of `src/` has no cycle, at two levels.
 //!
 //! - The crate's top-level modules (`src/x.rs`, `src/x/`; `lib.rs` is the hub, not a node).
-//! - The child files of each directory module (`src/gpu/table.rs`, …; its `mod.rs` is the hub).
+//! - The child files of each directory module (`src/gpu/cache.rs`, …; its `mod.rs` is the hub).
 //!
 //! An edge A → B is a path in A's files that names B: `crate::b::…`, `super::b::…`, a
 //! `use crate::{…}` group naming `b`, or a name that a hub re-exports from B (`crate::Error` is
@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// A module's path from the crate root: `[]` is lib.rs, `["gpu", "table"]` is src/gpu/table.rs.
+/// A module's path from the crate root: `[]` is lib.rs, `["gpu", "cache"]` is src/gpu/cache.rs.
 type ModPath = Vec<String>;
 
 /// The workspace's root: cargo's manifest directory, or the current one when run alone.
