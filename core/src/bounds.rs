@@ -52,13 +52,4 @@ impl Bounds {
             }
         }
     }
-
-    /// The policy's code in the kernels' parameters (`gather_common.wgsl`).
-    pub fn shader_code(self) -> u32 {
-        match self {
-            Bounds::Clamp => 1,
-            // Error has been checked on the host before a dispatch; treat as Zero.
-            Bounds::Zero | Bounds::Error => 0,
-        }
-    }
 }

@@ -5,7 +5,7 @@ use edo_core::Error as CoreError;
 use std::sync::Arc;
 
 use super::job::{buffer_range, dense_parts, Encoded, Indices, LookupJob, Pass};
-use super::table::{Placement, Resident, Shard};
+use super::table::{Placement, Resident, RowPolicy, Shard};
 use super::{Context, Engine, GpuRows, ShaderId};
 use crate::bags::{BagPlan, TableShape};
 use crate::bags::{Bags, Layout, Pooling};
@@ -209,7 +209,7 @@ impl Resident {
                     batch: batch.max(1) as u32,
                     n_bags: n_bags as u32,
                     pooling: pooling.shader_code(),
-                    policy: bounds.shader_code(),
+                    policy: RowPolicy::from(bounds) as u32,
                     has_weights: has_weights as u32,
                     shard_start: shard.word_start,
                     shard_end: shard.word_end,

@@ -3,9 +3,10 @@
 //! same job, and counts each slot's lookups for the host's usage counts and eviction policy.
 
 use super::job::{Indices, LookupJob, Pass};
+use super::table::RowPolicy;
 use super::{Buffer, Context, GpuTable, ShaderId};
 use crate::bags::BagPlan;
-use crate::{Bounds, Error};
+use crate::{Bounds, Element, Error};
 use edo_core::Error as CoreError;
 use edo_core::{Bags, Pooling};
 use std::sync::Arc;
@@ -142,7 +143,7 @@ impl GpuKeyIndex {
     /// the gather, in one job.
     pub async fn gather(&self, table: &GpuTable, keys: &[u64], missing: ProbeMissing, fallback_rows: usize) -> Result<LookupJob, Error> {
         let (probe, rows, mut inputs) = self.probe_pass(keys, missing, fallback_rows).await?;
-        let pass = table.encode_gather(Indices::Device(rows, keys.len()), Bounds::Zero).await?;
+        let pass = table.encode_gather(Indices::Device(rows, keys.len()), RowPolicy::Zero, None, Element::F32).await?;
         inputs.extend(pass.inputs);
         Ok(LookupJob::new(self.ctx.clone(), vec![probe, pass.pass], inputs, pass.output))
     }

@@ -626,8 +626,9 @@ pub fn check_wgsl_layout(shader: ShaderId, name: &str, size: usize, fields: &[(&
 mod tests {
     use super::*;
 
-    /// The row sentinels are one value on each side: `bounds::SKIP_ID`/`ZERO_ID` on the host,
-    /// `ROW_SKIP`/`ROW_ZERO` in `gather_common.wgsl`, which every decoding kernel includes.
+    /// The row sentinels and policy codes are one value on each side: `bounds::SKIP_ID`/`ZERO_ID`
+    /// and `RowPolicy` on the host, `ROW_SKIP`/`ROW_ZERO` and `POLICY_*` in `gather_common.wgsl`,
+    /// which every decoding kernel includes.
     #[test]
     fn row_sentinels_agree_between_host_and_wgsl() {
         let module = naga::front::wgsl::parse_str(Src::GatherCommon.text()).unwrap();
@@ -640,6 +641,10 @@ mod tests {
         };
         assert_eq!(value("ROW_SKIP"), crate::bounds::SKIP_ID);
         assert_eq!(value("ROW_ZERO"), crate::bounds::ZERO_ID);
+        use crate::table::RowPolicy;
+        for (name, policy) in [("POLICY_ZERO", RowPolicy::Zero), ("POLICY_CLAMP", RowPolicy::Clamp), ("POLICY_SKIP", RowPolicy::Skip)] {
+            assert_eq!(value(name), policy as u32, "{name}");
+        }
         for k in [&kernels::BAG, &kernels::GATHER_ROWS, &kernels::GATHER_ROWS4] {
             let driver = k.driver.text();
             assert!(k.helpers.contains(&Src::GatherCommon) && !driver.contains("0xffffffffu") && !driver.contains("0xfffffffeu"), "{}", k.name);

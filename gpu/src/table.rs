@@ -8,7 +8,7 @@ use super::job::{buffer_range, Encoded, Indices, LookupJob, Pass};
 use super::{Context, Engine, GpuRows};
 use crate::format::{Format, PackedTable};
 use crate::request::{Request, Select};
-use crate::{Bounds, Error};
+use crate::{Bounds, Element, Error};
 
 /// The uniform block of the gather kernels (`GatherParams` in `shaders/gather_common.wgsl`).
 #[repr(C)]
@@ -298,20 +298,12 @@ impl GpuTable {
         Ok(())
     }
 
-    /// The gather pass: its pipeline, dispatches, the buffers they bind, and the output.
-    pub async fn encode_gather(&self, ids: Indices<'_>, bounds: Bounds) -> Result<Encoded, Error> {
-        self.encode_gather_with(ids, bounds.shader_code(), None).await
-    }
-
-    /// [`GpuTable::encode_gather`] with the kernel's policy code (`POLICY_SKIP` = 2 leaves the
-    /// rows of [`crate::bounds::SKIP_ID`] unwritten) and, optionally, an output buffer another pass shares.
-    pub async fn encode_gather_with(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>) -> Result<Encoded, Error> {
-        self.encode_gather_as(ids, policy, output, crate::Element::F32).await
-    }
-
-    /// [`GpuTable::encode_gather_with`], writing f16 rows when `half`.
-    async fn encode_gather_as(&self, ids: Indices<'_>, policy: u32, output: Option<super::Buffer>, element: crate::Element) -> Result<Encoded, Error> {
-        let half = element == crate::Element::F16;
+    /// The gather pass of `ids` into rows of `element`: its pipeline, dispatches, the buffers
+    /// they bind, and the output — `output` when another pass shares it (ids must then be checked
+    /// by the caller as `policy` needs).
+    pub async fn encode_gather(&self, ids: Indices<'_>, policy: RowPolicy, output: Option<super::Buffer>, element: Element) -> Result<Encoded, Error> {
+        let policy = policy as u32;
+        let half = element == Element::F16;
         let ctx = &self.res.ctx;
         let (rows, dim) = (self.rows(), self.dim());
         let n_ids = ids.len();
@@ -439,7 +431,7 @@ impl GpuTable {
         match request.select {
             Select::Ids(ids) => {
                 request.bounds.check(ids, self.rows())?;
-                Ok(self.encode_gather_as(Indices::Host(ids), request.bounds.shader_code(), None, request.element).await?.into_job())
+                Ok(self.encode_gather(Indices::Host(ids), request.bounds.into(), None, request.element).await?.into_job())
             }
             Select::Bags(bags, pooling) => {
                 let job = self.res.prepare_bags(bags.len(), &bags, pooling, request.bounds, crate::Layout::Concat).await?;
@@ -466,8 +458,8 @@ impl ShardLists {
         let shard_of = |id: u32| -> Option<usize> {
             let row = match id as usize {
                 r if r < rows => r,
-                _ if policy == POLICY_CLAMP => rows - 1,
-                _ if policy == POLICY_SKIP && id == crate::bounds::SKIP_ID => return None,
+                _ if policy == RowPolicy::Clamp as u32 => rows - 1,
+                _ if policy == RowPolicy::Skip as u32 && id == crate::bounds::SKIP_ID => return None,
                 _ => return Some(0),
             };
             Some(shard_holding(shards, row as u64 * row_words as u64))
@@ -491,9 +483,26 @@ impl ShardLists {
     }
 }
 
-/// The kernel's bounds policies (`gather_common.wgsl`).
-const POLICY_CLAMP: u32 = 1;
-pub const POLICY_SKIP: u32 = 2;
+/// What a kernel does with an id past its table: the policy codes of `gather_common.wgsl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowPolicy {
+    /// A zero row ([`Bounds::Zero`]; also [`Bounds::Error`]'s, whose ids the host checked).
+    Zero = 0,
+    /// The last row ([`Bounds::Clamp`]).
+    Clamp = 1,
+    /// Leaves the output row of [`crate::bounds::SKIP_ID`] unwritten, for another pass over the
+    /// same output to write (a mixed table's hot and cold halves); other bad ids read zero rows.
+    Skip = 2,
+}
+
+impl From<Bounds> for RowPolicy {
+    fn from(bounds: Bounds) -> RowPolicy {
+        match bounds {
+            Bounds::Clamp => RowPolicy::Clamp,
+            Bounds::Zero | Bounds::Error => RowPolicy::Zero,
+        }
+    }
+}
 
 #[cfg(test)]
 mod layout_tests {

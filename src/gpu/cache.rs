@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::job::{dense_parts, Dispatch, Indices, LookupJob, Pass, Stage, SubmitHook};
 use super::lookup::GpuLookup;
-use super::table::Resident;
+use super::table::{Resident, RowPolicy};
 use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::BagPlan;
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
@@ -506,7 +506,7 @@ impl CacheState {
         let mut inputs = Vec::new();
         if let [part] = parts {
             self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
-            let gather = self.slots.encode_gather(Indices::Host(slots), Bounds::Zero).await?;
+            let gather = self.slots.encode_gather(Indices::Host(slots), RowPolicy::Zero, None, Element::F32).await?;
             passes.push(gather.pass);
             inputs.extend(gather.inputs);
             return Ok(LookupJob::new(ctx, passes, inputs, gather.output));
@@ -519,7 +519,7 @@ impl CacheState {
         let mut copies = Vec::new();
         for part in parts {
             self.scatter(source, &part.loads, &mut passes, &mut inputs).await?;
-            let gather = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), Bounds::Zero).await?;
+            let gather = self.slots.encode_gather(Indices::Host(&slots[part.ids.clone()]), RowPolicy::Zero, None, Element::F32).await?;
             passes.push(gather.pass);
             inputs.extend(gather.inputs);
             copies.push((gather.output.buffer, out.clone(), 4 * dim * part.ids.start as u64, 4 * dim * part.ids.len() as u64));

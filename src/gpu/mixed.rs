@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::job::{Indices, LookupJob};
 use super::lookup::GpuLookup;
-use super::table::POLICY_SKIP;
+use super::table::RowPolicy;
 use super::{Engine, GpuTable};
 use crate::mixed::MixedTable;
 use crate::request::{Request, Select};
-use crate::{Bounds, Error};
+use crate::{Bounds, Element, Error};
 
 /// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are. Cloning gives
 /// another handle to the same buffers.
@@ -61,8 +61,8 @@ impl GpuMixedTable {
     /// part, the others from the cold part — not submitted.
     async fn prepare_rows(&self, ids: &[u32], bounds: Bounds) -> Result<LookupJob, Error> {
         let (hot_ids, cold_ids) = self.host.split_ids(ids, bounds);
-        let hot = self.hot.encode_gather_with(Indices::Host(&hot_ids), POLICY_SKIP, None).await?;
-        let cold = self.cold.encode_gather_with(Indices::Host(&cold_ids), POLICY_SKIP, Some(hot.output.buffer.clone())).await?;
+        let hot = self.hot.encode_gather(Indices::Host(&hot_ids), RowPolicy::Skip, None, Element::F32).await?;
+        let cold = self.cold.encode_gather(Indices::Host(&cold_ids), RowPolicy::Skip, Some(hot.output.buffer.clone()), Element::F32).await?;
         let mut inputs = hot.inputs;
         inputs.extend(cold.inputs);
         Ok(LookupJob::new(self.hot.res.ctx.clone(), vec![hot.pass, cold.pass], inputs, hot.output))

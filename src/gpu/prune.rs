@@ -3,11 +3,12 @@
 
 use super::job::{Indices, LookupJob, Pass};
 use super::lookup::GpuLookup;
+use super::table::RowPolicy;
 use super::{Engine, GpuTable, ShaderId};
 use crate::bags::BagPlan;
 use crate::prune::PrunedTable;
 use crate::request::{Request, Select};
-use crate::{Bounds, Error};
+use crate::{Bounds, Element, Error};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -81,7 +82,7 @@ impl GpuPrunedTable {
         let ctx = &self.table.res.ctx;
         ctx.check_lost()?;
         let storage = wgpu::BufferUsages::STORAGE;
-        let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: bounds.shader_code(), _pad: 0 };
+        let params = RemapParams { n_ids: ids.len() as u32, original_rows: self.original_rows as u32, policy: RowPolicy::from(bounds) as u32, _pad: 0 };
         let uniform = ctx.pooled("remap params", 16, wgpu::BufferUsages::UNIFORM, Some(bytemuck::bytes_of(&params)), super::Fit::Class).await?;
         let ids_buffer = ctx.pooled("remap ids", 4 * ids.len() as u64, storage, Some(bytemuck::cast_slice(ids)), super::Fit::Class).await?;
         let mapped = ctx.pooled("remapped ids", 4 * ids.len() as u64, storage, None, super::Fit::Class).await?;
@@ -118,7 +119,7 @@ impl GpuLookup for GpuPrunedTable {
                 let mapped = Indices::Device(mapped, ids.len());
                 self.table.res.encode_bags(bags.len(), &plan, mapped, bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat).await?
             }
-            _ => self.table.encode_gather(Indices::Device(mapped, ids.len()), Bounds::Zero).await?,
+            _ => self.table.encode_gather(Indices::Device(mapped, ids.len()), RowPolicy::Zero, None, Element::F32).await?,
         };
         inputs.extend(pass.inputs);
         let job = LookupJob::new(self.table.res.ctx.clone(), vec![remap_pass, pass.pass], inputs, pass.output);

@@ -1,7 +1,7 @@
 //! Quotient-remainder embeddings on the GPU (DLRM's `QREmbeddingBag` lookup).
 
 use super::job::LookupJob;
-use super::table::Resident;
+use super::table::{Resident, RowPolicy};
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
@@ -136,7 +136,7 @@ impl GpuQrTables {
                     m,
                     stage: stage as u32,
                     combine: combine.shader_code(),
-                    policy: bounds.shader_code(),
+                    policy: RowPolicy::from(bounds) as u32,
                     dim,
                     out_stride,
                     rows: p.rows,
