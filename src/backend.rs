@@ -8,9 +8,7 @@ use crate::gpu::Reupload;
 use crate::model::StaticModel;
 use crate::request::{AsyncLookup, HostRows, Request};
 use crate::search::{Neighbors, Scored};
-use crate::{
-    Bounds, Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Recoverable, RecoveringEngine,
-};
+use crate::{Engine, EngineOptions, Error, GpuCache, GpuCodes, GpuLookup, GpuStaticModel, GpuTable, Lookup, PackedTable, Recoverable, RecoveringEngine};
 use wgpu::WasmNotSendSync;
 
 /// Where lookups run: a GPU (through a [`RecoveringEngine`]) or the CPU path.
@@ -216,25 +214,24 @@ where
     }
 }
 
+/// Lookups through the cache: on a GPU its slots there (recovered from a device loss), on the
+/// CPU path a [`HostCache`] — loading the rows they miss from the source either way.
+impl<S: RowSource + Clone + WasmNotSendSync + 'static> AsyncLookup for Placed<GpuCache<S>> {
+    fn rows(&self) -> usize {
+        self.host().source.rows()
+    }
+    fn dim(&self) -> usize {
+        self.host().source.dim()
+    }
+    async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        match self {
+            Placed::Gpu(c) => c.lookup(request).await,
+            Placed::Cpu(c) => c.lookup(request).await,
+        }
+    }
+}
+
 impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placed<GpuCache<S>> {
-    /// Decoded rows of `ids` through the cache: on a GPU its slots there, on the CPU path a
-    /// [`HostCache`] (loading the rows it misses from the source either way).
-    pub async fn gather(&self, ids: &[u32], bounds: Bounds) -> Result<Vec<f32>, Error> {
-        match self {
-            Placed::Gpu(c) => c.gather(ids, bounds).await,
-            Placed::Cpu(c) => c.gather(ids, bounds).await,
-        }
-    }
-
-    /// EmbeddingBag through the cache: the GPU cache's bag on a GPU (recovered from a device
-    /// loss), [`HostCache::bag`] on the CPU path.
-    pub async fn bag(&self, bags: &crate::Bags<'_>, pooling: crate::Pooling, bounds: Bounds) -> Result<Vec<f32>, Error> {
-        match self {
-            Placed::Gpu(c) => Ok(c.lookup(&Request::bag(bags, pooling, bounds)).await?.into_f32()),
-            Placed::Cpu(c) => c.bag(bags, pooling, bounds).await,
-        }
-    }
-
     /// Stages the rows of the next batch: [`GpuCache::prefetch`] on a GPU, [`HostCache::prefetch`]
     /// on the CPU path; how many rows were read.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {

@@ -641,7 +641,7 @@ fn host_cache_shares_reads_between_concurrent_lookups_and_survives_failures() {
 #[test]
 fn a_cache_placed_on_the_cpu_path_caches() {
     use edo::cache::CacheSpec;
-    use edo::{block_on, Backend, Bounds, Format, GpuCache, PackedTable};
+    use edo::{block_on, AsyncLookup, Backend, Bags, Bounds, Format, GpuCache, Lookup, PackedTable, Pooling};
     let (rows, dim) = (3000, 32);
     let table = PackedTable::quantize(Format::Int4, &synth::embedding_table(rows, dim, 2), rows, dim).unwrap();
     let source = Gated::new(table.clone());
@@ -658,6 +658,17 @@ fn a_cache_placed_on_the_cpu_path_caches() {
     assert!(stats.hit_rate() > 0.5, "{stats:?}");
     assert_eq!(placed.occupancy().1, 500);
     assert_eq!(placed.host().capacity, 500);
+    // Every request is answered as the resident table answers it: f16 rows, bags, bad ids.
+    let offsets = [0, 3, 3, 10];
+    let bags = Bags::new(&ids[..17], &offsets);
+    for bounds in [Bounds::Zero, Bounds::Clamp] {
+        let odd = [5, 2999, 3000, 40_000];
+        assert_eq!(block_on(placed.gather_f16(&odd, bounds)).unwrap(), table.gather_f16(&odd, bounds).unwrap());
+        assert_eq!(block_on(placed.bag(&bags, Pooling::Mean, bounds)).unwrap(), table.bag(&bags, Pooling::Mean, bounds).unwrap());
+        assert_eq!(block_on(placed.bag_f16(&bags, Pooling::Sum, bounds)).unwrap(), table.bag_f16(&bags, Pooling::Sum, bounds).unwrap());
+    }
+    assert!(matches!(block_on(placed.gather(&[3000], Bounds::Error)), Err(edo::Error::IdOutOfRange { index: 0, id: 3000, rows: 3000 })));
+    assert_eq!((AsyncLookup::rows(&placed), AsyncLookup::dim(&placed)), (rows, dim));
     placed.reset_stats();
     assert_eq!(placed.stats().lookups, 0);
 }
@@ -671,7 +682,7 @@ fn a_cache_placed_on_the_cpu_path_caches() {
 #[test]
 fn host_cache_prefetches_the_next_batch() {
     use edo::cache::{CacheSpec, HostCache};
-    use edo::{block_on, Backend, Bounds, Format, GpuCache, PackedTable};
+    use edo::{block_on, AsyncLookup, Backend, Bounds, Format, GpuCache, PackedTable};
     let (rows, dim) = (4000, 24);
     let table = PackedTable::quantize(Format::Q8_0, &synth::embedding_table(rows, dim, 3), rows, dim).unwrap();
     let source = Gated::new(table.clone());

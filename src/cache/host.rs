@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use super::{CacheSpec, CacheStats, SlotMap, EMPTY};
 use crate::format::PackedTable;
 use crate::source::{read_whole_rows, RowSource};
-use crate::{Bags, Bounds, Error, Pooling};
+use crate::{AsyncLookup, Bags, Bounds, Error, HostRows, Pooling, Request, Select};
 
 /// A row cache in host memory over `spec.source`: `spec.capacity` rows (at most the table's)
 /// under `spec.policy`, with the GPU cache's statistics. Lookups return exactly the rows a
@@ -496,5 +496,23 @@ impl<S: RowSource> HostCache<S> {
         let local = PackedTable::from_words(format, ids.len(), dim, packed)?;
         let local_ids: Vec<u32> = resolved.iter().enumerate().map(|(p, r)| if r.is_some() { p as u32 } else { u32::MAX }).collect();
         Ok((local, local_ids))
+    }
+}
+
+/// The host cache answers every [`Request`] as the resident table would, bit for bit: a gather
+/// through [`HostCache::gather`], a bag through [`HostCache::bag`], f16 rows rounded from them.
+impl<S: RowSource> AsyncLookup for HostCache<S> {
+    fn rows(&self) -> usize {
+        HostCache::rows(self)
+    }
+    fn dim(&self) -> usize {
+        HostCache::dim(self)
+    }
+    async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        let values = match request.select {
+            Select::Ids(ids) => HostCache::gather(self, ids, request.bounds).await?,
+            Select::Bags(bags, pooling) => HostCache::bag(self, &bags, pooling, request.bounds).await?,
+        };
+        Ok(request.finish(values))
     }
 }
