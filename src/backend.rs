@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::cache::{CacheSpec, CacheStats, HostCache, RowSource};
-use crate::gpu::Reupload;
+use crate::cache::{CacheStats, RowSource};
+use crate::gpu::Placeable;
 use crate::model::StaticModel;
 use crate::request::{AsyncLookup, HostRows, Request};
 use crate::search::{Neighbors, Scored};
@@ -105,63 +105,12 @@ impl Backend {
     }
 }
 
-/// What [`Backend::place`] accepts: a GPU form that can be made again from its host copy, and
-/// its form on the CPU path — the host copy itself, or for a cache a [`HostCache`] over it.
-pub trait Placeable: Reupload + WasmNotSendSync + 'static {
-    /// What the CPU path keeps and looks up in.
-    type Cpu: WasmNotSendSync;
-    /// The CPU path's form of `host`, refusing a host copy the GPU form would refuse for what
-    /// it is (not for the device's limits): binary codes of another format, say.
-    fn place_cpu(host: Self::Host) -> Result<Self::Cpu, Error>;
-    /// The host copy inside the CPU path's form.
-    fn cpu_host(cpu: &Self::Cpu) -> &Self::Host;
-}
-
-/// Tables and models: the CPU path looks up in the host copy itself.
-macro_rules! placed_as_is {
-    ($($t:ty),*) => {$(
-        impl Placeable for $t {
-            type Cpu = <$t as Reupload>::Host;
-            fn place_cpu(host: Self::Host) -> Result<Self::Cpu, Error> {
-                Ok(host)
-            }
-            fn cpu_host(cpu: &Self::Cpu) -> &Self::Host {
-                cpu
-            }
-        }
-    )*};
-}
-placed_as_is!(GpuTable, crate::GpuPrunedTable, crate::AnyGpuTable, GpuStaticModel, crate::GpuHashedTables);
-
-impl Placeable for GpuCodes {
-    type Cpu = PackedTable;
-    fn place_cpu(host: PackedTable) -> Result<PackedTable, Error> {
-        crate::search::check_corpus(host.format(), host.dim())?;
-        Ok(host)
-    }
-    fn cpu_host(cpu: &PackedTable) -> &PackedTable {
-        cpu
-    }
-}
-
-/// A cache placed on the CPU path is a cache there too: the same policy and capacity, its rows in
-/// host memory.
-impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placeable for GpuCache<S> {
-    type Cpu = HostCache<S>;
-    fn place_cpu(host: CacheSpec<S>) -> Result<HostCache<S>, Error> {
-        HostCache::new(host)
-    }
-    fn cpu_host(cpu: &HostCache<S>) -> &CacheSpec<S> {
-        cpu.spec()
-    }
-}
-
 /// A table, cache, codes or model placed on a [`Backend`]: on the GPU (recovering from device
 /// loss), or its host copy on the CPU path. Cheap to clone.
 pub enum Placed<T: Placeable> {
     /// On the GPU.
     Gpu(Recoverable<T>),
-    /// On the CPU path: the host copy, or for a cache a [`HostCache`] over it.
+    /// On the CPU path: the host copy, or for a cache a [`crate::cache::HostCache`] over it.
     Cpu(Arc<T::Cpu>),
 }
 
@@ -215,7 +164,7 @@ where
 }
 
 /// Lookups through the cache: on a GPU its slots there (recovered from a device loss), on the
-/// CPU path a [`HostCache`] — loading the rows they miss from the source either way.
+/// CPU path a [`crate::cache::HostCache`] — loading the rows they miss from the source either way.
 impl<S: RowSource + Clone + WasmNotSendSync + 'static> AsyncLookup for Placed<GpuCache<S>> {
     fn rows(&self) -> usize {
         self.host().source.rows()
@@ -232,7 +181,7 @@ impl<S: RowSource + Clone + WasmNotSendSync + 'static> AsyncLookup for Placed<Gp
 }
 
 impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placed<GpuCache<S>> {
-    /// Stages the rows of the next batch: [`GpuCache::prefetch`] on a GPU, [`HostCache::prefetch`]
+    /// Stages the rows of the next batch: [`GpuCache::prefetch`] on a GPU, [`crate::cache::HostCache::prefetch`]
     /// on the CPU path; how many rows were read.
     pub async fn prefetch(&self, ids: &[u32]) -> Result<usize, Error> {
         match self {

@@ -55,7 +55,7 @@ pub use edo_core::synth;
 use edo_core::synth;
 
 #[cfg(feature = "gpu")]
-pub use backend::{Backend, Placeable, Placed};
+pub use backend::{Backend, Placed};
 pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 /// The errors of edo-core's own calls (quantising, the CPU path's lookups), before they become
@@ -66,7 +66,7 @@ pub use format::{Codec, Format, PackedTable};
 #[cfg(feature = "gpu")]
 pub use gpu::{
     AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
-    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
+    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, Placeable, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
 };
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;

@@ -1,6 +1,7 @@
 //! [`AnyGpuTable`]: the closed enum over the GPU table kinds of [`GpuLookup`], for code that
 //! picks a kind at run time. It forwards the trait's two methods; the verbs come with them.
 
+use super::lookup::Reupload;
 use std::sync::Arc;
 
 use super::job::LookupJob;
@@ -108,3 +109,12 @@ impl From<GpuCache> for AnyGpuTable {
         AnyGpuTable::Cached(Arc::new(t))
     }
 }
+
+impl Reupload for AnyGpuTable {
+    type Host = AnyTable;
+    async fn reupload(engine: &Engine, host: &AnyTable, _: Option<&Self>) -> Result<Self, Error> {
+        AnyGpuTable::upload(engine, host).await
+    }
+}
+
+super::lookup::placed_as_is!(AnyGpuTable);

@@ -16,8 +16,11 @@
 //! lookup meanwhile is refused with [`Error::Busy`], as is, in a browser, one that starts while
 //! another awaits the GPU.
 
+use super::lookup::{Placeable, Reupload};
+use crate::cache::{CacheSpec, HostCache};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use wgpu::WasmNotSendSync;
 
 use super::job::{dense_parts, Dispatch, Indices, LookupJob, Pass, Stage, SubmitHook};
 use super::lookup::GpuLookup;
@@ -685,6 +688,35 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
     /// [`GpuLookup::lookup`] (under the cache's lock), then its rows read back.
     async fn lookup_host(&self, request: &Request<'_>) -> Result<crate::HostRows, Error> {
         Ok(GpuLookup::lookup(self, request).await?.read_host().await?)
+    }
+}
+
+/// Rows a rebuilt cache loads per lookup while it warms up.
+const WARM_BATCH: usize = 1 << 16;
+
+impl<S: RowSource + Clone> Reupload for GpuCache<S> {
+    type Host = CacheSpec<S>;
+    /// A new cache holding the rows the lost one held (their counts in the policy start over).
+    async fn reupload(engine: &Engine, host: &CacheSpec<S>, lost: Option<&Self>) -> Result<Self, Error> {
+        let cache = GpuCache::new(engine, host.source.clone(), host.capacity, host.policy.build()).await?;
+        let warm = lost.map(GpuCache::cached_ids).unwrap_or_default();
+        for ids in warm.chunks(WARM_BATCH) {
+            drop(GpuLookup::gather(&cache, ids, crate::Bounds::Error).await?);
+        }
+        cache.reset_stats();
+        Ok(cache)
+    }
+}
+
+/// A cache placed on the CPU path is a cache there too: the same policy and capacity, its rows in
+/// host memory.
+impl<S: RowSource + Clone + WasmNotSendSync + 'static> Placeable for GpuCache<S> {
+    type Cpu = HostCache<S>;
+    fn place_cpu(host: CacheSpec<S>) -> Result<HostCache<S>, Error> {
+        HostCache::new(host)
+    }
+    fn cpu_host(cpu: &HostCache<S>) -> &CacheSpec<S> {
+        cpu.spec()
     }
 }
 

@@ -2,6 +2,7 @@
 //! up first), and the resulting rows pooled by the bag kernel, in one job.
 
 use super::job::{Indices, LookupJob, Pass};
+use super::lookup::Reupload;
 use super::table::Resident;
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::BagPlan;
@@ -151,6 +152,17 @@ impl GpuHashedTables {
         Ok(LookupJob::new(ctx.clone(), vec![hash_pass, bag.pass], inputs, bag.output))
     }
 }
+
+impl Reupload for GpuHashedTables {
+    /// Each table and how its ids hash.
+    type Host = Vec<(PackedTable, HashSpec)>;
+    async fn reupload(engine: &Engine, host: &Self::Host, _: Option<&Self>) -> Result<Self, Error> {
+        let tables: Vec<(&PackedTable, HashSpec)> = host.iter().map(|(t, s)| (t, s.clone())).collect();
+        GpuHashedTables::upload(engine, &tables).await
+    }
+}
+
+super::lookup::placed_as_is!(GpuHashedTables);
 
 #[cfg(test)]
 mod layout_tests {

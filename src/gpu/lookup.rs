@@ -9,9 +9,17 @@
 //! index order), at the cost of `indices × dim × 4` bytes of GPU scratch. f16 outputs a kind does
 //! not write itself are rounded by one more pass (`LookupJob::into_element`).
 //!
-//! The closed enum over the kinds, [`super::AnyGpuTable`], is in `any.rs`.
+//! [`Reupload`] (made again after a device loss) and [`Placeable`] (placed on a GPU or the CPU
+//! path) are here too, so that a kind's GPU file holds all three of its impls: a new kind is its
+//! host side, its GPU side and its exports. The closed enum over the kinds,
+//! [`super::AnyGpuTable`], is in `any.rs`.
+
+use std::future::Future;
+
+use wgpu::WasmNotSendSync;
 
 use super::{Engine, GpuRows, GpuTable, LookupJob};
+use crate::format::PackedTable;
 use crate::request::Request;
 use crate::{Bags, Bounds, Element, Error, Pooling};
 
@@ -133,3 +141,52 @@ impl GpuLookup for GpuTable {
         Ok(GpuTable::prepare(self, request).await?)
     }
 }
+
+/// Something on the GPU that can be made again on a new engine from what the host keeps of it:
+/// what [`super::RecoveringEngine::upload`] accepts. A kind implements it in its own file, beside
+/// its [`GpuLookup`].
+pub trait Reupload: Sized {
+    /// What the host keeps to make it again (the table it was uploaded from).
+    type Host;
+    /// Makes it on `engine` from `host`. `lost` is the one on the lost device, when there is one
+    /// (a cache loads the rows that one held, so it starts warm).
+    fn reupload(engine: &Engine, host: &Self::Host, lost: Option<&Self>) -> impl Future<Output = Result<Self, Error>>;
+}
+
+/// What [`crate::Backend::place`] accepts: a GPU form that can be made again from its host copy,
+/// and its form on the CPU path — the host copy itself (tables and models), or for a cache a
+/// [`crate::cache::HostCache`] over it.
+pub trait Placeable: Reupload + WasmNotSendSync + 'static {
+    /// What the CPU path keeps and looks up in.
+    type Cpu: WasmNotSendSync;
+    /// The CPU path's form of `host`, refusing a host copy the GPU form would refuse for what
+    /// it is (not for the device's limits): binary codes of another format, say.
+    fn place_cpu(host: Self::Host) -> Result<Self::Cpu, Error>;
+    /// The host copy inside the CPU path's form.
+    fn cpu_host(cpu: &Self::Cpu) -> &Self::Host;
+}
+
+/// [`Placeable`] for kinds whose CPU path looks up in the host copy itself (tables, models).
+macro_rules! placed_as_is {
+    ($($t:ty),*) => {$(
+        impl $crate::gpu::Placeable for $t {
+            type Cpu = <$t as $crate::gpu::Reupload>::Host;
+            fn place_cpu(host: Self::Host) -> Result<Self::Cpu, $crate::Error> {
+                Ok(host)
+            }
+            fn cpu_host(cpu: &Self::Cpu) -> &Self::Host {
+                cpu
+            }
+        }
+    )*};
+}
+pub(crate) use placed_as_is;
+
+impl Reupload for GpuTable {
+    type Host = PackedTable;
+    async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
+        Ok(GpuTable::upload(engine, host).await?)
+    }
+}
+
+placed_as_is!(GpuTable);

@@ -30,12 +30,12 @@ pub use edo_gpu::{
 /// make each the [`crate::Error`] variant of the same name.
 pub use edo_gpu::{Error, Unsupported};
 pub use hash::GpuHashedTables;
-pub use lookup::GpuLookup;
+pub use lookup::{GpuLookup, Placeable, Reupload};
 pub use mixed::GpuMixedTable;
 pub use model::GpuStaticModel;
 pub use prune::GpuPrunedTable;
 pub use qr::GpuQrTables;
-pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, Reupload, WeakRecoveringEngine};
+pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, WeakRecoveringEngine};
 pub use search::{GpuCodes, MAX_CANDIDATES, ONE_PASS_MAX_K};
 
 // The engine's building blocks the kinds here are written with.

@@ -5,6 +5,7 @@
 
 use super::job::LookupJob;
 use super::lookup::GpuLookup;
+use super::lookup::Reupload;
 use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::Pooling;
 use crate::model::StaticModel;
@@ -78,6 +79,15 @@ impl GpuStaticModel {
         Ok(pooled.then(normalize))
     }
 }
+
+impl Reupload for GpuStaticModel {
+    type Host = StaticModel;
+    async fn reupload(engine: &Engine, host: &StaticModel, _: Option<&Self>) -> Result<Self, Error> {
+        GpuStaticModel::upload(engine, host).await
+    }
+}
+
+super::lookup::placed_as_is!(GpuStaticModel);
 
 #[cfg(test)]
 mod layout_tests {

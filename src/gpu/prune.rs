@@ -3,6 +3,7 @@
 
 use super::job::{Indices, LookupJob, Pass};
 use super::lookup::GpuLookup;
+use super::lookup::Reupload;
 use super::table::RowPolicy;
 use super::{Engine, GpuTable, ShaderId};
 use crate::bags::BagPlan;
@@ -126,6 +127,15 @@ impl GpuLookup for GpuPrunedTable {
         Ok(job.into_element(request.element).await?)
     }
 }
+
+impl Reupload for GpuPrunedTable {
+    type Host = PrunedTable;
+    async fn reupload(engine: &Engine, host: &PrunedTable, _: Option<&Self>) -> Result<Self, Error> {
+        GpuPrunedTable::upload(engine, host).await
+    }
+}
+
+super::lookup::placed_as_is!(GpuPrunedTable);
 
 #[cfg(test)]
 mod layout_tests {

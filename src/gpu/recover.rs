@@ -8,13 +8,9 @@ use std::task::{Poll, Waker};
 
 use wgpu::WasmNotSendSync;
 
-use super::{AnyGpuTable, Engine, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuPrunedTable, GpuStaticModel, GpuTable};
-use crate::cache::RowSource;
+use super::lookup::Reupload;
+use super::{Engine, GpuCodes, GpuLookup, GpuStaticModel};
 use crate::format::PackedTable;
-use crate::hash::HashSpec;
-use crate::lookup::AnyTable;
-use crate::model::StaticModel;
-use crate::prune::PrunedTable;
 use crate::request::{AsyncLookup, HostRows, Request};
 use crate::Error;
 
@@ -47,78 +43,7 @@ pub enum RecoveryEvent {
     },
 }
 
-/// Something on the GPU that can be made again on a new engine from what the host keeps of it:
-/// what [`RecoveringEngine::upload`] accepts.
-pub trait Reupload: Sized {
-    /// What the host keeps to make it again (the table it was uploaded from).
-    type Host;
-    /// Makes it on `engine` from `host`. `lost` is the one on the lost device, when there is one
-    /// (a cache loads the rows that one held, so it starts warm).
-    fn reupload(engine: &Engine, host: &Self::Host, lost: Option<&Self>) -> impl Future<Output = Result<Self, Error>>;
-}
-
-impl Reupload for GpuTable {
-    type Host = PackedTable;
-    async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
-        Ok(GpuTable::upload(engine, host).await?)
-    }
-}
-
-impl Reupload for GpuPrunedTable {
-    type Host = PrunedTable;
-    async fn reupload(engine: &Engine, host: &PrunedTable, _: Option<&Self>) -> Result<Self, Error> {
-        GpuPrunedTable::upload(engine, host).await
-    }
-}
-
-impl Reupload for AnyGpuTable {
-    type Host = AnyTable;
-    async fn reupload(engine: &Engine, host: &AnyTable, _: Option<&Self>) -> Result<Self, Error> {
-        AnyGpuTable::upload(engine, host).await
-    }
-}
-
-impl Reupload for GpuHashedTables {
-    /// Each table and how its ids hash.
-    type Host = Vec<(PackedTable, HashSpec)>;
-    async fn reupload(engine: &Engine, host: &Self::Host, _: Option<&Self>) -> Result<Self, Error> {
-        let tables: Vec<(&PackedTable, HashSpec)> = host.iter().map(|(t, s)| (t, s.clone())).collect();
-        GpuHashedTables::upload(engine, &tables).await
-    }
-}
-
-impl Reupload for GpuCodes {
-    type Host = PackedTable;
-    async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
-        GpuCodes::upload(engine, host).await
-    }
-}
-
-impl Reupload for GpuStaticModel {
-    type Host = StaticModel;
-    async fn reupload(engine: &Engine, host: &StaticModel, _: Option<&Self>) -> Result<Self, Error> {
-        GpuStaticModel::upload(engine, host).await
-    }
-}
-
 pub use crate::cache::CacheSpec;
-
-/// Rows a rebuilt cache loads per lookup while it warms up.
-const WARM_BATCH: usize = 1 << 16;
-
-impl<S: RowSource + Clone> Reupload for GpuCache<S> {
-    type Host = CacheSpec<S>;
-    /// A new cache holding the rows the lost one held (their counts in the policy start over).
-    async fn reupload(engine: &Engine, host: &CacheSpec<S>, lost: Option<&Self>) -> Result<Self, Error> {
-        let cache = GpuCache::new(engine, host.source.clone(), host.capacity, host.policy.build()).await?;
-        let warm = lost.map(GpuCache::cached_ids).unwrap_or_default();
-        for ids in warm.chunks(WARM_BATCH) {
-            drop(GpuLookup::gather(&cache, ids, crate::Bounds::Error).await?);
-        }
-        cache.reset_stats();
-        Ok(cache)
-    }
-}
 
 /// A listener of [`RecoveringEngine::on_event`] (in a browser one thread calls it).
 #[cfg(native)]
@@ -281,7 +206,7 @@ impl RecoveringEngine {
         }
     }
 
-    /// Uploads `host` as a `T` ([`GpuTable`] from a [`PackedTable`], [`GpuCache`] from a
+    /// Uploads `host` as a `T` ([`super::GpuTable`] from a [`PackedTable`], [`super::GpuCache`] from a
     /// [`CacheSpec`], …) and keeps `host` to upload it again after a device loss.
     pub async fn upload<T>(&self, host: T::Host) -> Result<Recoverable<T>, Error>
     where

@@ -35,6 +35,7 @@
 //! (histograms, per-chunk counts and the results) and the corpus can be any number of shards.
 
 use super::job::buffer_range;
+use super::lookup::{Placeable, Reupload};
 use super::shaders::{SearchKernel, ShaderId};
 use super::table::Resident;
 use super::{Context, Engine, GpuTable};
@@ -670,6 +671,24 @@ async fn bind_group<P: bytemuck::Pod>(
 fn score_of_key(key: u32) -> f32 {
     let ordered = !key;
     f32::from_bits(if ordered & 0x8000_0000 != 0 { ordered & 0x7fff_ffff } else { !ordered })
+}
+
+impl Reupload for GpuCodes {
+    type Host = PackedTable;
+    async fn reupload(engine: &Engine, host: &PackedTable, _: Option<&Self>) -> Result<Self, Error> {
+        GpuCodes::upload(engine, host).await
+    }
+}
+
+impl Placeable for GpuCodes {
+    type Cpu = PackedTable;
+    fn place_cpu(host: PackedTable) -> Result<PackedTable, Error> {
+        crate::search::check_corpus(host.format(), host.dim())?;
+        Ok(host)
+    }
+    fn cpu_host(cpu: &PackedTable) -> &PackedTable {
+        cpu
+    }
 }
 
 #[cfg(test)]
