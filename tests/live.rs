@@ -147,7 +147,7 @@ fn updates_apply_whole_in_order_or_not_at_all() {
     assert!(!t.contains(9), "a refused batch inserted a key");
     assert_eq!(t.update(&[2], &row(8, dim)).unwrap().sequence, 2);
     assert_eq!(t.stats().update_batches, 2);
-    assert_eq!(t.remove(&[2, 55]), 1);
+    assert_eq!(t.remove(&[2, 55]).unwrap(), 1);
     assert!(!t.contains(2));
 }
 
@@ -263,7 +263,7 @@ fn memory_budgets_hold_under_churn_and_count_the_bookkeeping() {
             t.gather(&old, Missing::Zero).unwrap();
             t.update(&old[..16], &vec![0.5; 16 * dim]).unwrap();
             if round % 7 == 0 {
-                t.remove(&old[16..24]);
+                t.remove(&old[16..24]).unwrap();
             }
             if !policy.name().starts_with("lfu") {
                 assert!(t.bytes() <= budget, "{policy}: {} bytes over the budget {budget} at round {round}", t.bytes());

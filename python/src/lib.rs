@@ -870,7 +870,7 @@ impl LiveTable {
 
     fn remove(&self, py: Python<'_>, keys: PyReadonlyArray1<'_, u64>) -> PyResult<usize> {
         let keys = slice(&keys, "keys")?;
-        Ok(py.detach(|| self.inner.remove(keys)))
+        py.detach(|| self.inner.remove(keys)).map_err(err)
     }
 
     fn usage<'py>(&self, py: Python<'py>, keys: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray1<u64>>> {

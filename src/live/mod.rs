@@ -875,9 +875,9 @@ impl LiveTable {
 
     /// Removes `keys` (unknown ones are skipped); their slots take new keys. Returns how many
     /// the table held. A GPU that fails meanwhile (counting its lookups, or writing the index)
-    /// loses its copy, as in any change, but there is no error to return: [`LiveTable::has_gpu`]
-    /// says so, and GPU lookups are refused until the table is attached again.
-    pub fn remove(&self, keys: &[u64]) -> usize {
+    /// loses its copy, as in any change: the keys are removed on the host all the same, and the
+    /// GPU's error is returned (GPU lookups are refused until [`LiveTable::attach_gpu`] again).
+    pub fn remove(&self, keys: &[u64]) -> Result<usize, Error> {
         let mut st = self.write();
         // The removed keys' GPU lookups are counted before their slots go (a GPU failure here
         // or below drops the GPU copy, as one during an update does).
@@ -896,11 +896,11 @@ impl LiveTable {
         }
         #[cfg(all(native, feature = "gpu"))]
         if let Some(gpu) = st.gpu.take() {
-            st.gpu = folded.and_then(|()| gpu::mirror_index(&mut st, gpu)).ok();
+            st.gpu = Some(folded.and_then(|()| gpu::mirror_index(&mut st, gpu))?);
         }
         #[cfg(not(all(native, feature = "gpu")))]
-        let _ = folded;
-        removed
+        folded?;
+        Ok(removed)
     }
 
     /// The table as a keyed table file ([`TableFile::with_keys`]): the rows of the keys it holds,

@@ -53,7 +53,7 @@ fn the_gpu_copy_follows_inserts_updates_growth_eviction_and_swaps() {
             assert_bits_eq(&gpu_rows(&t, &lookups, missing), &t.gather(&lookups, missing).unwrap(), &format!("{format} {missing:?}"));
         }
         // Removed keys leave tombstones the probe passes over; they read as unknown.
-        assert_eq!(t.remove(&lookups[..100]), 100);
+        assert_eq!(t.remove(&lookups[..100]).unwrap(), 100);
         assert_bits_eq(&gpu_rows(&t, &lookups, Missing::Init), &t.gather(&lookups, Missing::Init).unwrap(), &format!("{format} after removals"));
         t.update(&lookups[..100], &values[..100 * dim]).unwrap();
         // Updates, new keys past the slots (growth: the table uploaded again), then past the
@@ -177,4 +177,25 @@ fn lookups_the_kernel_counts_are_all_counted_while_other_threads_read_the_counts
         done.store(true, Ordering::Relaxed);
     });
     assert_eq!(t.usage(&keys), vec![80; keys.len()], "every key looked up 80 times on the GPU");
+}
+
+/// A GPU that fails while keys are removed: the keys are removed on the host, the GPU's error is
+/// returned (not swallowed), and the copy is dropped, so GPU lookups are refused by name.
+#[test]
+fn a_gpu_failure_during_a_removal_is_returned_and_drops_the_copy() {
+    let Some(engine) = engine() else { return };
+    let dim = 16;
+    let (keys, values) = keys_and_rows(300, dim, 4);
+    let t = LiveTable::new(LiveOptions::new(Format::Int8, dim)).unwrap();
+    t.update(&keys, &values).unwrap();
+    t.attach_gpu(&engine).unwrap();
+    // The probe's counts are read back before the slots go: a lookup the kernel counted.
+    t.set_key_lookup(KeyLookup::Gpu);
+    drop(t.gather_gpu(&keys[..50], Missing::Error).unwrap());
+    engine.destroy_device();
+    let err = t.remove(&keys[..10]).unwrap_err();
+    assert!(matches!(err, Error::DeviceLost(_)), "{err:?}");
+    assert!(!t.has_gpu());
+    assert!(matches!(t.gather(&keys[..10], Missing::Error), Err(Error::UnknownKey { .. })), "removed on the host all the same");
+    assert!(matches!(t.gather_gpu(&keys[10..20], Missing::Error), Err(Error::Unsupported(edo::Unsupported::LiveTableWithoutGpu))));
 }

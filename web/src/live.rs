@@ -103,8 +103,8 @@ impl EdoLiveTable {
         Ok(self.inner.apply_log(&log).map_err(err)?.len())
     }
 
-    pub fn remove(&self, keys: &[u64]) -> usize {
-        self.inner.remove(keys)
+    pub fn remove(&self, keys: &[u64]) -> Result<usize, Failure> {
+        self.inner.remove(keys).map_err(err)
     }
 
     pub fn usage(&self, keys: &[u64]) -> Vec<u64> {
