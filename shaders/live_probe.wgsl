@@ -3,12 +3,12 @@
 // Assembled after hash_common.wgsl. A bucket is (key low, key high, slot, 0), linear probing from
 // bucket_hash(key) & mask (index.rs's, word for word); slot EMPTY ends a probe, TOMBSTONE is
 // passed over. A key held
-// reads row fallback_rows + slot and counts a lookup of its slot in hits; an unknown key reads by
-// `missing`: 0 a zero row (ZERO_ID, out of range of the table), 1 the initial row (row 0), 2 a
-// hashed initial row (murmur3_id(key, 0) mod fallback_rows).
+// reads row fallback_rows + slot and counts a lookup of its slot in hits; an unknown key is
+// counted in hits[slots] and reads by `missing`: 0 a zero row (ZERO_ID, out of range of the
+// table), 1 the initial row (row 0), 2 a hashed initial row (murmur3_id(key, 0) mod fallback_rows).
 //
 // Bindings: 0 params (uniform), 1 keys (u32 pairs: low word, high word), 2 buckets (vec4<u32>),
-// 3 out (u32 rows), 4 hits (atomic u32 per slot).
+// 3 out (u32 rows), 4 hits (atomic u32 per slot, then one for the unknown keys).
 
 struct ProbeParams {
     n_keys: u32,
@@ -66,6 +66,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
         b = (b + 1u) & params.mask;
     }
+    atomicAdd(&hits[params.slots], 1u);
     switch params.missing {
         case 1u: {
             out[i] = 0u;

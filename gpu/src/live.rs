@@ -41,7 +41,8 @@ pub struct GpuKeyIndex {
     buckets: Buffer,
     /// Buckets − 1.
     mask: u32,
-    /// Lookups of each slot since the counts were last taken (u32 each).
+    /// Lookups of each slot since the counts were last taken, then the unknown keys looked up
+    /// (`slots + 1` u32s).
     hits: Buffer,
     slots: usize,
 }
@@ -54,12 +55,12 @@ impl GpuKeyIndex {
         let ctx = table.res.ctx.clone();
         ctx.check_lost()?;
         let max = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
-        if 4 * words.len() as u64 > max || 4 * slots as u64 > max {
+        if 4 * words.len() as u64 > max || 4 * (slots as u64 + 1) > max {
             return Ok(None);
         }
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let buckets = ctx.create_buffer("live index", 4 * words.len() as u64, storage, Some(bytemuck::cast_slice(words))).await?;
-        let hits = ctx.create_buffer("live lookup counts", 4 * slots.max(1) as u64, storage | wgpu::BufferUsages::COPY_SRC, None).await?;
+        let hits = ctx.create_buffer("live lookup counts", 4 * (slots as u64 + 1), storage | wgpu::BufferUsages::COPY_SRC, None).await?;
         Ok(Some(GpuKeyIndex { ctx, buckets, mask, hits, slots }))
     }
 
@@ -81,22 +82,21 @@ impl GpuKeyIndex {
         Ok(())
     }
 
-    /// The lookups counted per slot since the last call, after every job submitted before it,
-    /// and the counts zeroed.
-    pub async fn take_hits(&self) -> Result<Vec<u32>, Error> {
+    /// The lookups counted per slot since the last call and the unknown keys looked up, after
+    /// every job submitted before it, and the counts zeroed.
+    pub async fn take_hits(&self) -> Result<(Vec<u32>, u32), Error> {
         let ctx = &self.ctx;
         ctx.check_lost()?;
-        let size = 4 * self.slots as u64;
-        if size == 0 {
-            return Ok(Vec::new());
-        }
-        let out = super::host_vec::<u32>(self.slots)?;
+        let size = 4 * (self.slots as u64 + 1);
+        let out = super::host_vec::<u32>(self.slots + 1)?;
         let staging = super::readback_buffer(ctx, size).await?;
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("edo live lookup counts") });
         encoder.copy_buffer_to_buffer(&self.hits, 0, &staging, 0, size);
         encoder.clear_buffer(&self.hits, 0, None);
         ctx.queue.submit([encoder.finish()]);
-        super::map_read(ctx, &staging, out, self.slots).await
+        let mut hits = super::map_read(ctx, &staging, out, self.slots + 1).await?;
+        let unknown = hits.pop().unwrap_or(0);
+        Ok((hits, unknown))
     }
 
     /// The probe pass over `keys`: its pipeline and dispatch, the rows it writes (`keys.len()`

@@ -500,6 +500,12 @@ impl LiveTable {
     }
     /// The counters since the table was made.
     pub fn stats(&self) -> LiveStats {
+        {
+            // Unknown keys the GPU's probe met are counted there until folded in (a GPU that
+            // fails here leaves them out).
+            let st = self.read();
+            let _ = self.fold_gpu_lookups(&st);
+        }
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         LiveStats {
             lookups: get(&self.lookups),
@@ -516,7 +522,7 @@ impl LiveTable {
     pub fn usage(&self, keys: &[u64]) -> Vec<u64> {
         let st = self.read();
         // A GPU that fails here leaves the counts without its latest lookups.
-        let _ = Self::fold_gpu_lookups(&st);
+        let _ = self.fold_gpu_lookups(&st);
         let usage = st.usage.lock();
         keys.iter().map(|&k| st.index.get(k).map_or(0, |s| usage.counts[s as usize])).collect()
     }
@@ -525,7 +531,7 @@ impl LiveTable {
     /// first): what a planner reads to choose hot rows.
     pub fn hottest(&self, n: usize) -> Vec<(u64, u64)> {
         let st = self.read();
-        let _ = Self::fold_gpu_lookups(&st);
+        let _ = self.fold_gpu_lookups(&st);
         let usage = st.usage.lock();
         let mut all: Vec<(u64, u64)> = st.index.iter().map(|(k, s)| (k, usage.counts[s as usize])).collect();
         all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -675,7 +681,7 @@ impl LiveTable {
         // policy first (a call of keys held changes no slot, and leaves them pending). If the GPU
         // fails here, its copy is dropped and the call refused before anything changes.
         if !new_keys.is_empty() {
-            let folded = Self::fold_gpu_lookups(st);
+            let folded = self.fold_gpu_lookups(st);
             #[cfg(all(native, feature = "gpu"))]
             if folded.is_err() {
                 st.gpu = None;
@@ -776,13 +782,15 @@ impl LiveTable {
 
     /// Adds the lookups the GPU's probe counted since the last call to the keys' usage counts
     /// and the policy (one hit a key that was looked up, in slot order), so that eviction and
-    /// [`LiveTable::usage`] see them. Called before anything changes slots.
+    /// [`LiveTable::usage`] see them, and the unknown keys it met to [`LiveStats::unknown`].
+    /// Called before anything changes slots.
     #[cfg_attr(not(all(native, feature = "gpu")), allow(clippy::unused_self, clippy::unnecessary_wraps))]
-    fn fold_gpu_lookups(st: &State) -> Result<(), Error> {
+    fn fold_gpu_lookups(&self, st: &State) -> Result<(), Error> {
         #[cfg(all(native, feature = "gpu"))]
         if let Some(index) = st.gpu.as_ref().and_then(|g| g.index.as_ref()) {
             if st.probed.swap(false, Ordering::AcqRel) {
-                let hits = pollster::block_on(index.take_hits())?;
+                let (hits, unknown) = pollster::block_on(index.take_hits())?;
+                self.unknown.fetch_add(u64::from(unknown), Ordering::Relaxed);
                 let mut usage = st.usage.lock();
                 for (slot, &h) in hits.iter().enumerate() {
                     if h > 0 && st.used[slot] {
@@ -881,7 +889,7 @@ impl LiveTable {
         let mut st = self.write();
         // The removed keys' GPU lookups are counted before their slots go (a GPU failure here
         // or below drops the GPU copy, as one during an update does).
-        let folded = Self::fold_gpu_lookups(&st);
+        let folded = self.fold_gpu_lookups(&st);
         let State { used, index, free, usage, .. } = &mut *st;
         let usage = usage.get_mut();
         let mut removed = 0;

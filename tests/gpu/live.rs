@@ -183,7 +183,8 @@ fn lookups_the_kernel_counts_are_all_counted_while_other_threads_read_the_counts
 /// returned (not swallowed), and the copy is dropped, so GPU lookups are refused by name.
 #[test]
 fn a_gpu_failure_during_a_removal_is_returned_and_drops_the_copy() {
-    let Some(engine) = engine() else { return };
+    // Its own engine: destroying the shared one would break the other tests.
+    let Some(engine) = engine_with(EngineOptions::default()) else { return };
     let dim = 16;
     let (keys, values) = keys_and_rows(300, dim, 4);
     let t = LiveTable::new(LiveOptions::new(Format::Int8, dim)).unwrap();
@@ -198,4 +199,27 @@ fn a_gpu_failure_during_a_removal_is_returned_and_drops_the_copy() {
     assert!(!t.has_gpu());
     assert!(matches!(t.gather(&keys[..10], Missing::Error), Err(Error::UnknownKey { .. })), "removed on the host all the same");
     assert!(matches!(t.gather_gpu(&keys[10..20], Missing::Error), Err(Error::Unsupported(edo::Unsupported::LiveTableWithoutGpu))));
+}
+
+/// Unknown keys the probe kernel meets count in `stats().unknown` as the host's lookups count
+/// them: each occurrence, under every `missing` but `Error` (which the host checks first).
+#[test]
+fn unknown_keys_the_kernel_probes_are_counted() {
+    let Some(engine) = engine() else { return };
+    let dim = 8;
+    let (keys, values) = keys_and_rows(500, dim, 6);
+    let t = LiveTable::new(LiveOptions::new(Format::F16, dim)).unwrap();
+    t.update(&keys, &values).unwrap();
+    t.attach_gpu(&engine).unwrap();
+    let strangers: Vec<u64> = (0..37).map(|i| 5_000_000_000 + i).collect();
+    let mixed: Vec<u64> = keys[..100].iter().chain(&strangers).chain(&strangers[..5]).copied().collect();
+    for (how, missing) in [(KeyLookup::Host, Missing::Zero), (KeyLookup::Gpu, Missing::Zero), (KeyLookup::Gpu, Missing::Init)] {
+        t.set_key_lookup(how);
+        let before = t.stats();
+        drop(t.gather_gpu(&mixed, missing).unwrap().read_blocking().unwrap());
+        let after = t.stats();
+        assert_eq!(after.lookups - before.lookups, mixed.len() as u64, "{how:?} {missing:?}");
+        assert_eq!(after.unknown - before.unknown, 42, "{how:?} {missing:?}: 37 strangers, 5 of them twice");
+    }
+    t.set_key_lookup(KeyLookup::Auto);
 }
