@@ -356,6 +356,7 @@ impl From<edo_core::Error> for Error {
             E::ZeroDim => Error::ZeroDim,
             E::ShapeMismatch { what, expected, actual } => Error::ShapeMismatch { what, expected, actual },
             E::IdOutOfRange { index, id, rows } => Error::IdOutOfRange { index, id, rows },
+            E::IdOutOfRange64 { index, id, max } => Error::IdOutOfRange64 { index, id, max },
             E::LimitExceeded { what, requested, max } => Error::LimitExceeded { what, requested, max },
             E::HostOutOfMemory { what, bytes } => Error::HostOutOfMemory { what, bytes },
             E::NonFiniteWeight { index, value } => Error::NonFiniteWeight { index, value },

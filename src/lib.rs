@@ -65,13 +65,14 @@ pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
 #[cfg(feature = "gpu")]
 pub use gpu::{
-    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTables, GpuRows,
-    GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, Placeable, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
+    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTable, GpuQrTables,
+    GpuRows, GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, Placeable, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
 };
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;
 pub use prune::PrunedTable;
-pub use request::{AsyncLookup, Element, HostRows, Request, Select};
+pub use qr::QrTable;
+pub use request::{AsyncLookup, Element, HostRows, IdSelect, Request, Select};
 
 /// Runs a future to completion on the current thread (native only; the browser awaits instead).
 #[cfg(native)]

@@ -9,7 +9,7 @@
 use crate::format::PackedTable;
 use crate::mixed::MixedTable;
 use crate::prune::PrunedTable;
-use crate::request::{HostRows, Request, Select};
+use crate::request::{HostRows, IdSelect, Request};
 use crate::{Bags, Bounds, Element, Error, Pooling};
 use half::f16;
 
@@ -66,9 +66,10 @@ impl Lookup for PackedTable {
     }
     /// Bags pool as they decode.
     fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
-        let values = match request.select {
-            Select::Ids(ids) => crate::cpu::gather(self, ids, request.bounds)?,
-            Select::Bags(bags, pooling) => crate::cpu::embedding_bag(self, &bags, pooling, request.bounds)?,
+        let mut store = Vec::new();
+        let values = match request.narrow(self.rows(), &mut store)? {
+            IdSelect::Ids(ids) => crate::cpu::gather(self, ids, request.bounds)?,
+            IdSelect::Bags(bags, pooling) => crate::cpu::embedding_bag(self, &bags, pooling, request.bounds)?,
         };
         Ok(request.finish(values))
     }
@@ -86,10 +87,12 @@ impl Lookup for PrunedTable {
     }
     /// Pruned rows read as zeros (in bags, zero rows counted by mean, taking part in max).
     fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
-        let mapped = self.map_ids(request.indices(), request.bounds)?;
-        let values = match request.select {
-            Select::Ids(_) => crate::cpu::gather(self.table(), &mapped, Bounds::Zero)?,
-            Select::Bags(bags, pooling) => crate::cpu::embedding_bag(self.table(), &Bags { indices: &mapped, ..bags }, pooling, Bounds::Zero)?,
+        let mut store = Vec::new();
+        let select = request.narrow(self.original_rows(), &mut store)?;
+        let mapped = self.map_ids(select.indices(), request.bounds)?;
+        let values = match select {
+            IdSelect::Ids(_) => crate::cpu::gather(self.table(), &mapped, Bounds::Zero)?,
+            IdSelect::Bags(bags, pooling) => crate::cpu::embedding_bag(self.table(), &Bags { indices: &mapped, ..bags }, pooling, Bounds::Zero)?,
         };
         Ok(request.finish(values))
     }

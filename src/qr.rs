@@ -1,10 +1,77 @@
 //! Quotient-remainder embeddings (DLRM's `QREmbeddingBag`) on the CPU path: id `i` reads row
 //! `i / m` of a quotient table and row `i mod m` of a remainder table of `m` rows, and the two
-//! rows combine into one — `N` ids for `N / m + m` rows. The GPU's twin is
-//! [`crate::GpuQrTables`].
+//! rows combine into one — `N` ids for `N / m + m` rows. [`QrTable`] is the table kind (every
+//! [`Request`], u32 or 64-bit ids); [`gather`] and [`bag`] the functions under it. The GPU's
+//! twins are [`crate::gpu::GpuQrTable`] and [`crate::GpuQrTables`].
 
 use crate::format::PackedTable;
+use crate::lookup::Lookup;
+use crate::request::{HostRows, Request, Select};
 use crate::{Bags, Bounds, Error, Pooling};
+
+/// Quotient-remainder tables as one table kind: ids `0 .. quotient rows × remainder rows`, each
+/// the `combine` of its quotient and remainder rows. It answers every [`Request`] — u32 ids and
+/// 64-bit ids ([`Request::gather_keys`]) alike; ids whose quotient is past the table follow the
+/// bounds policy ([`Bounds::Clamp`]: the last quotient row), an error naming the 64-bit id.
+#[derive(Clone, Debug)]
+pub struct QrTable {
+    quotient: PackedTable,
+    remainder: PackedTable,
+    combine: QrCombine,
+}
+
+impl QrTable {
+    /// The kind over `quotient` and `remainder` (one dim, each at least one row).
+    pub fn new(quotient: PackedTable, remainder: PackedTable, combine: QrCombine) -> Result<QrTable, Error> {
+        check_qr(&quotient, &remainder)?;
+        Ok(QrTable { quotient, remainder, combine })
+    }
+    /// The quotient table.
+    pub fn quotient(&self) -> &PackedTable {
+        &self.quotient
+    }
+    /// The remainder table.
+    pub fn remainder(&self) -> &PackedTable {
+        &self.remainder
+    }
+    /// How the two rows combine.
+    pub fn combine(&self) -> QrCombine {
+        self.combine
+    }
+    /// Ids the table covers: quotient rows × remainder rows.
+    pub fn ids(&self) -> u64 {
+        self.quotient.rows() as u64 * self.remainder.rows() as u64
+    }
+}
+
+impl Lookup for QrTable {
+    /// [`QrTable::ids`], or `usize::MAX` where it does not fit.
+    fn rows(&self) -> usize {
+        usize::try_from(self.ids()).unwrap_or(usize::MAX)
+    }
+    /// Values of a looked-up row: twice a table's for [`QrCombine::Concat`].
+    fn dim(&self) -> usize {
+        if self.combine == QrCombine::Concat {
+            2 * self.quotient.dim()
+        } else {
+            self.quotient.dim()
+        }
+    }
+    fn bytes(&self) -> u64 {
+        self.quotient.bytes() + self.remainder.bytes()
+    }
+    fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        let (q, r, combine, bounds) = (&self.quotient, &self.remainder, self.combine, request.bounds);
+        let widen = |ids: &[u32]| -> Vec<u64> { ids.iter().map(|&id| u64::from(id)).collect() };
+        let values = match request.select {
+            Select::Keys(keys) => gather(q, r, keys, combine, bounds)?,
+            Select::Ids(ids) => gather(q, r, &widen(ids), combine, bounds)?,
+            Select::KeyBags(bags, pooling) => bag(q, r, &bags, combine, pooling, bounds)?,
+            Select::Bags(bags, pooling) => bag(q, r, &bags.with_indices(&widen(bags.indices)), combine, pooling, bounds)?,
+        };
+        Ok(request.finish(values))
+    }
+}
 
 /// How the two rows of a quotient-remainder embedding combine (DLRM's `qr_operation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

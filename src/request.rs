@@ -3,7 +3,7 @@
 
 use half::f16;
 
-pub use edo_core::request::{Element, HostRows, Request, Select};
+pub use edo_core::request::{Element, HostRows, IdSelect, Request, Select};
 
 use crate::bags::{Bags, Pooling};
 use crate::{Bounds, Error};

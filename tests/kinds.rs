@@ -63,3 +63,52 @@ fn quotient_remainder_bags_pool_the_combined_rows() {
         Err(edo::Error::IdOutOfRange64 { index: 3, id: 70, .. })
     ));
 }
+
+/// Every kind answers 64-bit ids (`Request::gather_keys`, `bag_keys`): quotient-remainder tables
+/// over their whole range, as `qr::gather` and `qr::bag` do for u32 and 64-bit ids alike; tables
+/// of u32 ids as they answer the same ids, a key past them following the bounds policy.
+#[test]
+fn every_kind_answers_64_bit_ids() {
+    use edo::qr::{self, QrCombine};
+    use edo::{Element, HostRows, PrunedTable, QrTable, Request};
+    let dim = 6;
+    let quotient = PackedTable::quantize(Format::F16, &embedding_table(10, dim, 1), 10, dim).unwrap();
+    let remainder = PackedTable::quantize(Format::F16, &embedding_table(7, dim, 2), 7, dim).unwrap();
+    let (keys, offsets) = (vec![0u64, 69, 13, 70, 5, 41, 1 << 40], [0u32, 2, 2, 5]);
+    let small: Vec<u32> = keys[..6].iter().map(|&k| k as u32).collect();
+    for combine in [QrCombine::Mult, QrCombine::Add, QrCombine::Concat] {
+        let kind = QrTable::new(quotient.clone(), remainder.clone(), combine).unwrap();
+        assert_eq!((kind.rows(), kind.dim()), (70, if combine == QrCombine::Concat { 2 * dim } else { dim }));
+        for bounds in [Bounds::Zero, Bounds::Clamp] {
+            let want = qr::gather(&quotient, &remainder, &keys, combine, bounds).unwrap();
+            let HostRows::F32(got) = kind.lookup(&Request::gather_keys(&keys, bounds)).unwrap() else { panic!("f32 rows") };
+            assert_eq!(got, want, "{combine:?} {bounds:?}");
+            assert_eq!(kind.gather(&small, bounds).unwrap(), qr::gather(&quotient, &remainder, &keys[..6], combine, bounds).unwrap());
+            let bags = Bags::new(&keys[..6], &offsets);
+            let want = qr::bag(&quotient, &remainder, &bags, combine, Pooling::Mean, bounds).unwrap();
+            assert_eq!(kind.lookup(&Request::bag_keys(&bags, Pooling::Mean, bounds)).unwrap().into_f32(), want);
+            assert_eq!(kind.bag(&Bags::new(&small, &offsets), Pooling::Mean, bounds).unwrap(), want);
+            let f16 = kind.lookup(&Request::gather_keys(&keys, bounds).element(Element::F16)).unwrap();
+            assert_eq!(f16, HostRows::F16(edo::cpu::to_f16(&qr::gather(&quotient, &remainder, &keys, combine, bounds).unwrap())));
+        }
+        assert!(matches!(kind.lookup(&Request::gather_keys(&keys, Bounds::Error)), Err(edo::Error::IdOutOfRange64 { index: 3, id: 70, max: 70 })));
+    }
+    // Tables of u32 ids: a key they hold reads its row; one past them (past u32 too) follows the
+    // bounds policy, and under Error is named with its 64-bit value.
+    let data = embedding_table(50, dim, 3);
+    let table = PackedTable::quantize(Format::Int8, &data, 50, dim).unwrap();
+    let pruned = PrunedTable::quantize(Format::Int8, &data, 50, dim, &(0..50).map(|r| r % 3 != 0).collect::<Vec<_>>()).unwrap();
+    let kinds: [&dyn Lookup; 3] = [&table, &pruned, &AnyTable::from(table.clone())];
+    let (keys, as_ids) = ([7u64, 49, 50, 1 << 33, 3], [7u32, 49, 50, u32::MAX, 3]);
+    for kind in kinds {
+        for bounds in [Bounds::Zero, Bounds::Clamp] {
+            assert_eq!(kind.lookup(&Request::gather_keys(&keys, bounds)).unwrap(), kind.lookup(&Request::gather(&as_ids, bounds)).unwrap(), "{bounds:?}");
+            let (bag_keys, bag_ids) = (Bags::new(&keys, &[0, 2]), Bags::new(&as_ids, &[0, 2]));
+            assert_eq!(
+                kind.lookup(&Request::bag_keys(&bag_keys, Pooling::Sum, bounds)).unwrap(),
+                kind.lookup(&Request::bag(&bag_ids, Pooling::Sum, bounds)).unwrap()
+            );
+        }
+        assert!(matches!(kind.lookup(&Request::gather_keys(&keys, Bounds::Error)), Err(edo::Error::IdOutOfRange64 { index: 2, id: 50, max: 50 })));
+    }
+}

@@ -56,6 +56,17 @@ pub enum Error {
         /// Rows of the table.
         rows: usize,
     },
+    /// `ids[index] = id`, a 64-bit id, is past the `max` ids a table covers (bounds policy
+    /// `Error`).
+    #[error("ids[{index}] = {id} is out of range for a table covering {max} ids")]
+    IdOutOfRange64 {
+        /// The position of the bad id in the call.
+        index: usize,
+        /// The id.
+        id: u64,
+        /// Ids the table covers.
+        max: u64,
+    },
     /// A size exceeds a platform limit.
     #[error("{what}: {requested} exceeds the limit of {max}")]
     LimitExceeded {

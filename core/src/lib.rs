@@ -34,4 +34,4 @@ pub use bags::{Bags, Layout, Pooling};
 pub use bounds::Bounds;
 pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
-pub use request::{Element, HostRows, Request, Select};
+pub use request::{Element, HostRows, IdSelect, Request, Select};

@@ -18,6 +18,30 @@ pub enum Select<'a> {
     Ids(&'a [u32]),
     /// EmbeddingBag: one output row per bag (per index for [`Pooling::None`]).
     Bags(Bags<'a>, Pooling),
+    /// A gather of 64-bit ids: the keys of quotient-remainder tables, which cover more ids than
+    /// u32 counts. Tables of u32 ids answer it too ([`Request::narrow`]).
+    Keys(&'a [u64]),
+    /// EmbeddingBag over 64-bit ids.
+    KeyBags(Bags<'a, u64>, Pooling),
+}
+
+/// A [`Select`] of u32 ids only: what a table of u32 ids looks up ([`Request::narrow`]).
+#[derive(Clone, Copy, Debug)]
+pub enum IdSelect<'a> {
+    /// A gather.
+    Ids(&'a [u32]),
+    /// EmbeddingBag.
+    Bags(Bags<'a>, Pooling),
+}
+
+impl<'a> IdSelect<'a> {
+    /// The ids it reads (a gather's ids, or the bags' indices).
+    pub fn indices(&self) -> &'a [u32] {
+        match self {
+            IdSelect::Ids(ids) => ids,
+            IdSelect::Bags(bags, _) => bags.indices,
+        }
+    }
 }
 
 /// The element type of a lookup's output rows.
@@ -61,17 +85,53 @@ impl<'a> Request<'a> {
         Request { select: Select::Bags(*bags, pooling), bounds, element: Element::F32 }
     }
 
+    /// A gather of 64-bit `keys` into f32 rows.
+    pub fn gather_keys(keys: &'a [u64], bounds: Bounds) -> Request<'a> {
+        Request { select: Select::Keys(keys), bounds, element: Element::F32 }
+    }
+
+    /// EmbeddingBag over bags of 64-bit ids, into f32 rows.
+    pub fn bag_keys(bags: &Bags<'a, u64>, pooling: Pooling, bounds: Bounds) -> Request<'a> {
+        Request { select: Select::KeyBags(*bags, pooling), bounds, element: Element::F32 }
+    }
+
     /// The same request, writing `element`s.
     pub fn element(self, element: Element) -> Request<'a> {
         Request { element, ..self }
     }
 
-    /// The ids the request reads (a gather's ids, or the bags' indices).
-    pub fn indices(&self) -> &'a [u32] {
-        match self.select {
-            Select::Ids(ids) => ids,
-            Select::Bags(bags, _) => bags.indices,
+    /// What a table of `rows` rows addressed by u32 ids looks up: the request's u32 ids, or its
+    /// 64-bit ids as u32 ids in `store`. Under [`Bounds::Error`] an id past the table is
+    /// [`Error::IdOutOfRange64`]; otherwise it becomes an id past the table (`u32::MAX`), which
+    /// reads what the policy reads for one.
+    pub fn narrow<'s>(&self, rows: usize, store: &'s mut Vec<u32>) -> Result<IdSelect<'s>, Error>
+    where
+        'a: 's,
+    {
+        let keys = match self.select {
+            Select::Ids(ids) => return Ok(IdSelect::Ids(ids)),
+            Select::Bags(bags, pooling) => return Ok(IdSelect::Bags(bags, pooling)),
+            Select::Keys(keys) => keys,
+            Select::KeyBags(bags, _) => bags.indices,
+        };
+        store.clear();
+        store.try_reserve_exact(keys.len()).map_err(|_| Error::HostOutOfMemory { what: "a request's ids", bytes: 4 * keys.len() as u64 })?;
+        for (index, &id) in keys.iter().enumerate() {
+            store.push(match u32::try_from(id) {
+                Ok(id) if (id as usize) < rows => id,
+                // Within the table but past u32 (or the table is so large that u32::MAX is one
+                // of its rows): u32 ids cannot say it.
+                _ if id < rows as u64 || rows > u32::MAX as usize => {
+                    return Err(Error::LimitExceeded { what: "a 64-bit id of a table of u32 ids", requested: id, max: u32::MAX as u64 - 1 })
+                }
+                _ if self.bounds == Bounds::Error => return Err(Error::IdOutOfRange64 { index, id, max: rows as u64 }),
+                _ => u32::MAX,
+            });
         }
+        Ok(match self.select {
+            Select::KeyBags(bags, pooling) => IdSelect::Bags(bags.with_indices(store), pooling),
+            _ => IdSelect::Ids(store),
+        })
     }
 
     /// Checks the request against a table of `rows × dim` (ids under [`Bounds::Error`]; offsets,
@@ -80,6 +140,14 @@ impl<'a> Request<'a> {
         match self.select {
             Select::Ids(ids) => Ok(self.bounds.check(ids, rows)?),
             Select::Bags(bags, pooling) => Ok(BagPlan::new(&[(rows, dim)], bags.len(), &bags, pooling, self.bounds).map(|_| ())?),
+            Select::Keys(_) | Select::KeyBags(..) => {
+                let mut store = Vec::new();
+                let select = match self.narrow(rows, &mut store)? {
+                    IdSelect::Ids(ids) => Select::Ids(ids),
+                    IdSelect::Bags(bags, pooling) => Select::Bags(bags, pooling),
+                };
+                Request { select, ..*self }.check(rows, dim)
+            }
         }
     }
 
@@ -96,9 +164,10 @@ impl<'a> Request<'a> {
     /// bag pools a table, in index order — the values of a fused bag.
     pub fn answer_by_gather<E: From<Error>>(&self, rows: usize, dim: usize, gather: impl FnOnce(&[u32], Bounds) -> Result<Vec<f32>, E>) -> Result<HostRows, E> {
         self.check(rows, dim)?;
-        let values = match self.select {
-            Select::Ids(ids) => gather(ids, self.bounds)?,
-            Select::Bags(bags, pooling) => crate::cpu::pool_rows(gather(bags.indices, self.bounds)?, dim, &bags, pooling)?,
+        let mut store = Vec::new();
+        let values = match self.narrow(rows, &mut store)? {
+            IdSelect::Ids(ids) => gather(ids, self.bounds)?,
+            IdSelect::Bags(bags, pooling) => crate::cpu::pool_rows(gather(bags.indices, self.bounds)?, dim, &bags, pooling)?,
         };
         Ok(self.finish(values))
     }

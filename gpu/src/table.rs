@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::job::{buffer_range, Encoded, Indices, LookupJob, Pass};
 use super::{Context, Engine, GpuRows};
 use crate::format::{Format, PackedTable};
-use crate::request::{Request, Select};
+use crate::request::{IdSelect, Request};
 use crate::{Bounds, Element, Error};
 
 /// The uniform block of the gather kernels (`GatherParams` in `shaders/gather_common.wgsl`).
@@ -428,12 +428,13 @@ impl GpuTable {
     /// applied by the kernels.
     pub async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
         self.res.ctx.check_lost()?;
-        match request.select {
-            Select::Ids(ids) => {
+        let mut store = Vec::new();
+        match request.narrow(self.rows(), &mut store)? {
+            IdSelect::Ids(ids) => {
                 request.bounds.check(ids, self.rows())?;
                 Ok(self.encode_gather(Indices::Host(ids), request.bounds.into(), None, request.element).await?.into_job())
             }
-            Select::Bags(bags, pooling) => {
+            IdSelect::Bags(bags, pooling) => {
                 let job = self.res.prepare_bags(bags.len(), &bags, pooling, request.bounds, crate::Layout::Concat).await?;
                 job.into_element(request.element).await
             }

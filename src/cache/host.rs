@@ -23,8 +23,9 @@ use rustc_hash::FxHashMap;
 
 use super::{CacheSpec, CacheStats, SlotMap, EMPTY};
 use crate::format::PackedTable;
+use crate::request::IdSelect;
 use crate::source::{read_whole_rows, RowSource};
-use crate::{AsyncLookup, Bags, Bounds, Error, HostRows, Pooling, Request, Select};
+use crate::{AsyncLookup, Bags, Bounds, Error, HostRows, Pooling, Request};
 
 /// A row cache in host memory over `spec.source`: `spec.capacity` rows (at most the table's)
 /// under `spec.policy`, with the GPU cache's statistics. Lookups return exactly the rows a
@@ -509,9 +510,10 @@ impl<S: RowSource> AsyncLookup for HostCache<S> {
         HostCache::dim(self)
     }
     async fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
-        let values = match request.select {
-            Select::Ids(ids) => HostCache::gather(self, ids, request.bounds).await?,
-            Select::Bags(bags, pooling) => HostCache::bag(self, &bags, pooling, request.bounds).await?,
+        let mut store = Vec::new();
+        let values = match request.narrow(HostCache::rows(self), &mut store)? {
+            IdSelect::Ids(ids) => HostCache::gather(self, ids, request.bounds).await?,
+            IdSelect::Bags(bags, pooling) => HostCache::bag(self, &bags, pooling, request.bounds).await?,
         };
         Ok(request.finish(values))
     }

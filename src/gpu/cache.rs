@@ -29,7 +29,7 @@ use super::{Engine, GpuRows, GpuTable, ShaderId};
 use crate::bags::BagPlan;
 use crate::cache::{CacheStats, Part, Policy, RowSource, SlotMap};
 use crate::format::{Format, PackedTable};
-use crate::request::{Request, Select};
+use crate::request::{IdSelect, Request};
 use crate::{Bounds, Element, Error};
 
 #[repr(C)]
@@ -643,9 +643,10 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
     /// [`GpuLookup::bag`] submits part by part).
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
         let bounds = request.bounds;
-        match request.select {
-            Select::Ids(ids) => self.prepare_claimed(ids, bounds, request.element).await,
-            Select::Bags(bags, pooling) => {
+        let mut store = Vec::new();
+        match request.narrow(self.rows(), &mut store)? {
+            IdSelect::Ids(ids) => self.prepare_claimed(ids, bounds, request.element).await,
+            IdSelect::Bags(bags, pooling) => {
                 BagPlan::new(&[(self.rows(), self.dim())], bags.len(), &bags, pooling, bounds)?;
                 let ctx = GpuLookup::engine(self).ctx;
                 if dense_parts(&ctx, bags.indices.len(), self.dim())?.len() > 1 {
@@ -668,9 +669,10 @@ impl<S: RowSource> GpuLookup for GpuCache<S> {
     /// part by part when the gathered rows exceed one storage binding.
     async fn lookup(&self, request: &Request<'_>) -> Result<GpuRows, Error> {
         let bounds = request.bounds;
-        match request.select {
-            Select::Ids(ids) => self.gather_locked(ids, bounds, request.element).await,
-            Select::Bags(bags, pooling) => {
+        let mut store = Vec::new();
+        match request.narrow(self.rows(), &mut store)? {
+            IdSelect::Ids(ids) => self.gather_locked(ids, bounds, request.element).await,
+            IdSelect::Bags(bags, pooling) => {
                 // Offsets, weights and bounds are checked before any row is loaded.
                 BagPlan::new(&[(self.rows(), self.dim())], bags.len(), &bags, pooling, bounds)?;
                 let ctx = GpuLookup::engine(self).ctx;

@@ -8,7 +8,7 @@ use super::lookup::GpuLookup;
 use super::table::RowPolicy;
 use super::{Engine, GpuTable};
 use crate::mixed::MixedTable;
-use crate::request::{Request, Select};
+use crate::request::{IdSelect, Request};
 use crate::{Bounds, Element, Error};
 
 /// A [`MixedTable`] on the GPU. The row map stays on the host, where the ids are. Cloning gives
@@ -76,9 +76,10 @@ impl GpuLookup for GpuMixedTable {
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
         self.hot.res.ctx.check_lost()?;
         request.check(self.rows(), self.dim())?;
-        let job = match request.select {
-            Select::Ids(ids) => self.prepare_rows(ids, request.bounds).await?,
-            Select::Bags(bags, pooling) => {
+        let mut store = Vec::new();
+        let job = match request.narrow(self.rows(), &mut store)? {
+            IdSelect::Ids(ids) => self.prepare_rows(ids, request.bounds).await?,
+            IdSelect::Bags(bags, pooling) => {
                 let ctx = &self.hot.res.ctx;
                 super::bag::gather_and_pool(ctx, self.dim(), &bags, pooling, async |part| self.prepare_rows(&bags.indices[part], request.bounds).await).await?
             }

@@ -34,7 +34,7 @@ pub use lookup::{GpuLookup, Placeable, Reupload};
 pub use mixed::GpuMixedTable;
 pub use model::GpuStaticModel;
 pub use prune::GpuPrunedTable;
-pub use qr::GpuQrTables;
+pub use qr::{GpuQrTable, GpuQrTables};
 pub use recover::{CacheSpec, Recoverable, RecoveringEngine, RecoveryEvent, WeakRecoveringEngine};
 pub use search::{GpuCodes, MAX_CANDIDATES, ONE_PASS_MAX_K};
 

@@ -8,7 +8,7 @@ use super::table::RowPolicy;
 use super::{Engine, GpuTable, ShaderId};
 use crate::bags::BagPlan;
 use crate::prune::PrunedTable;
-use crate::request::{Request, Select};
+use crate::request::{IdSelect, Request};
 use crate::{Bounds, Element, Error};
 
 #[repr(C)]
@@ -105,18 +105,20 @@ impl GpuLookup for GpuPrunedTable {
     /// Rows of the original table (pruned rows are zeros; in bags zero rows, counted by mean and
     /// taking part in max): the remap pass, then the gather or the fused bag pass, in one job.
     async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
-        let ids = request.indices();
+        let mut store = Vec::new();
+        let select = request.narrow(self.original_rows, &mut store)?;
+        let ids = select.indices();
         // Ids (and a bag's offsets, weights) checked against the original table's ids.
-        let plan = match request.select {
-            Select::Ids(_) => {
+        let plan = match select {
+            IdSelect::Ids(_) => {
                 request.bounds.check(ids, self.original_rows)?;
                 None
             }
-            Select::Bags(bags, pooling) => Some(BagPlan::new(&[(self.original_rows, self.table.dim())], bags.len(), &bags, pooling, request.bounds)?),
+            IdSelect::Bags(bags, pooling) => Some(BagPlan::new(&[(self.original_rows, self.table.dim())], bags.len(), &bags, pooling, request.bounds)?),
         };
         let (remap_pass, mapped, mut inputs) = self.remap_pass(ids, request.bounds).await?;
-        let pass = match (request.select, plan) {
-            (Select::Bags(bags, pooling), Some(plan)) => {
+        let pass = match (select, plan) {
+            (IdSelect::Bags(bags, pooling), Some(plan)) => {
                 let mapped = Indices::Device(mapped, ids.len());
                 self.table.res.encode_bags(bags.len(), &plan, mapped, bags.per_sample_weights, pooling, Bounds::Zero, crate::Layout::Concat).await?
             }

@@ -1,11 +1,15 @@
-//! Quotient-remainder embeddings on the GPU (DLRM's `QREmbeddingBag` lookup).
+//! Quotient-remainder embeddings on the GPU (DLRM's `QREmbeddingBag` lookup): the two tables
+//! ([`GpuQrTables`], the combine chosen per call) and the table kind over them
+//! ([`GpuQrTable`], a [`GpuLookup`] of u32 and 64-bit ids).
 
 use super::job::LookupJob;
+use super::lookup::{GpuLookup, Reupload};
 use super::table::{Resident, RowPolicy};
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::{Bags, Pooling};
 use crate::format::PackedTable;
-use crate::qr::{check_qr, qr_split, QrCombine};
+use crate::qr::{check_qr, qr_split, QrCombine, QrTable};
+use crate::request::{Request, Select};
 use crate::{Bounds, Error};
 
 #[repr(C)]
@@ -160,6 +164,67 @@ impl GpuQrTables {
         Ok(LookupJob::new(ctx.clone(), vec![super::job::Pass { pipeline, dispatches }], inputs, output))
     }
 }
+
+/// [`QrTable`] on the GPU: the two tables and how their rows combine, answering every
+/// [`Request`] as [`QrTable`] does on the CPU path (u32 ids widened to 64 bits).
+pub struct GpuQrTable {
+    tables: GpuQrTables,
+    combine: QrCombine,
+}
+
+impl GpuQrTable {
+    /// Uploads `host`'s two tables (one format).
+    pub async fn upload(engine: &Engine, host: &QrTable) -> Result<GpuQrTable, Error> {
+        Ok(GpuQrTable { tables: GpuQrTables::upload(engine, host.quotient(), host.remainder()).await?, combine: host.combine() })
+    }
+    /// The two tables.
+    pub fn tables(&self) -> &GpuQrTables {
+        &self.tables
+    }
+}
+
+impl GpuLookup for GpuQrTable {
+    /// [`GpuQrTables::ids`], or `usize::MAX` where it does not fit.
+    fn rows(&self) -> usize {
+        usize::try_from(self.tables.ids()).unwrap_or(usize::MAX)
+    }
+    fn dim(&self) -> usize {
+        if self.combine == QrCombine::Concat {
+            2 * self.tables.dim()
+        } else {
+            self.tables.dim()
+        }
+    }
+    fn bytes(&self) -> u64 {
+        self.tables.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.tables.set_name(name);
+    }
+    fn engine(&self) -> Engine {
+        Engine { ctx: self.tables.quotient.ctx.clone() }
+    }
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        let (t, combine, bounds) = (&self.tables, self.combine, request.bounds);
+        let widen = |ids: &[u32]| -> Vec<u64> { ids.iter().map(|&id| u64::from(id)).collect() };
+        let job = match request.select {
+            Select::Keys(keys) => t.prepare_gather(keys, combine, bounds).await?,
+            Select::Ids(ids) => t.prepare_gather(&widen(ids), combine, bounds).await?,
+            Select::KeyBags(bags, pooling) => t.prepare_bag(&bags, combine, pooling, bounds).await?,
+            Select::Bags(bags, pooling) => t.prepare_bag(&bags.with_indices(&widen(bags.indices)), combine, pooling, bounds).await?,
+        };
+        Ok(job.into_element(request.element).await?)
+    }
+}
+
+impl Reupload for GpuQrTable {
+    type Host = QrTable;
+    async fn reupload(engine: &Engine, host: &QrTable, _: Option<&Self>) -> Result<Self, Error> {
+        GpuQrTable::upload(engine, host).await
+    }
+}
+
+super::lookup::placed_as_is!(GpuQrTable);
 
 #[cfg(test)]
 mod layout_tests {

@@ -35,9 +35,13 @@ fn every_kind_gathers_and_bags_through_one_interface() {
             AnyTable::Mixed(_) => "mixed",
         };
         let ids = ids_with_bad(1234, rows, 9);
+        // The same ids as 64-bit keys, the bad ones past u32 too: the same rows.
+        let keys: Vec<u64> = ids.iter().map(|&i| if i as usize >= rows { u64::from(i) << 8 } else { u64::from(i) }).collect();
         for bounds in [Bounds::Zero, Bounds::Clamp] {
             let job = block_on(gpu.prepare_gather(&ids, bounds)).unwrap();
             assert_bits_eq(&run_job(job), &host.gather(&ids, bounds).unwrap(), &format!("{name} gather {bounds:?}"));
+            let job = block_on(gpu.prepare(&edo::Request::gather_keys(&keys, bounds))).unwrap();
+            assert_bits_eq(&run_job(job), &host.gather(&ids, bounds).unwrap(), &format!("{name} keys {bounds:?}"));
             for (pooling, weighted) in [(Pooling::Sum, true), (Pooling::Mean, false), (Pooling::Max, false), (Pooling::None, true)] {
                 let mut bags = Bags::new(&indices, &offsets).include_last_offset(true);
                 if weighted {
@@ -116,6 +120,23 @@ fn cache_and_qr_bags_equal_their_oracles() {
             let want = edo::qr::bag(&quotient, &remainder, &bags, combine, pooling, Bounds::Zero).unwrap();
             let got = run_job(block_on(qr.prepare_bag(&bags, combine, pooling, Bounds::Zero)).unwrap());
             assert_pooled_close(&got, &want, 9.0, 4.0, pooling == Pooling::Max, &format!("qr {combine:?} {pooling:?}"));
+        }
+    }
+    // The kind over the two tables answers every request as the CPU path's kind: 64-bit and
+    // u32 ids, f16 rows, bags.
+    for combine in [edo::qr::QrCombine::Mult, edo::qr::QrCombine::Concat] {
+        let host = edo::QrTable::new(quotient.clone(), remainder.clone(), combine).unwrap();
+        let kind = block_on(edo::GpuQrTable::upload(&engine, &host)).unwrap();
+        assert_eq!((kind.rows(), kind.dim()), (host.rows(), host.dim()));
+        let small: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+        for bounds in [Bounds::Zero, Bounds::Clamp] {
+            for request in [edo::Request::gather_keys(&ids, bounds), edo::Request::gather(&small, bounds).element(edo::Element::F16)] {
+                let got = block_on(kind.lookup_host(&request)).unwrap();
+                assert_eq!(got, host.lookup(&request).unwrap(), "{combine:?} {bounds:?} {request:?}");
+            }
+            let got = block_on(kind.lookup_host(&edo::Request::bag_keys(&bags, Pooling::Mean, bounds))).unwrap().into_f32();
+            let want = host.lookup(&edo::Request::bag_keys(&bags, Pooling::Mean, bounds)).unwrap().into_f32();
+            assert_pooled_close(&got, &want, 9.0, 4.0, false, &format!("qr kind {combine:?} {bounds:?}"));
         }
     }
     let beyond = ids.iter().position(|&i| i >= 40 * m as u64).unwrap();
