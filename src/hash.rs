@@ -4,6 +4,8 @@
 
 use crate::cpu::bag::{Resolve, Ring, Rows, MAX_K, NO_ROW, RUN};
 use crate::format::PackedTable;
+use crate::lookup::Lookup;
+use crate::request::{HostRows, Request, Select};
 use crate::Error;
 
 const C1: u32 = 0xcc9e_2d51;
@@ -231,6 +233,57 @@ impl FastMod {
 pub fn hashed_lookup(table: &PackedTable, spec: &HashSpec, ids: &[u64]) -> Result<Vec<f32>, Error> {
     let offsets: Vec<u32> = (0..ids.len() as u32).collect();
     hashed_bags(&[table], std::slice::from_ref(spec), ids.len(), &HashedBags::new(ids, &offsets), crate::Pooling::Sum, crate::Layout::Concat)
+}
+
+/// One hashed table as a table kind: every 64-bit id (or u32 id, widened) reads its hot row or
+/// the sum of its k bucket rows, as [`hashed_lookup`]; bags pool those as [`hashed_bags`] does.
+/// It answers every [`Request`]; the bounds policy has nothing to do (every id has a row), and
+/// [`crate::Pooling::None`] is [`crate::Unsupported::PoolingNoneOverHashedIds`].
+#[derive(Clone, Debug)]
+pub struct HashedTable {
+    table: PackedTable,
+    spec: HashSpec,
+}
+
+impl HashedTable {
+    /// The kind over `table`, which has [`HashSpec::rows`] rows of `spec`.
+    pub fn new(table: PackedTable, spec: HashSpec) -> Result<HashedTable, Error> {
+        spec.validate()?;
+        check_table_rows(&table, &spec)?;
+        Ok(HashedTable { table, spec })
+    }
+    /// The table of buckets (then hot rows).
+    pub fn table(&self) -> &PackedTable {
+        &self.table
+    }
+    /// How its ids hash.
+    pub fn spec(&self) -> &HashSpec {
+        &self.spec
+    }
+}
+
+impl Lookup for HashedTable {
+    /// Every id has a row: `usize::MAX`.
+    fn rows(&self) -> usize {
+        usize::MAX
+    }
+    fn dim(&self) -> usize {
+        self.table.dim()
+    }
+    fn bytes(&self) -> u64 {
+        self.table.bytes()
+    }
+    fn lookup(&self, request: &Request<'_>) -> Result<HostRows, Error> {
+        let widen = |ids: &[u32]| -> Vec<u64> { ids.iter().map(|&id| u64::from(id)).collect() };
+        let bags = |bags: &HashedBags, pooling| hashed_bags(&[&self.table], std::slice::from_ref(&self.spec), bags.len(), bags, pooling, crate::Layout::Concat);
+        let values = match request.select {
+            Select::Keys(keys) => hashed_lookup(&self.table, &self.spec, keys)?,
+            Select::Ids(ids) => hashed_lookup(&self.table, &self.spec, &widen(ids))?,
+            Select::KeyBags(b, pooling) => bags(&b, pooling)?,
+            Select::Bags(b, pooling) => bags(&b.with_indices(&widen(b.indices)), pooling)?,
+        };
+        Ok(request.finish(values))
+    }
 }
 
 /// Hashed lookup of strings (tokens, categorical values) on the CPU: each string is hashed from its

@@ -65,9 +65,11 @@ pub use error::{Cause, CauseError, Error, Unsupported};
 pub use format::{Codec, Format, PackedTable};
 #[cfg(feature = "gpu")]
 pub use gpu::{
-    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable, GpuQrTable, GpuQrTables,
-    GpuRows, GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, Placeable, PressureStages, Recoverable, RecoveringEngine, RecoveryEvent,
+    AdapterSummary, AnyGpuTable, Engine, EngineOptions, GpuCache, GpuCodes, GpuHashedTable, GpuHashedTables, GpuLookup, GpuMixedTable, GpuPrunedTable,
+    GpuQrTable, GpuQrTables, GpuRows, GpuStaticModel, GpuTable, GpuTableBatch, LookupJob, MemoryReport, Placeable, PressureStages, Recoverable,
+    RecoveringEngine, RecoveryEvent,
 };
+pub use hash::HashedTable;
 pub use lookup::{AnyTable, Lookup};
 pub use mixed::MixedTable;
 pub use prune::PrunedTable;

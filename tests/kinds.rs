@@ -112,3 +112,37 @@ fn every_kind_answers_64_bit_ids() {
         assert!(matches!(kind.lookup(&Request::gather_keys(&keys, Bounds::Error)), Err(edo::Error::IdOutOfRange64 { index: 2, id: 50, max: 50 })));
     }
 }
+
+/// One hashed table as a kind: every request as `hash::hashed_lookup` and `hash::hashed_bags`
+/// answer it, u32 ids widened, whatever the bounds policy; `Pooling::None` refused by name.
+#[test]
+fn a_hashed_table_answers_every_request() {
+    use edo::hash::{self, HashSpec};
+    use edo::{Element, HashedTable, HostRows, Request};
+    let dim = 12;
+    let keys: Vec<u64> = vec![7, 1 << 40, 3, 99_999_999_999, 3, 0, 512];
+    let small: Vec<u32> = vec![7, 3, 0, 512, 4_000_000_000];
+    let offsets = [0u32, 3, 3, 6];
+    for k in [1, 2] {
+        let spec = HashSpec::new(211, k).with_hot(vec![7, 1 << 40]);
+        let table = PackedTable::quantize(Format::Int8, &embedding_table(spec.rows(), dim, 5), spec.rows(), dim).unwrap();
+        let kind = HashedTable::new(table.clone(), spec.clone()).unwrap();
+        assert_eq!((kind.rows(), kind.dim()), (usize::MAX, dim));
+        for bounds in [Bounds::Error, Bounds::Zero, Bounds::Clamp] {
+            let want = hash::hashed_lookup(&table, &spec, &keys).unwrap();
+            assert_eq!(kind.lookup(&Request::gather_keys(&keys, bounds)).unwrap(), HostRows::F32(want.clone()), "k {k} {bounds:?}");
+            let wide: Vec<u64> = small.iter().map(|&i| u64::from(i)).collect();
+            assert_eq!(kind.gather(&small, bounds).unwrap(), hash::hashed_lookup(&table, &spec, &wide).unwrap());
+            let f16 = kind.lookup(&Request::gather_keys(&keys, bounds).element(Element::F16)).unwrap();
+            assert_eq!(f16, HostRows::F16(edo::cpu::to_f16(&want)));
+            // Mean and max over several hashes of an id are refused by name, here as there.
+            for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::None] {
+                let bags = Bags::new(&keys, &offsets);
+                let want = hash::hashed_bags(&[&table], std::slice::from_ref(&spec), 4, &bags, pooling, edo::Layout::Concat);
+                let got = kind.lookup(&Request::bag_keys(&bags, pooling, bounds)).map(HostRows::into_f32);
+                assert_eq!(got, want, "k {k} {pooling:?}");
+                assert_eq!(got.is_ok(), pooling == Pooling::Sum || (k == 1 && pooling != Pooling::None), "k {k} {pooling:?}: {got:?}");
+            }
+        }
+    }
+}

@@ -2,12 +2,13 @@
 //! up first), and the resulting rows pooled by the bag kernel, in one job.
 
 use super::job::{Indices, LookupJob, Pass};
-use super::lookup::Reupload;
+use super::lookup::{GpuLookup, Reupload};
 use super::table::Resident;
 use super::{Engine, GpuRows, ShaderId};
 use crate::bags::BagPlan;
 use crate::format::PackedTable;
-use crate::hash::{expand, HashSpec, HashedBags};
+use crate::hash::{expand, HashSpec, HashedBags, HashedTable};
+use crate::request::{Request, Select};
 use crate::{Bounds, Error, Layout, Pooling};
 
 #[repr(C)]
@@ -163,6 +164,68 @@ impl Reupload for GpuHashedTables {
 }
 
 super::lookup::placed_as_is!(GpuHashedTables);
+
+/// [`HashedTable`] on the GPU: one hashed table answering every [`Request`] as the CPU path's
+/// kind does (u32 ids widened; the bounds policy has nothing to do).
+pub struct GpuHashedTable {
+    tables: GpuHashedTables,
+}
+
+impl GpuHashedTable {
+    /// Uploads `host`'s table and its hot ids.
+    pub async fn upload(engine: &Engine, host: &HashedTable) -> Result<GpuHashedTable, Error> {
+        Ok(GpuHashedTable { tables: GpuHashedTables::upload(engine, &[(host.table(), host.spec().clone())]).await? })
+    }
+    /// The table as [`GpuHashedTables`] (of one).
+    pub fn tables(&self) -> &GpuHashedTables {
+        &self.tables
+    }
+}
+
+impl GpuLookup for GpuHashedTable {
+    /// Every id has a row: `usize::MAX`.
+    fn rows(&self) -> usize {
+        usize::MAX
+    }
+    fn dim(&self) -> usize {
+        self.tables.shapes()[0].1
+    }
+    fn bytes(&self) -> u64 {
+        self.tables.bytes()
+    }
+    fn set_name(&self, name: &str) {
+        self.tables.set_name(name);
+    }
+    fn engine(&self) -> Engine {
+        Engine { ctx: self.tables.res.ctx.clone() }
+    }
+    async fn prepare(&self, request: &Request<'_>) -> Result<LookupJob, Error> {
+        let widen = |ids: &[u32]| -> Vec<u64> { ids.iter().map(|&id| u64::from(id)).collect() };
+        let ids_as_bags = async |ids: &[u64]| {
+            let offsets: Vec<u32> = (0..ids.len() as u32).collect();
+            self.tables.prepare_bags(ids.len(), &HashedBags::new(ids, &offsets), Pooling::Sum, Layout::Concat).await
+        };
+        let job = match request.select {
+            Select::Keys(keys) => ids_as_bags(keys).await?,
+            Select::Ids(ids) => ids_as_bags(&widen(ids)).await?,
+            Select::KeyBags(bags, pooling) => self.tables.prepare_bags(bags.len(), &bags, pooling, Layout::Concat).await?,
+            Select::Bags(bags, pooling) => {
+                let keys = widen(bags.indices);
+                self.tables.prepare_bags(bags.len(), &bags.with_indices(&keys), pooling, Layout::Concat).await?
+            }
+        };
+        Ok(job.into_element(request.element).await?)
+    }
+}
+
+impl Reupload for GpuHashedTable {
+    type Host = HashedTable;
+    async fn reupload(engine: &Engine, host: &HashedTable, _: Option<&Self>) -> Result<Self, Error> {
+        GpuHashedTable::upload(engine, host).await
+    }
+}
+
+super::lookup::placed_as_is!(GpuHashedTable);
 
 #[cfg(test)]
 mod layout_tests {

@@ -29,7 +29,7 @@ pub use edo_gpu::{
 /// The GPU path's own errors (what the engine, its tables and jobs return); `?` and `.into()`
 /// make each the [`crate::Error`] variant of the same name.
 pub use edo_gpu::{Error, Unsupported};
-pub use hash::GpuHashedTables;
+pub use hash::{GpuHashedTable, GpuHashedTables};
 pub use lookup::{GpuLookup, Placeable, Reupload};
 pub use mixed::GpuMixedTable;
 pub use model::GpuStaticModel;

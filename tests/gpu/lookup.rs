@@ -173,3 +173,34 @@ fn the_planners_choice_is_a_table_to_look_up() {
         }
     }
 }
+
+/// One hashed table as a kind on the GPU answers every request as the CPU path's kind: gathers
+/// of 64-bit and u32 ids bit for bit (f16 rounded from the same values), bags within the bound.
+#[test]
+fn a_hashed_table_kind_equals_its_cpu_twin() {
+    use edo::hash::HashSpec;
+    use edo::{Element, GpuHashedTable, HashedTable, HostRows, Request};
+    let Some(engine) = engine() else { return };
+    let dim = 20;
+    let keys: Vec<u64> = random_ids(1500, 3);
+    let small: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
+    let offsets: Vec<u32> = (0..keys.len() as u32).step_by(11).collect();
+    for k in [1, 3] {
+        let spec = HashSpec::new(977, k).with_hot(vec![keys[5], keys[600]]);
+        let table = PackedTable::quantize(Format::Int4, &embedding_table(spec.rows(), dim, 4), spec.rows(), dim).unwrap();
+        let host = HashedTable::new(table, spec).unwrap();
+        let gpu = block_on(GpuHashedTable::upload(&engine, &host)).unwrap();
+        assert_eq!((gpu.rows(), gpu.dim()), (host.rows(), host.dim()));
+        for request in [Request::gather_keys(&keys, Bounds::Error), Request::gather(&small, Bounds::Zero)] {
+            let HostRows::F32(want) = host.lookup(&request).unwrap() else { panic!("f32 rows") };
+            let job = block_on(gpu.prepare(&request)).unwrap();
+            assert_bits_eq(&run_job(job), &want, &format!("k {k} {request:?}"));
+            let f16 = block_on(gpu.lookup_host(&request.element(Element::F16))).unwrap();
+            assert_eq!(f16, host.lookup(&request.element(Element::F16)).unwrap(), "k {k} f16");
+        }
+        let bags = Bags::new(&keys, &offsets);
+        let want = host.lookup(&Request::bag_keys(&bags, Pooling::Sum, Bounds::Zero)).unwrap().into_f32();
+        let got = block_on(gpu.lookup_host(&Request::bag_keys(&bags, Pooling::Sum, Bounds::Zero))).unwrap().into_f32();
+        assert_pooled_close(&got, &want, 11.0 * k as f32, 1.0, false, &format!("k {k} bags"));
+    }
+}
