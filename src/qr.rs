@@ -11,8 +11,11 @@ use crate::{Bags, Bounds, Error, Pooling};
 
 /// Quotient-remainder tables as one table kind: ids `0 .. quotient rows × remainder rows`, each
 /// the `combine` of its quotient and remainder rows. It answers every [`Request`] — u32 ids and
-/// 64-bit ids ([`Request::gather_keys`]) alike; ids whose quotient is past the table follow the
-/// bounds policy ([`Bounds::Clamp`]: the last quotient row), an error naming the 64-bit id.
+/// 64-bit ids ([`Request::gather_keys`]) alike. An id whose quotient is past the table follows
+/// the bounds policy on its quotient row only, as [`gather`] does: [`Bounds::Zero`] zeros the
+/// quotient row and still reads the remainder row (with [`QrCombine::Add`] or
+/// [`QrCombine::Concat`] the row is the remainder's values, not zeros), [`Bounds::Clamp`] reads
+/// the last quotient row, [`Bounds::Error`] names the 64-bit id.
 #[derive(Clone, Debug)]
 pub struct QrTable {
     quotient: PackedTable,

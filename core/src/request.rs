@@ -103,7 +103,8 @@ impl<'a> Request<'a> {
     /// What a table of `rows` rows addressed by u32 ids looks up: the request's u32 ids, or its
     /// 64-bit ids as u32 ids in `store`. Under [`Bounds::Error`] an id past the table is
     /// [`Error::IdOutOfRange64`]; otherwise it becomes an id past the table (`u32::MAX`), which
-    /// reads what the policy reads for one.
+    /// reads what the policy reads for one. `u32::MAX` is also the GPU's skip sentinel: a kind
+    /// resolves narrowed ids by the bounds policy before any pass of its own skips rows.
     pub fn narrow<'s>(&self, rows: usize, store: &'s mut Vec<u32>) -> Result<IdSelect<'s>, Error>
     where
         'a: 's,

@@ -103,12 +103,14 @@ impl GpuTableBatch {
     }
 
     /// [`GpuTableBatch::bags`] without submitting: for encoding into the caller's encoder.
+    #[doc(hidden)]
     pub async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
         self.res.prepare_bags(batch, bags, pooling, bounds, layout).await
     }
 }
 
 impl Resident {
+    #[doc(hidden)]
     pub async fn prepare_bags(&self, batch: usize, bags: &Bags<'_>, pooling: Pooling, bounds: Bounds, layout: Layout) -> Result<LookupJob, Error> {
         self.ctx.check_lost()?;
         let plan = BagPlan::new(&self.tables, batch, bags, pooling, bounds)?;
@@ -118,6 +120,7 @@ impl Resident {
     /// The bag kernel's pass over validated offsets: its pipeline, dispatches, the buffers they
     /// bind, and the output.
     #[allow(clippy::too_many_arguments)]
+    #[doc(hidden)]
     pub async fn encode_bags(
         &self,
         batch: usize,

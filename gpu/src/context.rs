@@ -12,8 +12,10 @@ pub struct Context {
     pub max_binding_bytes: u64,
     pub workgroup_size: u32,
     /// [`EngineOptions::shader_checks`].
+    #[doc(hidden)]
     pub shader_checks: bool,
     /// The largest buffer the pool keeps (1/16 of [`EngineOptions::pool_bytes`]).
+    #[doc(hidden)]
     pub pool_max_buffer: u64,
     pub gather_layout: wgpu::BindGroupLayout,
     pub gather_pipeline_layout: wgpu::PipelineLayout,
@@ -26,13 +28,18 @@ pub struct Context {
     pub probe_pipeline_layout: wgpu::PipelineLayout,
     /// Compiled pipelines, keyed by everything that makes one: the kernel (its sources and
     /// override constants follow from its [`ShaderId`]) and the workgroup shape.
+    #[doc(hidden)]
     pub pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     /// Bytes of the buffers edo holds (see [`Buffer`]), and the budget for them.
+    #[doc(hidden)]
     pub registry: Arc<memory::Registry>,
+    #[doc(hidden)]
     pub memory_budget: Option<u64>,
     pub pressure: PressureStages,
+    #[doc(hidden)]
     pub lost: Arc<Lost>,
     /// How the engine was made, so [`Engine::rebuild`] can make another the same way.
+    #[doc(hidden)]
     pub origin: Origin,
 }
 
@@ -63,6 +70,7 @@ pub struct OneThread<T>(pub T);
 #[cfg(web)]
 impl<T> OneThread<T> {
     /// The value (a method, so a closure captures the wrapper, not the field).
+    #[doc(hidden)]
     pub fn get(&self) -> &T {
         &self.0
     }
@@ -77,17 +85,21 @@ unsafe impl<T> Sync for OneThread<T> {}
 /// Whether the device is lost, and who wants to hear of it.
 #[derive(Default)]
 pub struct Lost {
+    #[doc(hidden)]
     pub reason: Mutex<Option<String>>,
+    #[doc(hidden)]
     pub listeners: Mutex<Vec<LostListener>>,
 }
 
 impl Lost {
+    #[doc(hidden)]
     pub fn is_marked(&self) -> bool {
         self.reason.lock().map_or(true, |r| r.is_some())
     }
 
     /// Records the loss and tells the listeners, the first time only (the device-lost callback
     /// and [`Engine::destroy_device`] may both report one loss).
+    #[doc(hidden)]
     pub fn mark(&self, reason: String) {
         let Ok(mut r) = self.reason.lock() else { return };
         if r.is_some() {
@@ -102,10 +114,12 @@ impl Lost {
 }
 
 impl Context {
+    #[doc(hidden)]
     pub fn pressure(&self) -> Option<f64> {
         self.memory_budget.map(|b| self.registry.allocated() as f64 / b.max(1) as f64)
     }
 
+    #[doc(hidden)]
     pub fn check_lost(&self) -> Result<(), Error> {
         match self.lost.reason.lock().ok().and_then(|l| l.clone()) {
             Some(reason) => Err(Error::DeviceLost(reason)),
@@ -113,6 +127,7 @@ impl Context {
         }
     }
 
+    #[doc(hidden)]
     pub fn poll_wait(&self) -> Result<(), Error> {
         #[cfg(native)]
         {
@@ -132,6 +147,7 @@ impl Context {
     /// once per four stores. A bag takes one: each of its steps (a pass of 16 columns, or one)
     /// walks all of the bag's indices, and passes side by side finish sooner than passes one
     /// after another (docs/benchmarks.md, "Design measurements").
+    #[doc(hidden)]
     pub fn workgroup_shape(&self, units: usize, per_invocation: usize) -> (u32, u32) {
         let wg = self.workgroup_size.max(1);
         let x = (units.div_ceil(per_invocation.max(1)).min(1 << 16) as u32).next_power_of_two().clamp(1, 32).min(wg);
@@ -141,6 +157,7 @@ impl Context {
     /// Workgroups `(x, y)` of a 2-D grid covering `items` items, `per_group` per workgroup:
     /// WebGPU allows 65 535 workgroups per dimension, so larger dispatches fold into rows of the
     /// grid, which the kernels flatten back (`id_index`, `gid.y · nwg.x · WG + gid.x`).
+    #[doc(hidden)]
     pub fn grid(&self, what: &'static str, items: u64, per_group: u64) -> Result<(u32, u32), Error> {
         let groups = items.div_ceil(per_group.max(1));
         let max = self.limits.max_compute_workgroups_per_dimension as u64;
@@ -154,6 +171,7 @@ impl Context {
 
     /// A bind group of `resources`, bound in order to bindings 0, 1, 2, … as every kernel's
     /// layout numbers them.
+    #[doc(hidden)]
     pub fn bind_group(&self, label: &str, layout: &wgpu::BindGroupLayout, resources: &[wgpu::BindingResource<'_>]) -> wgpu::BindGroup {
         let entries: Vec<wgpu::BindGroupEntry<'_>> =
             resources.iter().enumerate().map(|(i, r)| wgpu::BindGroupEntry { binding: i as u32, resource: r.clone() }).collect();
@@ -161,6 +179,7 @@ impl Context {
     }
 
     /// The gather kernel of a table of `format` and `dim`, with its workgroup shape.
+    #[doc(hidden)]
     pub async fn gather_pipeline(&self, format: Format, dim: usize, row_words: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::gather(format, dim, row_words);
         let shape = self.workgroup_shape(dim / shader.values_per_step(), 4);
@@ -168,6 +187,7 @@ impl Context {
     }
 
     /// The f16-output gather kernel of `format` for rows of `dim` values, and its shape.
+    #[doc(hidden)]
     pub async fn gather_f16_pipeline(&self, format: Format, dim: usize) -> Result<(wgpu::ComputePipeline, (u32, u32)), Error> {
         let shader = ShaderId::GatherF16 { format, vec4: dim.is_multiple_of(4) };
         let shape = self.workgroup_shape(dim.div_ceil(shader.values_per_step()), 4);
@@ -175,6 +195,7 @@ impl Context {
     }
 
     /// The compute pipeline of a kernel for a workgroup shape, compiled once per engine.
+    #[doc(hidden)]
     pub async fn pipeline(&self, shader: ShaderId, (wg_x, wg_y): (u32, u32)) -> Result<wgpu::ComputePipeline, Error> {
         let key = (shader, (wg_x, wg_y));
         if let Some(p) = self.pipelines.lock().map_err(|_| poisoned())?.get(&key) {
@@ -217,6 +238,7 @@ impl Context {
     }
 
     /// Creates a buffer, turning out-of-memory and validation failures into typed errors.
+    #[doc(hidden)]
     pub async fn create_buffer(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>) -> Result<Buffer, Error> {
         self.allocate(what, size, usage, contents, None).await
     }
@@ -227,6 +249,7 @@ impl Context {
     /// queued as a write. Scratch is pooled by size class (the buffer may be larger than
     /// `size`: bind the range used), an output by its exact size (a caller may see it whole).
     /// A buffer larger than the pool keeps is allocated and destroyed as any other.
+    #[doc(hidden)]
     pub async fn pooled(&self, what: &'static str, size: u64, usage: wgpu::BufferUsages, contents: Option<&[u8]>, fit: Fit) -> Result<Buffer, Error> {
         self.check_lost()?;
         let bytes = size.max(4).next_multiple_of(4);
@@ -259,6 +282,7 @@ impl Context {
     /// Queues a write of `bytes` at the start of `buffer` (a `COPY_DST` buffer at least as
     /// large, rounded up to whole words): whole words, as a queued write needs, the padding of
     /// a last partial word 0.
+    #[doc(hidden)]
     pub fn write_words(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
         let whole = bytes.len() & !3;
         if whole > 0 {
@@ -272,6 +296,7 @@ impl Context {
     }
 
     /// Allocates a buffer (pooled under `pool` once it goes idle, if given).
+    #[doc(hidden)]
     pub async fn allocate(
         &self,
         what: &'static str,

@@ -68,6 +68,7 @@ pub fn prepared_row_words(format: Format, dim: usize, row_alignment: usize) -> R
 /// A GPU device ready to hold tables and run lookups. Cheap to clone (reference counted).
 #[derive(Clone)]
 pub struct Engine {
+    #[doc(hidden)]
     pub ctx: Arc<Context>,
 }
 
@@ -92,6 +93,7 @@ impl Engine {
         Engine::on_device(device, options.clone(), Origin::Instance(instance.clone(), options))
     }
 
+    #[doc(hidden)]
     pub async fn pick(instance: &wgpu::Instance, options: &EngineOptions) -> Result<(wgpu::Device, wgpu::Queue), Error> {
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
@@ -107,6 +109,7 @@ impl Engine {
         Engine::on_device(device, options.clone(), Origin::Adapter(adapter.clone(), options))
     }
 
+    #[doc(hidden)]
     pub async fn request_device(adapter: &wgpu::Adapter) -> Result<(wgpu::Device, wgpu::Queue), Error> {
         adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -154,6 +157,7 @@ impl Engine {
         Engine::on_device((device, queue), options, Origin::Device)
     }
 
+    #[doc(hidden)]
     pub fn on_device((device, queue): (wgpu::Device, wgpu::Queue), options: EngineOptions, origin: Origin) -> Result<Engine, Error> {
         check_limits(&device.limits())?;
         let lost = Arc::new(Lost::default());
@@ -195,6 +199,7 @@ impl Engine {
         Engine::build(self.ctx.device.clone(), self.ctx.queue.clone(), options, self.ctx.lost.clone(), origin)
     }
 
+    #[doc(hidden)]
     pub fn build(device: wgpu::Device, queue: wgpu::Queue, options: EngineOptions, lost: Arc<Lost>, origin: Origin) -> Engine {
         let limits = device.limits();
         let info = device.adapter_info();

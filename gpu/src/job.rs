@@ -25,11 +25,13 @@ pub struct Pass {
 pub struct Encoded {
     pub pass: Pass,
     pub inputs: Vec<Buffer>,
+    #[doc(hidden)]
     pub output: GpuRows,
 }
 
 impl Encoded {
     /// A job of this one pass.
+    #[doc(hidden)]
     pub fn into_job(self) -> LookupJob {
         let ctx = self.output.ctx.clone();
         LookupJob::new(ctx, vec![self.pass], self.inputs, self.output)
@@ -46,6 +48,7 @@ pub enum Indices<'a> {
 
 impl Indices<'_> {
     /// How many indices.
+    #[doc(hidden)]
     pub fn len(&self) -> usize {
         match self {
             Indices::Host(i) => i.len(),
@@ -82,14 +85,19 @@ pub fn encode_passes(encoder: &mut wgpu::CommandEncoder, label: &str, passes: &[
 /// A lookup (gather, bags) ready to run: its kernels and their dispatches, the buffers they
 /// bind, and its output buffer.
 pub struct LookupJob {
+    #[doc(hidden)]
     pub ctx: Arc<Context>,
     /// Compute passes in order, each followed by its copies.
+    #[doc(hidden)]
     pub stages: Vec<Stage>,
     /// Input buffers the bind groups use, kept alive with the job.
+    #[doc(hidden)]
     pub _inputs: Vec<Buffer>,
+    #[doc(hidden)]
     pub output: GpuRows,
     /// What the job's maker wants told when the job is recorded or submitted (a cache's hold on
     /// the slots the job loads).
+    #[doc(hidden)]
     pub hook: Option<Box<dyn SubmitHook>>,
 }
 
@@ -112,12 +120,14 @@ pub struct Stage {
 
 impl LookupJob {
     /// A job of one compute pass.
+    #[doc(hidden)]
     pub fn new(ctx: Arc<Context>, passes: Vec<Pass>, inputs: Vec<Buffer>, output: GpuRows) -> LookupJob {
         LookupJob { ctx, stages: vec![Stage { passes, copies: Vec::new() }], _inputs: inputs, output, hook: None }
     }
 
     /// This job, then `next` (which reads what this one wrote): their stages in order, `next`'s
     /// output. This job's output stays alive with the job.
+    #[doc(hidden)]
     pub fn then(mut self, next: LookupJob) -> LookupJob {
         self.stages.extend(next.stages);
         self._inputs.extend(next._inputs);
@@ -224,16 +234,22 @@ impl LookupJob {
 /// from the `*_f16` lookups, f16: `rows × ⌈dim / 2⌉` u32 words, each holding two values (the
 /// first in the low 16 bits; an odd dim's last word has 0 in its high half).
 pub struct GpuRows {
+    #[doc(hidden)]
     pub ctx: Arc<Context>,
+    #[doc(hidden)]
     pub buffer: Buffer,
+    #[doc(hidden)]
     pub rows: usize,
+    #[doc(hidden)]
     pub dim: usize,
     /// The element type of the values (f16: two a word).
+    #[doc(hidden)]
     pub element: Element,
 }
 
 impl GpuRows {
     /// Rows of `dim` values of `element` in `buffer`.
+    #[doc(hidden)]
     pub fn new(ctx: Arc<Context>, buffer: Buffer, rows: usize, dim: usize, element: Element) -> GpuRows {
         GpuRows { ctx, buffer, rows, dim, element }
     }
@@ -244,6 +260,7 @@ impl GpuRows {
     }
 
     /// Another handle to the same buffer (the job that writes it keeps its own).
+    #[doc(hidden)]
     pub fn clone_handle(&self) -> GpuRows {
         GpuRows { ctx: self.ctx.clone(), buffer: self.buffer.clone(), rows: self.rows, dim: self.dim, element: self.element }
     }
@@ -431,6 +448,7 @@ pub fn dense_parts(ctx: &Context, n: usize, dim: usize) -> Result<Vec<std::ops::
 impl LookupJob {
     /// This job's rows as `element`s: f32 rows rounded to f16 by one more pass where asked
     /// (the job unchanged when it writes them already).
+    #[doc(hidden)]
     pub async fn into_element(self, element: Element) -> Result<LookupJob, Error> {
         if element == Element::F16 && self.output.element != Element::F16 {
             let pack = pack_f16(&self.ctx, &self.output).await?;

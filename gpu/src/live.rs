@@ -51,6 +51,7 @@ impl GpuKeyIndex {
     /// Uploads `words` (the index's buckets, four words each; `mask` + 1 of them) and zeroed
     /// counts for `slots` slots, on the engine of `table`; `None` when either is larger than one
     /// storage binding of the device (the probe binds each whole).
+    #[doc(hidden)]
     pub async fn upload(table: &GpuTable, words: &[u32], mask: u32, slots: usize) -> Result<Option<GpuKeyIndex>, Error> {
         let ctx = table.res.ctx.clone();
         ctx.check_lost()?;
@@ -66,6 +67,7 @@ impl GpuKeyIndex {
 
     /// Writes the buckets `changed` (ascending) of `words`, one queued write a run of them,
     /// visible to every lookup submitted after this call.
+    #[doc(hidden)]
     pub fn write_buckets(&self, words: &[u32], changed: &[u32]) -> Result<(), Error> {
         self.ctx.check_lost()?;
         let mut i = 0;
@@ -141,6 +143,7 @@ impl GpuKeyIndex {
 
     /// A gather of the rows of `keys` from `table` (the live table's GPU copy): the probe, then
     /// the gather, in one job.
+    #[doc(hidden)]
     pub async fn gather(&self, table: &GpuTable, keys: &[u64], missing: ProbeMissing, fallback_rows: usize) -> Result<LookupJob, Error> {
         let (probe, rows, mut inputs) = self.probe_pass(keys, missing, fallback_rows).await?;
         let pass = table.encode_gather(Indices::Device(rows, keys.len()), RowPolicy::Zero, None, Element::F32).await?;

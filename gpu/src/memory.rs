@@ -223,13 +223,16 @@ pub struct Counted {
     /// collector ran), and natively it frees the memory without waiting for wgpu's next poll.
     /// Work already submitted that reads the buffer still completes (WebGPU and wgpu-core keep
     /// the memory until it has); every edo job holds each buffer it binds, its tables' shards too.
+    #[doc(hidden)]
     pub buffer: Option<wgpu::Buffer>,
     /// Set for the buffers of a lookup: goes idle into the engine's pool under this key rather
     /// than being destroyed (if the pool takes it).
+    #[doc(hidden)]
     pub pool: Option<PoolKey>,
     /// Set once the `wgpu::Buffer` was handed to a caller ([`super::GpuRows::buffer`]): the
     /// caller may hold a handle edo cannot see, so the buffer is destroyed as before, never
     /// reused under the caller's feet. Also set while a readback buffer is being mapped.
+    #[doc(hidden)]
     pub exported: AtomicBool,
 }
 
@@ -262,14 +265,17 @@ impl Drop for Registry {
 /// (and against its budget) until it is dropped. Derefs to the `wgpu::Buffer`.
 #[derive(Clone)]
 pub struct Buffer {
+    #[doc(hidden)]
     pub inner: wgpu::Buffer,
     /// Shared by clones: the bytes are given back once, when the last clone goes.
+    #[doc(hidden)]
     pub counted: Arc<Counted>,
 }
 
 impl Buffer {
     /// The buffer, for a caller to hold: from now on it is destroyed when edo's last handle
     /// goes, never pooled for another lookup.
+    #[doc(hidden)]
     pub fn export(&self) -> &wgpu::Buffer {
         self.counted.exported.store(true, Ordering::Relaxed);
         &self.inner
@@ -277,6 +283,7 @@ impl Buffer {
 
     /// Whether the buffer is kept out of the pool when its last handle goes (a readback
     /// buffer while it is mapped; never edo's buffers handed to a caller, which stay out).
+    #[doc(hidden)]
     pub fn keep_out_of_pool(&self, out: bool) {
         self.counted.exported.store(out, Ordering::Relaxed);
     }

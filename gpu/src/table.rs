@@ -64,6 +64,7 @@ pub struct Resident {
 }
 
 impl Resident {
+    #[doc(hidden)]
     pub async fn upload(engine: &Engine, tables: &[&PackedTable]) -> Result<Resident, Error> {
         let ctx = engine.ctx.clone();
         ctx.check_lost()?;
@@ -133,6 +134,7 @@ impl Resident {
 
     /// A table of `rows` zero rows of `format` (the slots of a row cache), in shards of whole
     /// rows like an uploaded table, allocated without a host copy.
+    #[doc(hidden)]
     pub async fn zeroed(engine: &Engine, format: Format, rows: usize, dim: usize) -> Result<Resident, Error> {
         let ctx = engine.ctx.clone();
         ctx.check_lost()?;
@@ -165,10 +167,12 @@ impl Resident {
     }
 
     /// Names the shards' owner in the engine's memory report.
+    #[doc(hidden)]
     pub fn set_name(&self, name: &str) {
         self.ctx.registry.set_owner(self.shards.iter().map(|s| &s.buffer), name);
     }
 
+    #[doc(hidden)]
     pub fn bytes(&self) -> u64 {
         self.shards.iter().map(|s| 4 * (s.word_end - s.word_start) as u64).sum()
     }
@@ -209,6 +213,7 @@ async fn make_shard(ctx: &Context, pieces: &[Piece<'_>], start: u64) -> Result<S
 /// through one handle ([`GpuTable::write_rows`]) are seen through all.
 #[derive(Clone)]
 pub struct GpuTable {
+    #[doc(hidden)]
     pub res: Resident,
 }
 
@@ -244,11 +249,13 @@ impl GpuTable {
     }
     /// Bytes of GPU memory the table's shards take: its packed words, and the padding of aligned
     /// rows ([`PackedTable::with_row_alignment`]).
+    #[doc(hidden)]
     pub fn bytes(&self) -> u64 {
         self.res.bytes()
     }
     /// Names the table in the engine's [`Engine::memory_report`] (default: "table N"). Every
     /// handle to the table shares the name.
+    #[doc(hidden)]
     pub fn set_name(&self, name: &str) {
         self.res.set_name(name)
     }

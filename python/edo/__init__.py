@@ -850,7 +850,8 @@ class LiveTable:
         return len(self._t.apply_log(os.fspath(path)))
 
     def remove(self, keys: ArrayLike) -> int:
-        """Removes ``keys``; returns how many the table held."""
+        """Removes ``keys``; returns how many the table held. Raises ``EdoError`` when the GPU copy
+        fails meanwhile (the keys are removed on the host all the same; the copy is dropped)."""
         return self._t.remove(_keys(keys))
 
     def usage(self, keys: ArrayLike) -> NDArray[np.uint64]:

@@ -34,12 +34,15 @@ for wasm in web/pkg/edo_web_bg.wasm web/pkg/edo_web_suite_bg.wasm; do
   raw_before=$(stat -c %s "$wasm")
   if command -v wasm-opt >/dev/null; then
     # --low-memory-unused holds while the stack comes first: its pointer starts at or below
-    # the first data segment. Refuse the flag's output otherwise.
-    read -r stack data <<< "$(wasm-dis "$wasm" | awk '
+    # the first data segment (read by binaryen's wasm-dis, by name: a module stripped of its
+    # names fails the check, which is safe). Refuse the flag's output otherwise.
+    command -v wasm-dis >/dev/null || { echo "wasm-dis (binaryen, beside wasm-opt) is needed to check the memory layout" >&2; exit 1; }
+    layout=$(wasm-dis "$wasm" | awk '
       function at(line) { match(line, /i32.const [0-9]+/); return substr(line, RSTART + 10, RLENGTH - 10) }
       /^ \(global \$__stack_pointer / && stack == "" { stack = at($0) }
       /^ \(data / && data == "" { data = at($0) }
-      END { print stack, data }')"
+      END { print stack, data }')
+    read -r stack data <<< "$layout"
     if [ -z "${stack:-}" ] || [ -z "${data:-}" ] || [ "$stack" -gt "$data" ] || [ "$stack" -lt 1024 ]; then
       echo "$wasm: the stack is not first in memory (stack pointer ${stack:-?}, data at ${data:-?}): --low-memory-unused would not hold" >&2
       exit 1

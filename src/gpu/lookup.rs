@@ -1,4 +1,5 @@
-//! [`GpuLookup`]: one interface over the GPU table kinds that u32 ids look up.
+//! [`GpuLookup`]: one interface over the GPU table kinds, whatever their ids (u32, or 64-bit
+//! through [`Request::gather_keys`]).
 //!
 //! A kind implements [`GpuLookup::prepare`], which builds the job of any [`Request`] without
 //! submitting it; the verbs (`gather`, `bag`, their f16 forms and `prepare_*` forms) are provided

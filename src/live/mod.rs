@@ -500,10 +500,10 @@ impl LiveTable {
     }
     /// The counters since the table was made.
     pub fn stats(&self) -> LiveStats {
-        {
-            // Unknown keys the GPU's probe met are counted there until folded in (a GPU that
-            // fails here leaves them out).
-            let st = self.read();
+        // Unknown keys the GPU's probe met are counted there until folded in: here only when
+        // the lock is free at once, so that stats() never waits behind a writer (nor deadlocks
+        // when called from a lookup's own closure); a GPU that fails here leaves them out.
+        if let Some(st) = self.state.try_read() {
             let _ = self.fold_gpu_lookups(&st);
         }
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
